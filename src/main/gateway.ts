@@ -1,0 +1,224 @@
+import * as grpc from "@grpc/grpc-js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { gatewayPackageDefinition } from "../shared/protos.js";
+import { createRuntime, type Runtime } from "../runtime/index.js";
+import { createAuthenticator } from "./auth.js";
+import { createServiceRegistry, loadServicesConfig, validateServicesConfig, type ServiceRegistry } from "./config.js";
+import type { Facility, GatewayContext, HealthEntry } from "./context.js";
+import { createDispatchFacility } from "./dispatch-facility.js";
+import { configGrpc } from "./grpc/config.js";
+import { addReflectionService, fileDescriptorsOf } from "./grpc/reflection-service.js";
+import { bindService, type BindDeps } from "./grpc/server.js";
+import { runHealthChecks } from "./health.js";
+import { createLogger, type Logger } from "./logger.js";
+import { createMetrics, type Metrics } from "./metrics.js";
+import { createConfigOps } from "./ops/config.js";
+import { validateGatewayOptions, type GatewayOptions, type ValidatedOptions } from "./options.js";
+import { createPubsubFacility } from "./pubsub-facility.js";
+import { configRoutes } from "./rest/config.js";
+import { isNativeUws, json, startRestServer, type RestServer, type Route } from "./rest/router.js";
+import { createSidecarCallbackFacility } from "./sidecar-callback-facility.js";
+import { createStateFacility } from "./state-facility.js";
+import { createTriggerFacility } from "./trigger-facility.js";
+
+/** A running gateway. */
+export interface Gateway {
+  /** Bound gRPC port (the real one when 0 was asked). */
+  readonly grpcPort: number;
+  /** Bound REST port. */
+  readonly httpPort: number;
+  readonly context: GatewayContext;
+  /**
+   * Graceful shutdown: refuse new work (UNAVAILABLE / 503), end open streams with a status, let in-flight calls
+   * finish within `shutdownTimeoutMs`, then stop. Safe to call twice (returns the same promise).
+   */
+  close(): Promise<void>;
+  /** Immediate shutdown of whatever is left. Safe to call twice. */
+  destroy(): void;
+}
+
+/** Replaceable parts, for tests and embedding. */
+export interface GatewayOverrides {
+  /** Use this runtime instead of creating the one `sidecar` names. */
+  runtime?: Runtime;
+}
+
+/** The gateway's own gRPC services, as the package definition names them. */
+export const GATEWAY_SERVICES = ["platform.Gateway", "platform.State", "platform.Config", "platform.Trigger", "io.cloudevents.v1.Pubsub"] as const;
+
+async function loadRegistry(o: ValidatedOptions): Promise<ServiceRegistry> {
+  if (o.configPath) return loadServicesConfig(o.configPath, o.pubsubName);
+  if (o.services.length > 0) return validateServicesConfig({ services: o.services }, o.pubsubName);
+  return createServiceRegistry([], o.pubsubName ?? "pubsub");
+}
+
+function bindGrpc(port: number, host: string, server: grpc.Server): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const addr = host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
+    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, bound) =>
+      err ? reject(new GatewayError(Code.UNAVAILABLE, `gRPC server cannot listen on ${addr}: ${err.message}`)) : resolve(bound),
+    );
+  });
+}
+
+/** Start a gateway: load config, create the runtime, start both servers. Rejects with a GatewayError on bad options. */
+export async function createGateway(options: GatewayOptions, overrides: GatewayOverrides = {}): Promise<Gateway> {
+  const opts = validateGatewayOptions(options);
+  const logger: Logger = createLogger(opts.logLevel, opts.logDestination);
+  if (!isNativeUws()) {
+    logger.error({}, "uWebSockets.js native binary did not load: REST runs on the slow JS fallback; do not benchmark this process");
+  }
+  const services = await loadRegistry(opts);
+  const metrics: Metrics = createMetrics();
+  const runtime =
+    overrides.runtime ??
+    (await createRuntime(opts.sidecar, {
+      pubsubName: services.pubsubName,
+      logger,
+      host: opts.daprHost,
+      grpcPort: opts.daprGrpcPort,
+      ...(opts.daprApiToken ? { apiToken: opts.daprApiToken } : {}),
+    }));
+  let closing = false;
+  const ctx: GatewayContext = { options: opts, services, runtime, logger, metrics, isClosing: () => closing };
+  if (opts.apiKeys.length === 0) logger.warn({ host: opts.host }, "no API key configured: every caller is accepted (loopback host only)");
+
+  const configOps = createConfigOps(services);
+  const facilities: Facility[] = [
+    { grpc: { "platform.Config": configGrpc(configOps) }, routes: configRoutes(configOps) },
+    createDispatchFacility(ctx),
+    createStateFacility(ctx),
+    createPubsubFacility(ctx),
+    createTriggerFacility(ctx),
+    createSidecarCallbackFacility(ctx),
+  ];
+
+  // gRPC: every gateway service (unimplemented methods answer UNIMPLEMENTED), reflection, extra services.
+  const auth = createAuthenticator(opts.apiKeys);
+  const bindDeps: BindDeps = {
+    auth,
+    logger,
+    isClosing: () => closing,
+    requests: metrics.counter("platform_grpc_requests_total", "gRPC calls handled, by full method and status code name", ["method", "code"]),
+    latency: metrics.histogram("platform_grpc_request_duration_seconds", "Latency of unary gRPC calls in seconds, by full method and status code name", ["method", "code"]),
+    inflight: { count: 0 },
+  };
+  const server = new grpc.Server({ "grpc.max_receive_message_length": opts.maxBodyBytes, "grpc.max_send_message_length": 64 * 1024 * 1024 });
+  const pkg = gatewayPackageDefinition();
+  for (const name of GATEWAY_SERVICES) {
+    const impl = Object.assign({}, ...facilities.map((f) => f.grpc?.[name] ?? {}));
+    bindService(server, pkg[name] as grpc.ServiceDefinition, impl, bindDeps);
+  }
+  const noAuth = { ...bindDeps, auth: createAuthenticator([]) };
+  for (const f of facilities) for (const extra of f.extraGrpc ?? []) bindService(server, extra.definition, extra.impl, extra.auth === false ? noAuth : bindDeps);
+  addReflectionService(server, { files: fileDescriptorsOf(pkg), services: [...GATEWAY_SERVICES] });
+
+  // REST: facility routes plus /health and /metrics (no key needed).
+  const healthChecks: Array<() => Promise<Record<string, HealthEntry>>> = [
+    async () => {
+      try {
+        return { sidecar: await runtime.health() };
+      } catch (e) {
+        return { sidecar: { status: "Unhealthy", description: (e as Error).message } };
+      }
+    },
+    ...facilities.flatMap((f) => (f.health ? [() => f.health!()] : [])),
+  ];
+  const routes: Route[] = [
+    ...facilities.flatMap((f) => f.routes ?? []),
+    {
+      method: "GET",
+      path: "/health",
+      auth: false,
+      handler: async () => {
+        const report = await runHealthChecks(healthChecks);
+        report.entries["grpc-channel-pool"] ??= { status: "Healthy", description: "no dialable backends registered" };
+        return json(report, report.status === "Unhealthy" ? 503 : 200);
+      },
+    },
+    {
+      method: "GET",
+      path: "/metrics",
+      auth: false,
+      handler: async () => ({ raw: await metrics.registry.metrics(), contentType: metrics.registry.contentType }),
+    },
+  ];
+
+  let rest: RestServer | undefined;
+  let grpcPort: number;
+  try {
+    await runtime.start();
+    grpcPort = await bindGrpc(opts.grpcPort, opts.host, server);
+    rest = await startRestServer(opts.host, opts.httpPort, routes, {
+      auth,
+      logger,
+      maxBodyBytes: opts.maxBodyBytes,
+      isClosing: () => closing,
+      requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
+      latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
+    });
+    for (const f of facilities) await f.start?.();
+  } catch (e) {
+    server.forceShutdown();
+    rest?.stopListening();
+    for (const f of facilities) f.destroy?.();
+    await runtime.close().catch(() => undefined);
+    await metrics.close();
+    throw e;
+  }
+  const httpPort = rest.port;
+  logger.info({ grpcPort, httpPort, host: opts.host, sidecar: runtime.kind, services: services.all.length }, "gateway listening");
+
+  let destroyed = false;
+  const destroy = (): void => {
+    if (destroyed) return;
+    destroyed = true;
+    closing = true;
+    rest?.stopListening();
+    server.forceShutdown();
+    for (const f of facilities) f.destroy?.();
+    void runtime.close().catch(() => undefined);
+    void metrics.close();
+  };
+
+  let closed: Promise<void> | undefined;
+  const close = (): Promise<void> =>
+    (closed ??= (async () => {
+      closing = true;
+      logger.info({}, "gateway shutting down");
+      rest?.stopListening();
+      const deadline = Date.now() + opts.shutdownTimeoutMs;
+      // Facilities end their streams with a status and finish their work.
+      await Promise.race([
+        Promise.allSettled(facilities.map((f) => f.close?.())),
+        new Promise((r) => setTimeout(r, opts.shutdownTimeoutMs).unref()),
+      ]);
+      // Wait for in-flight unary calls and REST requests, bounded.
+      while ((bindDeps.inflight.count > 0 || (rest?.inflight ?? 0) > 0) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, Math.max(0, deadline - Date.now())).unref();
+        server.tryShutdown(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+      destroy();
+      await runtime.close().catch(() => undefined);
+      await metrics.close();
+      logger.info({}, "gateway stopped");
+    })());
+
+  return {
+    grpcPort,
+    httpPort,
+    context: ctx,
+    close,
+    destroy,
+  };
+}

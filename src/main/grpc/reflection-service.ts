@@ -1,0 +1,144 @@
+import * as grpc from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import { fromBinary } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema, type DescriptorProto } from "@bufbuild/protobuf/wkt";
+import { protoDir } from "../../shared/paths.js";
+
+/**
+ * A gRPC server reflection service (v1 and v1alpha) over a set of encoded FileDescriptorProtos. Unlike
+ * @grpc/reflection 1.0.4 it resolves services whose files import other files (grpc-node #3018), and answers
+ * `file_containing_symbol` with the file and all of its transitive dependencies, as grpc-go does.
+ */
+export interface ReflectionServiceOptions {
+  /** Encoded FileDescriptorProtos of every file the services need (duplicates by name are ignored). */
+  files: readonly Uint8Array[];
+  /** Fully qualified names of the services `list_services` reports. */
+  services: readonly string[];
+  /** Which protocol versions to serve. Default both. */
+  versions?: ReadonlyArray<"v1" | "v1alpha">;
+}
+
+interface Index {
+  byName: Map<string, Uint8Array>;
+  deps: Map<string, string[]>;
+  symbolFile: Map<string, string>;
+}
+
+function buildIndex(files: readonly Uint8Array[]): Index {
+  const byName = new Map<string, Uint8Array>();
+  const deps = new Map<string, string[]>();
+  const symbolFile = new Map<string, string>();
+  for (const bytes of files) {
+    const fd = fromBinary(FileDescriptorProtoSchema, bytes);
+    if (byName.has(fd.name)) continue;
+    byName.set(fd.name, bytes);
+    deps.set(fd.name, fd.dependency);
+    const prefix = fd.package ? fd.package + "." : "";
+    const addMessage = (m: DescriptorProto, scope: string): void => {
+      const full = scope + m.name;
+      symbolFile.set(full, fd.name);
+      for (const f of m.field) symbolFile.set(`${full}.${f.name}`, fd.name);
+      for (const n of m.nestedType) addMessage(n, full + ".");
+      for (const e of m.enumType) symbolFile.set(`${full}.${e.name}`, fd.name);
+    };
+    for (const m of fd.messageType) addMessage(m, prefix);
+    for (const e of fd.enumType) symbolFile.set(prefix + e.name, fd.name);
+    for (const s of fd.service) {
+      symbolFile.set(prefix + s.name, fd.name);
+      for (const m of s.method) symbolFile.set(`${prefix}${s.name}.${m.name}`, fd.name);
+    }
+  }
+  return { byName, deps, symbolFile };
+}
+
+/** The file and its transitive dependencies, the file first. */
+function withDeps(index: Index, name: string): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  const seen = new Set<string>();
+  const visit = (n: string): void => {
+    if (seen.has(n)) return;
+    seen.add(n);
+    const bytes = index.byName.get(n);
+    if (!bytes) return;
+    out.push(bytes);
+    for (const d of index.deps.get(n) ?? []) visit(d);
+  };
+  visit(name);
+  return out;
+}
+
+interface ReflectionRequest {
+  host?: string;
+  message_request?: string;
+  file_by_filename?: string;
+  file_containing_symbol?: string;
+  file_containing_extension?: { containing_type: string; extension_number: number };
+  all_extension_numbers_of_type?: string;
+  list_services?: string;
+}
+
+function answer(index: Index, services: readonly string[], req: ReflectionRequest): Record<string, unknown> {
+  const base = { valid_host: req.host ?? "", original_request: req };
+  const notFound = (what: string) => ({ ...base, error_response: { error_code: grpc.status.NOT_FOUND, error_message: what } });
+  switch (req.message_request) {
+    case "list_services":
+      return { ...base, list_services_response: { service: services.map((name) => ({ name })) } };
+    case "file_by_filename": {
+      const name = req.file_by_filename ?? "";
+      if (!index.byName.has(name)) return notFound(`file not found: ${name}`);
+      return { ...base, file_descriptor_response: { file_descriptor_proto: withDeps(index, name) } };
+    }
+    case "file_containing_symbol": {
+      const sym = (req.file_containing_symbol ?? "").replace(/^\./, "");
+      const file = index.symbolFile.get(sym);
+      if (!file) return notFound(`symbol not found: ${sym}`);
+      return { ...base, file_descriptor_response: { file_descriptor_proto: withDeps(index, file) } };
+    }
+    case "file_containing_extension":
+      return notFound(`extension not found: ${req.file_containing_extension?.containing_type ?? ""}`);
+    case "all_extension_numbers_of_type": {
+      const type = req.all_extension_numbers_of_type ?? "";
+      if (!index.symbolFile.has(type)) return notFound(`type not found: ${type}`);
+      return { ...base, all_extension_numbers_response: { base_type_name: type, extension_number: [] } };
+    }
+    default:
+      return { ...base, error_response: { error_code: grpc.status.UNIMPLEMENTED, error_message: "unsupported reflection request" } };
+  }
+}
+
+let definitions: Record<"v1" | "v1alpha", grpc.ServiceDefinition> | undefined;
+
+function reflectionDefinitions(): Record<"v1" | "v1alpha", grpc.ServiceDefinition> {
+  if (definitions) return definitions;
+  const load = (v: string) => {
+    const pkg = loadSync(`grpc/reflection/${v}/reflection.proto`, { keepCase: true, oneofs: true, defaults: false, includeDirs: [protoDir()] });
+    return pkg[`grpc.reflection.${v}.ServerReflection`] as grpc.ServiceDefinition;
+  };
+  return (definitions = { v1: load("v1"), v1alpha: load("v1alpha") });
+}
+
+/** Add the reflection service(s) to a grpc-js server. */
+export function addReflectionService(server: grpc.Server, opts: ReflectionServiceOptions): void {
+  const index = buildIndex(opts.files);
+  const defs = reflectionDefinitions();
+  const handler = (call: grpc.ServerDuplexStream<ReflectionRequest, Record<string, unknown>>): void => {
+    call.on("data", (req: ReflectionRequest) => {
+      call.write(answer(index, opts.services, req));
+    });
+    call.on("end", () => call.end());
+    call.on("error", () => undefined);
+  };
+  for (const v of opts.versions ?? ["v1", "v1alpha"]) {
+    server.addService(defs[v], { ServerReflectionInfo: handler });
+  }
+}
+
+/** Every distinct FileDescriptorProto of a proto-loader package definition. */
+export function fileDescriptorsOf(pkg: Record<string, unknown>): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (const def of Object.values(pkg)) {
+    const files = (def as { fileDescriptorProtos?: Uint8Array[] }).fileDescriptorProtos;
+    if (files) out.push(...files);
+  }
+  return out;
+}

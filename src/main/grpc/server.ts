@@ -1,0 +1,134 @@
+import * as grpc from "@grpc/grpc-js";
+import { Code } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import type { Authenticator } from "../auth.js";
+import type { Logger } from "../logger.js";
+import type { CounterMetric, HistogramMetric } from "../metrics.js";
+
+/** What a unary handler gets besides the request. */
+export interface UnaryContext {
+  /** Inbound metadata (x-api-key already checked). */
+  metadata: grpc.Metadata;
+  /** Aborted when the caller cancels or the deadline passes. */
+  signal: AbortSignal;
+  /** The caller's deadline as epoch ms, or undefined when none was set. */
+  deadline: number | undefined;
+}
+
+/** A unary handler: resolve the response or throw (a GatewayError keeps its code; anything else is INTERNAL). */
+export type UnaryMethod = (req: any, ctx: UnaryContext) => Promise<unknown>;
+/** A server-streaming handler; owns the call once invoked (auth and closing already checked). */
+export type ServerStreamMethod = (call: grpc.ServerWritableStream<any, any>) => void;
+/** Handlers of one gRPC service by method name. Methods left out answer UNIMPLEMENTED. */
+export type ServiceImpl = Record<string, UnaryMethod | ServerStreamMethod>;
+
+const RAW = Symbol("rawResponses");
+
+/**
+ * Mark a server-streaming handler as writing pre-encoded response bytes: the method is bound with an identity
+ * serializer, so one encoded event Buffer can be shared by every subscriber.
+ */
+export function rawResponses(fn: ServerStreamMethod): ServerStreamMethod {
+  (fn as unknown as Record<symbol, boolean>)[RAW] = true;
+  return fn;
+}
+
+/** Shared by every bound service. */
+export interface BindDeps {
+  auth: Authenticator;
+  logger: Logger;
+  isClosing(): boolean;
+  requests: CounterMetric<"method" | "code">;
+  latency: HistogramMetric<"method" | "code">;
+  /** In-flight unary calls, so shutdown can wait for them. */
+  inflight: { count: number; onIdle?: () => void };
+}
+
+function firstString(md: grpc.Metadata, key: string): string | undefined {
+  const v = md.get(key)[0];
+  return typeof v === "string" ? v : undefined;
+}
+
+function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined {
+  const d = call.getDeadline();
+  const ms = d instanceof Date ? d.getTime() : d;
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** A grpc-js status object from a GatewayError (what `callback(err)` and stream `error` take). */
+export function toStatusObject(e: GatewayError): Partial<grpc.StatusObject> {
+  return { code: e.code as number as grpc.status, details: e.rawMessage, metadata: new grpc.Metadata() };
+}
+
+/** Check closing and x-api-key; a GatewayError when the call must be refused. */
+function admit(deps: BindDeps, md: grpc.Metadata): GatewayError | undefined {
+  if (deps.isClosing()) return new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
+  if (!deps.auth.check(firstString(md, "x-api-key"))) return new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key");
+  return undefined;
+}
+
+/**
+ * Add one service to the server: every method of `definition` gets auth, the shutdown gate, request metrics and
+ * error translation around the handler in `impl`.
+ */
+export function bindService(server: grpc.Server, definition: grpc.ServiceDefinition, impl: ServiceImpl, deps: BindDeps): void {
+  const handlers: grpc.UntypedServiceImplementation = {};
+  // A copy: the package definition is shared with clients in the same process.
+  const bound: Record<string, grpc.MethodDefinition<unknown, unknown>> = { ...definition };
+  for (const [name, def] of Object.entries(definition)) {
+    const method = def.path.slice(1);
+    const h = impl[name] ?? impl[def.originalName ?? ""];
+    if (def.responseStream && !def.requestStream) {
+      const stream = h as ServerStreamMethod | undefined;
+      if (stream && (stream as unknown as Record<symbol, boolean>)[RAW]) {
+        bound[name] = { ...def, responseSerialize: (b: unknown) => b as Buffer };
+      }
+      handlers[name] = (call: grpc.ServerWritableStream<unknown, unknown>) => {
+        deps.requests.inc({ method, code: "STARTED" });
+        const refused = admit(deps, call.metadata) ?? (stream ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`));
+        if (refused) {
+          deps.requests.inc({ method, code: refused.codeName });
+          call.emit("error", toStatusObject(refused));
+          return;
+        }
+        stream!(call);
+      };
+      continue;
+    }
+    if (def.requestStream) {
+      handlers[name] = (call: grpc.ServerDuplexStream<unknown, unknown>) => {
+        call.emit("error", toStatusObject(new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)));
+      };
+      continue;
+    }
+    const unary = h as UnaryMethod | undefined;
+    handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      const started = performance.now();
+      const finish = (err: GatewayError | null, res?: unknown): void => {
+        const code = err ? err.codeName : "OK";
+        deps.requests.inc({ method, code });
+        deps.latency.observe({ method, code }, (performance.now() - started) / 1000);
+        if (err) callback(toStatusObject(err));
+        else callback(null, res);
+      };
+      const refused = admit(deps, call.metadata) ?? (unary ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`));
+      if (refused) return finish(refused);
+      const ac = new AbortController();
+      call.once("cancelled", () => ac.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call")));
+      deps.inflight.count++;
+      unary!(call.request, { metadata: call.metadata, signal: ac.signal, deadline: deadlineOf(call) })
+        .then(
+          (res) => finish(null, res),
+          (e: unknown) => {
+            const err = GatewayError.from(e);
+            if (err.code === Code.INTERNAL || err.code === Code.UNKNOWN) deps.logger.error({ err: e, method }, "gRPC handler failed");
+            finish(err);
+          },
+        )
+        .finally(() => {
+          if (--deps.inflight.count === 0) deps.inflight.onIdle?.();
+        });
+    };
+  }
+  server.addService(bound as grpc.ServiceDefinition, handlers);
+}

@@ -1,0 +1,136 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { Meter, MeterProvider as ApiMeterProvider } from "@opentelemetry/api";
+import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
+import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
+import { resourceFromAttributes } from "@opentelemetry/resources";
+
+type Labels<L extends string> = Partial<Record<L, string | number>>;
+
+/** A monotonically increasing count. */
+export interface CounterMetric<L extends string> {
+  inc(labels?: Labels<L>, value?: number): void;
+}
+/** A value that goes up and down. */
+export interface GaugeMetric<L extends string> {
+  set(labels: Labels<L>, value: number): void;
+  inc(labels?: Labels<L>, value?: number): void;
+  dec(labels?: Labels<L>, value?: number): void;
+}
+/** A distribution (seconds for latencies). */
+export interface HistogramMetric<L extends string> {
+  observe(labels: Labels<L>, value: number): void;
+}
+
+/**
+ * The gateway's metrics, per gateway instance: each is a prom-client metric on `/metrics` and, when
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` is set, the same instrument on an OTLP/HTTP exporter. Every metric needs help text.
+ */
+export interface Metrics {
+  readonly registry: Registry;
+  counter<L extends string>(name: string, help: string, labelNames: readonly L[]): CounterMetric<L>;
+  gauge<L extends string>(name: string, help: string, labelNames: readonly L[]): GaugeMetric<L>;
+  histogram<L extends string>(name: string, help: string, labelNames: readonly L[], buckets?: number[]): HistogramMetric<L>;
+  /** Whether OTLP export is on. */
+  readonly otlp: boolean;
+  /** Flush OTLP and stop exporting. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** Options of createMetrics. */
+export interface MetricsOptions {
+  /** Collect Node process metrics (CPU, memory, event loop). Default true. */
+  processMetrics?: boolean;
+  /** OTLP endpoint; default $OTEL_EXPORTER_OTLP_ENDPOINT. No endpoint: nothing is sent anywhere. */
+  otlpEndpoint?: string;
+  /** OTLP export period in ms. Default $OTEL_METRIC_EXPORT_INTERVAL or 60000. */
+  otlpIntervalMs?: number;
+}
+
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+function clean<L extends string>(labels: Labels<L> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (labels) for (const [k, v] of Object.entries(labels)) if (v !== undefined) out[k] = String(v);
+  return out;
+}
+
+/** Create the metrics of one gateway instance. */
+export function createMetrics(opts: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  if (opts.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  const endpoint = opts.otlpEndpoint ?? process.env["OTEL_EXPORTER_OTLP_ENDPOINT"];
+  let provider: MeterProvider | undefined;
+  let meter: Meter | undefined;
+  if (endpoint) {
+    const base = endpoint.replace(/\/+$/, "");
+    const exporter = new OTLPMetricExporter({ url: base.endsWith("/v1/metrics") ? base : `${base}/v1/metrics` });
+    const interval = opts.otlpIntervalMs ?? (Number(process.env["OTEL_METRIC_EXPORT_INTERVAL"]) || 60_000);
+    provider = new MeterProvider({
+      resource: resourceFromAttributes({ "service.name": process.env["OTEL_SERVICE_NAME"] ?? "platform-gateway" }),
+      readers: [new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: interval, exportTimeoutMillis: Math.min(interval, 30_000) })],
+    });
+    meter = (provider as unknown as ApiMeterProvider).getMeter("platform-gateway");
+  }
+  let closed = false;
+  return {
+    registry,
+    otlp: meter !== undefined,
+    counter(name, help, labelNames) {
+      const c = new Counter({ name, help, labelNames: [...labelNames], registers: [registry] });
+      const o = meter?.createCounter(name, { description: help });
+      return {
+        inc(labels, value = 1) {
+          const l = clean(labels);
+          c.inc(l as never, value);
+          o?.add(value, l);
+        },
+      };
+    },
+    gauge(name, help, labelNames) {
+      const g = new Gauge({ name, help, labelNames: [...labelNames], registers: [registry] });
+      const o = meter?.createGauge(name, { description: help });
+      const mirror = (l: Record<string, string>): void => {
+        if (!o) return;
+        // prom-client holds the current value; the OTel gauge records it.
+        const cur = (g as unknown as { hashMap: Record<string, { value: number; labels: Record<string, string> }> }).hashMap;
+        for (const entry of Object.values(cur)) {
+          if (Object.entries(l).every(([k, v]) => entry.labels[k] === v)) o.record(entry.value, entry.labels);
+        }
+      };
+      return {
+        set(labels, value) {
+          const l = clean(labels);
+          g.set(l as never, value);
+          o?.record(value, l);
+        },
+        inc(labels, value = 1) {
+          const l = clean(labels);
+          g.inc(l as never, value);
+          mirror(l);
+        },
+        dec(labels, value = 1) {
+          const l = clean(labels);
+          g.dec(l as never, value);
+          mirror(l);
+        },
+      };
+    },
+    histogram(name, help, labelNames, buckets = LATENCY_BUCKETS) {
+      const h = new Histogram({ name, help, labelNames: [...labelNames], buckets, registers: [registry] });
+      const o = meter?.createHistogram(name, { description: help, advice: { explicitBucketBoundaries: buckets } });
+      return {
+        observe(labels, value) {
+          const l = clean(labels);
+          h.observe(l as never, value);
+          o?.record(value, l);
+        },
+      };
+    },
+    async close() {
+      if (closed || !provider) return;
+      closed = true;
+      await provider.forceFlush().catch(() => undefined);
+      await provider.shutdown().catch(() => undefined);
+    },
+  };
+}

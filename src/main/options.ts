@@ -1,0 +1,182 @@
+import { availableParallelism } from "node:os";
+import { GatewayError } from "../shared/gateway-error.js";
+import { Code } from "../shared/code.js";
+import { LOG_LEVELS, type LogLevel } from "./logger.js";
+import type { ServiceConfig } from "./config.js";
+
+/** Everything the gateway process can be told. Every field is documented in README "Configuration". */
+export interface GatewayOptions {
+  /** Path of the services configuration file (YAML or JSON). Default: none (use `services`). */
+  configPath?: string;
+  /** Services, when given directly instead of a file (tests, embedding). Default: []. */
+  services?: ServiceConfig[];
+  /** Host both servers bind. Default "127.0.0.1". */
+  host?: string;
+  /** gRPC port; 0 binds an ephemeral port. Default 5000. */
+  grpcPort?: number;
+  /** REST port; 0 binds an ephemeral port. Default 8080. */
+  httpPort?: number;
+  /** Sidecar runtime. Default "embedded". */
+  sidecar?: "embedded" | "dapr";
+  /** Pub/sub component name from the command line; wins over the services config. Default: from config, else "pubsub". */
+  pubsubName?: string;
+  /** Accepted `x-api-key` values. Default []: no auth, and then only a loopback host is allowed. */
+  apiKeys?: string[];
+  /** Default "info". */
+  logLevel?: LogLevel;
+  /** Largest accepted REST body in bytes. Default 4 MiB. */
+  maxBodyBytes?: number;
+  /** Bound on graceful shutdown in ms: in-flight work gets this long before streams are ended. Default 10000. */
+  shutdownTimeoutMs?: number;
+  /** Request headers forwarded to backends on invoke (tracing/correlation only). Default: see DEFAULT_FORWARD_HEADERS. */
+  forwardHeaders?: string[];
+  /** Deadline for backend calls when the caller sets none, in ms. Default 30000. */
+  invokeDeadlineMs?: number;
+  /** Payloads at least this many bytes convert in the worker pool; smaller ones inline. Default 16384. */
+  workerThresholdBytes?: number;
+  /** Worker threads in the conversion pool. Default: max(1, cores - 1). */
+  workerThreads?: number;
+  /** Tasks that may wait for a worker; past it calls fail RESOURCE_EXHAUSTED. Default 256. */
+  workerMaxQueue?: number;
+  /** Channels per backend. Default 4. Overridden per service by `grpc.channels` in the config. */
+  channelsPerBackend?: number;
+  /** Broker: how long an unused upstream subscription lingers before release, ms. Default 2000. */
+  subscriptionLingerMs?: number;
+  /** Broker: period of the stuck-subscriber sweep, ms. Default 5000. */
+  sweepIntervalMs?: number;
+  /** Dapr sidecar gRPC host. Default "127.0.0.1". */
+  daprHost?: string;
+  /** Dapr sidecar gRPC port. Default $DAPR_GRPC_PORT or 50001. */
+  daprGrpcPort?: number;
+  /** Sent as `dapr-api-token` to the sidecar. Default $DAPR_API_TOKEN. */
+  daprApiToken?: string;
+  /** Required as `dapr-api-token` on sidecar callbacks. Default $APP_API_TOKEN. */
+  appApiToken?: string;
+  /** Where logs go. Default stdout. */
+  logDestination?: NodeJS.WritableStream;
+}
+
+/** The validated, complete, frozen options. */
+export type ValidatedOptions = Readonly<
+  Required<Omit<GatewayOptions, "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination">> &
+    Pick<GatewayOptions, "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination">
+>;
+
+/** Tracing and correlation identifiers: they carry no authority. */
+export const DEFAULT_FORWARD_HEADERS: readonly string[] = Object.freeze([
+  "traceparent",
+  "tracestate",
+  "x-request-id",
+  "x-correlation-id",
+  "b3",
+  "x-b3-traceid",
+  "x-b3-spanid",
+  "x-b3-parentspanid",
+  "x-b3-sampled",
+  "x-b3-flags",
+]);
+
+/** Headers that carry authority and may never be forwarded, whatever the configuration says. */
+export const FORBIDDEN_FORWARD_HEADERS: readonly string[] = Object.freeze([
+  "authorization",
+  "proxy-authorization",
+  "cookie",
+  "set-cookie",
+  "x-api-key",
+  "dapr-api-token",
+  "x-forwarded-user",
+  "x-auth-token",
+  "x-access-token",
+  "x-csrf-token",
+]);
+
+function bad(field: string, value: unknown, problem: string): never {
+  throw new GatewayError(Code.INVALID_ARGUMENT, `option ${field} ${problem} (got ${JSON.stringify(value)})`);
+}
+
+function port(field: string, v: unknown, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 65535) bad(field, v, "must be an integer port 0-65535");
+  return v;
+}
+
+function positive(field: string, v: unknown, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) bad(field, v, "must be a positive number");
+  return v;
+}
+
+function nonNegativeInt(field: string, v: unknown, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) bad(field, v, "must be a non-negative integer");
+  return v;
+}
+
+/** True for loopback hosts: 127.0.0.0/8, ::1 and "localhost". */
+export function isLoopbackHost(host: string): boolean {
+  return host === "localhost" || host === "::1" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+/**
+ * Fill defaults and check every field; a bad field throws a GatewayError naming the field and the value.
+ * Also enforces the secure default: no API key configured means a loopback host only.
+ */
+export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
+  const host = o.host ?? "127.0.0.1";
+  if (typeof host !== "string" || host === "") bad("host", host, "must be a non-empty string");
+  const apiKeys = o.apiKeys ?? [];
+  if (!Array.isArray(apiKeys) || apiKeys.some((k) => typeof k !== "string" || k === "")) {
+    bad("apiKeys", apiKeys, "must be a list of non-empty strings");
+  }
+  if (apiKeys.length === 0 && !isLoopbackHost(host)) {
+    throw new GatewayError(
+      Code.FAILED_PRECONDITION,
+      `refusing to serve on non-loopback host ${host} without an API key: set --api-key or GATEWAY_API_KEYS, or bind 127.0.0.1`,
+    );
+  }
+  const sidecar = o.sidecar ?? "embedded";
+  if (sidecar !== "embedded" && sidecar !== "dapr") bad("sidecar", sidecar, "must be embedded or dapr");
+  const logLevel = o.logLevel ?? "info";
+  if (!LOG_LEVELS.includes(logLevel)) bad("logLevel", logLevel, `must be one of ${LOG_LEVELS.join(", ")}`);
+  if (o.pubsubName !== undefined && (typeof o.pubsubName !== "string" || o.pubsubName === "")) {
+    bad("pubsubName", o.pubsubName, "must be a non-empty string");
+  }
+  const forwardHeaders = (o.forwardHeaders ?? DEFAULT_FORWARD_HEADERS).map((h) => h.toLowerCase());
+  for (const h of forwardHeaders) {
+    if (!/^[0-9a-z_.-]+$/.test(h)) bad("forwardHeaders", h, "must hold header names matching ^[0-9a-z_.-]+$");
+    if (h.endsWith("-bin")) bad("forwardHeaders", h, "must not name binary (-bin) headers");
+    if (FORBIDDEN_FORWARD_HEADERS.includes(h)) {
+      throw new GatewayError(
+        Code.FAILED_PRECONDITION,
+        `option forwardHeaders must not include ${h}: it carries authority, and only tracing and correlation headers may reach a backend`,
+      );
+    }
+  }
+  const envDaprPort = process.env["DAPR_GRPC_PORT"] ? Number(process.env["DAPR_GRPC_PORT"]) : undefined;
+  return Object.freeze({
+    configPath: o.configPath,
+    services: o.services ?? [],
+    host,
+    grpcPort: port("grpcPort", o.grpcPort, 5000),
+    httpPort: port("httpPort", o.httpPort, 8080),
+    sidecar,
+    pubsubName: o.pubsubName,
+    apiKeys: Object.freeze([...apiKeys]) as string[],
+    logLevel,
+    maxBodyBytes: positive("maxBodyBytes", o.maxBodyBytes, 4 * 1024 * 1024),
+    shutdownTimeoutMs: positive("shutdownTimeoutMs", o.shutdownTimeoutMs, 10_000),
+    forwardHeaders: Object.freeze(forwardHeaders) as string[],
+    invokeDeadlineMs: positive("invokeDeadlineMs", o.invokeDeadlineMs, 30_000),
+    workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 16 * 1024),
+    workerThreads: positive("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),
+    workerMaxQueue: nonNegativeInt("workerMaxQueue", o.workerMaxQueue, 256),
+    channelsPerBackend: positive("channelsPerBackend", o.channelsPerBackend, 4),
+    subscriptionLingerMs: nonNegativeInt("subscriptionLingerMs", o.subscriptionLingerMs, 2000),
+    sweepIntervalMs: positive("sweepIntervalMs", o.sweepIntervalMs, 5000),
+    daprHost: o.daprHost ?? "127.0.0.1",
+    daprGrpcPort: port("daprGrpcPort", o.daprGrpcPort ?? envDaprPort, 50001),
+    daprApiToken: o.daprApiToken ?? process.env["DAPR_API_TOKEN"] ?? undefined,
+    appApiToken: o.appApiToken ?? process.env["APP_API_TOKEN"] ?? undefined,
+    logDestination: o.logDestination,
+  });
+}

@@ -1,0 +1,270 @@
+import { STATUS_CODES } from "node:http";
+import uws from "uWebSockets.js";
+import { Code, httpStatusOf } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import type { Authenticator } from "../auth.js";
+import type { Logger } from "../logger.js";
+import type { CounterMetric, HistogramMetric } from "../metrics.js";
+
+/** A parsed REST request, valid after the uWS handler returned (headers and body are copied). */
+export interface RestRequest {
+  /** Upper-case method. */
+  method: string;
+  /** Raw path, not decoded. */
+  path: string;
+  /** Path parameters, percent-decoded (`{key+}` parameters keep their `/`). */
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
+  /** The whole body (empty for GET). */
+  body: Buffer;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  /** The body parsed as a JSON object; INVALID_ARGUMENT naming the problem when it is not one. */
+  json(): Record<string, unknown>;
+}
+
+/** What a handler answers. `body` is sent as JSON unless `raw` is given. */
+export interface RestReply {
+  status?: number;
+  body?: unknown;
+  raw?: Uint8Array | string;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+/** One route. `path` segments in braces are parameters; `{name+}` takes the rest of the path. */
+export interface Route {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  path: string;
+  handler: (req: RestRequest) => Promise<RestReply>;
+  /** Require x-api-key. Default true. */
+  auth?: boolean;
+}
+
+/** A JSON reply. */
+export function json(body: unknown, status = 200): RestReply {
+  return { status, body };
+}
+
+interface Compiled {
+  route: Route;
+  segments: Array<{ literal: string } | { param: string; rest: boolean }>;
+  literals: number;
+}
+
+function compile(route: Route): Compiled {
+  const segments = route.path
+    .split("/")
+    .slice(1)
+    .map((s) => {
+      const m = /^\{([A-Za-z_]+)(\+?)\}$/.exec(s);
+      return m ? { param: m[1]!, rest: m[2] === "+" } : { literal: s };
+    });
+  return { route, segments, literals: segments.filter((s) => "literal" in s).length };
+}
+
+function decode(segment: string, name: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new GatewayError(Code.INVALID_ARGUMENT, `path parameter ${name} is not valid percent-encoding: ${segment}`);
+  }
+}
+
+function match(c: Compiled, parts: string[]): Record<string, string> | undefined {
+  const params: Record<string, string> = {};
+  for (let i = 0; i < c.segments.length; i++) {
+    const seg = c.segments[i]!;
+    if ("literal" in seg) {
+      if (parts[i] !== seg.literal) return undefined;
+      continue;
+    }
+    if (seg.rest) {
+      const rest = parts.slice(i);
+      if (rest.length === 0 || rest.some((p) => p === "")) return undefined;
+      params[seg.param] = rest.map((p) => decode(p, seg.param)).join("/");
+      return params;
+    }
+    if (parts[i] === undefined || parts[i] === "") return undefined;
+    params[seg.param] = decode(parts[i]!, seg.param);
+  }
+  return parts.length === c.segments.length ? params : undefined;
+}
+
+/** Dependencies of the REST server. */
+export interface RestServerDeps {
+  auth: Authenticator;
+  logger: Logger;
+  maxBodyBytes: number;
+  isClosing(): boolean;
+  requests: CounterMetric<"route" | "method" | "status">;
+  latency: HistogramMetric<"route" | "method" | "status">;
+}
+
+/** A listening REST server. */
+export interface RestServer {
+  readonly port: number;
+  /** Requests being handled right now. */
+  readonly inflight: number;
+  /** Stop listening (in-flight requests still complete). */
+  stopListening(): void;
+}
+
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** The REST error body: google.rpc.Status JSON. */
+export function errorBody(e: GatewayError): { code: number; message: string; details: unknown[] } {
+  return { code: e.code, message: e.rawMessage, details: [] };
+}
+
+/** Start the uWS REST endpoint on host:port with the given routes. */
+export function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
+  const compiled = routes.map(compile);
+  let inflight = 0;
+  const app = uws.App();
+
+  app.any("/*", (res, req) => {
+    const started = performance.now();
+    const method = req.getMethod().toUpperCase();
+    const path = req.getUrl();
+    const query = new URLSearchParams(req.getQuery() ?? "");
+    const headers: Record<string, string> = {};
+    req.forEach((k, v) => {
+      headers[k] = v;
+    });
+    const ac = new AbortController();
+    let done = false;
+    let routeName = "unmatched";
+    inflight++;
+    res.onAborted(() => {
+      if (done) return;
+      done = true;
+      inflight--;
+      ac.abort(new GatewayError(Code.CANCELLED, "the client closed the request"));
+      deps.requests.inc({ route: routeName, method, status: 499 });
+    });
+
+    const send = (reply: RestReply, closeConnection = false): void => {
+      if (done) return;
+      done = true;
+      inflight--;
+      const status = reply.status ?? 200;
+      const payload = reply.raw ?? JSON.stringify(reply.body ?? null);
+      res.cork(() => {
+        res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
+        res.writeHeader("content-type", reply.contentType ?? "application/json");
+        for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
+        res.end(payload, closeConnection);
+      });
+      deps.requests.inc({ route: routeName, method, status });
+      deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
+    };
+    const fail = (e: unknown, closeConnection = false): void => {
+      const err = GatewayError.from(e);
+      if (err.code === Code.INTERNAL || err.code === Code.UNKNOWN) deps.logger.error({ err: e, path, method }, "REST handler failed");
+      send({ status: httpStatusOf(err.code), body: errorBody(err) }, closeConnection);
+    };
+
+    try {
+      const parts = path.split("/").slice(1);
+      let best: { c: Compiled; params: Record<string, string> } | undefined;
+      const allowed = new Set<string>();
+      for (const c of compiled) {
+        const params = match(c, parts);
+        if (!params) continue;
+        allowed.add(c.route.method);
+        if (c.route.method !== method) continue;
+        if (!best || c.literals > best.c.literals) best = { c, params };
+      }
+      if (!best) {
+        if (allowed.size > 0) {
+          return send({
+            status: 405,
+            headers: { allow: [...allowed].join(", ") },
+            body: errorBody(new GatewayError(Code.UNIMPLEMENTED, `method ${method} is not allowed on ${path}; allowed: ${[...allowed].join(", ")}`)),
+          });
+        }
+        return fail(new GatewayError(Code.NOT_FOUND, `no route for ${method} ${path}`));
+      }
+      const { route } = best.c;
+      routeName = route.path;
+      if (deps.isClosing()) return fail(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
+      if (route.auth !== false && !deps.auth.check(headers["x-api-key"])) {
+        return fail(new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key"));
+      }
+      const params = best.params;
+      const run = (body: Buffer): void => {
+        const request: RestRequest = {
+          method,
+          path,
+          params,
+          query,
+          headers,
+          body,
+          signal: ac.signal,
+          json() {
+            if (body.length === 0) throw new GatewayError(Code.INVALID_ARGUMENT, "request body is empty; expected a JSON object");
+            let v: unknown;
+            try {
+              v = JSON.parse(body.toString("utf8"));
+            } catch (e) {
+              throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid JSON: ${(e as Error).message}`);
+            }
+            if (typeof v !== "object" || v === null || Array.isArray(v)) {
+              throw new GatewayError(Code.INVALID_ARGUMENT, "request body must be a JSON object");
+            }
+            return v as Record<string, unknown>;
+          },
+        };
+        route.handler(request).then(send, fail);
+      };
+      if (!BODY_METHODS.has(method)) return run(Buffer.alloc(0));
+      const declared = Number(headers["content-length"] ?? NaN);
+      const tooLarge = (what: string): void =>
+        send({ status: 413, body: errorBody(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body ${what}exceeds the limit of ${deps.maxBodyBytes} bytes`)) }, true);
+      if (declared > deps.maxBodyBytes) {
+        // Answer 413 at once and close: the rest of the body is never buffered.
+        return tooLarge(`of ${declared} bytes `);
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.onData((chunk, isLast) => {
+        if (done) return;
+        size += chunk.byteLength;
+        if (size > deps.maxBodyBytes) {
+          chunks.length = 0;
+          return tooLarge("");
+        }
+        // uWS reuses the chunk's memory after this callback: copy it.
+        chunks.push(Buffer.from(Buffer.from(chunk)));
+        if (isLast) run(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      });
+    } catch (e) {
+      fail(e);
+    }
+  });
+
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (token) => {
+      if (!token) return reject(new GatewayError(Code.UNAVAILABLE, `REST server cannot listen on ${host}:${port}`));
+      let listening: uws.us_listen_socket | null = token;
+      resolve({
+        port: uws.us_socket_local_port(token),
+        get inflight() {
+          return inflight;
+        },
+        stopListening() {
+          if (listening) uws.us_listen_socket_close(listening);
+          listening = null;
+        },
+      });
+    });
+  });
+}
+
+/** True when uWebSockets.js loaded its native binary rather than the slow JS fallback. */
+export function isNativeUws(): boolean {
+  return Function.prototype.toString.call(uws.App).includes("[native code]");
+}

@@ -1,0 +1,83 @@
+import { Writable } from "node:stream";
+import * as grpc from "@grpc/grpc-js";
+import { createGateway, type Gateway, type GatewayOverrides } from "../../src/main/gateway.js";
+import type { GatewayOptions } from "../../src/main/options.js";
+import { gatewayPackageDefinition } from "../../src/shared/protos.js";
+
+/** A gateway on ephemeral ports with its log lines captured, and helpers to call it. */
+export interface TestGateway {
+  gateway: Gateway;
+  /** e.g. "http://127.0.0.1:40123" */
+  http: string;
+  /** e.g. "127.0.0.1:40124" */
+  grpcAddress: string;
+  /** Parsed JSON log lines so far. */
+  logs: Array<Record<string, unknown>>;
+  /** A generic grpc-js client for one of the gateway's services, e.g. "platform.State" (closed by close()). */
+  client(service: string): grpc.Client;
+  /** close() the gateway and every client made here. */
+  close(): Promise<void>;
+}
+
+/** Start a gateway for a test: ports 0, logs captured (also echoed when GATEWAY_TEST_LOGS=1). */
+export async function startTestGateway(options: GatewayOptions = {}, overrides?: GatewayOverrides): Promise<TestGateway> {
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      for (const line of chunk.toString("utf8").split("\n")) {
+        if (!line) continue;
+        try {
+          logs.push(JSON.parse(line) as Record<string, unknown>);
+        } catch {
+          logs.push({ raw: line });
+        }
+        if (process.env["GATEWAY_TEST_LOGS"]) process.stderr.write(line + "\n");
+      }
+      cb();
+    },
+  });
+  const gateway = await createGateway({ grpcPort: 0, httpPort: 0, logLevel: "debug", logDestination: sink, ...options }, overrides);
+  const clients: grpc.Client[] = [];
+  const grpcAddress = `127.0.0.1:${gateway.grpcPort}`;
+  return {
+    gateway,
+    http: `http://127.0.0.1:${gateway.httpPort}`,
+    grpcAddress,
+    logs,
+    client(service) {
+      const Ctor = grpc.makeGenericClientConstructor(gatewayPackageDefinition()[service] as grpc.ServiceDefinition, service);
+      const c = new Ctor(grpcAddress, grpc.credentials.createInsecure());
+      clients.push(c);
+      return c;
+    },
+    async close() {
+      for (const c of clients) c.close();
+      await gateway.close();
+    },
+  };
+}
+
+/** Call a unary method on a generic client; resolves the response or rejects with the grpc-js ServiceError. */
+export function unary<Res = any>(client: grpc.Client, method: string, request: object, metadata = new grpc.Metadata(), options: grpc.CallOptions = {}): Promise<Res> {
+  return new Promise((resolve, reject) => {
+    const fn = (client as unknown as Record<string, Function>)[method];
+    if (!fn) return reject(new Error(`no method ${method} on client`));
+    fn.call(client, request, metadata, options, (err: grpc.ServiceError | null, res: Res) => (err ? reject(err) : resolve(res)));
+  });
+}
+
+/** Metadata with an x-api-key. */
+export function withKey(key: string): grpc.Metadata {
+  const md = new grpc.Metadata();
+  md.set("x-api-key", key);
+  return md;
+}
+
+/** Resolve when `predicate` holds, polling every 5 ms; reject after `timeoutMs` with `what` in the message. */
+export async function waitFor(predicate: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
