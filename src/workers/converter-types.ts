@@ -1,0 +1,39 @@
+/**
+ * The contract between the dispatch facility and the conversion layer (src/workers). Kept apart so both sides can be
+ * built against it.
+ */
+
+/** One version of a backend's schema: every FileDescriptorProto its services need, encoded, and a stable id. */
+export interface SchemaSet {
+  /** Changes whenever `files` change (e.g. a hash of them); workers cache compiled registries by it. */
+  readonly id: string;
+  /** Encoded google.protobuf.FileDescriptorProto, dependencies (well-known types included) before dependents or in any order. */
+  readonly files: readonly Uint8Array[];
+}
+
+/**
+ * Converts between proto3 canonical JSON and protobuf binary for the message types of a SchemaSet. Small payloads
+ * convert inline on the calling thread; payloads of at least the threshold go to the worker pool.
+ * Errors are GatewayErrors: INVALID_ARGUMENT naming the field and the problem (unknown field, bad enum, wrong type,
+ * malformed JSON), RESOURCE_EXHAUSTED when the pool queue is full, INTERNAL when a worker crashed (the pool recovers).
+ */
+export interface Converter {
+  /** JSON text (a JSON object) to the binary encoding of `typeName` (fully qualified, no leading dot). */
+  jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal): Promise<Uint8Array>;
+  /** Binary encoding of `typeName` to proto3 canonical JSON text. */
+  binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal): Promise<string>;
+  /** Let queued conversions finish, then stop the workers. Safe to call twice. */
+  close(): Promise<void>;
+  /** Stop the workers now. Safe to call twice. */
+  destroy(): void;
+}
+
+/** Options of createConverter (validated there, defaults filled). */
+export interface ConverterOptions {
+  /** Payloads (JSON text length or binary size) of at least this many bytes convert in the pool. Default 16384. */
+  thresholdBytes?: number;
+  /** Worker threads. Default max(1, cores - 1). */
+  threads?: number;
+  /** Tasks that may wait for a worker; beyond it conversions fail RESOURCE_EXHAUSTED. Default 256. */
+  maxQueue?: number;
+}
