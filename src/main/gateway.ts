@@ -8,8 +8,9 @@ import { createServiceRegistry, loadServicesConfig, validateServicesConfig, type
 import type { Facility, GatewayContext, HealthEntry } from "./context.js";
 import { createDispatchFacility } from "./dispatch-facility.js";
 import { configGrpc } from "./grpc/config.js";
-import { addReflectionService, fileDescriptorsOf } from "./grpc/reflection-service.js";
-import { bindService, type BindDeps } from "./grpc/server.js";
+import { addReflectionService } from "./grpc/reflection-service.js";
+import { gatewayFileDescriptors } from "../shared/descriptors.js";
+import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
 import { runHealthChecks } from "./health.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -112,7 +113,14 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   }
   const noAuth = { ...bindDeps, auth: createAuthenticator([]) };
   for (const f of facilities) for (const extra of f.extraGrpc ?? []) bindService(server, extra.definition, extra.impl, extra.auth === false ? noAuth : bindDeps);
-  addReflectionService(server, { files: fileDescriptorsOf(pkg), services: [...GATEWAY_SERVICES] });
+  addReflectionService(server, {
+    files: gatewayFileDescriptors(),
+    services: [...GATEWAY_SERVICES],
+    admit: (md) => {
+      const refused = admit(bindDeps, md);
+      return refused ? toStatusObject(refused) : undefined;
+    },
+  });
 
   // REST: facility routes plus /health and /metrics (no key needed).
   const healthChecks: Array<() => Promise<Record<string, HealthEntry>>> = [

@@ -16,6 +16,8 @@ export interface ReflectionServiceOptions {
   services: readonly string[];
   /** Which protocol versions to serve. Default both. */
   versions?: ReadonlyArray<"v1" | "v1alpha">;
+  /** Called with each call's metadata; a returned status refuses the call (e.g. a missing x-api-key). */
+  admit?: (metadata: grpc.Metadata) => Partial<grpc.StatusObject> | undefined;
 }
 
 interface Index {
@@ -122,6 +124,11 @@ export function addReflectionService(server: grpc.Server, opts: ReflectionServic
   const index = buildIndex(opts.files);
   const defs = reflectionDefinitions();
   const handler = (call: grpc.ServerDuplexStream<ReflectionRequest, Record<string, unknown>>): void => {
+    const refused = opts.admit?.(call.metadata);
+    if (refused) {
+      call.emit("error", refused);
+      return;
+    }
     call.on("data", (req: ReflectionRequest) => {
       call.write(answer(index, opts.services, req));
     });

@@ -61,7 +61,7 @@ export function toStatusObject(e: GatewayError): Partial<grpc.StatusObject> {
 }
 
 /** Check closing and x-api-key; a GatewayError when the call must be refused. */
-function admit(deps: BindDeps, md: grpc.Metadata): GatewayError | undefined {
+export function admit(deps: BindDeps, md: grpc.Metadata): GatewayError | undefined {
   if (deps.isClosing()) return new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
   if (!deps.auth.check(firstString(md, "x-api-key"))) return new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key");
   return undefined;
