@@ -1,6 +1,10 @@
 import type { Facility, GatewayContext } from "./context.js";
+import { stateGrpc } from "./grpc/state.js";
+import { createStateOps } from "./ops/state.js";
+import { stateRoutes } from "./rest/state.js";
 
-/** State facility (platform.State + /v1/state routes). PLACEHOLDER until the state issue lands. */
-export function createStateFacility(_ctx: GatewayContext): Facility {
-  return {};
+/** State facility: `platform.State` over gRPC and the `/v1/state` routes, over one set of shared operations. */
+export function createStateFacility(ctx: GatewayContext): Facility {
+  const ops = createStateOps(ctx);
+  return { grpc: { "platform.State": stateGrpc(ops) }, routes: stateRoutes(ops) };
 }
