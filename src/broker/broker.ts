@@ -1,0 +1,375 @@
+import { randomUUID } from "node:crypto";
+import { Subscriber } from "./subscriber.js";
+import type { BrokerOptions, EndReason, SubscriberSink, UpstreamHandle } from "./types.js";
+
+/** What `Broker.subscribe` resolves: the owner's handle on a live subscriber. */
+export interface Subscription {
+  /** The minted subscription id. */
+  readonly id: string;
+  /** The sink drained (e.g. the stream emitted 'drain'): resume pumping. */
+  drain(): void;
+  /** The owner is done (call cancelled or finished): release the subscriber and its topic references. Safe to call twice; `sink.end` is not called. */
+  close(): void;
+}
+
+/** Why a subscribe failed: plain values, main maps them to statuses. */
+export class SubscribeFailure extends Error {
+  override readonly name = "SubscribeFailure";
+  /** "upstream": the runtime refused the topic subscription; "cancelled": the owner gave up; "closed": the broker is closing. */
+  readonly kind: "upstream" | "cancelled" | "closed";
+  /** The topic whose upstream failed, for kind "upstream". */
+  readonly topic: string | undefined;
+  constructor(kind: "upstream" | "cancelled" | "closed", message: string, topic?: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.kind = kind;
+    this.topic = topic;
+  }
+}
+
+/** Counts for tests, health and metrics. */
+export interface BrokerStats {
+  /** Topics in the table (with local subscribers, opening, or lingering). */
+  topics: number;
+  /** Live subscribers. */
+  subscribers: number;
+  /** Open upstream subscriptions. */
+  upstreams: number;
+}
+
+/** The broker: topic table with ref counts, subscriber rings, reaper. */
+export interface Broker {
+  /**
+   * Create a subscriber for `topics` (duplicates kept). Resolves once every topic's upstream is live and the
+   * subscriber is attached (`sink.open()` has been called); rejects with a SubscribeFailure and leaves nothing
+   * behind when an upstream subscribe fails, the signal aborts first, or the broker is closing.
+   */
+  subscribe(topics: readonly string[], sink: SubscriberSink, signal?: AbortSignal): Promise<Subscription>;
+  /** End the subscriber with this id (its sink gets `end({kind: "unsubscribed"})`). False when no live subscriber has it. */
+  unsubscribe(id: string): boolean;
+  /** Reference count of a topic (subscriber slots holding or awaiting it), 0 when absent. */
+  refs(topic: string): number;
+  /** Whether this topic has an open upstream subscription. */
+  hasUpstream(topic: string): boolean;
+  stats(): BrokerStats;
+  /** Run the stuck-subscriber sweep now (the timer runs it every sweepIntervalMs). */
+  sweep(now?: number): void;
+  /** Start the sweep timer. */
+  start(): void;
+  /** End every subscriber with `{kind: "shutdown"}`, release every upstream. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+type Member = Subscriber<TopicEntry>;
+
+interface TopicEntry {
+  readonly topic: string;
+  /** Subscriber slots holding or awaiting this topic, duplicates counted. */
+  refs: number;
+  /** Live subscribers (once each). */
+  readonly subs: Set<Member>;
+  /** Extra deliveries for subscribers that listed the topic more than once; null while there are none. */
+  dupes: Map<Member, number> | null;
+  upstream: UpstreamHandle | null;
+  /** Resolves when the upstream is live; rejects when it failed. */
+  opening: Promise<void>;
+  state: "opening" | "open" | "dead";
+  linger: NodeJS.Timeout | null;
+}
+
+/**
+ * Create a broker. It is an actor in the JavaScript sense: it alone owns the topic table and the subscribers, every
+ * change happens in one of its methods or in a continuation it scheduled (upstream opened, linger fired, sweep
+ * tick), and every continuation re-checks the state it depends on before acting, since the world may have moved on
+ * while it waited.
+ *
+ * Ref counting follows centrifuge's `addSubscription`/`removeSubscription`: the first subscriber of a topic opens
+ * the one upstream subscription, later ones join it (even while it is still opening), a failed open rolls every
+ * waiter back, and the last one to leave schedules a release after `lingerMs` that re-checks the count first.
+ */
+export function createBroker<E>(options: BrokerOptions<E>): Broker {
+  const capacity = options.capacity ?? 1024;
+  const lingerMs = options.lingerMs ?? 2000;
+  const sweepIntervalMs = options.sweepIntervalMs ?? 5000;
+  const newId = options.newId ?? randomUUID;
+  const obs = options.observer ?? {};
+  const { upstream, encode } = options;
+
+  const table = new Map<string, TopicEntry>();
+  const live = new Map<string, Member>();
+  let upstreams = 0;
+  let closed = false;
+  let sweepTimer: NodeJS.Timeout | null = null;
+  const closing: Promise<void>[] = [];
+
+  const report = (): void => obs.counts?.(table.size, live.size, upstreams);
+
+  function fanOut(entry: TopicEntry, event: E): void {
+    if (entry.state !== "open" || entry.subs.size === 0) return;
+    let bytes: Uint8Array;
+    try {
+      bytes = encode(entry.topic, event);
+    } catch (e) {
+      options.onError?.("encode", entry.topic, e);
+      return;
+    }
+    let n = 0;
+    // Reaping inside the loop deletes from the Set being iterated: Set iteration allows that.
+    for (const sub of entry.subs) {
+      n++;
+      if (!sub.offer(bytes)) endSubscriber(sub, { kind: "slow", capacity });
+    }
+    if (entry.dupes !== null) {
+      for (const [sub, extra] of entry.dupes) {
+        for (let i = 0; i < extra && sub.state === "live"; i++) {
+          n++;
+          if (!sub.offer(bytes)) endSubscriber(sub, { kind: "slow", capacity });
+        }
+      }
+    }
+    obs.fannedOut?.(entry.topic, n);
+  }
+
+  function upstreamFailed(entry: TopicEntry, error: Error): void {
+    if (entry.state === "dead") return;
+    const wasOpen = entry.state === "open";
+    entry.state = "dead";
+    if (table.get(entry.topic) === entry) table.delete(entry.topic);
+    if (entry.linger) clearTimeout(entry.linger);
+    if (wasOpen) upstreams--;
+    for (const sub of [...entry.subs]) endSubscriber(sub, { kind: "upstream-failed", topic: entry.topic, message: error.message });
+    report();
+  }
+
+  function acquire(topic: string): TopicEntry {
+    let entry = table.get(topic);
+    if (entry) {
+      entry.refs++;
+      if (entry.linger) {
+        clearTimeout(entry.linger);
+        entry.linger = null;
+      }
+      return entry;
+    }
+    const e: TopicEntry = {
+      topic,
+      refs: 1,
+      subs: new Set(),
+      dupes: null,
+      upstream: null,
+      opening: Promise.resolve(),
+      state: "opening",
+      linger: null,
+    };
+    entry = e;
+    table.set(topic, e);
+    e.opening = upstream
+      .subscribe(
+        topic,
+        (event) => fanOut(e, event),
+        (error) => upstreamFailed(e, error),
+      )
+      .then(
+        (handle) => {
+          if (e.state === "dead") {
+            // Failed or dropped while opening: give the late handle back.
+            void handle.close().catch((err: unknown) => options.onError?.("upstream-close", topic, err));
+            return;
+          }
+          e.upstream = handle;
+          e.state = "open";
+          upstreams++;
+          report();
+          // Everyone who wanted it may have left while it opened.
+          if (e.refs === 0) scheduleRelease(e);
+        },
+        (error: unknown) => {
+          if (e.state !== "dead") {
+            e.state = "dead";
+            if (table.get(topic) === e) table.delete(topic);
+            report();
+          }
+          throw error;
+        },
+      );
+    // Waiters attach their own handlers; this one keeps an unobserved rejection from crashing the process.
+    e.opening.catch(() => undefined);
+    report();
+    return e;
+  }
+
+  function scheduleRelease(entry: TopicEntry): void {
+    if (entry.linger || entry.state === "dead") return;
+    entry.linger = setTimeout(() => {
+      entry.linger = null;
+      // Re-check: a subscriber may have come back during the linger.
+      if (entry.refs > 0 || entry.state !== "open") return;
+      entry.state = "dead";
+      if (table.get(entry.topic) === entry) table.delete(entry.topic);
+      upstreams--;
+      const h = entry.upstream;
+      entry.upstream = null;
+      report();
+      if (h) {
+        const p = h.close().catch((err: unknown) => options.onError?.("upstream-close", entry.topic, err));
+        closing.push(p);
+        void p.finally(() => closing.splice(closing.indexOf(p), 1));
+      }
+    }, lingerMs);
+    entry.linger.unref();
+  }
+
+  function release(entry: TopicEntry): void {
+    if (entry.state === "dead") return;
+    entry.refs--;
+    if (entry.refs === 0 && entry.state === "open") scheduleRelease(entry);
+  }
+
+  function detach(sub: Member): void {
+    for (const entry of sub.links) {
+      const extra = entry.dupes?.get(sub);
+      if (extra !== undefined) {
+        if (extra > 1) entry.dupes!.set(sub, extra - 1);
+        else {
+          entry.dupes!.delete(sub);
+          if (entry.dupes!.size === 0) entry.dupes = null;
+        }
+      } else entry.subs.delete(sub);
+      release(entry);
+    }
+    sub.links = [];
+  }
+
+  function removeSubscriber(sub: Member): boolean {
+    if (sub.state !== "live") return false;
+    sub.state = "ended";
+    live.delete(sub.id);
+    detach(sub);
+    sub.discard();
+    report();
+    return true;
+  }
+
+  function endSubscriber(sub: Member, reason: EndReason): void {
+    if (!removeSubscriber(sub)) return;
+    obs.ended?.(reason.kind);
+    sub.sink.end(reason);
+  }
+
+  function attach(sub: Member, entries: TopicEntry[]): void {
+    sub.state = "live";
+    sub.links = entries;
+    live.set(sub.id, sub);
+    sub.sink.open();
+    for (const entry of entries) {
+      if (entry.subs.has(sub)) {
+        entry.dupes ??= new Map();
+        entry.dupes.set(sub, (entry.dupes.get(sub) ?? 0) + 1);
+      } else entry.subs.add(sub);
+    }
+    report();
+  }
+
+  const broker: Broker = {
+    async subscribe(topics, sink, signal) {
+      if (closed) throw new SubscribeFailure("closed", "the broker is closing");
+      if (signal?.aborted) throw new SubscribeFailure("cancelled", "the subscriber went away before it was live");
+      const sub: Member = new Subscriber<TopicEntry>(newId(), [...topics], sink, capacity);
+      const entries = sub.topics.map(acquire);
+      const rollback = (): void => {
+        for (const entry of entries) release(entry);
+      };
+      try {
+        await Promise.all(entries.map((e) => e.opening));
+      } catch (e) {
+        rollback();
+        const failed = entries.find((x) => x.state === "dead");
+        const topic = failed?.topic ?? sub.topics[0]!;
+        throw new SubscribeFailure("upstream", `subscribing to topic '${topic}' failed: ${(e as Error)?.message ?? String(e)}`, topic, e);
+      }
+      // Re-check everything the await may have changed.
+      if (closed) {
+        rollback();
+        throw new SubscribeFailure("closed", "the broker is closing");
+      }
+      if (signal?.aborted) {
+        rollback();
+        throw new SubscribeFailure("cancelled", "the subscriber went away before it was live");
+      }
+      const dead = entries.find((x) => x.state !== "open");
+      if (dead) {
+        rollback();
+        throw new SubscribeFailure("upstream", `the upstream subscription of topic '${dead.topic}' broke while subscribing`, dead.topic);
+      }
+      attach(sub, entries);
+      return {
+        id: sub.id,
+        drain: () => sub.drain(),
+        close: () => {
+          removeSubscriber(sub);
+        },
+      };
+    },
+
+    unsubscribe(id) {
+      const sub = live.get(id);
+      if (!sub) return false;
+      endSubscriber(sub, { kind: "unsubscribed" });
+      return true;
+    },
+
+    refs: (topic) => table.get(topic)?.refs ?? 0,
+    hasUpstream: (topic) => table.get(topic)?.state === "open",
+    stats: () => ({ topics: table.size, subscribers: live.size, upstreams }),
+
+    sweep(now = Date.now()) {
+      let max = 0;
+      let total = 0;
+      for (const sub of [...live.values()]) {
+        const pending = sub.pending;
+        total += pending;
+        if (pending > max) max = pending;
+        if (pending === 0 || !sub.blocked) {
+          sub.sweepMark = -1;
+          continue;
+        }
+        if (sub.sweepMark === sub.written) {
+          // Blocked with events waiting and not one written since the previous sweep: stuck.
+          endSubscriber(sub, { kind: "stuck", pending, stalledMs: now - sub.sweepMarkAt });
+          continue;
+        }
+        sub.sweepMark = sub.written;
+        sub.sweepMarkAt = now;
+      }
+      obs.occupancy?.(max, total);
+    },
+
+    start() {
+      if (sweepTimer || closed) return;
+      sweepTimer = setInterval(() => broker.sweep(), sweepIntervalMs);
+      sweepTimer.unref();
+    },
+
+    async close() {
+      if (!closed) {
+        closed = true;
+        if (sweepTimer) clearInterval(sweepTimer);
+        sweepTimer = null;
+        for (const sub of [...live.values()]) endSubscriber(sub, { kind: "shutdown" });
+        for (const entry of [...table.values()]) {
+          if (entry.linger) clearTimeout(entry.linger);
+          entry.linger = null;
+          const wasOpen = entry.state === "open";
+          entry.state = "dead";
+          table.delete(entry.topic);
+          if (wasOpen) upstreams--;
+          const h = entry.upstream;
+          entry.upstream = null;
+          if (h) closing.push(h.close().catch((err: unknown) => options.onError?.("upstream-close", entry.topic, err)));
+        }
+        report();
+      }
+      await Promise.all([...closing]);
+    },
+  };
+  return broker;
+}

@@ -1,0 +1,4 @@
+/** The broker: topic table with ref counts, subscriber rings, reaper. Pure logic (no grpc-js, uWS or workers). */
+export { createBroker, SubscribeFailure, type Broker, type BrokerStats, type Subscription } from "./broker.js";
+export { Ring } from "./ring.js";
+export type { BrokerObserver, BrokerOptions, EndReason, SubscriberSink, UpstreamHandle, UpstreamSource } from "./types.js";

@@ -1,0 +1,90 @@
+import { Ring } from "./ring.js";
+import type { SubscriberSink } from "./types.js";
+
+/**
+ * One subscriber: its sink, the ring of events it has not yet handed to the sink, and the bookkeeping the sweep
+ * needs. Owned by the broker; the fast path (`offer` while writable with nothing pending) touches no ring at all.
+ */
+export class Subscriber<L = unknown> {
+  /** Subscription id (sent to the client as x-subscription-id). */
+  readonly id: string;
+  /** Topics as requested, duplicates kept (a topic listed twice delivers twice). */
+  readonly topics: readonly string[];
+  readonly sink: SubscriberSink;
+  /** "pending" until every upstream is live, "live" while attached, "ended" after. */
+  state: "pending" | "live" | "ended" = "pending";
+  /** False after the sink said "buffering" and until it drains. */
+  private writable = true;
+  private pumping = false;
+  private readonly ring: Ring<Uint8Array>;
+  /** Messages handed to the sink so far: the sweep's measure of progress. */
+  written = 0;
+  /** `written` when the sweep first saw this subscriber blocked, or -1. */
+  sweepMark = -1;
+  /** When the sweep first saw it blocked (epoch ms). */
+  sweepMarkAt = 0;
+  /** The broker's topic entries this subscriber holds a reference on, one per requested topic. */
+  links: L[] = [];
+
+  constructor(id: string, topics: readonly string[], sink: SubscriberSink, capacity: number) {
+    this.id = id;
+    this.topics = topics;
+    this.sink = sink;
+    this.ring = new Ring<Uint8Array>(capacity);
+  }
+
+  /** Events waiting in the ring. */
+  get pending(): number {
+    return this.ring.size;
+  }
+
+  /** Whether the sink is blocked (wrote false and has not drained). */
+  get blocked(): boolean {
+    return !this.writable;
+  }
+
+  /** Slots allocated by the ring (0 when idle). */
+  get ringSlots(): number {
+    return this.ring.allocated;
+  }
+
+  /**
+   * Give one encoded event to the subscriber: straight to the sink when it is writable and nothing is queued,
+   * else into the ring. False when the ring is full: the caller reaps the subscriber as slow.
+   */
+  offer(bytes: Uint8Array): boolean {
+    if (this.writable && this.ring.size === 0 && !this.pumping) {
+      this.written++;
+      this.writable = this.sink.write(bytes);
+      return true;
+    }
+    return this.ring.push(bytes);
+  }
+
+  /** The sink drained: pump the ring into it while it accepts more. */
+  drain(): void {
+    if (this.state === "ended") return;
+    this.writable = true;
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (this.writable && this.ring.size > 0 && !this.isEnded()) {
+        const bytes = this.ring.shift()!;
+        this.written++;
+        this.writable = this.sink.write(bytes);
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** A separate read, so the compiler does not narrow `state` across the sink's re-entrant calls. */
+  private isEnded(): boolean {
+    return this.state === "ended";
+  }
+
+  /** Drop whatever is queued. */
+  discard(): void {
+    this.ring.clear();
+  }
+}

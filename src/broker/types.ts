@@ -1,0 +1,80 @@
+/**
+ * The broker's view of the outside world. The broker is pure logic: it knows nothing of grpc-js, HTTP/2 or the
+ * sidecar runtime; `src/main` adapts those to these interfaces.
+ */
+
+/** A live upstream (sidecar) subscription to one topic. */
+export interface UpstreamHandle {
+  /** Stop receiving. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** Where events come from: one call per topic per process, the broker fans out. */
+export interface UpstreamSource<E> {
+  /**
+   * Subscribe to `topic`; resolve once live. `onEvent` is called for each event in arrival order; `onError` when the
+   * upstream broke for good (the broker then ends that topic's subscribers with reason "upstream-failed").
+   */
+  subscribe(topic: string, onEvent: (event: E) => void, onError: (error: Error) => void): Promise<UpstreamHandle>;
+}
+
+/** Why the broker ended a subscriber. Plain values: main maps them to a stream status. */
+export type EndReason =
+  /** More than `capacity` events were pending: the subscriber fell behind and was reaped. */
+  | { kind: "slow"; capacity: number }
+  /** The health sweep found it blocked with pending events and no progress for a whole sweep interval. */
+  | { kind: "stuck"; pending: number; stalledMs: number }
+  /** Unsubscribe by id. */
+  | { kind: "unsubscribed" }
+  /** The broker is closing (gateway shutdown). */
+  | { kind: "shutdown" }
+  /** The upstream subscription of one of its topics broke. */
+  | { kind: "upstream-failed"; topic: string; message: string };
+
+/**
+ * One subscriber's outlet (a server stream). The broker writes pre-encoded bytes while `write` returns true and
+ * resumes when the owner calls `Subscriber.drain()`.
+ */
+export interface SubscriberSink {
+  /** Hand one encoded message to the stream; false means "buffering, wait for drain". Must not throw. */
+  write(bytes: Uint8Array): boolean;
+  /**
+   * Called once, synchronously, when the subscriber goes live and just before it can receive its first event (for
+   * gRPC: flush the response headers).
+   */
+  open(): void;
+  /** The broker ended the subscriber (never called after the owner's own `close()`). */
+  end(reason: EndReason): void;
+}
+
+/** Hooks the broker reports through, for metrics. All optional, all cheap to call. */
+export interface BrokerObserver {
+  /** Counts changed: topics with local subscribers, live subscribers, open upstream subscriptions. */
+  counts?(topics: number, subscribers: number, upstreams: number): void;
+  /** One event arrived from upstream on a topic and was fanned out to `deliveries` subscriber slots. */
+  fannedOut?(topic: string, deliveries: number): void;
+  /** A subscriber was ended by the broker. */
+  ended?(reason: EndReason["kind"]): void;
+  /** After each sweep: the largest and the total number of pending events over all subscribers. */
+  occupancy?(max: number, total: number): void;
+}
+
+/** Options of createBroker. */
+export interface BrokerOptions<E> {
+  /** Where topic subscriptions come from. */
+  upstream: UpstreamSource<E>;
+  /** Encode one event of `topic` into the bytes every subscriber of that topic gets (once per event per topic). */
+  encode(topic: string, event: E): Uint8Array;
+  /** Events a subscriber may have pending before it is reaped as slow (power of two). Default 1024. */
+  capacity?: number;
+  /** How long an unused upstream subscription lingers before release, ms. Default 2000. */
+  lingerMs?: number;
+  /** Period of the stuck-subscriber sweep, ms. Default 5000. */
+  sweepIntervalMs?: number;
+  /** Mint subscription ids. Default crypto.randomUUID. */
+  newId?: () => string;
+  /** Metrics hooks. */
+  observer?: BrokerObserver;
+  /** Called when encoding an event (the event is dropped) or closing an upstream fails: for logging. */
+  onError?(what: "encode" | "upstream-close", topic: string, error: unknown): void;
+}

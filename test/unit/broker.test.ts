@@ -1,0 +1,249 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createBroker, SubscribeFailure, type EndReason, type SubscriberSink, type UpstreamSource } from "../../src/broker/index.js";
+
+/** An upstream whose subscribe calls can be held open, failed, and fed events. */
+function fakeUpstream() {
+  const handlers = new Map<string, (e: string) => void>();
+  const errors = new Map<string, (e: Error) => void>();
+  const opened: string[] = [];
+  const closed: string[] = [];
+  let hold: Promise<void> | null = null;
+  let fail: string | null = null;
+  const source: UpstreamSource<string> = {
+    async subscribe(topic, onEvent, onError) {
+      opened.push(topic);
+      if (hold) await hold;
+      if (fail === topic) throw new Error(`no such topic ${topic}`);
+      handlers.set(topic, onEvent);
+      errors.set(topic, onError);
+      return {
+        async close() {
+          closed.push(topic);
+          handlers.delete(topic);
+        },
+      };
+    },
+  };
+  return {
+    source,
+    opened,
+    closed,
+    emit: (topic: string, e: string) => handlers.get(topic)?.(e),
+    breakTopic: (topic: string) => errors.get(topic)?.(new Error("sidecar went away")),
+    holdOpens() {
+      let release!: () => void;
+      hold = new Promise((r) => (release = r));
+      return () => {
+        hold = null;
+        release();
+      };
+    },
+    failTopic: (t: string | null) => (fail = t),
+  };
+}
+
+/** A sink recording what it got; `accept` decides what write() answers. */
+function fakeSink(accept: () => boolean = () => true) {
+  const got: string[] = [];
+  const ends: EndReason[] = [];
+  let opened = 0;
+  const sink: SubscriberSink = {
+    write(bytes) {
+      got.push(Buffer.from(bytes).toString());
+      return accept();
+    },
+    open() {
+      opened++;
+    },
+    end(reason) {
+      ends.push(reason);
+    },
+  };
+  return { sink, got, ends, opened: () => opened };
+}
+
+const encode = (topic: string, e: string): Uint8Array => Buffer.from(`${topic}:${e}`);
+
+async function until(pred: () => boolean, what: string): Promise<void> {
+  const end = Date.now() + 2000;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+describe("broker", () => {
+  it("opens one upstream per topic, shares it, and encodes each event once per topic", async () => {
+    const up = fakeUpstream();
+    let encodes = 0;
+    const b = createBroker({ upstream: up.source, encode: (t, e) => (encodes++, encode(t, e)), lingerMs: 10 });
+    const a = fakeSink();
+    const c = fakeSink();
+    await b.subscribe(["t"], a.sink);
+    await b.subscribe(["t", "u"], c.sink);
+    assert.deepEqual(up.opened, ["t", "u"]);
+    assert.equal(a.opened(), 1);
+    assert.equal(b.refs("t"), 2);
+    up.emit("t", "1");
+    up.emit("u", "2");
+    up.emit("t", "3");
+    assert.deepEqual(a.got, ["t:1", "t:3"]);
+    assert.deepEqual(c.got, ["t:1", "u:2", "t:3"]);
+    assert.equal(encodes, 3);
+    await b.close();
+  });
+
+  it("keeps the upstream while referenced, releases it after the linger, and re-checks the count", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode, lingerMs: 30 });
+    const s1 = await b.subscribe(["t"], fakeSink().sink);
+    const s2 = await b.subscribe(["t"], fakeSink().sink);
+    s1.close();
+    assert.equal(b.refs("t"), 1);
+    assert.ok(b.hasUpstream("t"));
+    s2.close();
+    s2.close(); // twice is harmless
+    assert.equal(b.refs("t"), 0);
+    assert.ok(b.hasUpstream("t"), "lingers");
+    // A subscriber that comes back within the linger reuses it: no churn.
+    const s3 = await b.subscribe(["t"], fakeSink().sink);
+    await new Promise((r) => setTimeout(r, 60));
+    assert.ok(b.hasUpstream("t"));
+    assert.deepEqual(up.opened, ["t"]);
+    s3.close();
+    await until(() => !b.hasUpstream("t"), "release after linger");
+    assert.deepEqual(up.closed, ["t"]);
+    assert.deepEqual(b.stats(), { topics: 0, subscribers: 0, upstreams: 0 });
+    await b.close();
+  });
+
+  it("joins a topic that is still opening, and rolls every waiter back when the open fails", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode, lingerMs: 10 });
+    await b.subscribe(["ok"], fakeSink().sink).then((s) => s.close());
+    const release = up.holdOpens();
+    up.failTopic("bad");
+    const a = fakeSink();
+    const p1 = b.subscribe(["ok", "bad"], a.sink);
+    const p2 = b.subscribe(["bad"], fakeSink().sink);
+    assert.equal(b.refs("bad"), 2);
+    release();
+    for (const p of [p1, p2]) {
+      await assert.rejects(p, (e: unknown) => e instanceof SubscribeFailure && e.kind === "upstream" && e.topic === "bad" && /no such topic bad/.test(e.message));
+    }
+    assert.deepEqual(up.opened.filter((t) => t === "bad"), ["bad"], "one upstream subscribe for both waiters");
+    assert.equal(a.opened(), 0, "never went live");
+    assert.equal(b.refs("bad"), 0);
+    assert.equal(b.refs("ok"), 0);
+    assert.equal(b.stats().subscribers, 0);
+    // The failed topic is not cached: the next subscriber tries again.
+    up.failTopic(null);
+    await b.subscribe(["bad"], fakeSink().sink);
+    assert.ok(b.hasUpstream("bad"));
+    await b.close();
+  });
+
+  it("reaps a subscriber more than 1024 events behind without holding back the others", async () => {
+    const up = fakeUpstream();
+    const reaped: string[] = [];
+    const b = createBroker({ upstream: up.source, encode, observer: { ended: (k) => reaped.push(k) } });
+    const stalled = fakeSink(() => false);
+    const fine = fakeSink();
+    await b.subscribe(["t"], stalled.sink);
+    await b.subscribe(["t"], fine.sink);
+    // The first write is accepted (answering false), then 1024 wait in the ring; the next one overflows.
+    for (let i = 0; i < 1025; i++) up.emit("t", String(i));
+    assert.deepEqual(stalled.ends, []);
+    up.emit("t", "1025");
+    assert.deepEqual(stalled.ends, [{ kind: "slow", capacity: 1024 }]);
+    assert.deepEqual(reaped, ["slow"]);
+    for (let i = 1026; i < 1100; i++) up.emit("t", String(i));
+    assert.equal(fine.got.length, 1100);
+    assert.equal(stalled.got.length, 1);
+    assert.equal(b.stats().subscribers, 1);
+    await b.close();
+  });
+
+  it("pumps the ring in order on drain, only while write returns true", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode });
+    let budget = 1;
+    const s = fakeSink(() => --budget > 0);
+    const sub = await b.subscribe(["t"], s.sink);
+    for (let i = 0; i < 10; i++) up.emit("t", String(i));
+    assert.deepEqual(s.got, ["t:0"]);
+    budget = 4;
+    sub.drain();
+    assert.deepEqual(s.got, ["t:0", "t:1", "t:2", "t:3", "t:4"]);
+    budget = 100;
+    sub.drain();
+    up.emit("t", "10");
+    assert.deepEqual(s.got, Array.from({ length: 11 }, (_, i) => `t:${i}`));
+    await b.close();
+  });
+
+  it("delivers twice for a duplicated topic and releases both references", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode, lingerMs: 5 });
+    const s = fakeSink();
+    const sub = await b.subscribe(["t", "t"], s.sink);
+    assert.equal(b.refs("t"), 2);
+    up.emit("t", "a");
+    up.emit("t", "b");
+    assert.deepEqual(s.got, ["t:a", "t:a", "t:b", "t:b"]);
+    sub.close();
+    assert.equal(b.refs("t"), 0);
+    await until(() => up.closed.includes("t"), "release");
+    await b.close();
+  });
+
+  it("unsubscribes by id, sweeps stuck subscribers, ends upstream-failed topics, and closes with shutdown", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode, lingerMs: 5 });
+    const u = fakeSink();
+    const sub = await b.subscribe(["t"], u.sink);
+    assert.equal(b.unsubscribe("nope"), false);
+    assert.equal(b.unsubscribe(sub.id), true);
+    assert.deepEqual(u.ends, [{ kind: "unsubscribed" }]);
+    assert.equal(b.unsubscribe(sub.id), false);
+
+    const stuck = fakeSink(() => false);
+    await b.subscribe(["t"], stuck.sink);
+    up.emit("t", "1");
+    up.emit("t", "2");
+    b.sweep(1000); // first sighting: marked
+    assert.deepEqual(stuck.ends, []);
+    b.sweep(6000); // no progress since: reaped
+    assert.deepEqual(stuck.ends, [{ kind: "stuck", pending: 1, stalledMs: 5000 }]);
+
+    const broken = fakeSink();
+    await b.subscribe(["x"], broken.sink);
+    up.breakTopic("x");
+    assert.equal(broken.ends[0]?.kind, "upstream-failed");
+    assert.equal(b.hasUpstream("x"), false);
+
+    const last = fakeSink();
+    await b.subscribe(["t"], last.sink);
+    await b.close();
+    await b.close();
+    assert.deepEqual(last.ends, [{ kind: "shutdown" }]);
+    await assert.rejects(b.subscribe(["t"], fakeSink().sink), (e: unknown) => e instanceof SubscribeFailure && e.kind === "closed");
+  });
+
+  it("fails a subscribe whose owner went away while the upstream opened, leaving nothing behind", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode, lingerMs: 5 });
+    const release = up.holdOpens();
+    const ac = new AbortController();
+    const s = fakeSink();
+    const p = b.subscribe(["t"], s.sink, ac.signal);
+    ac.abort();
+    release();
+    await assert.rejects(p, (e: unknown) => e instanceof SubscribeFailure && e.kind === "cancelled");
+    assert.equal(s.opened(), 0);
+    assert.equal(b.refs("t"), 0);
+    await until(() => up.closed.includes("t"), "release of the upstream nobody wants");
+    await b.close();
+  });
+});
