@@ -99,30 +99,32 @@ async function main(): Promise<void> {
     const { existsSync } = await import("node:fs");
     if (existsSync("config/gateway.yaml")) opts.configPath = "config/gateway.yaml";
   }
-  let gateway;
-  try {
-    gateway = await createGateway(opts);
-  } catch (e) {
-    const msg = e instanceof GatewayError ? e.rawMessage : (e as Error).message;
-    process.stderr.write(`platform-gateway: ${msg}\n`);
-    process.exit(1);
-  }
+  // Signal handlers go in before startup so a signal that arrives while starting still shuts down cleanly.
   let signals = 0;
+  let starting: Promise<Awaited<ReturnType<typeof createGateway>> | undefined> | undefined;
   const onSignal = (sig: NodeJS.Signals): void => {
     if (++signals > 1) {
       process.stderr.write(`platform-gateway: second ${sig}, exiting now\n`);
       process.exit(130);
     }
-    gateway.close().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        process.stderr.write(`platform-gateway: shutdown failed: ${(e as Error).message}\n`);
-        process.exit(1);
-      },
-    );
+    void (starting ?? Promise.resolve(undefined))
+      .then((gw) => gw?.close())
+      .then(
+        () => process.exit(0),
+        (e: unknown) => {
+          process.stderr.write(`platform-gateway: shutdown failed: ${(e as Error).message}\n`);
+          process.exit(1);
+        },
+      );
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  starting = createGateway(opts).catch((e: unknown) => {
+    const msg = e instanceof GatewayError ? e.rawMessage : (e as Error).message;
+    process.stderr.write(`platform-gateway: ${msg}\n`);
+    process.exit(1);
+  });
+  await starting;
 }
 
 void main();

@@ -176,7 +176,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     throw e;
   }
   const httpPort = rest.port;
-  logger.info({ grpcPort, httpPort, host: opts.host, sidecar: runtime.kind, services: services.all.length }, "gateway listening");
+  logger.info({ grpcPort, httpPort, host: opts.host, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");
 
   let destroyed = false;
   const destroy = (): void => {

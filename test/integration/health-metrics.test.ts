@@ -1,0 +1,94 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { execFile as execFileRaw } from "node:child_process";
+import { createEmbeddedRuntime } from "../../src/runtime/embedded/index.js";
+import type { Runtime, RuntimeHealth } from "../../src/runtime/runtime.js";
+import { startTestGateway, type TestGateway } from "../support/gateway.js";
+
+const TIME_SPAN = /^\d{2}:\d{2}:\d{2}\.\d{7}$/;
+
+/** An embedded runtime whose sidecar health the test sets. */
+function runtimeWithHealth(health: () => RuntimeHealth): Runtime {
+  const inner = createEmbeddedRuntime({ pubsubName: "pubsub", logger: console as never });
+  return { ...inner, kind: inner.kind, health: async () => health() };
+}
+
+describe("/health", () => {
+  let sidecar: RuntimeHealth = { status: "Healthy", description: "ok" };
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startTestGateway({ apiKeys: ["k"] }, { runtime: runtimeWithHealth(() => sidecar) });
+  });
+  after(() => gw.close());
+
+  it("reports status, totalDuration as a time span, and the sidecar and grpc-channel-pool entries", async () => {
+    const res = await fetch(`${gw.http}/health`);
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as { status: string; totalDuration: string; entries: Record<string, { status: string; description: string }> };
+    assert.deepEqual(Object.keys(body).sort(), ["entries", "status", "totalDuration"]);
+    assert.equal(body.status, "Healthy");
+    assert.match(body.totalDuration, TIME_SPAN);
+    for (const name of ["sidecar", "grpc-channel-pool"]) {
+      const e = body.entries[name];
+      assert.ok(e, `entry ${name}`);
+      assert.equal(typeof e.status, "string");
+      assert.equal(typeof e.description, "string");
+    }
+    assert.deepEqual(body.entries["sidecar"], { status: "Healthy", description: "ok" });
+  });
+
+  it("is 200 when Degraded and 503 when Unhealthy, with the worst entry as status", async () => {
+    sidecar = { status: "Degraded", description: "reconnecting" };
+    let res = await fetch(`${gw.http}/health`);
+    assert.equal(res.status, 200);
+    assert.equal(((await res.json()) as { status: string }).status, "Degraded");
+    sidecar = { status: "Unhealthy", description: "sidecar unreachable" };
+    res = await fetch(`${gw.http}/health`);
+    assert.equal(res.status, 503);
+    const body = (await res.json()) as { status: string; entries: Record<string, { status: string; description: string }> };
+    assert.equal(body.status, "Unhealthy");
+    assert.equal(body.entries["sidecar"]!.description, "sidecar unreachable");
+    sidecar = { status: "Healthy", description: "ok" };
+  });
+});
+
+describe("/metrics", () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startTestGateway({});
+  });
+  after(() => gw.close());
+
+  it("is Prometheus text that promtool accepts, with process metrics and per-route request counts", async () => {
+    await fetch(`${gw.http}/v1/config/list-services`);
+    await fetch(`${gw.http}/v1/config/get-service`); // a 400
+    const res = await fetch(`${gw.http}/metrics`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", /^text\/plain/);
+    const text = await res.text();
+    assert.match(text, /^process_cpu_user_seconds_total \d/m);
+    assert.match(text, /^platform_http_requests_total\{route="\/v1\/config\/list-services",method="GET",status="200"\} 1$/m);
+    assert.match(text, /^platform_http_requests_total\{route="\/v1\/config\/get-service",method="GET",status="400"\} 1$/m);
+    assert.match(text, /^# HELP platform_http_request_duration_seconds \S/m);
+    // Every metric family has help text.
+    const families = new Set([...text.matchAll(/^# TYPE (\S+)/gm)].map((m) => m[1]));
+    for (const f of families) assert.match(text, new RegExp(`^# HELP ${f} \\S`, "m"), `help text of ${f}`);
+    // promtool is the reference parser (installed by .ci/run from Debian's prometheus package). It exits non-zero
+    // for lint findings too; prom-client's own nodejs_active_*_total gauges draw one each, ours must draw none.
+    const out = await promtool(text);
+    assert.doesNotMatch(out, /parsing error/);
+    const findings = out.split("\n").filter((l) => l.trim() !== "" && !/^nodejs_active_\w+_total non-counter/.test(l));
+    assert.deepEqual(findings, []);
+  });
+});
+
+/** Run `promtool check metrics` on `text`; resolves its combined output whatever the exit code. */
+function promtool(text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = execFileRaw("promtool", ["check", "metrics"], (err, stdout, stderr) => {
+      if (err && (err as NodeJS.ErrnoException).code === "ENOENT") return reject(new Error("promtool is not installed (apt-get install prometheus)"));
+      resolve(`${stdout}${stderr}`);
+    });
+    child.stdin!.end(text);
+  });
+}

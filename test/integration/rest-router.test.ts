@@ -1,0 +1,147 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { connect } from "node:net";
+import { Code } from "../../src/shared/code.js";
+import { GatewayError } from "../../src/shared/gateway-error.js";
+import { createAuthenticator } from "../../src/main/auth.js";
+import { createLogger } from "../../src/main/logger.js";
+import { createMetrics } from "../../src/main/metrics.js";
+import { json, startRestServer, type RestServer } from "../../src/main/rest/router.js";
+import { waitFor } from "../support/gateway.js";
+
+/** A raw HTTP/1.1 exchange: write `request`, resolve with everything the server sent until it closed or `ms` passed. */
+function raw(port: number, request: string | Buffer, ms = 2000): Promise<string> {
+  return new Promise((resolve) => {
+    const sock = connect(port, "127.0.0.1");
+    let data = "";
+    sock.on("data", (d) => (data += d.toString()));
+    sock.on("error", () => resolve(data));
+    sock.on("close", () => resolve(data));
+    sock.write(request);
+    setTimeout(() => sock.destroy(), ms).unref();
+  });
+}
+
+describe("REST router over uWS", () => {
+  let server: RestServer;
+  let base: string;
+  let started = 0;
+  let release: (() => void) | undefined;
+  before(async () => {
+    const metrics = createMetrics({ processMetrics: false });
+    server = await startRestServer(
+      "127.0.0.1",
+      0,
+      [
+        {
+          method: "POST",
+          path: "/v1/echo",
+          handler: async (req) => {
+            const body = req.json();
+            if (typeof body["name"] !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, `field name must be a string (got ${typeof body["name"]})`);
+            return json({ name: body["name"], size: req.body.length });
+          },
+        },
+        { method: "GET", path: "/v1/items/{service}/{key+}", handler: async (req) => json(req.params) },
+        { method: "GET", path: "/v1/items/{service}/bulk", handler: async (req) => json({ bulk: req.params["service"], keys: req.query.getAll("keys") }) },
+        {
+          method: "GET",
+          path: "/v1/slow",
+          handler: (req) =>
+            new Promise((resolve) => {
+              started++;
+              release = () => resolve(json({}));
+              req.signal.addEventListener("abort", () => resolve(json({})));
+            }),
+        },
+      ],
+      {
+        auth: createAuthenticator([]),
+        logger: createLogger("silent"),
+        maxBodyBytes: 1024,
+        isClosing: () => false,
+        requests: metrics.counter("t_requests_total", "test", ["route", "method", "status"]),
+        latency: metrics.histogram("t_latency_seconds", "test", ["route", "method", "status"]),
+      },
+    );
+    base = `http://127.0.0.1:${server.port}`;
+  });
+  after(() => server.stopListening());
+
+  const post = (body: string, headers: Record<string, string> = {}) =>
+    fetch(`${base}/v1/echo`, { method: "POST", body, headers: { "content-type": "application/json", ...headers } });
+
+  it("parses a JSON body", async () => {
+    const res = await post('{"name":"a"}');
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { name: "a", size: 12 });
+  });
+
+  it("malformed JSON, non-object JSON and wrong field types are 400 with a message saying what is wrong", async () => {
+    for (const [body, pattern] of [
+      ['{"name":', /not valid JSON/],
+      ["[1,2]", /must be a JSON object/],
+      ["", /empty/],
+      ['{"name": 5}', /field name must be a string \(got number\)/],
+    ] as const) {
+      const res = await post(body);
+      assert.equal(res.status, 400, body);
+      const err = (await res.json()) as { code: number; message: string; details: unknown[] };
+      assert.equal(err.code, Code.INVALID_ARGUMENT);
+      assert.match(err.message, pattern);
+      assert.deepEqual(err.details, []);
+    }
+  });
+
+  it("unknown paths are 404, wrong methods 405 with Allow", async () => {
+    const missing = await fetch(`${base}/v1/nothing`);
+    assert.equal(missing.status, 404);
+    assert.equal(((await missing.json()) as { code: number }).code, Code.NOT_FOUND);
+    const wrong = await fetch(`${base}/v1/echo`);
+    assert.equal(wrong.status, 405);
+    assert.equal(wrong.headers.get("allow"), "POST");
+  });
+
+  it("a declared oversize body is 413 at once, and the connection closes without reading the rest", async () => {
+    const head = `POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n`;
+    const reply = await raw(server.port, head);
+    assert.match(reply, /^HTTP\/1\.1 413 /);
+    assert.match(reply, /exceeds the limit of 1024 bytes/);
+  });
+
+  it("a chunked body that grows past the limit is 413", async () => {
+    const chunk = "x".repeat(600);
+    const req = `POST /v1/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${(600).toString(16)}\r\n${chunk}\r\n${(600).toString(16)}\r\n${chunk}\r\n0\r\n\r\n`;
+    const reply = await raw(server.port, req);
+    assert.match(reply, /^HTTP\/1\.1 413 /);
+  });
+
+  it("path parameters are percent-decoded; a {key+} parameter keeps slashes; literal segments win", async () => {
+    let res = await fetch(`${base}/v1/items/orders/a/b%2Fc/d%20e`);
+    assert.deepEqual(await res.json(), { service: "orders", key: "a/b/c/d e" });
+    res = await fetch(`${base}/v1/items/orders/bulk?keys=a&keys=b`);
+    assert.deepEqual(await res.json(), { bulk: "orders", keys: ["a", "b"] });
+    res = await fetch(`${base}/v1/items/orders/%E0%A4%A`);
+    assert.equal(res.status, 400);
+  });
+
+  it("a client that aborts mid-request leaks nothing", async () => {
+    const before = server.inflight;
+    const ac = new AbortController();
+    const pending = fetch(`${base}/v1/slow`, { signal: ac.signal }).catch(() => undefined);
+    await waitFor(() => started === 1, "the slow handler to start");
+    assert.equal(server.inflight, before + 1);
+    ac.abort();
+    await pending;
+    await waitFor(() => server.inflight === before, "the aborted request to be released");
+    release?.(); // resolving after the abort must not write to the dead response
+    const res = await post('{"name":"still fine"}');
+    assert.equal(res.status, 200);
+  });
+
+  it("an aborted upload mid-body leaks nothing", async () => {
+    const before = server.inflight;
+    await raw(server.port, `POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{"name":`, 200);
+    await waitFor(() => server.inflight === before, "the aborted upload to be released");
+  });
+});
