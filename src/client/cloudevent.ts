@@ -1,0 +1,196 @@
+import { randomUUID } from "node:crypto";
+import { SPEC_VERSION, type CloudEvent as ProtoCloudEvent, type CloudEventAttributeValue } from "../shared/cloudevent.js";
+import { invalidArgument } from "./errors.js";
+
+export type { ProtoCloudEvent, CloudEventAttributeValue };
+
+/** A value an attribute or extension may take; proto attribute values (`{ce_string: ...}`) pass through unchanged. */
+export type AttributeInput = string | number | boolean | Uint8Array | Date | CloudEventAttributeValue;
+
+/**
+ * An event to publish, in either of two spellings (they may be mixed):
+ * - the CloudEvents JSON / `cloudevents` SDK form: `{id, source, type, specversion, datacontenttype, data, ...extensions}`
+ *   (a `new CloudEvent({...})` from the SDK is accepted as is);
+ * - the wire form: `{id, source, spec_version, type, attributes, text_data | binary_data}`.
+ * `id` defaults to a random UUID and `specversion` to "1.0". `data` that is a string becomes `text_data`, bytes become
+ * `binary_data`, anything else is JSON-encoded into `text_data` (with `datacontenttype` "application/json" unless
+ * given). Every other property is an extension attribute.
+ */
+export interface CloudEventInput {
+  id?: string;
+  source: string;
+  type?: string;
+  specversion?: string;
+  spec_version?: string;
+  datacontenttype?: string;
+  dataschema?: string;
+  subject?: string;
+  time?: string | Date;
+  data?: unknown;
+  data_base64?: string;
+  attributes?: Record<string, AttributeInput>;
+  text_data?: string;
+  binary_data?: Uint8Array;
+  [extension: string]: unknown;
+}
+
+/** Properties that are not attributes (or are mapped to the message's own fields). */
+const RESERVED = new Set(["id", "source", "type", "specversion", "spec_version", "data", "data_base64", "attributes", "text_data", "binary_data", "proto_data", "data_oneof"]);
+/** Extension names must be lower-case alphanumerics (CloudEvents 1.0). */
+const EXTENSION_NAME = /^[a-z0-9]{1,20}$/;
+
+function isAttributeValue(v: unknown): v is CloudEventAttributeValue {
+  if (typeof v !== "object" || v === null || v instanceof Uint8Array || v instanceof Date) return false;
+  return Object.keys(v).some((k) => k.startsWith("ce_"));
+}
+
+/** Encode one attribute value in the wire form; `name` picks URI/timestamp types for the well-known attributes. */
+export function toAttributeValue(name: string, v: AttributeInput): CloudEventAttributeValue {
+  if (isAttributeValue(v)) return v;
+  if (v instanceof Date) return timestamp(name, v);
+  if (v instanceof Uint8Array) return { ce_bytes: v };
+  if (typeof v === "boolean") return { ce_boolean: v };
+  if (typeof v === "number") {
+    if (Number.isInteger(v) && v >= -2147483648 && v <= 2147483647) return { ce_integer: v };
+    return { ce_string: String(v) };
+  }
+  if (typeof v === "string") {
+    if (name === "time") return timestamp(name, new Date(v));
+    if (name === "dataschema") return { ce_uri: v };
+    return { ce_string: v };
+  }
+  throw invalidArgument(`cloudevent.${name}`, `must be a string, number, boolean, bytes or Date (got ${typeof v})`);
+}
+
+function timestamp(name: string, d: Date): CloudEventAttributeValue {
+  const ms = d.getTime();
+  if (Number.isNaN(ms)) throw invalidArgument(`cloudevent.${name}`, "is not a valid time");
+  const seconds = Math.floor(ms / 1000);
+  return { ce_timestamp: { seconds: String(seconds), nanos: (ms - seconds * 1000) * 1_000_000 } };
+}
+
+/** Decode one wire attribute value to a plain JS value (timestamps become ISO strings, bytes Uint8Array). */
+export function fromAttributeValue(v: CloudEventAttributeValue): string | number | boolean | Uint8Array | undefined {
+  const member = v.attr ?? Object.keys(v).find((k) => k.startsWith("ce_") && (v as Record<string, unknown>)[k] !== undefined && (v as Record<string, unknown>)[k] !== null);
+  switch (member) {
+    case "ce_boolean":
+      return v.ce_boolean;
+    case "ce_integer":
+      return v.ce_integer;
+    case "ce_string":
+      return v.ce_string;
+    case "ce_bytes":
+      return v.ce_bytes;
+    case "ce_uri":
+      return v.ce_uri;
+    case "ce_uri_ref":
+      return v.ce_uri_ref;
+    case "ce_timestamp": {
+      const t = v.ce_timestamp!;
+      return new Date(Number(t.seconds) * 1000 + Math.floor(t.nanos / 1_000_000)).toISOString();
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** The string value of an attribute of a wire event (any member stringified), or undefined when absent. */
+export function attributeString(ev: ProtoCloudEvent, name: string): string | undefined {
+  const v = ev.attributes?.[name];
+  if (!v) return undefined;
+  const plain = fromAttributeValue(v);
+  if (plain === undefined) return undefined;
+  return plain instanceof Uint8Array ? Buffer.from(plain).toString("utf8") : String(plain);
+}
+
+/** Convert a plain object or an SDK CloudEvent to the wire form. Throws INVALID_ARGUMENT for an unusable shape. */
+export function toProtoCloudEvent(input: CloudEventInput): ProtoCloudEvent {
+  if (typeof input !== "object" || input === null) throw invalidArgument("cloudevent", "must be an object");
+  const e = { ...input } as Record<string, unknown>;
+  const attributes: Record<string, CloudEventAttributeValue> = {};
+  const given = e["attributes"];
+  if (given !== undefined) {
+    if (typeof given !== "object" || given === null) throw invalidArgument("cloudevent.attributes", "must be an object");
+    for (const [k, v] of Object.entries(given as Record<string, AttributeInput>)) attributes[k] = toAttributeValue(k, v);
+  }
+  for (const [k, v] of Object.entries(e)) {
+    if (RESERVED.has(k) || v === undefined || v === null || typeof v === "function") continue;
+    if (!EXTENSION_NAME.test(k)) throw invalidArgument(`cloudevent.${k}`, "is not a valid attribute name (lower-case letters and digits, at most 20)");
+    attributes[k] = toAttributeValue(k, v as AttributeInput);
+  }
+  const str = (field: string, dflt: string): string => {
+    const v = e[field];
+    if (v === undefined || v === null) return dflt;
+    if (typeof v !== "string") throw invalidArgument(`cloudevent.${field}`, `must be a string (got ${typeof v})`);
+    return v;
+  };
+  const out: ProtoCloudEvent = {
+    id: str("id", "") || randomUUID(),
+    // The gateway validates source (required, absolute URI); the client passes it through so errors read as the gateway reports them.
+    source: str("source", ""),
+    spec_version: str("spec_version", "") || str("specversion", "") || SPEC_VERSION,
+    type: str("type", ""),
+    attributes,
+  };
+  const data = e["data"];
+  if (e["binary_data"] !== undefined) {
+    if (!(e["binary_data"] instanceof Uint8Array)) throw invalidArgument("cloudevent.binary_data", "must be bytes");
+    out.binary_data = e["binary_data"];
+  } else if (e["text_data"] !== undefined) {
+    out.text_data = str("text_data", "");
+  } else if (typeof e["data_base64"] === "string") {
+    out.binary_data = Buffer.from(e["data_base64"], "base64");
+  } else if (data instanceof Uint8Array) {
+    out.binary_data = data;
+  } else if (typeof data === "string") {
+    out.text_data = data;
+  } else if (data !== undefined && data !== null) {
+    out.text_data = JSON.stringify(data);
+    attributes["datacontenttype"] ??= { ce_string: "application/json" };
+  }
+  return out;
+}
+
+/** A received event in the CloudEvents JSON form (the shape `new CloudEvent(...)` of the SDK accepts). */
+export interface CloudEventJson {
+  id: string;
+  source: string;
+  type: string;
+  specversion: string;
+  datacontenttype?: string;
+  /** JSON-decoded when the content type is JSON, the text otherwise; bytes for binary data. */
+  data?: unknown;
+  /** Every other attribute and extension, decoded. */
+  [attribute: string]: unknown;
+}
+
+/** Convert a received wire event to the CloudEvents JSON form: attributes flattened, JSON data decoded. */
+export function fromProtoCloudEvent(ev: ProtoCloudEvent): CloudEventJson {
+  const out: CloudEventJson = { id: ev.id, source: ev.source, type: ev.type, specversion: ev.spec_version || SPEC_VERSION };
+  for (const [k, v] of Object.entries(ev.attributes ?? {})) {
+    const plain = fromAttributeValue(v);
+    if (plain !== undefined) out[k] = plain;
+  }
+  const data = eventData(ev);
+  if (data !== undefined) out.data = data;
+  return out;
+}
+
+/**
+ * The payload of a received wire event: JSON-decoded text when the content type is JSON (or absent and the text
+ * parses), the text otherwise, bytes for binary data, undefined when the event has none.
+ */
+export function eventData(ev: ProtoCloudEvent): unknown {
+  if (ev.binary_data && (ev.data === "binary_data" || ev.data === undefined) && ev.binary_data.length > 0) return ev.binary_data;
+  const text = ev.text_data;
+  if (text === undefined || text === null || (ev.data !== undefined && ev.data !== "text_data")) return undefined;
+  const ct = attributeString(ev, "datacontenttype");
+  if (ct === undefined || /[/+]json(;|$)/i.test(ct)) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      if (ct !== undefined) return text;
+    }
+  }
+  return text;
+}

@@ -1,0 +1,91 @@
+import type { ChannelCredentials, ChannelOptions } from "@grpc/grpc-js";
+import { invalidArgument } from "./errors.js";
+
+/** How a subscription reconnects after a termination the client did not ask for (jittered exponential backoff). */
+export interface ReconnectOptions {
+  /** Delay before the first reconnect attempt, ms. Default 100. */
+  initialDelayMs?: number;
+  /** Upper bound of any delay, ms. Default 5000. */
+  maxDelayMs?: number;
+  /** Growth factor per failed attempt. Default 2. */
+  multiplier?: number;
+  /** Random spread as a fraction of the delay, 0-1: the delay is scaled by a factor in [1 - jitter, 1 + jitter]. Default 0.2. */
+  jitter?: number;
+  /** Give up after this many consecutive failed attempts (the subscription then ends with the last error). Default Infinity. */
+  maxAttempts?: number;
+}
+
+/** Options of `createGatewayClient()`. */
+export interface GatewayClientOptions {
+  /** The gateway's gRPC address, `host:port` (e.g. "127.0.0.1:5000" or "gateway.internal:443"). Required. */
+  address: string;
+  /** Sent as `x-api-key` on every call. Default: none, and then no key header is sent at all. */
+  apiKey?: string;
+  /**
+   * Transport security. `true`: TLS verified against the system CA roots. Given ChannelCredentials: used as is.
+   * Default `false`: plaintext (loopback or trusted networks only).
+   */
+  tls?: boolean | ChannelCredentials;
+  /** Reconnect policy of subscriptions (also tunes the channel's own reconnect backoff). Default: see ReconnectOptions. */
+  reconnect?: ReconnectOptions;
+  /** Deadline for unary calls, ms; 0 means none. Default 0 (request() has its own timeout). */
+  callTimeoutMs?: number;
+  /** Extra grpc-js channel options, merged over the library's. Default {}. */
+  channelOptions?: ChannelOptions;
+}
+
+/** Reconnect options with every default filled. */
+export type ResolvedReconnectOptions = Readonly<Required<ReconnectOptions>>;
+
+/** The validated client options. */
+export interface ResolvedClientOptions {
+  readonly address: string;
+  readonly apiKey: string | undefined;
+  readonly tls: boolean | ChannelCredentials;
+  readonly reconnect: ResolvedReconnectOptions;
+  readonly callTimeoutMs: number;
+  readonly channelOptions: ChannelOptions;
+}
+
+function num(field: string, v: unknown, dflt: number, ok: (n: number) => boolean, rule: string): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || Number.isNaN(v) || !ok(v)) throw invalidArgument(field, `${rule} (got ${JSON.stringify(v)})`);
+  return v;
+}
+
+/** Fill the reconnect defaults and check each field; a bad field throws INVALID_ARGUMENT naming it. */
+export function resolveReconnectOptions(r: ReconnectOptions = {}, prefix = "reconnect"): ResolvedReconnectOptions {
+  const initialDelayMs = num(`${prefix}.initialDelayMs`, r.initialDelayMs, 100, (n) => n >= 0 && Number.isFinite(n), "must be a finite number >= 0");
+  const maxDelayMs = num(`${prefix}.maxDelayMs`, r.maxDelayMs, 5000, (n) => n >= initialDelayMs && Number.isFinite(n), `must be a finite number >= initialDelayMs (${initialDelayMs})`);
+  const multiplier = num(`${prefix}.multiplier`, r.multiplier, 2, (n) => n >= 1 && Number.isFinite(n), "must be a finite number >= 1");
+  const jitter = num(`${prefix}.jitter`, r.jitter, 0.2, (n) => n >= 0 && n <= 1, "must be between 0 and 1");
+  const maxAttempts = num(`${prefix}.maxAttempts`, r.maxAttempts, Infinity, (n) => n >= 1 && (Number.isInteger(n) || n === Infinity), "must be an integer >= 1 or Infinity");
+  return Object.freeze({ initialDelayMs, maxDelayMs, multiplier, jitter, maxAttempts });
+}
+
+/** Validate `createGatewayClient()` options; a bad field throws a GatewayClientError (INVALID_ARGUMENT) naming it. */
+export function resolveClientOptions(o: GatewayClientOptions): ResolvedClientOptions {
+  if (typeof o !== "object" || o === null) throw invalidArgument("options", "must be an object");
+  if (typeof o.address !== "string" || o.address.trim() === "") throw invalidArgument("address", `must be a non-empty "host:port" string (got ${JSON.stringify(o.address)})`);
+  if (o.apiKey !== undefined && (typeof o.apiKey !== "string" || o.apiKey === "")) throw invalidArgument("apiKey", "must be a non-empty string when given");
+  const tls = o.tls ?? false;
+  if (typeof tls !== "boolean" && (typeof tls !== "object" || tls === null || typeof (tls as { _isSecure?: unknown })._isSecure !== "function")) {
+    throw invalidArgument("tls", "must be a boolean or grpc ChannelCredentials");
+  }
+  const callTimeoutMs = num("callTimeoutMs", o.callTimeoutMs, 0, (n) => n >= 0 && Number.isFinite(n), "must be a finite number >= 0");
+  return Object.freeze({
+    address: o.address.trim(),
+    apiKey: o.apiKey,
+    tls,
+    reconnect: resolveReconnectOptions(o.reconnect),
+    callTimeoutMs,
+    channelOptions: { ...(o.channelOptions ?? {}) },
+  });
+}
+
+/** The delay before reconnect attempt `attempt` (0-based): exponential, bounded by maxDelayMs, jittered. */
+export function backoffDelay(r: ResolvedReconnectOptions, attempt: number, random: () => number = Math.random): number {
+  const base = Math.min(r.maxDelayMs, r.initialDelayMs * Math.pow(r.multiplier, attempt));
+  const spread = base * r.jitter * (2 * random() - 1);
+  return Math.max(0, Math.min(r.maxDelayMs, Math.round(base + spread)));
+}

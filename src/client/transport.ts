@@ -1,0 +1,109 @@
+import * as grpc from "@grpc/grpc-js";
+import { gatewayPackageDefinition } from "../shared/protos.js";
+import { Code } from "../shared/code.js";
+import { GatewayClientError, toClientError } from "./errors.js";
+import type { ResolvedClientOptions } from "./options.js";
+
+/** The gateway services the client calls, as the package definition names them. */
+export type ServiceName = "platform.Gateway" | "platform.State" | "platform.Config" | "platform.Trigger" | "io.cloudevents.v1.Pubsub";
+
+/** Per-call options every operation accepts. */
+export interface CallOptions {
+  /** Cancels the call; the promise rejects with CANCELLED. */
+  signal?: AbortSignal;
+  /** Deadline for this call, ms; overrides the client's `callTimeoutMs`. */
+  timeoutMs?: number;
+}
+
+/**
+ * One grpc-js channel shared by a generic client per gateway service, plus the `x-api-key` metadata. Translates
+ * grpc-js errors into GatewayClientError where they enter.
+ */
+export interface Transport {
+  /** Call a unary method; resolves the response object (proto-loader snake_case shape). */
+  unary<Res>(service: ServiceName, method: string, request: object, options?: CallOptions): Promise<Res>;
+  /** Start a server-streaming call (the caller owns it). */
+  serverStream(service: ServiceName, method: string, request: object): grpc.ClientReadableStream<unknown>;
+  /** Fresh metadata carrying the key (when one was given). */
+  metadata(): grpc.Metadata;
+  /** True after close(). */
+  readonly closed: boolean;
+  /** Close the channel; calls in flight are cancelled. Safe to call twice. */
+  close(): void;
+}
+
+function credentialsOf(tls: ResolvedClientOptions["tls"]): grpc.ChannelCredentials {
+  if (tls === true) return grpc.credentials.createSsl();
+  if (tls === false) return grpc.credentials.createInsecure();
+  return tls;
+}
+
+/** Create the channel and the per-service clients. No connection is made until the first call. */
+export function createTransport(o: ResolvedClientOptions): Transport {
+  const channelOptions: grpc.ChannelOptions = {
+    // The channel's own reconnect backoff follows the subscription policy, so a restarted gateway is found quickly.
+    "grpc.initial_reconnect_backoff_ms": Math.max(1, o.reconnect.initialDelayMs),
+    "grpc.max_reconnect_backoff_ms": Math.max(1, o.reconnect.maxDelayMs),
+    "grpc.max_receive_message_length": 64 * 1024 * 1024,
+    ...o.channelOptions,
+  };
+  const channel = new grpc.Channel(o.address, credentialsOf(o.tls), channelOptions);
+  const pkg = gatewayPackageDefinition();
+  const clients = new Map<ServiceName, grpc.Client>();
+  let closed = false;
+
+  const clientOf = (service: ServiceName): grpc.Client => {
+    let c = clients.get(service);
+    if (!c) {
+      const Ctor = grpc.makeGenericClientConstructor(pkg[service] as grpc.ServiceDefinition, service);
+      c = new Ctor(o.address, grpc.credentials.createInsecure(), { channelOverride: channel });
+      clients.set(service, c);
+    }
+    return c;
+  };
+
+  const metadata = (): grpc.Metadata => {
+    const md = new grpc.Metadata();
+    if (o.apiKey !== undefined) md.set("x-api-key", o.apiKey);
+    return md;
+  };
+
+  const closedError = (): GatewayClientError => new GatewayClientError(Code.CANCELLED, "the client is closed");
+
+  return {
+    get closed() {
+      return closed;
+    },
+    metadata,
+    unary<Res>(service: ServiceName, method: string, request: object, options: CallOptions = {}): Promise<Res> {
+      if (closed) return Promise.reject(closedError());
+      const { signal } = options;
+      if (signal?.aborted) return Promise.reject(toClientError(signal.reason ?? new DOMException("aborted", "AbortError")));
+      const timeoutMs = options.timeoutMs ?? o.callTimeoutMs;
+      const callOptions: grpc.CallOptions = timeoutMs > 0 ? { deadline: Date.now() + timeoutMs } : {};
+      return new Promise<Res>((resolve, reject) => {
+        const fn = (clientOf(service) as unknown as Record<string, Function>)[method];
+        if (typeof fn !== "function") return reject(new GatewayClientError(Code.UNIMPLEMENTED, `${service} has no method ${method}`));
+        const onAbort = (): void => call.cancel();
+        const call = fn.call(clientOf(service), request, metadata(), callOptions, (err: grpc.ServiceError | null, res: Res) => {
+          signal?.removeEventListener("abort", onAbort);
+          if (err) reject(toClientError(err));
+          else resolve(res);
+        }) as grpc.ClientUnaryCall;
+        signal?.addEventListener("abort", onAbort, { once: true });
+      });
+    },
+    serverStream(service, method, request) {
+      if (closed) throw closedError();
+      const fn = (clientOf(service) as unknown as Record<string, Function>)[method];
+      if (typeof fn !== "function") throw new GatewayClientError(Code.UNIMPLEMENTED, `${service} has no method ${method}`);
+      return fn.call(clientOf(service), request, metadata(), {}) as grpc.ClientReadableStream<unknown>;
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      for (const c of clients.values()) c.close();
+      channel.close();
+    },
+  };
+}
