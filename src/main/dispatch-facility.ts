@@ -1,6 +1,93 @@
+import * as grpc from "@grpc/grpc-js";
+import { createBackendRegistry } from "../backends/registry.js";
+import { createTempConverter } from "../backends/temp-inline-converter.js";
 import type { Facility, GatewayContext } from "./context.js";
+import { createMetadataFilter } from "./forward-metadata.js";
+import { gatewayGrpc } from "./grpc/gateway.js";
+import { createDispatchOps, type DispatchOps } from "./ops/dispatch.js";
+import { gatewayRoutes } from "./rest/gateway.js";
+import { grpcReflectionRoutes } from "./rest/grpc-reflection.js";
 
-/** Dynamic dispatch facility (platform.Gateway + /v1/gateway and /v1/grpc routes, backends). PLACEHOLDER until the dynamic dispatch issue lands. */
-export function createDispatchFacility(_ctx: GatewayContext): Facility {
-  return {};
+/**
+ * Dynamic dispatch: `platform.Gateway` over gRPC, the `/v1/gateway` and `/v1/grpc` REST routes, a channel pool and a
+ * reflection cache per dialable backend, and the JSON<->protobuf converter.
+ */
+export function createDispatchFacility(ctx: GatewayContext): Facility {
+  const { logger, options } = ctx;
+  const backends = createBackendRegistry(
+    ctx.services.dialable.map((s) => ({ name: s.name, host: s.grpc!.host, port: s.grpc!.port, ...(s.grpc!.channels ? { channels: s.grpc!.channels } : {}) })),
+    {
+      channelsPerBackend: options.channelsPerBackend,
+      maxReceiveBytes: 64 * 1024 * 1024,
+      backend: {
+        onSchema: ({ schema, error, version }) => {
+          if (schema) logger.info({ services: schema.services, files: schema.fileNames.length, schemaId: schema.set.id, reflection: version }, "backend schema loaded");
+          else if (error) logger.warn({ code: error.codeName, error: error.rawMessage }, "backend reflection failed");
+        },
+      },
+      onStateChange: (service, index, state) => {
+        logger.debug({ service, channel: index, state: grpc.connectivityState[state] }, "backend channel state");
+        // A backend that was down at startup: load its schema in the background once it answers.
+        const b = backends.get(service);
+        if (state === grpc.connectivityState.READY && b && !b.cachedSchema()) b.refresh().catch(() => undefined);
+      },
+    },
+  );
+  const converter = createTempConverter();
+  const filter = createMetadataFilter(options.forwardHeaders);
+  const ops = createDispatchOps({
+    services: ctx.services,
+    backends,
+    converter,
+    invokeDeadlineMs: options.invokeDeadlineMs,
+    invocations: ctx.metrics.counter("platform_gateway_invocations_total", "Dynamic invocations by registered service and outcome code name", ["service", "code"]),
+    latency: ctx.metrics.histogram("platform_gateway_invoke_duration_seconds", "Latency of dynamic invocations in seconds (conversion and backend call), by service and outcome", ["service", "code"]),
+  });
+
+  // Count in-flight invocations so close() lets them finish before the channels go.
+  let inflight = 0;
+  let idle: (() => void) | undefined;
+  const counted: DispatchOps = {
+    ...ops,
+    async invoke(input) {
+      inflight++;
+      try {
+        return await ops.invoke(input);
+      } finally {
+        if (--inflight === 0) idle?.();
+      }
+    },
+  };
+
+  let closed: Promise<void> | undefined;
+  let destroyed = false;
+  return {
+    grpc: { "platform.Gateway": gatewayGrpc(counted, filter) },
+    routes: [...gatewayRoutes(counted, filter), ...grpcReflectionRoutes(counted, filter)],
+    async start() {
+      backends.connect();
+      for (const name of backends.names) {
+        backends
+          .get(name)!
+          .schema()
+          .catch(() => undefined); // logged by onSchema; retried on next use and when the channel becomes READY
+      }
+    },
+    async health() {
+      return { "grpc-channel-pool": backends.health() };
+    },
+    close() {
+      return (closed ??= (async () => {
+        if (inflight > 0) await new Promise<void>((r) => (idle = r));
+        await converter.close();
+        backends.close();
+      })());
+    },
+    destroy() {
+      if (destroyed) return;
+      destroyed = true;
+      converter.destroy();
+      backends.close();
+    },
+  };
 }

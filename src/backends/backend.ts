@@ -1,0 +1,156 @@
+import * as grpc from "@grpc/grpc-js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { createChannelPool, type ChannelPool } from "./channel-pool.js";
+import { fetchReflection, type ReflectionVersion } from "./reflection-client.js";
+import { buildSchema, type BackendSchema, type MethodEntry } from "./schema.js";
+
+/** Options of one backend. */
+export interface BackendOptions {
+  /** The registered service name. */
+  name: string;
+  host: string;
+  port: number;
+  /** Channels in the pool. */
+  channels: number;
+  /** Largest backend response accepted, bytes. */
+  maxReceiveBytes: number;
+  /** Bound on one reflection fetch, ms. Default 10000. */
+  reflectionTimeoutMs?: number;
+  /** A method that is not found triggers a refresh at most this often, ms. Default 1000. */
+  minRefreshIntervalMs?: number;
+  /** Told when the backend's schema changed or a fetch failed (for logs). */
+  onSchema?(event: { schema?: BackendSchema; error?: GatewayError; version?: ReflectionVersion }): void;
+  onStateChange?(index: number, state: grpc.connectivityState): void;
+}
+
+/** The outcome of a unary backend call (never throws for a backend status: the caller reports it in-band). */
+export type CallOutcome = { ok: true; bytes: Buffer } | { ok: false; code: Code; message: string };
+
+/** A registered, dialable backend: its channel pool, its reflected schema, and unary calls with raw bytes. */
+export interface Backend {
+  readonly name: string;
+  /** "host:port" */
+  readonly address: string;
+  readonly pool: ChannelPool;
+  /** The cached schema, fetched on first use; concurrent callers share one fetch. A failed fetch is not cached. */
+  schema(signal?: AbortSignal): Promise<BackendSchema>;
+  /** The cached schema if one was fetched, without waiting. */
+  cachedSchema(): BackendSchema | undefined;
+  /** Drop the cache and fetch again (shared with any fetch already running). */
+  refresh(signal?: AbortSignal): Promise<BackendSchema>;
+  /**
+   * Resolve a method name (see BackendSchema.find); when it is not found, refresh the schema once (rate limited)
+   * and look again. NOT_FOUND naming the method and listing what exists when it still is not there.
+   */
+  resolve(method: string, signal?: AbortSignal): Promise<{ schema: BackendSchema; method: MethodEntry }>;
+  /** Unary call with pre-encoded request bytes. `deadline` is epoch ms. */
+  call(path: string, request: Uint8Array, metadata: grpc.Metadata, deadline: number, signal?: AbortSignal): Promise<CallOutcome>;
+  close(): void;
+}
+
+const identity = (b: Buffer | Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+
+/** Race a shared promise against one caller's signal, without cancelling the shared work. */
+export function abortable<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.reject(GatewayError.from(signal.reason, Code.CANCELLED));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(GatewayError.from(signal.reason, Code.CANCELLED));
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/** Create a backend; nothing is dialled until first use or `pool.connect()`. */
+export function createBackend(opts: BackendOptions): Backend {
+  const address = opts.host.includes(":") && !opts.host.startsWith("[") ? `[${opts.host}]:${opts.port}` : `${opts.host}:${opts.port}`;
+  const pool = createChannelPool({
+    address,
+    size: opts.channels,
+    maxReceiveBytes: opts.maxReceiveBytes,
+    ...(opts.onStateChange ? { onStateChange: opts.onStateChange } : {}),
+  });
+  const minRefresh = opts.minRefreshIntervalMs ?? 1000;
+  let version: ReflectionVersion = "v1";
+  let current: BackendSchema | undefined;
+  let inflight: Promise<BackendSchema> | undefined;
+  let fetchedAt = 0;
+
+  const fetch = (): Promise<BackendSchema> =>
+    (inflight ??= (async () => {
+      try {
+        const r = await fetchReflection(
+          { service: opts.name, address, client: pool.first(), timeoutMs: opts.reflectionTimeoutMs ?? 10_000 },
+          version,
+        );
+        version = r.version;
+        const schema = buildSchema(r.files, r.services, `service ${opts.name}`);
+        const changed = current?.set.id !== schema.set.id;
+        // Keep the old object when nothing changed, so its method cache stays warm.
+        if (changed) current = schema;
+        fetchedAt = Date.now();
+        if (changed) opts.onSchema?.({ schema, version });
+        return current!;
+      } catch (e) {
+        const err = GatewayError.from(e);
+        opts.onSchema?.({ error: err });
+        throw err;
+      } finally {
+        inflight = undefined;
+      }
+    })());
+
+  const backend: Backend = {
+    name: opts.name,
+    address,
+    pool,
+    schema: (signal) => (current ? Promise.resolve(current) : abortable(fetch(), signal)),
+    cachedSchema: () => current,
+    refresh: (signal) => abortable(fetch(), signal),
+    async resolve(method, signal) {
+      let schema = current ?? (await abortable(fetch(), signal));
+      let found = schema.find(method);
+      if (!found && Date.now() - fetchedAt >= minRefresh) {
+        schema = await abortable(fetch(), signal);
+        found = schema.find(method);
+      }
+      if (!found) {
+        const known = schema.methods.map((m) => m.fullName);
+        throw new GatewayError(
+          Code.NOT_FOUND,
+          `method ${method} not found on service ${opts.name}; it has ${known.length > 0 ? known.join(", ") : "no methods"}`,
+        );
+      }
+      return { schema, method: found };
+    },
+    call(path, request, metadata, deadline, signal) {
+      return new Promise<CallOutcome>((resolve) => {
+        if (signal?.aborted) return resolve({ ok: false, code: Code.CANCELLED, message: "the caller cancelled the call" });
+        let onAbort: (() => void) | undefined;
+        const call = pool.next().makeUnaryRequest(path, identity, identity, identity(request), metadata, { deadline }, (err, res) => {
+          if (onAbort) signal!.removeEventListener("abort", onAbort);
+          if (err) resolve({ ok: false, code: err.code as number as Code, message: err.details });
+          else resolve({ ok: true, bytes: res! });
+        });
+        if (signal) {
+          onAbort = () => call.cancel();
+          signal.addEventListener("abort", onAbort, { once: true });
+        }
+      });
+    },
+    close() {
+      pool.close();
+    },
+  };
+  return backend;
+}

@@ -1,0 +1,87 @@
+import * as grpc from "@grpc/grpc-js";
+import { createBackend, type Backend, type BackendOptions } from "./backend.js";
+
+/** One dialable service as the registry needs it. */
+export interface BackendConfig {
+  name: string;
+  host: string;
+  port: number;
+  /** Pool size for this backend; default the registry's `channelsPerBackend`. */
+  channels?: number;
+}
+
+/** Options of the backend registry. */
+export interface BackendRegistryOptions {
+  /** Default pool size per backend. */
+  channelsPerBackend: number;
+  /** Largest backend response accepted, bytes. */
+  maxReceiveBytes: number;
+  /** Passed to every backend (logging hooks, reflection timing). */
+  backend?: Partial<Pick<BackendOptions, "reflectionTimeoutMs" | "minRefreshIntervalMs" | "onSchema">>;
+  /** Connectivity changes, for logs. */
+  onStateChange?(service: string, index: number, state: grpc.connectivityState): void;
+}
+
+/** Health of the pools (the `grpc-channel-pool` entry). */
+export interface PoolHealth {
+  status: "Healthy" | "Degraded";
+  description: string;
+}
+
+/** Every dialable backend by registered name. */
+export interface BackendRegistry {
+  /** Registered names, in config order. */
+  readonly names: readonly string[];
+  get(name: string): Backend | undefined;
+  /** Connect every pool and keep it connected; backends down now are retried in the background. */
+  connect(): void;
+  /** Healthy when every channel is READY or IDLE; Degraded naming the services that are not. */
+  health(): PoolHealth;
+  close(): void;
+}
+
+const OK_STATES = new Set([grpc.connectivityState.READY, grpc.connectivityState.IDLE]);
+
+/** Create a backend (channel pool + reflection cache) for each dialable service. */
+export function createBackendRegistry(configs: readonly BackendConfig[], opts: BackendRegistryOptions): BackendRegistry {
+  const byName = new Map<string, Backend>();
+  for (const c of configs) {
+    byName.set(
+      c.name,
+      createBackend({
+        ...opts.backend,
+        name: c.name,
+        host: c.host,
+        port: c.port,
+        channels: c.channels ?? opts.channelsPerBackend,
+        maxReceiveBytes: opts.maxReceiveBytes,
+        ...(opts.onStateChange ? { onStateChange: (i: number, s: grpc.connectivityState) => opts.onStateChange!(c.name, i, s) } : {}),
+      }),
+    );
+  }
+  const names = Object.freeze(configs.map((c) => c.name));
+  return {
+    names,
+    get: (name) => byName.get(name),
+    connect() {
+      for (const b of byName.values()) b.pool.connect();
+    },
+    health() {
+      if (byName.size === 0) return { status: "Healthy", description: "no dialable backends registered" };
+      const bad: string[] = [];
+      for (const b of byName.values()) {
+        const states = b.pool.states();
+        const notOk = states.filter((s) => !OK_STATES.has(s));
+        if (notOk.length > 0) {
+          const names = [...new Set(notOk.map((s) => grpc.connectivityState[s]))].join("/");
+          bad.push(`${b.name} (${b.address}: ${notOk.length}/${states.length} channels ${names})`);
+        }
+      }
+      if (bad.length === 0) return { status: "Healthy", description: `${byName.size} backend(s), every channel READY or IDLE` };
+      return { status: "Degraded", description: `not connected: ${bad.join(", ")}` };
+    },
+    close() {
+      for (const b of byName.values()) b.close();
+    },
+  };
+}

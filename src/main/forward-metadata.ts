@@ -1,0 +1,60 @@
+import * as grpc from "@grpc/grpc-js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+
+/**
+ * The forwarding allow-list (spec Authentication 2-5): only headers named in `forwardHeaders` reach a backend.
+ * `x-api-key` never does, whatever the list says; binary (`-bin`) entries are skipped silently.
+ */
+export interface MetadataFilter {
+  /** Allow-listed entries of inbound gRPC metadata. */
+  fromGrpc(md: grpc.Metadata | undefined): grpc.Metadata;
+  /** Allow-listed entries of REST request headers (lower-case names). */
+  fromHeaders(headers: Readonly<Record<string, string>>): grpc.Metadata;
+  /**
+   * Allow-listed entries of the `/v1/grpc/call` `metadata` object; absent (undefined/null) forwards nothing.
+   * INVALID_ARGUMENT naming the entry when it is not an object of strings.
+   */
+  fromObject(obj: unknown, field?: string): grpc.Metadata;
+}
+
+const NEVER = "x-api-key";
+
+/** Create a filter over the validated allow-list (lower-case names). */
+export function createMetadataFilter(allowList: readonly string[]): MetadataFilter {
+  const allowed = allowList.map((h) => h.toLowerCase()).filter((h) => h !== NEVER && !h.endsWith("-bin"));
+  const allowedSet = new Set(allowed);
+  const passes = (key: string): boolean => allowedSet.has(key);
+  return {
+    fromGrpc(md) {
+      const out = new grpc.Metadata();
+      if (!md) return out;
+      // Walk the short allow-list rather than every inbound key.
+      for (const key of allowed) {
+        for (const v of md.get(key)) if (typeof v === "string") out.add(key, v);
+      }
+      return out;
+    },
+    fromHeaders(headers) {
+      const out = new grpc.Metadata();
+      for (const key of allowed) {
+        const v = headers[key];
+        if (v !== undefined) out.add(key, v);
+      }
+      return out;
+    },
+    fromObject(obj, field = "metadata") {
+      const out = new grpc.Metadata();
+      if (obj === undefined || obj === null) return out;
+      if (typeof obj !== "object" || Array.isArray(obj)) {
+        throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must be an object of string values (got ${Array.isArray(obj) ? "an array" : typeof obj})`);
+      }
+      for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
+        if (typeof v !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, `${field}.${k} must be a string (got ${v === null ? "null" : typeof v})`);
+        const key = k.toLowerCase();
+        if (passes(key)) out.add(key, v);
+      }
+      return out;
+    },
+  };
+}

@@ -1,0 +1,48 @@
+import type { MetadataFilter } from "../forward-metadata.js";
+import type { DispatchOps } from "../ops/dispatch.js";
+import type { ServiceImpl, UnaryContext } from "./server.js";
+
+interface InvokeRequest {
+  service: string;
+  method: string;
+  request_data: string;
+}
+
+/** `platform.Gateway` over gRPC: Invoke and InvokeJson (outcome in-band), ListServices, ListMethods, GetMethodSchema. */
+export function gatewayGrpc(ops: DispatchOps, filter: MetadataFilter): ServiceImpl {
+  const invoke = async (req: InvokeRequest, ctx: UnaryContext) => {
+    const r = await ops.invoke({
+      service: req.service,
+      method: req.method,
+      requestData: req.request_data,
+      metadata: filter.fromGrpc(ctx.metadata),
+      deadline: ctx.deadline,
+      signal: ctx.signal,
+    });
+    return { success: r.success, status: r.status, message: r.message, response_data: r.responseData };
+  };
+  return {
+    Invoke: invoke,
+    InvokeJson: invoke,
+    ListServices: async () => ({ services: [...ops.listServices()] }),
+    ListMethods: async (req: { service: string }, ctx: UnaryContext) => ({
+      methods: (await ops.listMethods(req.service, { signal: ctx.signal })).map((m) => ({
+        name: m.name,
+        full_name: m.fullName,
+        input_type: m.inputType,
+        output_type: m.outputType,
+        is_client_streaming: m.clientStreaming,
+        is_server_streaming: m.serverStreaming,
+      })),
+    }),
+    GetMethodSchema: async (req: { service: string; method: string; type: string }, ctx: UnaryContext) => {
+      const s = await ops.methodSchema(req.service, req.method, req.type, ctx.signal);
+      return {
+        input_type_name: s.inputTypeName,
+        output_type_name: s.outputTypeName,
+        schema_type: s.schemaType,
+        fields: s.fields.map((f) => ({ name: f.name, type: f.type, type_name: f.typeName, is_repeated: f.isRepeated, is_optional: f.isOptional })),
+      };
+    },
+  };
+}

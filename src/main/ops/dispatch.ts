@@ -1,0 +1,158 @@
+import type * as grpc from "@grpc/grpc-js";
+import type { Backend } from "../../backends/backend.js";
+import type { BackendRegistry } from "../../backends/registry.js";
+import { encodeFileDescriptorSet, messageFields, type FieldSchema, type MethodEntry } from "../../backends/schema.js";
+import { Code, codeName } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import type { Converter } from "../../workers/converter-types.js";
+import type { ServiceRegistry } from "../config.js";
+import type { CounterMetric, HistogramMetric } from "../metrics.js";
+
+/** One invocation, whatever front end it came from. */
+export interface InvokeInput {
+  /** Registered service name (unvalidated caller input). */
+  service: unknown;
+  /** Method name (short, "pkg.Service/Method" or "pkg.Service.Method"). */
+  method: unknown;
+  /** The request message as proto3 JSON text; empty means `{}`. */
+  requestData: unknown;
+  /** Already filtered through the forwarding allow-list. */
+  metadata: grpc.Metadata;
+  /** Epoch ms; default now + `invokeDeadlineMs`. */
+  deadline?: number | undefined;
+  /** Aborting it cancels the backend call. */
+  signal?: AbortSignal | undefined;
+}
+
+/** The in-band outcome (spec InvokeResponse). */
+export interface InvokeResult {
+  success: boolean;
+  /** gRPC status code name, "OK" on success. */
+  status: string;
+  /** Error text when failed; empty otherwise. */
+  message: string;
+  /** proto3 JSON text of the backend response; empty when failed. */
+  responseData: string;
+}
+
+/** The method schema in its REST form (spec "Method schema"). */
+export interface MethodSchema {
+  inputTypeName: string;
+  outputTypeName: string;
+  schemaType: "input" | "output";
+  fields: FieldSchema[];
+}
+
+/** The dynamic dispatch operations; the gRPC and REST front ends are thin shells around these. */
+export interface DispatchOps {
+  /** Call a backend method. Never throws: every failure is in the result (in-band). */
+  invoke(input: InvokeInput): Promise<InvokeResult>;
+  /** Dialable backends, by registered name, in config order. */
+  listServices(): readonly string[];
+  /** Methods of every service the backend hosts (reflection excluded). NOT_FOUND for an unknown service. */
+  listMethods(service: unknown, opts?: { refresh?: boolean; signal?: AbortSignal }): Promise<readonly MethodEntry[]>;
+  /** The fields of a method's input (default) or output message. */
+  methodSchema(service: unknown, method: unknown, type: unknown, signal?: AbortSignal): Promise<MethodSchema>;
+  /** A binary google.protobuf.FileDescriptorSet of every file the backend's services need. */
+  protos(service: unknown, signal?: AbortSignal): Promise<Uint8Array>;
+}
+
+/** What the operations need. */
+export interface DispatchDeps {
+  services: ServiceRegistry;
+  backends: BackendRegistry;
+  converter: Converter;
+  invokeDeadlineMs: number;
+  invocations: CounterMetric<"service" | "code">;
+  latency: HistogramMetric<"service" | "code">;
+}
+
+const EMPTY_JSON = "{}";
+
+function requireString(field: string, v: unknown): string {
+  if (typeof v !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must be a string (got ${v === null ? "null" : typeof v})`);
+  if (v === "") throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must not be empty`);
+  return v;
+}
+
+function failed(e: unknown): InvokeResult {
+  const err = GatewayError.from(e);
+  return { success: false, status: err.codeName, message: err.rawMessage, responseData: "" };
+}
+
+/** Create the operations over the backends and a converter. */
+export function createDispatchOps(deps: DispatchDeps): DispatchOps {
+  const { backends, converter } = deps;
+
+  const backendOf = (service: unknown): Backend => {
+    const name = requireString("service", service);
+    const b = backends.get(name);
+    if (b) return b;
+    if (deps.services.get(name)) throw new GatewayError(Code.NOT_FOUND, `service ${name} is registered without a gRPC address, so it cannot be invoked`);
+    throw new GatewayError(Code.NOT_FOUND, `service ${name} is not registered`);
+  };
+
+  const invokeOrThrow = async (input: InvokeInput, backend: Backend): Promise<InvokeResult> => {
+    const methodName = requireString("method", input.method);
+    if (input.requestData !== undefined && input.requestData !== null && typeof input.requestData !== "string") {
+      throw new GatewayError(Code.INVALID_ARGUMENT, `request data must be JSON text (a string), got ${typeof input.requestData}`);
+    }
+    const { schema, method } = await backend.resolve(methodName, input.signal);
+    if (method.clientStreaming || method.serverStreaming) {
+      const kind = method.clientStreaming && method.serverStreaming ? "bidi-streaming" : method.clientStreaming ? "client-streaming" : "server-streaming";
+      throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; invoke supports unary methods only`);
+    }
+    const json = (input.requestData as string | undefined) || EMPTY_JSON;
+    const request = await converter.jsonToBinary(schema.set, method.inputType, json, input.signal);
+    const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
+    const outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal);
+    if (!outcome.ok) return { success: false, status: codeName(outcome.code), message: outcome.message, responseData: "" };
+    let responseData: string;
+    try {
+      responseData = await converter.binaryToJson(schema.set, method.outputType, outcome.bytes, input.signal);
+    } catch (e) {
+      const err = GatewayError.from(e);
+      // A response the schema cannot decode is the backend's fault, not the caller's.
+      const code = err.code === Code.INVALID_ARGUMENT ? Code.INTERNAL : err.code;
+      throw new GatewayError(code, `the response of ${method.fullName} could not be converted to JSON: ${err.rawMessage}`, { cause: e });
+    }
+    return { success: true, status: "OK", message: "", responseData };
+  };
+
+  return {
+    async invoke(input) {
+      const started = performance.now();
+      let label = "(unknown)";
+      let result: InvokeResult;
+      try {
+        const backend = backendOf(input.service);
+        label = backend.name;
+        result = await invokeOrThrow(input, backend);
+      } catch (e) {
+        result = failed(e);
+      }
+      deps.invocations.inc({ service: label, code: result.status });
+      deps.latency.observe({ service: label, code: result.status }, (performance.now() - started) / 1000);
+      return result;
+    },
+    listServices: () => backends.names,
+    async listMethods(service, opts = {}) {
+      const b = backendOf(service);
+      const schema = opts.refresh ? await b.refresh(opts.signal) : await b.schema(opts.signal);
+      return schema.methods;
+    },
+    async methodSchema(service, method, type, signal) {
+      const b = backendOf(service);
+      const name = requireString("method", method);
+      const t = type === undefined || type === null || type === "" ? "input" : type;
+      if (t !== "input" && t !== "output") throw new GatewayError(Code.INVALID_ARGUMENT, `type must be input or output (got ${JSON.stringify(type)})`);
+      const { method: m } = await b.resolve(name, signal);
+      const desc = t === "input" ? m.desc.input : m.desc.output;
+      return { inputTypeName: m.inputType, outputTypeName: m.outputType, schemaType: t, fields: messageFields(desc) };
+    },
+    async protos(service, signal) {
+      const schema = await backendOf(service).schema(signal);
+      return encodeFileDescriptorSet(schema.set);
+    },
+  };
+}

@@ -1,0 +1,82 @@
+import { Code } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import type { MetadataFilter } from "../forward-metadata.js";
+import type { DispatchOps, InvokeResult } from "../ops/dispatch.js";
+import { json, type Route } from "./router.js";
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function failure(field: string, problem: string): InvokeResult {
+  return { success: false, status: "INVALID_ARGUMENT", message: `${field} ${problem}`, responseData: "" };
+}
+
+/** Whether a query flag such as `refresh=true` is set. */
+export function queryFlag(q: URLSearchParams, name: string): boolean {
+  const v = q.get(name);
+  if (v === null || v === "" || v === "false" || v === "0") return false;
+  if (v === "true" || v === "1") return true;
+  throw new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${name} must be true or false (got ${JSON.stringify(v)})`);
+}
+
+/** `/v1/gateway/...` routes: list-services, list-methods, invoke (object payloads), invoke-json (JSON text payloads). */
+export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[] {
+  return [
+    { method: "GET", path: "/v1/gateway/list-services", handler: async () => json({ services: ops.listServices() }) },
+    {
+      method: "GET",
+      path: "/v1/gateway/list-methods",
+      handler: async (req) => {
+        const service = req.query.get("service");
+        if (!service) throw new GatewayError(Code.INVALID_ARGUMENT, "query parameter service is required");
+        const methods = await ops.listMethods(service, { refresh: queryFlag(req.query, "refresh"), signal: req.signal });
+        return json({
+          methods: methods.map((m) => ({
+            name: m.name,
+            fullName: m.fullName,
+            inputType: m.inputType,
+            outputType: m.outputType,
+            isClientStreaming: m.clientStreaming,
+            isServerStreaming: m.serverStreaming,
+          })),
+        });
+      },
+    },
+    {
+      method: "POST",
+      path: "/v1/gateway/invoke",
+      handler: async (req) => {
+        const body = req.json();
+        const data = body["requestData"];
+        let r: InvokeResult;
+        if (data !== undefined && data !== null && !isPlainObject(data)) r = failure("requestData", `must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
+        else {
+          r = await ops.invoke({
+            service: body["service"],
+            method: body["method"],
+            requestData: data === undefined || data === null ? "" : JSON.stringify(data),
+            metadata: filter.fromHeaders(req.headers),
+            signal: req.signal,
+          });
+        }
+        return json({ success: r.success, status: r.status, message: r.message, responseData: r.success ? JSON.parse(r.responseData) : null });
+      },
+    },
+    {
+      method: "POST",
+      path: "/v1/gateway/invoke-json",
+      handler: async (req) => {
+        const body = req.json();
+        const r = await ops.invoke({
+          service: body["service"],
+          method: body["method"],
+          requestData: body["request_data"] ?? body["requestData"],
+          metadata: filter.fromHeaders(req.headers),
+          signal: req.signal,
+        });
+        return json({ success: r.success, status: r.status, message: r.message, response_data: r.responseData });
+      },
+    },
+  ];
+}
