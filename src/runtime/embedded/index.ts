@@ -6,7 +6,7 @@ import { createMemoryStateStore } from "./state-store.js";
 /** The embedded runtime: in-process state store, pub/sub and scheduler. Always healthy; nothing to connect to. */
 export function createEmbeddedRuntime(_opts: RuntimeOptions): Runtime {
   const pubsub = createMemoryPubsub();
-  const jobs = createMemoryScheduler();
+  const jobs = createMemoryScheduler({ logger: _opts.logger });
   return {
     kind: "embedded",
     state: createMemoryStateStore(),

@@ -1,0 +1,42 @@
+import { GatewayError } from "../../shared/gateway-error.js";
+import { Code } from "../../shared/code.js";
+import type { Logger } from "../logger.js";
+import type { TriggerInput, TriggerOps, TriggerRecord } from "../ops/trigger.js";
+import type { ServiceImpl, UnaryContext } from "./server.js";
+
+/** The in-band Status (spec "Status object"). */
+interface Status {
+  success: boolean;
+  status: string;
+  message: string;
+}
+
+const OK: Status = { success: true, status: "OK", message: "" };
+
+/**
+ * Run `op` and report its outcome in-band, as the spec requires for ScheduleTrigger (and the other trigger calls
+ * follow): the gRPC status is OK and `status.success` is false with the code name and message on failure.
+ */
+async function inBand<T extends object>(logger: Logger, method: string, op: () => Promise<T>, empty: T): Promise<T & { status: Status }> {
+  try {
+    return { status: OK, ...(await op()) };
+  } catch (e) {
+    const err = GatewayError.from(e);
+    if (err.code === Code.INTERNAL || err.code === Code.UNKNOWN) logger.error({ err: e, method }, "trigger operation failed");
+    return { ...empty, status: { success: false, status: err.codeName, message: err.rawMessage } };
+  }
+}
+
+/** `platform.Trigger` over gRPC: ScheduleTrigger, GetTrigger, DeleteTrigger, ListTriggers, all with in-band errors. */
+export function triggerGrpc(ops: TriggerOps, logger: Logger): ServiceImpl {
+  return {
+    ScheduleTrigger: (req: TriggerInput, { signal }: UnaryContext) =>
+      inBand(logger, "ScheduleTrigger", async () => (await ops.schedule(req, signal), {}), {}),
+    GetTrigger: (req: { name: string }, { signal }: UnaryContext) =>
+      inBand<{ trigger: TriggerRecord | null }>(logger, "GetTrigger", async () => ({ trigger: await ops.get(req.name, signal) }), { trigger: null }),
+    DeleteTrigger: (req: { name: string }, { signal }: UnaryContext) =>
+      inBand(logger, "DeleteTrigger", async () => (await ops.delete(req.name, signal), {}), {}),
+    ListTriggers: (_req: object, { signal }: UnaryContext) =>
+      inBand(logger, "ListTriggers", async () => ({ triggers: await ops.list(signal) }), { triggers: [] }),
+  };
+}

@@ -1,0 +1,188 @@
+import { randomUUID } from "node:crypto";
+import { SPEC_VERSION, type CloudEvent } from "../../shared/cloudevent.js";
+import { Code } from "../../shared/code.js";
+import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
+import type { JobRecord, JobSpec } from "../../runtime/jobs-port.js";
+import { planJob } from "../../runtime/schedule/index.js";
+import type { GatewayContext } from "../context.js";
+
+/** Type of the event every firing publishes (spec "Trigger events"). */
+export const TRIGGER_EVENT_TYPE = "com.runtime.event.sent";
+/** Source of the event every firing publishes. */
+export const TRIGGER_EVENT_SOURCE = "urn:com.platform:api";
+/** Longest trigger name accepted. */
+export const MAX_TRIGGER_NAME = 200;
+/** How long one firing's publish may take before it counts as failed. */
+const PUBLISH_TIMEOUT_MS = 10_000;
+
+/** A trigger as ScheduleTrigger takes it (proto field names). */
+export interface TriggerInput {
+  name: string;
+  target_topic: string;
+  schedule?: string;
+  due_time?: string;
+  /** 0 or unset: unlimited. */
+  repeats?: number;
+  ttl?: string;
+}
+
+/** A trigger as get and list report it: the fields given plus what shows it working. Times are RFC 3339 UTC, "" when not applicable. */
+export interface TriggerRecord {
+  name: string;
+  target_topic: string;
+  schedule: string;
+  due_time: string;
+  repeats: number;
+  ttl: string;
+  created_at: string;
+  next_fire_time: string;
+  last_fire_time: string;
+  expires_at: string;
+  times_fired: number;
+}
+
+/** Trigger operations, shared by the gRPC service and the REST routes. Errors are GatewayErrors naming the field. */
+export interface TriggerOps {
+  /** Validate and schedule; ALREADY_EXISTS when the name is taken. */
+  schedule(input: TriggerInput, signal?: AbortSignal): Promise<void>;
+  /** One trigger; NOT_FOUND when no trigger has that name. */
+  get(name: string, signal?: AbortSignal): Promise<TriggerRecord>;
+  /** Delete; NOT_FOUND when no trigger has that name. Future firings stop at once. */
+  delete(name: string, signal?: AbortSignal): Promise<void>;
+  /** Every trigger, by name. */
+  list(signal?: AbortSignal): Promise<TriggerRecord[]>;
+  /** The job handler: publish the firing's event. Never rejects; a failure is logged and counted. */
+  fire(name: string, data: string): Promise<void>;
+}
+
+/** What a trigger stores as its job's data. */
+interface TriggerData {
+  targetTopic: string;
+}
+
+function parseData(data: string): TriggerData | undefined {
+  try {
+    const v = JSON.parse(data) as unknown;
+    if (typeof v === "object" && v !== null && typeof (v as TriggerData).targetTopic === "string" && (v as TriggerData).targetTopic !== "") {
+      return { targetTopic: (v as TriggerData).targetTopic };
+    }
+  } catch {
+    // not a trigger's job
+  }
+  return undefined;
+}
+
+/** Check a trigger name: required, at most MAX_TRIGGER_NAME characters, no whitespace, control characters or "/". */
+export function checkTriggerName(name: unknown): string {
+  if (typeof name !== "string" || name === "") throw invalidArgument("name", "is required");
+  if (name.length > MAX_TRIGGER_NAME) throw invalidArgument("name", `is ${name.length} characters long; the limit is ${MAX_TRIGGER_NAME}`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\s\u0000-\u001f\u007f/]/.test(name)) throw invalidArgument("name", `"${name}" must not contain whitespace, control characters or "/"`);
+  return name;
+}
+
+/** Validate a trigger with the scheduler's rules and turn it into the job the runtime schedules. */
+export function toJobSpec(input: TriggerInput, now = Date.now()): JobSpec {
+  const name = checkTriggerName(input.name);
+  if (typeof input.target_topic !== "string" || input.target_topic === "") throw invalidArgument("target_topic", "is required");
+  const spec: JobSpec = {
+    name,
+    ...(input.schedule ? { schedule: input.schedule } : {}),
+    ...(input.due_time ? { dueTime: input.due_time } : {}),
+    ...(input.repeats ? { repeats: input.repeats } : {}),
+    ...(input.ttl ? { ttl: input.ttl } : {}),
+    data: JSON.stringify({ targetTopic: input.target_topic } satisfies TriggerData),
+  };
+  // Validate here too, so every runtime (not only the embedded one) reports the same field-naming errors.
+  const plan = planJob(spec, now);
+  if (plan instanceof GatewayError) throw plan;
+  return spec;
+}
+
+const iso = (ms: number | undefined): string => (ms === undefined ? "" : new Date(ms).toISOString());
+
+/** The record of a trigger's job, or undefined when the job is not a trigger's. */
+export function toTriggerRecord(job: JobRecord): TriggerRecord | undefined {
+  const data = parseData(job.data);
+  if (!data) return undefined;
+  return {
+    name: job.name,
+    target_topic: data.targetTopic,
+    schedule: job.schedule ?? "",
+    due_time: job.dueTime ?? "",
+    repeats: job.repeats ?? 0,
+    ttl: job.ttl ?? "",
+    created_at: iso(job.createdAt),
+    next_fire_time: iso(job.nextFireAt),
+    last_fire_time: iso(job.lastFiredAt),
+    expires_at: iso(job.expiresAt),
+    times_fired: job.timesFired ?? 0,
+  };
+}
+
+/** The empty event a firing publishes: no data, fresh id, the trigger type and source. */
+export function triggerEvent(now = Date.now()): CloudEvent {
+  return {
+    id: randomUUID(),
+    source: TRIGGER_EVENT_SOURCE,
+    spec_version: SPEC_VERSION,
+    type: TRIGGER_EVENT_TYPE,
+    attributes: { time: { ce_timestamp: { seconds: Math.floor(now / 1000), nanos: (now % 1000) * 1e6 }, attr: "ce_timestamp" } },
+  };
+}
+
+/** Create the trigger operations on the context's runtime. */
+export function createTriggerOps(ctx: GatewayContext): TriggerOps {
+  const jobs = ctx.runtime.jobs;
+  const publishes = ctx.metrics.counter("platform_trigger_publishes_total", "Trigger firings whose event the gateway tried to publish to the target topic", []);
+  const failures = ctx.metrics.counter(
+    "platform_trigger_publish_failures_total",
+    "Trigger firings whose event could not be published (publish error, or a job without trigger data); the schedule continues",
+    [],
+  );
+
+  const find = async (name: string, signal?: AbortSignal): Promise<TriggerRecord> => {
+    checkTriggerName(name);
+    const job = await jobs.get(name, signal);
+    const rec = job && toTriggerRecord(job);
+    if (!rec) throw new GatewayError(Code.NOT_FOUND, `no trigger named ${name}`);
+    return rec;
+  };
+
+  return {
+    async schedule(input, signal) {
+      await jobs.schedule(toJobSpec(input), signal);
+    },
+    get: find,
+    async delete(name, signal) {
+      await find(name, signal);
+      try {
+        await jobs.delete(name, signal);
+      } catch (e) {
+        const err = GatewayError.from(e);
+        // Fired its last time between the look-up and the delete: gone either way.
+        if (err.code === Code.NOT_FOUND) throw new GatewayError(Code.NOT_FOUND, `no trigger named ${name}`);
+        throw err;
+      }
+    },
+    async list(signal) {
+      const all = await jobs.list(signal);
+      return all.flatMap((j) => toTriggerRecord(j) ?? []).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    },
+    async fire(name, data) {
+      publishes.inc();
+      const target = parseData(data);
+      if (!target) {
+        failures.inc();
+        ctx.logger.error({ trigger: name }, "a job fired without trigger data (no targetTopic); nothing published");
+        return;
+      }
+      try {
+        await ctx.runtime.pubsub.publish(target.targetTopic, triggerEvent(), AbortSignal.timeout(PUBLISH_TIMEOUT_MS));
+      } catch (e) {
+        failures.inc();
+        ctx.logger.error({ trigger: name, topic: target.targetTopic, err: GatewayError.from(e) }, "trigger firing could not be published; the schedule continues");
+      }
+    },
+  };
+}
