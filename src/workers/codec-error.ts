@@ -4,8 +4,16 @@
  * name to a GatewayError once, where the result enters the main thread.
  */
 
-/** gRPC code names the codec uses. */
-export type CodecCode = "INVALID_ARGUMENT" | "NOT_FOUND" | "DATA_LOSS" | "FAILED_PRECONDITION" | "INTERNAL";
+/** gRPC code names the codec and the pool use. */
+export type CodecCode =
+  | "INVALID_ARGUMENT"
+  | "NOT_FOUND"
+  | "DATA_LOSS"
+  | "FAILED_PRECONDITION"
+  | "INTERNAL"
+  | "RESOURCE_EXHAUSTED"
+  | "CANCELLED"
+  | "UNAVAILABLE";
 
 /** The structured-clone-safe shape of a codec failure (what crosses the worker boundary). */
 export interface CodecFailure {

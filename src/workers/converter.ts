@@ -1,0 +1,162 @@
+/**
+ * createConverter: the main-thread face of the conversion layer. Payloads below `thresholdBytes` convert inline
+ * (handing a small message to a worker costs more than converting it); larger ones go to the worker pool. Codec and
+ * pool failures (CodecError, plain values) become GatewayErrors here, once, where they enter main-thread code.
+ */
+import { availableParallelism } from "node:os";
+import { codeFromName, Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { CodecError } from "./codec-error.js";
+import { binaryToJson, jsonToBinary } from "./codec.js";
+import type { Converter, ConverterOptions, SchemaSet } from "./converter-types.js";
+import { SchemaCache } from "./schema-registry.js";
+import { ConversionPool, type ConvertResult } from "./worker-pool.js";
+
+export type { Converter, ConverterOptions, SchemaSet } from "./converter-types.js";
+
+/**
+ * Default thresholdBytes: the payload size from which the pool beats inline conversion on the benchmark machine
+ * (bench/codec.ts, docs/conversion.md).
+ */
+export const DEFAULT_THRESHOLD_BYTES = 16 * 1024;
+
+/** ConverterOptions with every default filled. */
+export interface ResolvedConverterOptions {
+  readonly thresholdBytes: number;
+  readonly threads: number;
+  readonly maxQueue: number;
+}
+
+/** Internal knobs for tests and benchmarks; not part of the gateway's options. */
+export interface ConverterInternals {
+  /** Compiled schemas kept on the main thread and per worker. Default 64. */
+  readonly schemaCacheSize?: number;
+  /** Let crashWorker() kill a worker (tests of crash recovery). Default false. */
+  readonly crashHook?: boolean;
+}
+
+/** A Converter with introspection and the test-only crash hook. */
+export interface PooledConverter extends Converter {
+  /** The resolved options. */
+  readonly options: ResolvedConverterOptions;
+  /** Tasks waiting for a worker now. */
+  readonly queued: number;
+  /** Tasks on a worker now. */
+  readonly active: number;
+  /** Test-only (needs `crashHook`): make one pool worker die while running this task; rejects INTERNAL. */
+  crashWorker(mode: "exit" | "throw"): Promise<void>;
+}
+
+function intOption(name: string, value: number | undefined, fallback: number, min: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min) {
+    throw new TypeError(`converter option ${name} must be an integer >= ${min}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Validate ConverterOptions and fill defaults; a bad field throws a TypeError naming it and its value. */
+export function validateConverterOptions(opts: ConverterOptions = {}): ResolvedConverterOptions {
+  return Object.freeze({
+    thresholdBytes: intOption("thresholdBytes", opts.thresholdBytes, DEFAULT_THRESHOLD_BYTES, 0),
+    threads: intOption("threads", opts.threads, Math.max(1, availableParallelism() - 1), 1),
+    maxQueue: intOption("maxQueue", opts.maxQueue, 256, 0),
+  });
+}
+
+/** Map a codec or pool failure to the gateway's error type. */
+export function toGatewayError(e: unknown): GatewayError {
+  if (e instanceof GatewayError) return e;
+  if (e instanceof CodecError) return new GatewayError(codeFromName(e.code) ?? Code.INTERNAL, e.message, { cause: e });
+  return GatewayError.from(e);
+}
+
+const cancelled = (): GatewayError => new GatewayError(Code.CANCELLED, "the conversion was cancelled");
+
+/** Create a converter (see the module comment). Call close() or destroy() to stop its workers. */
+export function createConverter(opts: ConverterOptions = {}, internals: ConverterInternals = {}): PooledConverter {
+  const options = validateConverterOptions(opts);
+  const schemas = new SchemaCache(internals.schemaCacheSize ?? 64);
+  const pool = new ConversionPool({
+    threads: options.threads,
+    maxQueue: options.maxQueue,
+    ...(internals.schemaCacheSize !== undefined ? { schemaCacheSize: internals.schemaCacheSize } : {}),
+    crashHook: internals.crashHook === true,
+  });
+  let closed = false;
+
+  const checkOpen = (signal: AbortSignal | undefined): void => {
+    if (closed) throw new GatewayError(Code.UNAVAILABLE, "the converter is closed");
+    if (signal?.aborted === true) throw cancelled();
+  };
+
+  // The pool keeps a running task going when its caller aborts (see worker-pool.ts); the caller is answered now.
+  const viaPool = (run: Promise<ConvertResult>, signal: AbortSignal | undefined): Promise<ConvertResult> => {
+    if (signal === undefined) return run;
+    return new Promise<ConvertResult>((resolve, reject) => {
+      const onAbort = (): void => reject(cancelled());
+      signal.addEventListener("abort", onAbort, { once: true });
+      run.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+    });
+  };
+
+  const unwrap = (r: ConvertResult): ConvertResult => {
+    if (r.kind === "failure") throw toGatewayError(new CodecError(r.failure.code, r.failure.message));
+    return r;
+  };
+
+  return {
+    options,
+    get queued() {
+      return pool.queued;
+    },
+    get active() {
+      return pool.active;
+    },
+
+    async jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal): Promise<Uint8Array> {
+      checkOpen(signal);
+      try {
+        if (json.length < options.thresholdBytes) return jsonToBinary(schemas.getOrCompile(schema.id, schema.files), typeName, json);
+        const r = unwrap(await viaPool(pool.run({ kind: "convert", schemaId: schema.id, typeName, json }, schema.files, signal), signal));
+        if (r.kind !== "binary") throw new GatewayError(Code.INTERNAL, `the conversion worker answered ${r.kind} to a JSON task`);
+        return r.bytes;
+      } catch (e) {
+        throw toGatewayError(e);
+      }
+    },
+
+    async binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal): Promise<string> {
+      checkOpen(signal);
+      try {
+        if (bytes.byteLength < options.thresholdBytes) return binaryToJson(schemas.getOrCompile(schema.id, schema.files), typeName, bytes);
+        // Input bytes are copied to the worker, not moved: they belong to the caller (grpc-js buffers may be slices
+        // of a shared slab, and moving would detach the whole slab).
+        const r = unwrap(await viaPool(pool.run({ kind: "convert", schemaId: schema.id, typeName, bytes }, schema.files, signal), signal));
+        if (r.kind !== "json") throw new GatewayError(Code.INTERNAL, `the conversion worker answered ${r.kind} to a binary task`);
+        return r.json;
+      } catch (e) {
+        throw toGatewayError(e);
+      }
+    },
+
+    async crashWorker(mode: "exit" | "throw"): Promise<void> {
+      checkOpen(undefined);
+      try {
+        unwrap(await pool.run({ kind: "crash", mode }, []));
+      } catch (e) {
+        throw toGatewayError(e);
+      }
+    },
+
+    close(): Promise<void> {
+      closed = true;
+      return pool.close();
+    },
+
+    destroy(): void {
+      closed = true;
+      pool.destroy();
+    },
+  };
+}
