@@ -1,0 +1,44 @@
+import { createServer } from "node:net";
+import type { Subscription, SubscriptionMessage } from "../../src/client/index.js";
+
+/** The next message of a subscription's iterator, or a rejection naming `what` after `timeoutMs`. */
+export async function nextMessage(it: AsyncIterator<SubscriptionMessage>, what: string, timeoutMs = 5000): Promise<SubscriptionMessage> {
+  let t: NodeJS.Timeout | undefined;
+  try {
+    const r = await Promise.race([
+      it.next(),
+      new Promise<never>((_, rej) => (t = setTimeout(() => rej(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs))),
+    ]);
+    if (r.done) throw new Error(`the subscription ended while waiting for ${what}`);
+    return r.value;
+  } finally {
+    clearTimeout(t);
+  }
+}
+
+/** Resolve when `sub` emits `event` (first argument), or reject after `timeoutMs`. */
+export function onceWithin<T>(sub: Subscription, event: string, timeoutMs = 10000): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => {
+      sub.off(event, on);
+      reject(new Error(`timed out after ${timeoutMs} ms waiting for the "${event}" event`));
+    }, timeoutMs);
+    const on = (v: T): void => {
+      clearTimeout(t);
+      resolve(v);
+    };
+    sub.once(event, on);
+  });
+}
+
+/** A TCP port that was free a moment ago on 127.0.0.1 (for a gateway restarted on the same port). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const a = s.address();
+      s.close(() => (typeof a === "object" && a ? resolve(a.port) : reject(new Error("no port"))));
+    });
+  });
+}
