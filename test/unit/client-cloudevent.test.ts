@@ -1,0 +1,92 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { CloudEvent } from "cloudevents";
+import { backoffDelay, eventData, fromProtoCloudEvent, GatewayClientError, toProtoCloudEvent } from "../../src/client/index.js";
+import { resolveReconnectOptions } from "../../src/client/options.js";
+
+describe("client CloudEvent mapping", () => {
+  it("maps a cloudevents SDK event: attributes, extensions, JSON data", () => {
+    const sdk = new CloudEvent({
+      source: "https://example.com/orders",
+      type: "order.created",
+      subject: "o-1",
+      time: "2024-05-01T10:00:00.250Z",
+      dataschema: "https://example.com/schema",
+      data: { id: "o-1", total: 3 },
+      tenant: "acme",
+      attempt: 2,
+      urgent: true,
+    });
+    const w = toProtoCloudEvent(sdk);
+    assert.equal(w.id, sdk.id);
+    assert.equal(w.source, "https://example.com/orders");
+    assert.equal(w.spec_version, "1.0");
+    assert.equal(w.type, "order.created");
+    assert.deepEqual(JSON.parse(w.text_data!), { id: "o-1", total: 3 });
+    assert.equal(w.binary_data, undefined);
+    assert.deepEqual(w.attributes["subject"], { ce_string: "o-1" });
+    assert.deepEqual(w.attributes["tenant"], { ce_string: "acme" });
+    assert.deepEqual(w.attributes["attempt"], { ce_integer: 2 });
+    assert.deepEqual(w.attributes["urgent"], { ce_boolean: true });
+    assert.deepEqual(w.attributes["dataschema"], { ce_uri: "https://example.com/schema" });
+    assert.deepEqual(w.attributes["time"], { ce_timestamp: { seconds: String(Date.parse("2024-05-01T10:00:00Z") / 1000), nanos: 250_000_000 } });
+    assert.equal(w.attributes["datacontenttype"]?.ce_string, "application/json");
+    // and back
+    const back = fromProtoCloudEvent(w);
+    assert.equal(back["time"], "2024-05-01T10:00:00.250Z");
+    assert.equal(back["tenant"], "acme");
+    assert.deepEqual(back.data, { id: "o-1", total: 3 });
+    assert.equal(new CloudEvent(back as never).type, "order.created");
+  });
+
+  it("maps bytes to binary_data and strings to text_data; wire fields pass through", () => {
+    const bin = toProtoCloudEvent({ source: "urn:a:b", type: "t", data: new Uint8Array([1, 2, 3]) });
+    assert.deepEqual([...bin.binary_data!], [1, 2, 3]);
+    assert.deepEqual(eventData({ ...bin, data: "binary_data" }), new Uint8Array([1, 2, 3]));
+    const b64 = toProtoCloudEvent({ source: "urn:a:b", type: "t", data_base64: Buffer.from("hi").toString("base64") });
+    assert.equal(Buffer.from(b64.binary_data!).toString(), "hi");
+    const text = toProtoCloudEvent({ source: "urn:a:b", type: "t", data: "plain" });
+    assert.equal(text.text_data, "plain");
+    assert.equal(text.attributes["datacontenttype"], undefined);
+    const raw = toProtoCloudEvent({ id: "x", source: "urn:a:b", spec_version: "1.0", type: "t", attributes: { k: { ce_uri_ref: "/r" }, n: 5 }, text_data: "{}" });
+    assert.equal(raw.id, "x");
+    assert.deepEqual(raw.attributes, { k: { ce_uri_ref: "/r" }, n: { ce_integer: 5 } });
+    assert.equal(raw.text_data, "{}");
+    const none = toProtoCloudEvent({ source: "urn:a:b", type: "t" });
+    assert.equal(none.text_data, undefined);
+    assert.equal(none.binary_data, undefined);
+    assert.notEqual(none.id, "");
+  });
+
+  it("leaves source checks to the gateway but rejects unusable shapes naming the field", () => {
+    assert.equal(toProtoCloudEvent({ source: "a/b", type: "t" }).source, "a/b");
+    assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", "Bad-Name": 1 }), (e: unknown) => e instanceof GatewayClientError && /cloudevent\.Bad-Name/.test(e.message));
+    assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", tenant: { nested: true } }), /cloudevent\.tenant/);
+    assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", time: "not a time" }), /cloudevent\.time/);
+    assert.throws(() => toProtoCloudEvent({ source: 5 as unknown as string }), /cloudevent\.source/);
+  });
+});
+
+describe("client reconnect backoff", () => {
+  it("grows exponentially, is jittered within bounds and never exceeds maxDelayMs", () => {
+    const r = resolveReconnectOptions({ initialDelayMs: 100, maxDelayMs: 1000, multiplier: 2, jitter: 0.2 });
+    assert.equal(backoffDelay(r, 0, () => 0.5), 100);
+    assert.equal(backoffDelay(r, 1, () => 0.5), 200);
+    assert.equal(backoffDelay(r, 3, () => 0.5), 800);
+    assert.equal(backoffDelay(r, 10, () => 0.5), 1000);
+    assert.equal(backoffDelay(r, 0, () => 0), 80);
+    assert.equal(backoffDelay(r, 0, () => 1), 120);
+    for (let a = 0; a < 30; a++) {
+      const d = backoffDelay(r, a);
+      assert.ok(d >= 0 && d <= 1000, `attempt ${a}: ${d}`);
+    }
+  });
+
+  it("fills defaults and rejects bad fields by name", () => {
+    assert.deepEqual({ ...resolveReconnectOptions() }, { initialDelayMs: 100, maxDelayMs: 5000, multiplier: 2, jitter: 0.2, maxAttempts: Infinity });
+    assert.throws(() => resolveReconnectOptions({ jitter: 2 }), /reconnect\.jitter/);
+    assert.throws(() => resolveReconnectOptions({ multiplier: 0.5 }), /reconnect\.multiplier/);
+    assert.throws(() => resolveReconnectOptions({ initialDelayMs: 500, maxDelayMs: 100 }), /reconnect\.maxDelayMs/);
+    assert.throws(() => resolveReconnectOptions({ maxAttempts: 0 }), /reconnect\.maxAttempts/);
+  });
+});
