@@ -7,6 +7,7 @@ import {
   fromBinary,
   fromJson,
   toBinary,
+  toJson,
   toJsonString,
   type DescMessage,
   type FileRegistry,
@@ -80,8 +81,42 @@ export function binaryToJson(registry: FileRegistry, typeName: string, bytes: Ui
     throw new CodecError("DATA_LOSS", `binary data is not a valid ${desc.typeName}: ${errorText(e)}`);
   }
   try {
-    return toJsonString(desc, message, { registry });
+    if (!reachesAny(desc)) return toJsonString(desc, message, { registry });
+    return JSON.stringify(typeFirst(toJson(desc, message, { registry })));
   } catch (e) {
     throw new CodecError("INTERNAL", `${desc.typeName} cannot be written as JSON: ${errorText(e)}`);
   }
+}
+
+// Whether a message type can contain a google.protobuf.Any, cached per descriptor.
+const anyReach = new WeakMap<DescMessage, boolean>();
+
+function reachesAny(desc: DescMessage): boolean {
+  const known = anyReach.get(desc);
+  if (known !== undefined) return known;
+  anyReach.set(desc, false); // breaks cycles; a cycle adds no new types
+  let reaches = desc.typeName === "google.protobuf.Any";
+  for (const f of desc.fields) {
+    if (reaches) break;
+    const child = f.fieldKind === "message" ? f.message : f.fieldKind === "list" || f.fieldKind === "map" ? f.message : undefined;
+    if (child !== undefined && reachesAny(child)) reaches = true;
+  }
+  anyReach.set(desc, reaches);
+  return reaches;
+}
+
+/**
+ * The library writes an Any's "@type" after its fields; every other implementation (and the spec's examples) puts
+ * it first, which is also where a reader looks for it. Rebuild objects holding "@type" with it first.
+ */
+function typeFirst(v: JsonValue): JsonValue {
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) v[i] = typeFirst(v[i]!);
+    return v;
+  }
+  if (typeof v !== "object" || v === null) return v;
+  const type = v["@type"];
+  const out: { [k: string]: JsonValue } = type === undefined ? v : { "@type": type };
+  for (const [k, child] of Object.entries(v)) if (k !== "@type" || type === undefined) out[k] = typeFirst(child);
+  return out;
 }
