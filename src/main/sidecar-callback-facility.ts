@@ -1,6 +1,98 @@
+import { timingSafeEqual } from "node:crypto";
+import type * as grpc from "@grpc/grpc-js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { isDaprRuntime, type DaprRuntime } from "../runtime/dapr/index.js";
+import { appCallbackWithJobEvent, daprService } from "../runtime/dapr/protos.js";
+import { unpackString, type ProtoAny } from "../runtime/dapr/struct.js";
 import type { Facility, GatewayContext } from "./context.js";
+import type { UnaryContext } from "./grpc/server.js";
 
-/** Sidecar callbacks (Dapr AppCallback services hosted on the gateway gRPC port). PLACEHOLDER until the dapr issue lands. */
-export function createSidecarCallbackFacility(_ctx: GatewayContext): Facility {
-  return {};
+/** `JobEventRequest` as daprd sends it (proto-loader shape). */
+interface JobEventRequest {
+  name: string;
+  data?: ProtoAny | null;
+  method: string;
+  content_type: string;
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given, "utf8");
+  const b = Buffer.from(expected, "utf8");
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * Dapr's app callbacks, hosted on the gateway's gRPC port when it runs with `--sidecar dapr` (daprd started with
+ * `--app-protocol grpc --app-port <gateway gRPC port>`):
+ * - `AppCallback`: ListTopicSubscriptions answers an empty list (subscriptions are streaming, made at runtime);
+ *   OnJobEvent (daprd v1.18) runs the job handler; the other methods are UNIMPLEMENTED;
+ * - `AppCallbackAlpha.OnJobEventAlpha1` (daprd up to v1.17) runs the job handler;
+ * - `AppCallbackHealthCheck.HealthCheck` answers OK while the gateway is not shutting down.
+ * These calls carry no `x-api-key`; with `appApiToken` ($APP_API_TOKEN) set, a call without that exact
+ * `dapr-api-token` is rejected UNAUTHENTICATED. A job handler failure is returned as the call's error so daprd applies
+ * the job's failure policy; NOT_FOUND tells daprd not to retry.
+ */
+export function createSidecarCallbackFacility(ctx: GatewayContext): Facility {
+  const runtime = ctx.runtime;
+  if (runtime.kind !== "dapr") return {};
+  const token = ctx.options.appApiToken;
+  const counter = ctx.metrics.counter(
+    "platform_dapr_job_events_total",
+    "Job events daprd delivered to the gateway, by outcome (ok, failed, rejected)",
+    ["outcome"],
+  );
+
+  const checkToken = (md: grpc.Metadata): void => {
+    if (!token) return;
+    const given = md.get("dapr-api-token")[0];
+    if (typeof given !== "string" || !sameSecret(given, token)) {
+      counter.inc({ outcome: "rejected" });
+      throw new GatewayError(Code.UNAUTHENTICATED, "missing or invalid dapr-api-token on a sidecar callback");
+    }
+  };
+
+  const onJobEvent = async (req: JobEventRequest, call: UnaryContext): Promise<object> => {
+    checkToken(call.metadata);
+    const name = req.name || (req.method?.startsWith("job/") ? req.method.slice(4) : "");
+    if (!name) throw new GatewayError(Code.INVALID_ARGUMENT, "job event name must not be empty");
+    if (!isDaprRuntime(runtime)) throw new GatewayError(Code.FAILED_PRECONDITION, "the runtime cannot take job events");
+    try {
+      await (runtime as DaprRuntime).jobs.deliver(name, unpackString(req.data));
+    } catch (e) {
+      counter.inc({ outcome: "failed" });
+      const err = GatewayError.from(e);
+      ctx.logger.warn({ job: name, code: err.codeName, err: err.message }, "job event handling failed; daprd applies the failure policy");
+      throw err;
+    }
+    counter.inc({ outcome: "ok" });
+    return {};
+  };
+
+  return {
+    extraGrpc: [
+      {
+        definition: appCallbackWithJobEvent(),
+        auth: false,
+        impl: {
+          ListTopicSubscriptions: async (_req: unknown, call: UnaryContext) => {
+            checkToken(call.metadata);
+            return { subscriptions: [] };
+          },
+          OnJobEvent: onJobEvent,
+        },
+      },
+      { definition: daprService("AppCallbackAlpha"), auth: false, impl: { OnJobEventAlpha1: onJobEvent } },
+      {
+        definition: daprService("AppCallbackHealthCheck"),
+        auth: false,
+        impl: {
+          HealthCheck: async (_req: unknown, call: UnaryContext) => {
+            checkToken(call.metadata);
+            return {};
+          },
+        },
+      },
+    ],
+  };
 }

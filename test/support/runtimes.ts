@@ -1,5 +1,7 @@
+import { createServer } from "node:net";
 import type { GatewayOverrides } from "../../src/main/gateway.js";
 import type { GatewayOptions } from "../../src/main/options.js";
+import { startTestDaprSidecar, type TestDaprSidecar } from "./dapr-sidecar/index.js";
 
 /** A runtime the facility suites run against. Suites loop over `runtimeFixtures` so every suite covers every runtime. */
 export interface RuntimeFixture {
@@ -7,9 +9,9 @@ export interface RuntimeFixture {
   name: string;
   /**
    * Prepare the runtime (e.g. start the Dapr-protocol test sidecar) and say how to start a gateway on it.
-   * `close()` tears down whatever was started.
+   * `close()` tears down whatever was started. `sidecar` is the Dapr test sidecar (fault injection), when there is one.
    */
-  setup(): Promise<{ options: Partial<GatewayOptions>; overrides?: GatewayOverrides; close(): Promise<void> }>;
+  setup(): Promise<{ options: Partial<GatewayOptions>; overrides?: GatewayOverrides; sidecar?: TestDaprSidecar; close(): Promise<void> }>;
 }
 
 const embedded: RuntimeFixture = {
@@ -19,5 +21,35 @@ const embedded: RuntimeFixture = {
   },
 };
 
-/** Every runtime fixture. The Dapr fixture (test sidecar) is added by the Dapr runtime work. */
-export const runtimeFixtures: RuntimeFixture[] = [embedded];
+/** A port free right now (the kernel picks it; it is released before the caller binds it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The gateway on the Dapr adapter against the Dapr-protocol test sidecar (test/support/dapr-sidecar). daprd is told
+ * the app port up front (`--app-port`); here the gateway's gRPC port is picked first and handed to both, so job
+ * callbacks reach the gateway.
+ */
+const dapr: RuntimeFixture = {
+  name: "dapr",
+  async setup() {
+    const grpcPort = await freePort();
+    const sidecar = await startTestDaprSidecar({ appAddress: `127.0.0.1:${grpcPort}` });
+    return {
+      options: { sidecar: "dapr", daprHost: "127.0.0.1", daprGrpcPort: sidecar.port, grpcPort },
+      sidecar,
+      close: () => sidecar.close(),
+    };
+  },
+};
+
+/** Every runtime fixture: the embedded runtime and the Dapr adapter on the test sidecar. */
+export const runtimeFixtures: RuntimeFixture[] = [embedded, dapr];

@@ -1,0 +1,113 @@
+import * as grpc from "@grpc/grpc-js";
+import { Code } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import { daprService } from "./protos.js";
+
+/** How the adapter reaches daprd. */
+export interface DaprConnectionOptions {
+  /** Sidecar host. */
+  host: string;
+  /** Sidecar gRPC port ($DAPR_GRPC_PORT). */
+  grpcPort: number;
+  /** Sent as `dapr-api-token` on every call when set ($DAPR_API_TOKEN). */
+  apiToken?: string;
+  /** How long a call waits for the channel to (re)connect before failing UNAVAILABLE, ms. Default 2000. */
+  connectTimeoutMs?: number;
+  /** Deadline of each unary call once connected, ms. Default 10000. */
+  callTimeoutMs?: number;
+}
+
+/** One gRPC channel to daprd with the token, deadlines and error translation every port shares. */
+export interface DaprConnection {
+  /** "host:port", as error messages and health name it. */
+  readonly address: string;
+  /** Call a unary `Dapr` method; rejects with a GatewayError (UNAVAILABLE naming the sidecar when it is down). */
+  unary<Res = any>(method: string, request: object, opts?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Res>;
+  /** Wait until the channel is connected (bounded by `connectTimeoutMs` or `timeoutMs`). */
+  ready(signal?: AbortSignal, timeoutMs?: number): Promise<void>;
+  /** Open a bidi stream of a `Dapr` method once the channel is connected. */
+  bidi(method: string, signal?: AbortSignal): Promise<grpc.ClientDuplexStream<any, any>>;
+  /** Translate anything a call threw into a GatewayError (UNAVAILABLE mentions the sidecar). */
+  translate(e: unknown): GatewayError;
+  close(): void;
+}
+
+/** Create the channel (lazily connected: nothing is dialled until the first call). */
+export function createDaprConnection(o: DaprConnectionOptions): DaprConnection {
+  const address = o.host.includes(":") && !o.host.startsWith("[") ? `[${o.host}]:${o.grpcPort}` : `${o.host}:${o.grpcPort}`;
+  const connectTimeoutMs = o.connectTimeoutMs ?? 2000;
+  const callTimeoutMs = o.callTimeoutMs ?? 10_000;
+  const Ctor = grpc.makeGenericClientConstructor(daprService("Dapr"), "Dapr");
+  // A local sidecar restarts in well under a second: keep grpc-js's reconnect backoff short (its default grows to 120 s).
+  const client = new Ctor(address, grpc.credentials.createInsecure(), {
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 500,
+    "grpc.keepalive_time_ms": 30_000,
+    "grpc.max_receive_message_length": 64 * 1024 * 1024,
+  });
+  const methods = client as unknown as Record<string, Function>;
+
+  const unreachable = (detail: string, cause?: unknown): GatewayError =>
+    new GatewayError(Code.UNAVAILABLE, `dapr sidecar at ${address} is unreachable: ${detail}`, { cause });
+
+  const translate = (e: unknown): GatewayError => {
+    if (e instanceof GatewayError) return e;
+    const err = GatewayError.from(e);
+    if (err.code === Code.UNAVAILABLE) return unreachable(err.rawMessage, e);
+    return err;
+  };
+
+  const metadata = (): grpc.Metadata => {
+    const md = new grpc.Metadata();
+    if (o.apiToken) md.set("dapr-api-token", o.apiToken);
+    return md;
+  };
+
+  const ready = (signal?: AbortSignal, timeoutMs = connectTimeoutMs): Promise<void> => {
+    if (client.getChannel().getConnectivityState(true) === grpc.connectivityState.READY) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) return reject(GatewayError.from(signal.reason, Code.CANCELLED));
+      let done = false;
+      const onAbort = (): void => {
+        done = true;
+        reject(GatewayError.from(signal!.reason, Code.CANCELLED));
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      client.waitForReady(Date.now() + timeoutMs, (err) => {
+        signal?.removeEventListener("abort", onAbort);
+        if (done) return;
+        if (err) reject(unreachable(`not connected within ${timeoutMs} ms`, err));
+        else resolve();
+      });
+    });
+  };
+
+  return {
+    address,
+    ready,
+    translate,
+    async unary(method, request, opts = {}) {
+      const fn = methods[method];
+      if (!fn) throw new GatewayError(Code.INTERNAL, `no Dapr method ${method}`);
+      await ready(opts.signal);
+      return new Promise((resolve, reject) => {
+        const signal = opts.signal;
+        const deadline = Date.now() + (opts.timeoutMs ?? callTimeoutMs);
+        const call = fn.call(client, request, metadata(), { deadline }, (err: grpc.ServiceError | null, res: unknown) => {
+          signal?.removeEventListener("abort", onAbort);
+          if (err) reject(signal?.aborted ? GatewayError.from(signal.reason, Code.CANCELLED) : translate(err));
+          else resolve(res as never);
+        }) as grpc.ClientUnaryCall;
+        const onAbort = (): void => call.cancel();
+        signal?.addEventListener("abort", onAbort, { once: true });
+      });
+    },
+    async bidi(method, signal) {
+      const fn = methods[method];
+      if (!fn) throw new GatewayError(Code.INTERNAL, `no Dapr method ${method}`);
+      await ready(signal);
+      return fn.call(client, metadata()) as grpc.ClientDuplexStream<any, any>;
+    },
+    close: () => client.close(),
+  };
+}

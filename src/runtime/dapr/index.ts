@@ -1,0 +1,96 @@
+import type { Runtime, RuntimeHealth, RuntimeOptions } from "../runtime.js";
+import { createDaprConnection, type DaprConnectionOptions } from "./connection.js";
+import { createDaprJobs, type DaprJobs } from "./jobs.js";
+import { createDaprPubsub } from "./pubsub.js";
+import { createDaprState } from "./state.js";
+import type { BackoffOptions } from "./topic-stream.js";
+
+/** Options of the Dapr runtime adapter. */
+export interface DaprRuntimeOptions extends RuntimeOptions, DaprConnectionOptions {
+  /** Backoff of subscription streams that broke (sidecar restart). Default 50 ms doubling to 2 s, jittered. */
+  resubscribeBackoff?: BackoffOptions;
+  /** Deadline of the GetMetadata health probe, ms. Default 1000. */
+  healthTimeoutMs?: number;
+}
+
+/** The Dapr runtime: the Runtime ports over daprd's gRPC API, plus the job callback entry point. */
+export interface DaprRuntime extends Runtime {
+  readonly kind: "dapr";
+  readonly jobs: DaprJobs;
+  /** "host:port" of the sidecar. */
+  readonly address: string;
+}
+
+interface MetadataResponse {
+  id: string;
+  runtime_version: string;
+  registered_components?: Array<{ name: string; type: string }>;
+}
+
+/**
+ * Create the Dapr runtime. Nothing is dialled until start() or the first call; start() returns at once and keeps
+ * probing in the background, so a late sidecar never blocks startup (calls fail UNAVAILABLE and health reports
+ * Unhealthy meanwhile).
+ */
+export function createDaprRuntime(opts: DaprRuntimeOptions): DaprRuntime {
+  const conn = createDaprConnection(opts);
+  const pubsub = createDaprPubsub(conn, opts.pubsubName, opts.logger, opts.resubscribeBackoff);
+  const jobs = createDaprJobs(conn);
+  const healthTimeoutMs = opts.healthTimeoutMs ?? 1000;
+  let closed = false;
+  let probe: NodeJS.Timeout | undefined;
+
+  const metadata = (): Promise<MetadataResponse> => conn.unary<MetadataResponse>("GetMetadata", {}, { timeoutMs: healthTimeoutMs });
+
+  const startProbe = (attempt: number): void => {
+    metadata().then(
+      (md) => {
+        if (!closed) opts.logger.info({ sidecar: conn.address, appId: md.id, version: md.runtime_version }, "dapr sidecar reachable");
+      },
+      (e: unknown) => {
+        if (closed) return;
+        if (attempt === 0) opts.logger.warn({ sidecar: conn.address, err: (e as Error).message }, "dapr sidecar not reachable yet; calls fail UNAVAILABLE until it is");
+        probe = setTimeout(() => startProbe(attempt + 1), Math.min(5000, 250 * 2 ** attempt));
+        probe.unref();
+      },
+    );
+  };
+
+  return {
+    kind: "dapr",
+    address: conn.address,
+    state: createDaprState(conn),
+    pubsub,
+    jobs,
+    async start() {
+      startProbe(0);
+    },
+    async health(): Promise<RuntimeHealth> {
+      let md: MetadataResponse;
+      try {
+        await conn.ready(undefined, healthTimeoutMs);
+        md = await metadata();
+      } catch (e) {
+        return { status: "Unhealthy", description: (e as Error).message };
+      }
+      const where = `dapr sidecar at ${conn.address} (app id ${md.id || "?"}, runtime ${md.runtime_version || "?"})`;
+      const components = md.registered_components ?? [];
+      if (components.length > 0 && !components.some((c) => c.name === opts.pubsubName && c.type.startsWith("pubsub."))) {
+        return { status: "Degraded", description: `${where} has no pub/sub component named ${opts.pubsubName}` };
+      }
+      return { status: "Healthy", description: where };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      clearTimeout(probe);
+      pubsub.close();
+      conn.close();
+    },
+  };
+}
+
+/** True when `runtime` is the Dapr adapter (the app callback facility needs its job entry point). */
+export function isDaprRuntime(runtime: Runtime): runtime is DaprRuntime {
+  return runtime.kind === "dapr" && typeof (runtime as Partial<DaprRuntime>).jobs?.deliver === "function";
+}

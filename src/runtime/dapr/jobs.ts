@@ -1,0 +1,83 @@
+import { Code } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import type { JobHandler, JobRecord, JobsPort, JobSpec } from "../jobs-port.js";
+import type { DaprConnection } from "./connection.js";
+import { packString, unpackString, type ProtoAny } from "./struct.js";
+
+/** `dapr.proto.runtime.v1.Job` (proto-loader shape; `optional` fields may be absent). */
+interface DaprJob {
+  name: string;
+  schedule?: string;
+  repeats?: number;
+  due_time?: string;
+  ttl?: string;
+  data?: ProtoAny | null;
+}
+
+/** The Dapr jobs port plus the entry point of the app callback. */
+export interface DaprJobs extends JobsPort {
+  /**
+   * A job fired (daprd called OnJobEvent on the gateway): run the registered handler. Rejects UNAVAILABLE when no
+   * handler is registered yet (daprd then applies the job's failure policy).
+   */
+  deliver(name: string, data: string): Promise<void>;
+}
+
+/** daprd reports a missing job as INTERNAL with "job not found" in the text (and newer versions as NOT_FOUND). */
+function isJobNotFound(e: GatewayError): boolean {
+  return e.code === Code.NOT_FOUND || /job not found|not found/i.test(e.rawMessage);
+}
+
+function toRecord(job: DaprJob): JobRecord {
+  const rec: JobRecord = { name: job.name, data: unpackString(job.data) };
+  if (job.schedule) rec.schedule = job.schedule;
+  if (job.due_time) rec.dueTime = job.due_time;
+  if (job.ttl) rec.ttl = job.ttl;
+  if (job.repeats) rec.repeats = Number(job.repeats);
+  return rec;
+}
+
+/** JobsPort over Dapr's Scheduler API (ScheduleJobAlpha1 with overwrite=false, Get/Delete/ListJobsAlpha1). */
+export function createDaprJobs(conn: DaprConnection): DaprJobs {
+  let handler: JobHandler | undefined;
+  const call = <R>(method: string, req: object, signal?: AbortSignal): Promise<R> => conn.unary<R>(method, req, signal ? { signal } : {});
+
+  const get = async (name: string, signal?: AbortSignal): Promise<JobRecord | undefined> => {
+    try {
+      const res = await call<{ job?: DaprJob | null }>("GetJobAlpha1", { name }, signal);
+      return res.job ? toRecord(res.job) : undefined;
+    } catch (e) {
+      const err = conn.translate(e);
+      if (err.code !== Code.UNAVAILABLE && err.code !== Code.CANCELLED && isJobNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+
+  return {
+    setHandler(h) {
+      handler = h;
+    },
+    async schedule(job: JobSpec, signal) {
+      const body: Record<string, unknown> = { name: job.name, data: packString(job.data) };
+      if (job.schedule) body["schedule"] = job.schedule;
+      if (job.dueTime) body["due_time"] = job.dueTime;
+      if (job.ttl) body["ttl"] = job.ttl;
+      if (job.repeats) body["repeats"] = job.repeats;
+      await call("ScheduleJobAlpha1", { job: body, overwrite: false }, signal);
+    },
+    get,
+    async delete(name, signal) {
+      // daprd deletes a missing job without complaint; the port reports NOT_FOUND, so look first.
+      if (!(await get(name, signal))) throw new GatewayError(Code.NOT_FOUND, `job ${name} not found`);
+      await call("DeleteJobAlpha1", { name }, signal);
+    },
+    async list(signal) {
+      const res = await call<{ jobs?: DaprJob[] }>("ListJobsAlpha1", {}, signal);
+      return (res.jobs ?? []).map(toRecord);
+    },
+    async deliver(name, data) {
+      if (!handler) throw new GatewayError(Code.UNAVAILABLE, `job ${name} fired before the gateway registered its job handler`);
+      await handler(name, data);
+    },
+  };
+}

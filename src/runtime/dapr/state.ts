@@ -1,0 +1,141 @@
+import { Code } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import type { QueryResult, StatePort, StoredItem } from "../state-port.js";
+import type { DaprConnection } from "./connection.js";
+
+interface DaprItem {
+  key: string;
+  data: Uint8Array;
+  etag: string;
+  error: string;
+}
+
+/** Most pages a no-limit query follows (each page is one QueryStateAlpha1 call). */
+const MAX_QUERY_PAGES = 1000;
+
+/** JSON objects and arrays are saved with `contentType: application/json` so the store indexes them for queries. */
+function isJsonDocument(value: string): boolean {
+  const first = value.trimStart()[0];
+  if (first !== "{" && first !== "[") return false;
+  try {
+    JSON.parse(value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function itemOf(key: string, data: Uint8Array | undefined, etag: string): StoredItem {
+  return { key, value: Buffer.from(data ?? []).toString("utf8"), etag };
+}
+
+function failedItem(store: string, item: DaprItem): GatewayError {
+  return new GatewayError(Code.INTERNAL, `state store ${store} failed to read key ${item.key}: ${item.error}`);
+}
+
+/**
+ * StatePort over Dapr's state API. Dapr's codes pass through (ABORTED on an etag mismatch, INVALID_ARGUMENT for a
+ * malformed etag or unknown store, INTERNAL when the store cannot query); an unreachable sidecar is UNAVAILABLE.
+ */
+export function createDaprState(conn: DaprConnection): StatePort {
+  const call = async <R>(method: string, req: object, signal?: AbortSignal): Promise<R> => conn.unary<R>(method, req, signal ? { signal } : {});
+
+  const get = async (store: string, key: string, signal?: AbortSignal): Promise<StoredItem | undefined> => {
+    const res = await call<{ data: Uint8Array; etag: string }>("GetState", { store_name: store, key }, signal);
+    // Dapr answers a missing key with empty data and no etag.
+    if ((!res.data || res.data.length === 0) && !res.etag) return undefined;
+    return itemOf(key, res.data, res.etag);
+  };
+
+  return {
+    get,
+    async getBulk(store, keys, signal) {
+      if (keys.length === 0) return [];
+      const res = await call<{ items: DaprItem[] }>("GetBulkState", { store_name: store, keys: [...keys], parallelism: 0 }, signal);
+      const byKey = new Map<string, DaprItem>();
+      for (const item of res.items ?? []) {
+        if (item.error) throw failedItem(store, item);
+        if ((item.data && item.data.length > 0) || item.etag) byKey.set(item.key, item);
+      }
+      const out: StoredItem[] = [];
+      for (const key of keys) {
+        const item = byKey.get(key);
+        if (item) out.push(itemOf(key, item.data, item.etag));
+      }
+      return out;
+    },
+    async save(store, key, value, opts = {}) {
+      const etag = opts.etag;
+      await call(
+        "SaveState",
+        {
+          store_name: store,
+          states: [
+            {
+              key,
+              value: Buffer.from(value, "utf8"),
+              ...(etag !== undefined && etag !== "" ? { etag: { value: etag } } : {}),
+              metadata: isJsonDocument(value) ? { contentType: "application/json" } : {},
+              options: { concurrency: etag ? "CONCURRENCY_FIRST_WRITE" : "CONCURRENCY_LAST_WRITE", consistency: "CONSISTENCY_UNSPECIFIED" },
+            },
+          ],
+        },
+        opts.signal,
+      );
+      // SaveState returns no etag: read it back. A concurrent writer in between would make this its etag; a later
+      // first-write-wins save with it then fails ABORTED instead of overwriting, which is the safe direction.
+      const saved = await get(store, key, opts.signal);
+      return saved?.etag ?? "";
+    },
+    async delete(store, key, opts = {}) {
+      const etag = opts.etag;
+      await call(
+        "DeleteState",
+        {
+          store_name: store,
+          key,
+          ...(etag ? { etag: { value: etag } } : {}),
+          options: { concurrency: etag ? "CONCURRENCY_FIRST_WRITE" : "CONCURRENCY_LAST_WRITE", consistency: "CONSISTENCY_UNSPECIFIED" },
+        },
+        opts.signal,
+      );
+    },
+    async deleteBulk(store, keys, signal) {
+      if (keys.length === 0) return;
+      await call("DeleteBulkState", { store_name: store, states: keys.map((key) => ({ key })) }, signal);
+    },
+    async query(store, query, limit, signal): Promise<QueryResult> {
+      let parsed: Record<string, unknown>;
+      try {
+        parsed = JSON.parse(query) as Record<string, unknown>;
+      } catch (e) {
+        throw new GatewayError(Code.INVALID_ARGUMENT, `query is not valid JSON: ${(e as Error).message}`);
+      }
+      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+        throw new GatewayError(Code.INVALID_ARGUMENT, "query must be a JSON object");
+      }
+      const page = (typeof parsed["page"] === "object" && parsed["page"] !== null ? parsed["page"] : {}) as Record<string, unknown>;
+      const cap = limit > 0 ? limit : typeof page["limit"] === "number" && page["limit"] > 0 ? (page["limit"] as number) : 0;
+      const items: StoredItem[] = [];
+      let token = typeof page["token"] === "string" ? (page["token"] as string) : "";
+      for (let pages = 0; pages < MAX_QUERY_PAGES; pages++) {
+        const want = cap > 0 ? cap - items.length : 0;
+        const body = { ...parsed, page: { ...page, ...(want > 0 ? { limit: want } : {}), ...(token ? { token } : {}) } };
+        if (want <= 0 && !token && Object.keys(page).length === 0) delete (body as Record<string, unknown>)["page"];
+        const res = await call<{ results: DaprItem[]; token: string }>(
+          "QueryStateAlpha1",
+          { store_name: store, query: JSON.stringify(body), metadata: { contentType: "application/json" } },
+          signal,
+        );
+        for (const r of res.results ?? []) {
+          if (r.error) throw failedItem(store, r);
+          items.push(itemOf(r.key, r.data, r.etag));
+        }
+        token = res.token ?? "";
+        // With a limit the caller gets one page and its token; without one, follow the tokens to the end.
+        if (cap > 0 || !token || (res.results ?? []).length === 0) break;
+      }
+      return { items: cap > 0 ? items.slice(0, cap) : items, token };
+    },
+  };
+}

@@ -1,0 +1,115 @@
+/**
+ * Conversions between JavaScript values and the protobuf well-known types Dapr uses (google.protobuf.Struct/Value
+ * in proto-loader's snake_case shape, and google.protobuf.Any wrapping a StringValue for job data).
+ */
+
+/** A google.protobuf.Value as proto-loader presents it (`kind` names the set member). */
+export interface ProtoValue {
+  null_value?: string | number;
+  number_value?: number;
+  string_value?: string;
+  bool_value?: boolean;
+  struct_value?: ProtoStruct;
+  list_value?: { values?: ProtoValue[] };
+  kind?: string;
+}
+
+/** A google.protobuf.Struct. */
+export interface ProtoStruct {
+  fields?: Record<string, ProtoValue>;
+}
+
+/** A google.protobuf.Any. */
+export interface ProtoAny {
+  type_url: string;
+  value: Uint8Array;
+}
+
+/** Struct -> plain object. */
+export function structToObject(s: ProtoStruct | null | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(s?.fields ?? {})) out[k] = valueToJs(v);
+  return out;
+}
+
+/** Value -> plain JSON value. */
+export function valueToJs(v: ProtoValue): unknown {
+  switch (v.kind) {
+    case "string_value":
+      return v.string_value;
+    case "number_value":
+      return v.number_value;
+    case "bool_value":
+      return v.bool_value;
+    case "struct_value":
+      return structToObject(v.struct_value);
+    case "list_value":
+      return (v.list_value?.values ?? []).map(valueToJs);
+    default:
+      return null;
+  }
+}
+
+/** Plain object -> Struct (undefined members are left out). */
+export function objectToStruct(o: Record<string, unknown>): ProtoStruct {
+  const fields: Record<string, ProtoValue> = {};
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) fields[k] = jsToValue(v);
+  return { fields };
+}
+
+/** Plain JSON value -> Value. */
+export function jsToValue(v: unknown): ProtoValue {
+  if (v === null || v === undefined) return { null_value: 0 };
+  if (typeof v === "string") return { string_value: v };
+  if (typeof v === "number") return { number_value: v };
+  if (typeof v === "boolean") return { bool_value: v };
+  if (Array.isArray(v)) return { list_value: { values: v.map(jsToValue) } };
+  if (typeof v === "object") return { struct_value: objectToStruct(v as Record<string, unknown>) };
+  return { string_value: String(v) };
+}
+
+const STRING_VALUE = "type.googleapis.com/google.protobuf.StringValue";
+const BYTES_VALUE = "type.googleapis.com/google.protobuf.BytesValue";
+
+function varint(n: number): number[] {
+  const out: number[] = [];
+  while (n > 0x7f) {
+    out.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+  return out;
+}
+
+/** Wrap text in an Any holding a google.protobuf.StringValue (how Dapr SDKs send string job data). */
+export function packString(text: string): ProtoAny {
+  const bytes = Buffer.from(text, "utf8");
+  if (bytes.length === 0) return { type_url: STRING_VALUE, value: Buffer.alloc(0) };
+  return { type_url: STRING_VALUE, value: Buffer.concat([Buffer.from([0x0a, ...varint(bytes.length)]), bytes]) };
+}
+
+/**
+ * Text of an Any: StringValue / BytesValue are unwrapped (field 1); any other type's bytes are read as UTF-8
+ * (daprd hands HTTP-scheduled JSON data over that way). A missing Any is "".
+ */
+export function unpackString(any: ProtoAny | null | undefined): string {
+  if (!any || !any.value || any.value.length === 0) return "";
+  const buf = Buffer.from(any.value);
+  if (any.type_url === STRING_VALUE || any.type_url === BYTES_VALUE) {
+    if (buf[0] !== 0x0a) return "";
+    let len = 0;
+    let shift = 0;
+    let i = 1;
+    for (; i < buf.length; i++) {
+      const b = buf[i]!;
+      len += (b & 0x7f) * 2 ** shift;
+      shift += 7;
+      if ((b & 0x80) === 0) {
+        i++;
+        break;
+      }
+    }
+    return buf.subarray(i, i + len).toString("utf8");
+  }
+  return buf.toString("utf8");
+}

@@ -1,0 +1,154 @@
+import type * as grpc from "@grpc/grpc-js";
+import { Code } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import type { UpstreamHandlers } from "../pubsub-port.js";
+import type { RuntimeLogger } from "../runtime.js";
+import { fromTopicEvent, type TopicEventRequest } from "./cloudevent-json.js";
+import type { DaprConnection } from "./connection.js";
+
+/** Reconnect backoff of a broken subscription stream. */
+export interface BackoffOptions {
+  /** First delay, ms. Default 50. */
+  initialMs?: number;
+  /** Largest delay, ms. Default 2000. */
+  maxMs?: number;
+}
+
+/** Codes after which resubscribing cannot succeed: the subscription is reported dead instead of retried. */
+const FATAL = new Set([Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.UNAUTHENTICATED, Code.PERMISSION_DENIED, Code.UNIMPLEMENTED]);
+
+interface StreamResponse {
+  initial_response?: object;
+  event_message?: TopicEventRequest;
+  subscribe_topic_events_response_type?: "initial_response" | "event_message";
+}
+
+/**
+ * One `SubscribeTopicEventsAlpha1` stream for one topic, kept alive: it sends the initial request, waits for the
+ * initial response before reporting live, hands each event to `handlers.onEvent` and acks it SUCCESS (at-most-once:
+ * a handler failure is not retried). When the stream breaks it reconnects with jittered exponential backoff and
+ * resubscribes; the handlers never notice except for events published while it was down.
+ */
+export class TopicStream {
+  private call: grpc.ClientDuplexStream<any, any> | undefined;
+  private closed = false;
+  private attempt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly initialMs: number;
+  private readonly maxMs: number;
+
+  constructor(
+    private readonly conn: DaprConnection,
+    private readonly pubsubName: string,
+    readonly topic: string,
+    private readonly handlers: UpstreamHandlers,
+    private readonly logger: RuntimeLogger,
+    backoff: BackoffOptions = {},
+    private readonly onDead: (s: TopicStream) => void = () => undefined,
+  ) {
+    this.initialMs = backoff.initialMs ?? 50;
+    this.maxMs = backoff.maxMs ?? 2000;
+  }
+
+  /** Open the stream; resolves on daprd's initial response, rejects with a GatewayError when it cannot. */
+  async open(signal?: AbortSignal, timeoutMs = 10_000): Promise<void> {
+    const call = await this.conn.bidi("SubscribeTopicEventsAlpha1", signal);
+    if (this.closed) {
+      call.cancel();
+      throw new GatewayError(Code.CANCELLED, `subscription to ${this.topic} was closed`);
+    }
+    this.call = call;
+    await new Promise<void>((resolve, reject) => {
+      let settled = false;
+      let live = false;
+      const settle = (): void => {
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const fail = (e: GatewayError): void => {
+        if (settled) return;
+        settle();
+        if (this.call === call) this.call = undefined;
+        call.cancel();
+        reject(e);
+      };
+      const onAbort = (): void => fail(GatewayError.from(signal!.reason, Code.CANCELLED));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const timer = setTimeout(
+        () => fail(new GatewayError(Code.UNAVAILABLE, `dapr sidecar at ${this.conn.address} did not confirm the subscription to ${this.topic} within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      call.on("data", (msg: StreamResponse) => {
+        if (msg.initial_response && !settled) {
+          settle();
+          live = true;
+          resolve();
+          return;
+        }
+        if (msg.event_message && live) this.deliver(call, msg.event_message);
+      });
+      call.on("error", (e: unknown) => {
+        if (!settled) return fail(this.conn.translate(e));
+        if (live && this.call === call) this.broken(this.conn.translate(e));
+      });
+      call.on("end", () => {
+        if (!settled) return fail(new GatewayError(Code.UNAVAILABLE, `dapr sidecar at ${this.conn.address} ended the subscription to ${this.topic} before confirming it`));
+        if (live && this.call === call) this.broken(new GatewayError(Code.UNAVAILABLE, `dapr sidecar at ${this.conn.address} ended the subscription stream`));
+      });
+      call.write({ initial_request: { pubsub_name: this.pubsubName, topic: this.topic, metadata: {} } });
+    });
+    this.attempt = 0;
+  }
+
+  private deliver(call: grpc.ClientDuplexStream<any, any>, ev: TopicEventRequest): void {
+    try {
+      this.handlers.onEvent(fromTopicEvent(ev));
+    } catch (e) {
+      this.logger.error({ err: e, topic: this.topic, id: ev.id }, "subscriber handler threw; the event is acknowledged anyway (at-most-once)");
+    }
+    if (!this.closed) call.write({ event_processed: { id: ev.id, status: { status: "SUCCESS" } } });
+  }
+
+  private broken(e: GatewayError): void {
+    if (this.closed) return;
+    this.call = undefined;
+    this.logger.warn({ topic: this.topic, code: e.codeName, err: e.message }, "dapr subscription stream broke; resubscribing");
+    this.schedule();
+  }
+
+  private schedule(): void {
+    const base = Math.min(this.maxMs, this.initialMs * 2 ** this.attempt++);
+    const delay = base / 2 + Math.random() * (base / 2);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (this.closed) return;
+      this.open().then(
+        () => this.logger.info({ topic: this.topic }, "dapr subscription restored"),
+        (e: unknown) => {
+          if (this.closed) return;
+          const err = GatewayError.from(e);
+          if (FATAL.has(err.code)) {
+            this.logger.error({ topic: this.topic, code: err.codeName, err: err.message }, "dapr subscription cannot be restored");
+            this.closed = true;
+            this.onDead(this);
+            this.handlers.onError?.(err);
+            return;
+          }
+          this.logger.debug({ topic: this.topic, code: err.codeName, err: err.message }, "dapr resubscribe failed; retrying");
+          this.schedule();
+        },
+      );
+    }, delay);
+  }
+
+  /** Stop: cancel the stream (daprd redelivers what was not acked elsewhere) and any pending reconnect. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.timer);
+    const call = this.call;
+    this.call = undefined;
+    call?.cancel();
+  }
+}

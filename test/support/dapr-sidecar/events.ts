@@ -1,0 +1,85 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { Code } from "../../../src/shared/code.js";
+import { GatewayError } from "../../../src/shared/gateway-error.js";
+import { objectToStruct } from "../../../src/runtime/dapr/struct.js";
+
+/** A CloudEvent in the JSON format, as the broker stores it. */
+export type Envelope = Record<string, unknown>;
+
+const CORE = new Set(["id", "source", "type", "specversion", "datacontenttype", "data", "data_base64"]);
+
+function isJson(ct: string): boolean {
+  const base = ct.split(";")[0]!.trim().toLowerCase();
+  return base.endsWith("/json") || base.endsWith("+json");
+}
+
+/**
+ * What daprd does with a PublishEvent: `application/cloudevents+json` data is taken as the event (attributes kept,
+ * `time`, `traceparent`/`traceid` (when traceid is absent) and `tracestate` added, `topic` and `pubsubname`
+ * overwritten); any other content type is wrapped in a new event of type com.dapr.event.sent.
+ */
+export function envelopeOf(req: { pubsub_name: string; topic: string; data: Uint8Array; data_content_type: string }, appId: string): Envelope {
+  const ct = req.data_content_type || "text/plain";
+  const bytes = Buffer.from(req.data ?? []);
+  let env: Envelope;
+  if (ct.split(";")[0]!.trim().toLowerCase() === "application/cloudevents+json") {
+    try {
+      env = JSON.parse(bytes.toString("utf8")) as Envelope;
+    } catch (e) {
+      throw new GatewayError(Code.INVALID_ARGUMENT, `error when unmarshalling the cloud event envelope for topic ${req.topic}: ${(e as Error).message}`);
+    }
+    if (typeof env !== "object" || env === null || Array.isArray(env)) {
+      throw new GatewayError(Code.INVALID_ARGUMENT, `cloud event envelope for topic ${req.topic} is not a JSON object`);
+    }
+    env = { ...env };
+  } else {
+    env = { specversion: "1.0", id: randomUUID(), source: appId, type: "com.dapr.event.sent", datacontenttype: ct };
+    if (isJson(ct)) {
+      try {
+        env["data"] = JSON.parse(bytes.toString("utf8"));
+      } catch {
+        env["data_base64"] = bytes.toString("base64");
+      }
+    } else if (ct.startsWith("text/")) env["data"] = bytes.toString("utf8");
+    else env["data_base64"] = bytes.toString("base64");
+  }
+  env["time"] ??= new Date().toISOString();
+  if (env["traceid"] === undefined) {
+    const tp = `00-${randomBytes(16).toString("hex")}-${randomBytes(8).toString("hex")}-01`;
+    env["traceparent"] = tp;
+    env["traceid"] = tp;
+  }
+  env["tracestate"] ??= "";
+  env["topic"] = req.topic;
+  env["pubsubname"] = req.pubsub_name;
+  return env;
+}
+
+/**
+ * The TopicEventRequest daprd streams for an envelope. `data`: data_base64 decoded; JSON types as JSON bytes; text/*
+ * as the string's bytes; ANY OTHER content type (including none) arrives EMPTY. Every non-core attribute goes in
+ * `extensions`.
+ */
+export function topicEventOf(env: Envelope, topic: string, pubsubName: string): object {
+  const ct = typeof env["datacontenttype"] === "string" ? (env["datacontenttype"] as string) : "";
+  let data = Buffer.alloc(0);
+  if (typeof env["data_base64"] === "string") data = Buffer.from(env["data_base64"] as string, "base64");
+  else if (env["data"] !== undefined && isJson(ct)) data = Buffer.from(JSON.stringify(env["data"]), "utf8");
+  else if (env["data"] !== undefined && ct.toLowerCase().startsWith("text/")) {
+    data = Buffer.from(typeof env["data"] === "string" ? (env["data"] as string) : JSON.stringify(env["data"]), "utf8");
+  }
+  const extensions: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(env)) if (!CORE.has(k)) extensions[k] = v;
+  return {
+    id: String(env["id"] ?? ""),
+    source: String(env["source"] ?? ""),
+    type: String(env["type"] ?? ""),
+    spec_version: String(env["specversion"] ?? ""),
+    data_content_type: ct,
+    data,
+    topic,
+    pubsub_name: pubsubName,
+    path: "",
+    extensions: objectToStruct(extensions),
+  };
+}

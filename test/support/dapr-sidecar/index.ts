@@ -1,0 +1,174 @@
+import * as grpc from "@grpc/grpc-js";
+import { Code } from "../../../src/shared/code.js";
+import { GatewayError } from "../../../src/shared/gateway-error.js";
+import { createMemoryScheduler } from "../../../src/runtime/embedded/scheduler.js";
+import { createMemoryStateStore } from "../../../src/runtime/embedded/state-store.js";
+import { daprService } from "../../../src/runtime/dapr/protos.js";
+import { createTestBroker, type TestBroker } from "./broker.js";
+import { envelopeOf } from "./events.js";
+import { jobHandlers, type JobCallback } from "./jobs.js";
+import { stateHandlers } from "./state.js";
+import { status, unaryHandler } from "./status.js";
+
+/** Options of the Dapr-protocol test sidecar. */
+export interface TestDaprSidecarOptions {
+  /** Port to listen on. Default 0 (ephemeral). */
+  port?: number;
+  /** App id reported by GetMetadata and used as source of wrapped events. Default "platform-gateway". */
+  appId?: string;
+  /** Pub/sub component names; undefined = any name is a component. */
+  pubsubNames?: readonly string[];
+  /** State store component names; undefined = any name is a component. */
+  stateStores?: readonly string[];
+  /** Stores without query support: QueryStateAlpha1 fails INTERNAL. */
+  nonQueryableStores?: readonly string[];
+  /** Required `dapr-api-token` on every call (daprd's DAPR_API_TOKEN). */
+  apiToken?: string;
+  /** Sent as `dapr-api-token` on app callbacks (daprd's APP_API_TOKEN). */
+  appApiToken?: string;
+  /** App gRPC address for job callbacks, e.g. "127.0.0.1:5000", or a function resolving it late. */
+  appAddress?: string | (() => string | undefined);
+}
+
+/** A running test sidecar with fault injection. */
+export interface TestDaprSidecar {
+  /** Bound port (stays the same across restart()). */
+  readonly port: number;
+  /** Whether it is serving (false between stop() and restart()). */
+  readonly running: boolean;
+  /** Streaming subscriptions, publish counters, redelivery backlog. */
+  readonly broker: TestBroker;
+  /** Every attempt to deliver a fired job to the app. */
+  readonly jobCallbacks: JobCallback[];
+  /** Events accepted by PublishEvent. */
+  readonly publishedCount: number;
+  /** Point job callbacks at the app (e.g. once the gateway's gRPC port is known). */
+  setAppAddress(address: string | (() => string | undefined)): void;
+  /** The next PublishEvent fails with INTERNAL (daprd's publish error). */
+  failNextPublish(message?: string): void;
+  /** Stop serving: streams break, the port closes; state, jobs and the redelivery backlog survive. */
+  stop(): Promise<void>;
+  /** Serve again on the same port. */
+  restart(): Promise<void>;
+  /** Stop for good: scheduler stopped, port closed. */
+  close(): Promise<void>;
+}
+
+/**
+ * Start a gRPC server speaking Dapr's runtime API (`dapr.proto.runtime.v1.Dapr`) with the behaviour of
+ * `../shared/reference/dapr-facts.md`: state over the embedded store with daprd's codes, PublishEvent and streaming
+ * subscriptions with the initial request/response and ack rules, jobs over the embedded scheduler with callbacks to
+ * the app, GetMetadata. Every other Dapr RPC answers UNIMPLEMENTED. A test fixture, not a product feature.
+ */
+export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Promise<TestDaprSidecar> {
+  const appId = o.appId ?? "platform-gateway";
+  let appAddress = o.appAddress;
+  const token = (): string | undefined => o.apiToken;
+  const knownPubsub = (name: string): boolean => !o.pubsubNames || o.pubsubNames.includes(name);
+  const broker = createTestBroker({ token, knownPubsub });
+  const store = createMemoryStateStore();
+  const scheduler = createMemoryScheduler();
+  let server: grpc.Server | undefined;
+  let port = o.port ?? 0;
+  let failNext: string | undefined;
+  let published = 0;
+  const jobs = jobHandlers(
+    scheduler,
+    { address: () => (typeof appAddress === "function" ? appAddress() : appAddress), token: () => o.appApiToken },
+    token,
+    () => server !== undefined,
+  );
+
+  const h = (fn: (req: any) => Promise<object>) => unaryHandler(token, fn);
+  const impl: grpc.UntypedServiceImplementation = {
+    ...stateHandlers(store, { ...(o.stateStores ? { stores: o.stateStores } : {}), ...(o.nonQueryableStores ? { nonQueryable: o.nonQueryableStores } : {}) }, token),
+    ...jobs.handlers,
+    PublishEvent: h(async (req: { pubsub_name: string; topic: string; data: Uint8Array; data_content_type: string }) => {
+      if (!req.pubsub_name) throw new GatewayError(Code.INVALID_ARGUMENT, "pubsub name is empty");
+      if (!knownPubsub(req.pubsub_name)) throw new GatewayError(Code.INVALID_ARGUMENT, `pubsub ${req.pubsub_name} is not found`);
+      if (!req.topic) throw new GatewayError(Code.INVALID_ARGUMENT, `topic is empty in pubsub ${req.pubsub_name}`);
+      const env = envelopeOf(req, appId);
+      if (failNext !== undefined) {
+        const why = failNext;
+        failNext = undefined;
+        throw new GatewayError(Code.INTERNAL, `error when publish to topic ${req.topic} in pubsub ${req.pubsub_name}: ${why}`);
+      }
+      published++;
+      broker.publish(req.pubsub_name, req.topic, env);
+      return {};
+    }),
+    SubscribeTopicEventsAlpha1: (call: grpc.ServerDuplexStream<any, any>) => broker.subscribe(call),
+    GetMetadata: h(async () => ({
+      id: appId,
+      runtime_version: "1.17.0-test-sidecar",
+      registered_components: [
+        ...(o.pubsubNames ?? ["pubsub"]).map((name) => ({ name, type: "pubsub.redis", version: "v1", capabilities: [] })),
+        ...(o.stateStores ?? []).map((name) => ({
+          name,
+          type: "state.redis",
+          version: "v1",
+          capabilities: o.nonQueryableStores?.includes(name) ? ["ETAG", "TRANSACTIONAL"] : ["ETAG", "TRANSACTIONAL", "QUERY_API"],
+        })),
+      ],
+      subscriptions: broker.list().map((s) => ({ pubsub_name: s.pubsub, topic: s.topic, metadata: {}, dead_letter_topic: "", type: "STREAMING" })),
+      app_connection_properties: { port: 0, protocol: "grpc", channel_address: "", max_concurrency: 0 },
+      extended_metadata: {},
+      enabled_features: [],
+    })),
+  };
+  // Every other Dapr RPC: UNIMPLEMENTED, like an RPC daprd does not support.
+  const definition = daprService("Dapr");
+  for (const [name, def] of Object.entries(definition)) {
+    if (impl[name]) continue;
+    impl[name] = def.requestStream || def.responseStream
+      ? (call: grpc.ServerDuplexStream<any, any>) => call.emit("error", status(Code.UNIMPLEMENTED, `${name} is not supported by the test sidecar`))
+      : (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(status(Code.UNIMPLEMENTED, `${name} is not supported by the test sidecar`));
+  }
+
+  const listen = async (): Promise<void> => {
+    const s = new grpc.Server();
+    s.addService(definition, impl);
+    port = await new Promise<number>((resolve, reject) =>
+      s.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+    );
+    server = s;
+  };
+  const stop = async (): Promise<void> => {
+    const s = server;
+    if (!s) return;
+    server = undefined;
+    broker.dropAll();
+    s.forceShutdown();
+  };
+  await listen();
+
+  return {
+    get port() {
+      return port;
+    },
+    get running() {
+      return server !== undefined;
+    },
+    broker,
+    jobCallbacks: jobs.callbacks,
+    get publishedCount() {
+      return published;
+    },
+    setAppAddress(address) {
+      appAddress = address;
+    },
+    failNextPublish(message = "injected publish failure") {
+      failNext = message;
+    },
+    stop,
+    async restart() {
+      if (server) return;
+      await listen();
+    },
+    async close() {
+      await stop();
+      scheduler.close();
+      jobs.close();
+    },
+  };
+}
