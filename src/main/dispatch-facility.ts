@@ -1,12 +1,12 @@
 import * as grpc from "@grpc/grpc-js";
 import { createBackendRegistry } from "../backends/registry.js";
-import { createTempConverter } from "../backends/temp-inline-converter.js";
 import type { Facility, GatewayContext } from "./context.js";
 import { createMetadataFilter } from "./forward-metadata.js";
 import { gatewayGrpc } from "./grpc/gateway.js";
 import { createDispatchOps, type DispatchOps } from "./ops/dispatch.js";
 import { gatewayRoutes } from "./rest/gateway.js";
 import { grpcReflectionRoutes } from "./rest/grpc-reflection.js";
+import { createConverter } from "../workers/converter.js";
 
 /**
  * Dynamic dispatch: `platform.Gateway` over gRPC, the `/v1/gateway` and `/v1/grpc` REST routes, a channel pool and a
@@ -33,7 +33,11 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
       },
     },
   );
-  const converter = createTempConverter();
+  const converter = createConverter({
+    thresholdBytes: options.workerThresholdBytes,
+    threads: options.workerThreads,
+    maxQueue: options.workerMaxQueue,
+  });
   const filter = createMetadataFilter(options.forwardHeaders);
   const ops = createDispatchOps({
     services: ctx.services,
