@@ -139,6 +139,7 @@ describe("schedules", () => {
     rejects("0 0 0 * * FRI#2", /day of week field "FRI#2"/);
     rejects("0 0 0 * JANUARY *", /month field "JANUARY"/);
     rejects("0 0 0 30 2 *", /never fires/);
+    rejects("0 0 0 ?,1 * *", /\? must stand alone/);
     rejects("@fortnightly", /not a known descriptor/);
     rejects("@every", /not a Go duration/);
     rejects("@every 1d", /not a Go duration/);

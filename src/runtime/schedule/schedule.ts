@@ -48,6 +48,7 @@ function checkField(field: string, index: number): string | undefined {
   let rest = field.toUpperCase();
   const names = index === 4 ? MONTHS : index === 5 ? DAYS : [];
   for (const n of names) rest = rest.replaceAll(n, "0");
+  if (field.includes("?") && field !== "?") return `${FIELD_NAMES[index]} field "${field}": ? must stand alone (it means *)`;
   if (!/^[0-9*?,/-]+$/.test(rest)) {
     const extra = names.length > 0 ? ` or ${index === 4 ? "month names JAN-DEC" : "day names SUN-SAT"}` : "";
     return `${FIELD_NAMES[index]} field "${field}" may only contain numbers, *, ?, ranges (a-b), lists (a,b) and steps (/n)${extra}`;
