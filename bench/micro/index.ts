@@ -1,0 +1,21 @@
+import type { Suite } from "../lib/suite.js";
+import type { Figure } from "../lib/schema.js";
+import { brokerFanoutFigures } from "./broker-fanout.js";
+import { encodeFigures } from "./encode.js";
+import { ringFigures } from "./ring.js";
+
+/** The in-process tinybench suites: ring, SubscribeResponse encoding, broker fan-out. */
+export const microSuite: Suite = {
+  name: "micro",
+  title: "In-process micro benchmarks (tinybench): ring buffer, SubscribeResponse encoding, broker fan-out",
+  budgetMs: { full: 60_000, quick: 15_000, "dry-run": 10_000 },
+  async run({ mode, progress }) {
+    const figures: Figure[] = [];
+    progress.step("micro", "ring buffer push/pump");
+    figures.push(...(await ringFigures(mode)));
+    progress.step("micro", "encode one SubscribeResponse");
+    figures.push(...(await encodeFigures(mode)));
+    figures.push(...(await brokerFanoutFigures(mode, (what) => progress.step("micro", what))));
+    return figures;
+  },
+};
