@@ -78,7 +78,7 @@ for (const fixture of runtimeFixtures) {
       const n = 200;
       const replies = await Promise.all(
         Array.from({ length: n }, (_, i) =>
-          requester.request("rr.requests", { source: "urn:test:requester", type: "rr.ask", data: { n: i, delayMs: (i * 37) % 60 } }, "rr.replies.many", { timeoutMs: 20000 }),
+          requester.request("rr.requests", { source: "urn:test:requester", type: "rr.ask", data: { n: i, delayMs: (i * 37) % 60 } }, "rr.replies.many", { timeoutMs: 10000 }),
         ),
       );
       replies.forEach((r, i) => assert.deepEqual(JSON.parse(r.event.text_data!), { echo: i }, `reply ${i}`));
