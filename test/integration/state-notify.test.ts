@@ -2,13 +2,14 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import { gunzipSync } from "node:zlib";
-import { createRuntime, type Runtime } from "../../src/runtime/index.js";
+import type { Runtime } from "../../src/runtime/index.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { runtimeFixtures, type RuntimeFixture } from "../support/runtimes.js";
 import { stateFronts, type StateFront } from "../support/state-fronts.js";
+import { runtimeOf, wrapRuntime } from "../support/state-runtime.js";
 
 const KEY = "k1";
 const services = [
@@ -16,7 +17,6 @@ const services = [
   { name: "billing", state: { storeName: "billing-store", keys: [] } },
 ];
 const LOG_TEXT = "State change publish failed after a successful write";
-const silent = { debug() {}, info() {}, warn() {}, error() {} };
 
 /** Events received on topics, by subscribing at the runtime (what a real subscriber would be fed). */
 class Inbox {
@@ -56,20 +56,13 @@ function assertTier0(e: CloudEvent, type: "saved" | "deleted", payload: object, 
 
 /** A runtime like `base` whose publish always fails. */
 function failingPublish(base: Runtime): Runtime {
-  return {
-    kind: base.kind,
-    state: base.state,
-    jobs: base.jobs,
+  return wrapRuntime(base, {
     pubsub: {
       publish: async () => {
         throw new GatewayError(Code.UNAVAILABLE, "injected: sidecar publish refused");
       },
-      subscribe: (topic, handlers, signal) => base.pubsub.subscribe(topic, handlers, signal),
     },
-    start: () => base.start(),
-    health: () => base.health(),
-    close: () => base.close(),
-  };
+  });
 }
 
 /** A local OTLP/HTTP receiver collecting the bodies POSTed to /v1/metrics. */
@@ -228,15 +221,7 @@ for (const fixture of runtimeFixtures) {
     before(async () => {
       const f = await fixture.setup();
       teardown = f.close;
-      const base =
-        f.overrides?.runtime ??
-        (await createRuntime(f.options.sidecar ?? "embedded", {
-          pubsubName: "pubsub",
-          logger: silent,
-          host: f.options.daprHost ?? "127.0.0.1",
-          grpcPort: f.options.daprGrpcPort ?? 50001,
-          ...(f.options.daprApiToken ? { apiToken: f.options.daprApiToken } : {}),
-        }));
+      const base = await runtimeOf(f);
       otlp = await startOtlpReceiver();
       // The metrics of a gateway read these when it is created; restore them at once.
       const saved = { endpoint: process.env["OTEL_EXPORTER_OTLP_ENDPOINT"], interval: process.env["OTEL_METRIC_EXPORT_INTERVAL"] };

@@ -3,7 +3,9 @@ import assert from "node:assert/strict";
 import { Code } from "../../src/shared/code.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
 import { runtimeFixtures } from "../support/runtimes.js";
+import { GatewayError } from "../../src/shared/gateway-error.js";
 import { keyPath, rejectsWith, stateFronts } from "../support/state-fronts.js";
+import { runtimeOf, wrapRuntime } from "../support/state-runtime.js";
 
 const KEY = "k1";
 const services = [
@@ -280,6 +282,37 @@ for (const fixture of runtimeFixtures) {
       it("gRPC: a negative limit is INVALID_ARGUMENT naming limit", async () => {
         await rejectsWith(stateFronts(gw, KEY)[0]!.query("catalog", "{}", -1), Code.INVALID_ARGUMENT, /^limit must be a non-negative integer/);
       });
+    });
+  });
+
+  describe(`state over ${fixture.name} when the store cannot query`, () => {
+    let gw: TestGateway;
+    let teardown: () => Promise<void>;
+    before(async () => {
+      const f = await fixture.setup();
+      teardown = f.close;
+      const runtime = wrapRuntime(await runtimeOf(f), {
+        state: {
+          query: async () => {
+            throw new GatewayError(Code.INTERNAL, "state store does not support querying");
+          },
+        },
+      });
+      gw = await startTestGateway({ ...f.options, services, apiKeys: [KEY] }, { ...f.overrides, runtime });
+    });
+    after(async () => {
+      await gw.close();
+      await teardown();
+    });
+
+    it("answers INTERNAL (HTTP 500) on both front ends, even for {}; a malformed query is still INVALID_ARGUMENT", async () => {
+      for (const s of stateFronts(gw, KEY)) {
+        await rejectsWith(s.query("catalog", "{}"), Code.INTERNAL, /does not support querying/);
+        await rejectsWith(s.query("catalog", "{"), Code.INVALID_ARGUMENT, /not valid JSON/);
+        // Bulk get, the documented fallback, still works.
+        await s.save({ service: "catalog", key: "fallback", value: "v" });
+        assert.deepEqual((await s.getBulk("catalog", ["fallback"])).map((i) => i.value), ["v"]);
+      }
     });
   });
 }
