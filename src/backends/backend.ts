@@ -46,6 +46,8 @@ export interface Backend {
   resolve(method: string, signal?: AbortSignal): Promise<{ schema: BackendSchema; method: MethodEntry }>;
   /** Unary call with pre-encoded request bytes. `deadline` is epoch ms. */
   call(path: string, request: Uint8Array, metadata: grpc.Metadata, deadline: number, signal?: AbortSignal): Promise<CallOutcome>;
+  /** Reflection fetches started so far and the protocol version in use (v1 until a fallback happened). */
+  reflectionStats(): { fetches: number; version: ReflectionVersion };
   close(): void;
 }
 
@@ -85,9 +87,11 @@ export function createBackend(opts: BackendOptions): Backend {
   let current: BackendSchema | undefined;
   let inflight: Promise<BackendSchema> | undefined;
   let fetchedAt = 0;
+  let fetches = 0;
 
   const fetch = (): Promise<BackendSchema> =>
     (inflight ??= (async () => {
+      fetches++;
       try {
         const r = await fetchReflection(
           { service: opts.name, address, client: pool.first(), timeoutMs: opts.reflectionTimeoutMs ?? 10_000 },
@@ -148,6 +152,7 @@ export function createBackend(opts: BackendOptions): Backend {
         }
       });
     },
+    reflectionStats: () => ({ fetches, version }),
     close() {
       pool.close();
     },

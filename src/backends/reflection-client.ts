@@ -174,11 +174,20 @@ async function fetchWith(target: ReflectionTarget, version: ReflectionVersion): 
 export async function fetchReflection(target: ReflectionTarget, preferred: ReflectionVersion = "v1"): Promise<ReflectionResult> {
   const order: ReflectionVersion[] = preferred === "v1" ? ["v1", "v1alpha"] : ["v1alpha", "v1"];
   let last: GatewayError | undefined;
-  for (const v of order) {
+  let retried = false;
+  for (let i = 0; i < order.length; i++) {
     try {
-      return await fetchWith(target, v);
+      return await fetchWith(target, order[i]!);
     } catch (e) {
       last = GatewayError.from(e);
+      // A stream started on a connection that was dying (backend restarting) fails CANCELLED or UNAVAILABLE:
+      // one retry on a fresh connection, then report.
+      if (!retried && (last.code === Code.CANCELLED || last.code === Code.UNAVAILABLE)) {
+        retried = true;
+        await new Promise((r) => setTimeout(r, 25));
+        i--;
+        continue;
+      }
       if (last.code !== Code.UNIMPLEMENTED) throw last;
     }
   }
