@@ -36,7 +36,7 @@ async function libraries(): Promise<void> {
     console.log(`- ${c.name}: ${r.passed}/${r.passed + r.failed.length}${r.failed.length ? ` FAILED: ${r.failed.map((f) => f.slice(0, 120)).join("; ")}` : ""}`);
   }
   const [buf, pbjs] = codecs as [LibraryCodec, LibraryCodec];
-  section("Library speed, mean us per conversion (ratio = protobufjs / @bufbuild, same run)");
+  section("Library speed, median (p50) us per conversion (ratio = protobufjs / @bufbuild, same run)");
   console.log("| JSON size | binary size | direction | @bufbuild us | protobufjs us | ratio |");
   console.log("|---|---|---|---|---|---|");
   for (const size of [300, 1024, 6 * 1024, 64 * 1024]) {
@@ -54,7 +54,7 @@ async function libraries(): Promise<void> {
     await bench.run();
     const us = (name: string): number => {
       const t = bench.tasks.find((x) => x.name === name)!;
-      return t.result.state === "completed" ? t.result.latency.mean * 1000 : Number.NaN;
+      return t.result.state === "completed" ? t.result.latency.p50 * 1000 : Number.NaN;
     };
     for (const [dir, a, b] of [["JSON->binary", "buf j2b", "pbjs j2b"], ["binary->JSON", "buf b2j", "pbjs b2j"]] as const) {
       console.log(`| ${json.length} | ${bin.byteLength} | ${dir} | ${fmt(us(a))} | ${fmt(us(b))} | ${fmt(us(b) / us(a))} |`);
@@ -67,15 +67,15 @@ async function pool(): Promise<void> {
   const inline = createConverter({ thresholdBytes: Number.MAX_SAFE_INTEGER, threads });
   const pooled = createConverter({ thresholdBytes: 0, threads });
   section(`Inline vs pool (${threads} worker thread(s), ${availableParallelism()} cores)`);
-  console.log("latency: one call at a time; main: event-loop busy time per call with threads+1 calls in flight");
+  console.log("latency: p50 of one call at a time; main: event-loop busy time per call with threads+1 calls in flight (min of 3 alternating batches)");
   console.log("");
   console.log("| direction | payload B | inline latency us | pool latency us | inline main us | pool main us | pool main / inline |");
   console.log("|---|---|---|---|---|---|---|");
   const rows: PoolCostRow[] = [];
   try {
-    for (const size of [1024, 4096, 8192, 16 * 1024, 32 * 1024, 64 * 1024]) {
+    for (const size of [1024, 2048, 4096, 8192, 16 * 1024, 64 * 1024]) {
       const json = JSON.stringify(orderOfJsonSize(size));
-      for (const r of await measurePoolCost(inline, pooled, schema, ORDER, json, TIME_MS, quick ? 200 : 1000)) {
+      for (const r of await measurePoolCost(inline, pooled, schema, ORDER, json, TIME_MS, quick ? 100 : 400)) {
         rows.push(r);
         console.log(
           `| ${r.direction} | ${r.bytes} | ${fmt(r.inlineLatencyUs)} | ${fmt(r.poolLatencyUs)} | ${fmt(r.inlineMainUs)} | ${fmt(r.poolMainUs)} | ${fmt(r.poolMainUs / r.inlineMainUs)} |`,

@@ -14,7 +14,7 @@ import {
   type JsonValue,
 } from "@bufbuild/protobuf";
 import { CodecError } from "./codec-error.js";
-import { locateJsonProblem, reasonOf } from "./json-error-locator.js";
+import { hasSpecialJson, locateJsonProblem, reasonOf } from "./json-error-locator.js";
 import { errorText } from "./schema-registry.js";
 
 function messageType(registry: FileRegistry, typeName: string): DescMessage {
@@ -46,7 +46,8 @@ export function jsonValueToBinary(registry: FileRegistry, typeName: string, valu
 }
 
 function encodeJsonValue(registry: FileRegistry, desc: DescMessage, value: JsonValue): Uint8Array {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+  // Top-level Timestamp, wrappers, Value, ... have their special JSON forms; every other message is an object.
+  if (!hasSpecialJson(desc.typeName) && (typeof value !== "object" || value === null || Array.isArray(value))) {
     throw new CodecError("INVALID_ARGUMENT", `JSON for ${desc.typeName} must be an object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
   }
   let message;
@@ -55,7 +56,10 @@ function encodeJsonValue(registry: FileRegistry, desc: DescMessage, value: JsonV
   } catch (e) {
     const found = locateJsonProblem(desc, value, registry);
     if (found === undefined) throw new CodecError("INVALID_ARGUMENT", `invalid ${desc.typeName}: ${reasonOf(e)}`);
-    if (found.path === "") throw new CodecError("INVALID_ARGUMENT", `invalid ${desc.typeName}: ${found.problem}`);
+    if (found.path === "") {
+      const text = found.problem.startsWith("invalid ") ? found.problem : `invalid ${desc.typeName}: ${found.problem}`;
+      throw new CodecError("INVALID_ARGUMENT", text);
+    }
     const sep = found.problem.startsWith("is ") || found.problem.startsWith("names ") ? " " : ": ";
     throw new CodecError("INVALID_ARGUMENT", `field "${found.path}"${sep}${found.problem}`);
   }

@@ -30,7 +30,7 @@ export interface Converter {
 
 /** Options of createConverter (validated there, defaults filled). */
 export interface ConverterOptions {
-  /** Payloads (JSON text length or binary size) of at least this many bytes convert in the pool. Default 16384. */
+  /** Payloads (JSON text length or binary size) of at least this many bytes convert in the pool. Default 4096. */
   thresholdBytes?: number;
   /** Worker threads. Default max(1, cores - 1). */
   threads?: number;

@@ -18,7 +18,7 @@ export type { Converter, ConverterOptions, SchemaSet } from "./converter-types.j
  * Default thresholdBytes: the payload size from which the pool beats inline conversion on the benchmark machine
  * (bench/codec.ts, docs/conversion.md).
  */
-export const DEFAULT_THRESHOLD_BYTES = 16 * 1024;
+export const DEFAULT_THRESHOLD_BYTES = 4096;
 
 /** ConverterOptions with every default filled. */
 export interface ResolvedConverterOptions {

@@ -32,6 +32,11 @@ const specialJson = new Set([
   "google.protobuf.BytesValue",
 ]);
 
+/** Whether `typeName` is a well-known type whose JSON form is not an object (a string, number, array, ...). */
+export function hasSpecialJson(typeName: string): boolean {
+  return specialJson.has(typeName);
+}
+
 /** The library's reason without its "cannot decode field x.y.Z from JSON:" prefix. */
 export function reasonOf(e: unknown): string {
   const text = e instanceof Error ? e.message : String(e);

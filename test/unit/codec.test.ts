@@ -117,6 +117,14 @@ describe("codec: proto3 JSON round trips", () => {
     assert.deepEqual(roundTrip({ detail, details }), { detail, details });
   });
 
+  it("converts well-known types at the top level in their JSON forms", () => {
+    assert.equal(roundTrip("1.5s", "google.protobuf.Duration"), "1.500s");
+    assert.equal(roundTrip("hi", "google.protobuf.StringValue"), "hi");
+    assert.deepEqual(roundTrip([1, "a"], "google.protobuf.ListValue"), [1, "a"]);
+    assert.deepEqual(roundTrip({}, "google.protobuf.Empty"), {});
+    assert.equal(failure('"5m"', "google.protobuf.Duration").message, 'invalid google.protobuf.Duration: got "5m"');
+  });
+
   it("converts a parsed JSON value the same as its text", () => {
     const order = richOrder();
     assert.deepEqual(jsonValueToBinary(registry, ORDER, order as never), jsonToBinary(registry, ORDER, JSON.stringify(order)));
