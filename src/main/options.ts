@@ -32,7 +32,7 @@ export interface GatewayOptions {
   forwardHeaders?: string[];
   /** Deadline for backend calls when the caller sets none, in ms. Default 30000. */
   invokeDeadlineMs?: number;
-  /** Payloads at least this many bytes convert in the worker pool; smaller ones inline. Default 16384. */
+  /** Payloads at least this many bytes convert in the worker pool; smaller ones inline. Default 4096 (bench/codec.ts). */
   workerThresholdBytes?: number;
   /** Worker threads in the conversion pool. Default: max(1, cores - 1). */
   workerThreads?: number;
@@ -167,7 +167,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     shutdownTimeoutMs: positive("shutdownTimeoutMs", o.shutdownTimeoutMs, 10_000),
     forwardHeaders: Object.freeze(forwardHeaders) as string[],
     invokeDeadlineMs: positive("invokeDeadlineMs", o.invokeDeadlineMs, 30_000),
-    workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 16 * 1024),
+    workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 4096),
     workerThreads: positive("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),
     workerMaxQueue: nonNegativeInt("workerMaxQueue", o.workerMaxQueue, 256),
     channelsPerBackend: positive("channelsPerBackend", o.channelsPerBackend, 4),
