@@ -10,6 +10,7 @@ import { createServiceRegistry } from "../../src/main/config.js";
 import type { GatewayContext } from "../../src/main/context.js";
 import { createMetrics } from "../../src/main/metrics.js";
 import { createTriggerOps, toJobSpec } from "../../src/main/ops/trigger.js";
+import { createTriggerStats } from "../../src/main/ops/trigger-stats.js";
 import { applyCronJobs, configuredCronJobs } from "../../src/main/ops/trigger-crons.js";
 import { FakeClock } from "../support/fake-clock.js";
 
@@ -112,6 +113,33 @@ describe("trigger operations (fake clock)", () => {
     assert.deepEqual(await t.ops.list(), []);
     await assert.rejects(t.ops.get("foreign"), (e: GatewayError) => e.code === Code.NOT_FOUND);
     t.jobs.close();
+  });
+});
+
+describe("records from a runtime that reports only the spec (Dapr)", () => {
+  const now = Date.parse("2030-01-01T00:00:10.500Z");
+  it("fills times fired and last firing from what this process saw, and estimates next firing and expiry", () => {
+    const stats = createTriggerStats();
+    const cron = { name: "c", schedule: "0 */5 * * * *", data: "" };
+    assert.deepEqual(stats.complete(cron, now), { ...cron, timesFired: 0, nextFireAt: Date.parse("2030-01-01T00:05:00Z") });
+    stats.fired("e", Date.parse("2030-01-01T00:00:07Z"));
+    stats.fired("e", Date.parse("2030-01-01T00:00:09Z"));
+    const every = { name: "e", schedule: "@every 2s", data: "" };
+    assert.deepEqual(stats.complete(every, now), { ...every, timesFired: 2, lastFiredAt: Date.parse("2030-01-01T00:00:09Z"), nextFireAt: Date.parse("2030-01-01T00:00:11Z") });
+    // @every with no firing seen: its anchor (creation time) is unknown, so no estimate
+    assert.equal(stats.complete({ name: "x", schedule: "@every 2s", data: "" }, now).nextFireAt, undefined);
+    const due = { name: "d", schedule: "@hourly", dueTime: "2030-02-01T00:00:00Z", ttl: "P1D", data: "" };
+    assert.deepEqual(stats.complete(due, now), { ...due, timesFired: 0, nextFireAt: Date.parse("2030-02-01T00:00:00Z"), expiresAt: Date.parse("2030-02-02T00:00:00Z") });
+    const done = { name: "e", schedule: "@every 2s", repeats: 2, data: "" };
+    assert.equal(stats.complete(done, now).nextFireAt, undefined);
+    stats.retain(new Set(["c"]));
+    assert.equal(stats.complete(every, now).timesFired, 0);
+  });
+  it("never overrides what the runtime reports", () => {
+    const stats = createTriggerStats();
+    stats.fired("j", now);
+    const job = { name: "j", schedule: "@hourly", data: "", createdAt: now - 5000, timesFired: 7, nextFireAt: now + 1 };
+    assert.deepEqual(stats.complete(job, now), job);
   });
 });
 

@@ -5,6 +5,7 @@ import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { JobRecord, JobSpec } from "../../runtime/jobs-port.js";
 import { planJob } from "../../runtime/schedule/index.js";
 import type { GatewayContext } from "../context.js";
+import { createTriggerStats } from "./trigger-stats.js";
 
 /** Type of the event every firing publishes (spec "Trigger events"). */
 export const TRIGGER_EVENT_TYPE = "com.runtime.event.sent";
@@ -141,10 +142,13 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
     [],
   );
 
+  // Completes records from runtimes that report only the spec (Dapr).
+  const stats = createTriggerStats();
+
   const find = async (name: string, signal?: AbortSignal): Promise<TriggerRecord> => {
     checkTriggerName(name);
     const job = await jobs.get(name, signal);
-    const rec = job && toTriggerRecord(job);
+    const rec = job && toTriggerRecord(stats.complete(job, Date.now()));
     if (!rec) throw new GatewayError(Code.NOT_FOUND, `no trigger named ${name}`);
     return rec;
   };
@@ -158,6 +162,7 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
       await find(name, signal);
       try {
         await jobs.delete(name, signal);
+        stats.forget(name);
       } catch (e) {
         const err = GatewayError.from(e);
         // Fired its last time between the look-up and the delete: gone either way.
@@ -167,10 +172,13 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
     },
     async list(signal) {
       const all = await jobs.list(signal);
-      return all.flatMap((j) => toTriggerRecord(j) ?? []).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      stats.retain(new Set(all.map((j) => j.name)));
+      const now = Date.now();
+      return all.flatMap((j) => toTriggerRecord(stats.complete(j, now)) ?? []).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     },
     async fire(name, data) {
       publishes.inc();
+      stats.fired(name, Date.now());
       const target = parseData(data);
       if (!target) {
         failures.inc();
