@@ -104,7 +104,9 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
     const unary = h as UnaryMethod | undefined;
     handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
       const started = performance.now();
+      let settled = false;
       const finish = (err: GatewayError | null, res?: unknown): void => {
+        settled = true;
         const code = err ? err.codeName : "OK";
         deps.requests.inc({ method, code });
         deps.latency.observe({ method, code }, (performance.now() - started) / 1000);
@@ -114,7 +116,8 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
       const refused = admit(deps, call.metadata) ?? (unary ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`));
       if (refused) return finish(refused);
       const ac = new AbortController();
-      call.once("cancelled", () => ac.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call")));
+      // grpc-js also emits "cancelled" when the stream closes after the response: abort only calls still running.
+      call.once("cancelled", () => settled || ac.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call")));
       deps.inflight.count++;
       unary!(call.request, { metadata: call.metadata, signal: ac.signal, deadline: deadlineOf(call) })
         .then(
