@@ -69,7 +69,11 @@ function jsonNameOf(protoName: string): string {
   return protoName.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
 }
 
-function typeOf(f: protobuf.Field, type: string, resolved: protobuf.Type | protobuf.Enum | null): Partial<FieldDescriptorProto> {
+function typeOf(
+  f: protobuf.Field,
+  type: string,
+  resolved: protobuf.Type | protobuf.Enum | null,
+): Pick<FieldDescriptorProto, "type"> & { typeName?: string } {
   const scalar = scalarTypes[type];
   if (scalar !== undefined) return { type: scalar };
   if (resolved === null) throw new Error(`field ${f.fullName}: unresolved type ${type}`);
@@ -101,7 +105,7 @@ function messageDescriptor(t: protobuf.Type): DescriptorProto {
       label: f.repeated || f.map ? FieldDescriptorProto_Label.REPEATED : FieldDescriptorProto_Label.OPTIONAL,
     });
     if (f.map) {
-      const mf = f as protobuf.MapField;
+      const mf = f as unknown as protobuf.MapField;
       const entryName = jsonNameOf(f.name).replace(/^./, (c) => c.toUpperCase()) + "Entry";
       d.nestedType.push(
         create(DescriptorProtoSchema, {
