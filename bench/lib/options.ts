@@ -13,12 +13,14 @@ export interface RunOptions {
   outDir: string | undefined;
   /** Which markdown file to regenerate (--markdown); default BENCHMARKS.md; "none" skips it. */
   markdown: string | undefined;
+  /** --list: load every suite (external modules included), print whether it is available, run nothing. */
+  list: boolean;
   /** --help */
   help: boolean;
 }
 
 /** Usage text. */
-export const USAGE = `usage: npm run bench -- [--quick | --dry-run] [--only <suite>[,<suite>...]] [--name <name>] [--out-dir <dir>] [--markdown <file>|none]
+export const USAGE = `usage: npm run bench -- [--quick | --dry-run] [--only <suite>[,<suite>...]] [--name <name>] [--out-dir <dir>] [--markdown <file>|none] [--list]
 
   (default)      full run, about 10 minutes
   --quick        about 1 minute
@@ -28,11 +30,12 @@ export const USAGE = `usage: npm run bench -- [--quick | --dry-run] [--only <sui
   --name         results file base name (default <mode>-<UTC time>)
   --out-dir      directory for <name>.json (default bench/results)
   --markdown     file whose generated section is rewritten (default BENCHMARKS.md; none to skip)
+  --list         load every suite and say whether it is available; run nothing
 `;
 
 /** Parse argv (without node and script); throws an Error naming the bad argument. */
 export function parseRunOptions(argv: readonly string[], suites: readonly string[]): RunOptions {
-  const o: RunOptions = { mode: "full", only: [], name: undefined, outDir: undefined, markdown: undefined, help: false };
+  const o: RunOptions = { mode: "full", only: [], name: undefined, outDir: undefined, markdown: undefined, list: false, help: false };
   let quick = false;
   let dry = false;
   for (let i = 0; i < argv.length; i++) {
@@ -64,6 +67,9 @@ export function parseRunOptions(argv: readonly string[], suites: readonly string
         break;
       case "--markdown":
         o.markdown = value();
+        break;
+      case "--list":
+        o.list = true;
         break;
       case "--help":
       case "-h":

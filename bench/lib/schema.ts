@@ -54,7 +54,10 @@ export interface Figure {
   better: "lower" | "higher";
   /** The same-run reference; absent only for figures that are their own reference (e.g. a chosen threshold). */
   baseline?: Baseline;
-  /** value / baseline.value (absent when there is no baseline or it is 0). */
+  /**
+   * The measured path over its baseline: value / baseline.value, or for a figure that is a difference ("added
+   * latency") the total over the baseline, as the suite states in its label. Absent without a baseline or when it is 0.
+   */
   ratio?: number;
   target?: Target;
   /** Anything needed to read the figure (sample count, caveats). */

@@ -1,0 +1,30 @@
+import { targetOf } from "./figure.js";
+import type { Figure, RunMode } from "./schema.js";
+
+/**
+ * The issue's targets, attached to the figures they judge when the suite did not judge them itself:
+ * invoke added p50 < 150 us (1 KB, c=1) and throughput >= 0.45 of direct (c=64); fan-out CPU per delivery <= 1.2x the
+ * raw grpc-js baseline and < 10 KB per idle subscriber at 10,000.
+ */
+export function applyTargets(suite: string, figures: Figure[], mode: RunMode): Figure[] {
+  const judged = figures.map((f) => judge(suite, f));
+  // Dry-run counts are far too small to judge anything.
+  return mode === "dry-run" ? judged.map((f) => (f.target ? { ...f, target: { text: f.target.text, met: null } } : f)) : judged;
+}
+
+function judge(suite: string, f: Figure): Figure {
+  if (f.target) return f;
+  const id = f.id.toLowerCase();
+  if (suite === "invoke") {
+    if (id.startsWith("added-p50-1kb-c1")) return { ...f, target: targetOf("added p50 < 150 us", f.value, "<", 150) };
+    if (id.startsWith("throughput-") && id.endsWith("-c64")) return { ...f, target: targetOf("ratio >= 0.45", f.ratio, ">=", 0.45) };
+  }
+  if (suite === "fanout") {
+    if (id.includes("cpu") && f.baseline) return { ...f, target: targetOf("ratio <= 1.2", f.ratio, "<=", 1.2) };
+    if (id.includes("10000") && (id.includes("idle") || id.includes("per-subscriber") || id.includes("memory")) && f.unit.toLowerCase().startsWith("b")) {
+      const kb = f.unit.toLowerCase() === "kb" || f.unit.toLowerCase() === "kib" ? f.value : f.value / 1024;
+      return { ...f, target: targetOf("< 10 KB per idle subscriber", kb, "<", 10) };
+    }
+  }
+  return f;
+}
