@@ -102,7 +102,7 @@ export const restSuite: Suite = {
   title: "REST endpoint: uWS (the gateway's router) vs the same handlers on node:http, loopback",
   budgetMs: { full: 90_000, quick: 25_000, "dry-run": 30_000 },
   async run({ mode, progress }) {
-    const concurrency = mode === "dry-run" ? 2 : 32;
+    const concurrency = mode === "dry-run" ? 2 : 16;
     const results: Record<string, Record<Kind, Measured>> = {};
     let native = true;
     for (const kind of ["uws", "node"] as const) {
