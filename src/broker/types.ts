@@ -39,10 +39,10 @@ export interface SubscriberSink {
   /** Hand one encoded message to the stream; false means "buffering, wait for drain". Must not throw. */
   write(bytes: Uint8Array): boolean;
   /**
-   * Called once, synchronously, when the subscriber goes live and just before it can receive its first event (for
-   * gRPC: flush the response headers).
+   * Called once, synchronously, when the subscriber goes live and just before it can receive its first event, with
+   * the minted subscription id (for gRPC: flush the response headers carrying it).
    */
-  open(): void;
+  open(id: string): void;
   /** The broker ended the subscriber (never called after the owner's own `close()`). */
   end(reason: EndReason): void;
 }

@@ -1,6 +1,98 @@
+import { createBroker, type BrokerObserver } from "../broker/index.js";
+import type { CloudEvent } from "../shared/cloudevent.js";
+import { gatewayPackageDefinition } from "../shared/protos.js";
 import type { Facility, GatewayContext } from "./context.js";
+import { createPubsubGrpc } from "./grpc/pubsub.js";
+import type { Metrics } from "./metrics.js";
+import { createPubsubOps } from "./ops/pubsub.js";
+import { pubsubRoutes } from "./rest/pubsub.js";
 
-/** Pub/sub facility (Pubsub + /v1/pubsub routes, broker). PLACEHOLDER until the pub/sub issue lands. */
-export function createPubsubFacility(_ctx: GatewayContext): Facility {
-  return {};
+/** Capacity of each subscriber's ring (spec "Limits": subscriber buffer). */
+export const SUBSCRIBER_BUFFER = 1024;
+
+/** Encode `{topic, cloudevent}` as SubscribeResponse bytes with the proto-loader serializer of the Subscribe method. */
+function subscribeResponseEncoder(): (topic: string, event: CloudEvent) => Buffer {
+  const def = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as unknown as Record<string, { responseSerialize(v: unknown): Buffer }>;
+  const serialize = def["Subscribe"]!.responseSerialize;
+  return (topic, cloudevent) => {
+    const b = serialize({ topic, cloudevent });
+    // grpc-js frames with Buffer#copy: make sure it is a Buffer, not a bare Uint8Array.
+    return Buffer.isBuffer(b) ? b : Buffer.from((b as Uint8Array).buffer, (b as Uint8Array).byteOffset, (b as Uint8Array).byteLength);
+  };
+}
+
+/** The broker's metrics on ctx.metrics. */
+function brokerObserver(metrics: Metrics): BrokerObserver {
+  const topics = metrics.gauge("platform_pubsub_topics", "Topics in the broker's table (with local subscribers, opening, or lingering before release)", []);
+  const subscribers = metrics.gauge("platform_pubsub_subscribers", "Live Subscribe streams attached to the broker", []);
+  const upstreams = metrics.gauge("platform_pubsub_upstream_subscriptions", "Open runtime (sidecar) subscriptions: one per topic per process", []);
+  const received = metrics.counter("platform_pubsub_events_received_total", "Events received from the runtime on subscribed topics", []);
+  const delivered = metrics.counter("platform_pubsub_events_delivered_total", "Event deliveries to subscribers (one event to N subscribers counts N)", []);
+  const reaped = metrics.counter(
+    "platform_pubsub_subscribers_reaped_total",
+    "Subscribe streams ended by the broker, by reason: slow (over 1024 pending), stuck (no progress for a sweep interval), upstream-failed, unsubscribed, shutdown",
+    ["reason"],
+  );
+  const maxPending = metrics.gauge("platform_pubsub_ring_occupancy_max", "Largest number of events pending in one subscriber's ring at the last sweep (reaped past 1024)", []);
+  const totalPending = metrics.gauge("platform_pubsub_ring_pending_events", "Events pending in all subscriber rings at the last sweep", []);
+  return {
+    counts(t, s, u) {
+      topics.set({}, t);
+      subscribers.set({}, s);
+      upstreams.set({}, u);
+    },
+    fannedOut(_topic, n) {
+      received.inc();
+      if (n > 0) delivered.inc({}, n);
+    },
+    ended: (reason) => reaped.inc({ reason }),
+    occupancy(max, total) {
+      maxPending.set({}, max);
+      totalPending.set({}, total);
+    },
+  };
+}
+
+/**
+ * Pub/sub facility: the broker over the runtime's pub/sub port, `io.cloudevents.v1.Pubsub` over gRPC and
+ * `POST /v1/pubsub/{topic}` over REST. `close()` ends every open stream with UNAVAILABLE "gateway is shutting down";
+ * `destroy()` resets whatever is still open.
+ */
+export function createPubsubFacility(ctx: GatewayContext): Facility {
+  const port = ctx.runtime.pubsub;
+  const broker = createBroker<CloudEvent>({
+    upstream: {
+      // Looked up at call time, so a runtime whose port is wrapped later (tests) is honoured.
+      subscribe: (topic, onEvent, onError) => port.subscribe(topic, { onEvent, onError }),
+    },
+    encode: subscribeResponseEncoder(),
+    capacity: SUBSCRIBER_BUFFER,
+    lingerMs: ctx.options.subscriptionLingerMs,
+    sweepIntervalMs: ctx.options.sweepIntervalMs,
+    observer: brokerObserver(ctx.metrics),
+    onError: (what, topic, err) =>
+      ctx.logger.error({ topic, err }, what === "encode" ? "pub/sub event could not be encoded and was dropped" : "releasing the runtime subscription failed"),
+  });
+  const ops = createPubsubOps(ctx, broker);
+  const grpcSide = createPubsubGrpc({ ops, broker, logger: ctx.logger, reapGraceMs: ctx.options.sweepIntervalMs });
+  return {
+    grpc: { "io.cloudevents.v1.Pubsub": grpcSide.impl },
+    routes: pubsubRoutes(ops),
+    async start() {
+      broker.start();
+    },
+    async health() {
+      const s = broker.stats();
+      return {
+        broker: { status: "Healthy", description: `${s.subscribers} subscribers on ${s.topics} topics, ${s.upstreams} runtime subscriptions` },
+      };
+    },
+    async close() {
+      await broker.close();
+    },
+    destroy() {
+      void broker.close();
+      grpcSide.streams.dropAll();
+    },
+  };
 }

@@ -1,0 +1,31 @@
+import { randomUUID } from "node:crypto";
+import { SPEC_VERSION, type CloudEvent } from "../shared/cloudevent.js";
+import { invalidArgument } from "../shared/gateway-error.js";
+
+/** RFC 3986 scheme followed by ':' and at least one character; no whitespace, control or excluded characters. */
+const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1f\x7f<>"{}|\\^`]+$/;
+
+/** True when `s` is an absolute URI (has a scheme): `https://host/path` and `urn:ns:name` are, `a/b` is not. */
+export function isAbsoluteUri(s: string): boolean {
+  return ABSOLUTE_URI.test(s);
+}
+
+/**
+ * Check a publish request (spec "Rules for pub/sub operations" 1 and 2): the topic is non-empty, the cloudevent is
+ * present, its source is non-empty and an absolute URI. Throws INVALID_ARGUMENT naming the field; nothing else about
+ * the topic or the event is checked.
+ */
+export function validatePublish(topic: string | undefined | null, event: CloudEvent | undefined | null): asserts event is CloudEvent {
+  if (typeof topic !== "string" || topic === "") throw invalidArgument("topic", "must not be empty");
+  if (!event) throw invalidArgument("cloudevent", "is required");
+  if (typeof event.source !== "string" || event.source === "") throw invalidArgument("cloudevent.source", "must not be empty");
+  if (!isAbsoluteUri(event.source)) {
+    throw invalidArgument("cloudevent.source", `'${event.source}' is not an absolute URI (it needs a scheme, e.g. https://host/path or urn:ns:name)`);
+  }
+}
+
+/** The event as published: a fresh UUID when `id` is empty and spec version "1.0" when `spec_version` is empty. */
+export function withPublishDefaults(event: CloudEvent): CloudEvent {
+  if (event.id && event.spec_version) return event;
+  return { ...event, id: event.id || randomUUID(), spec_version: event.spec_version || SPEC_VERSION };
+}

@@ -1,0 +1,169 @@
+import { constants as h2 } from "node:http2";
+import * as grpc from "@grpc/grpc-js";
+import { SubscribeFailure, type Broker, type EndReason, type Subscription } from "../../broker/index.js";
+import { Code } from "../../shared/code.js";
+import type { CloudEvent } from "../../shared/cloudevent.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import type { Logger } from "../logger.js";
+import type { PubsubOps } from "../ops/pubsub.js";
+import { rawResponses, toStatusObject, type ServiceImpl, type UnaryContext } from "./server.js";
+
+/** The topic an empty `topics` list means (spec rule 4). */
+export const DEFAULT_TOPIC = "state.change";
+/** Response header carrying the id Unsubscribe takes. */
+export const SUBSCRIPTION_ID_HEADER = "x-subscription-id";
+
+/** The status a stream ends with for each broker end reason (OK for Unsubscribe). */
+export function statusOfEnd(reason: EndReason): GatewayError | null {
+  switch (reason.kind) {
+    case "unsubscribed":
+      return null;
+    case "slow":
+      return new GatewayError(
+        Code.RESOURCE_EXHAUSTED,
+        `subscriber fell more than ${reason.capacity} events behind and was dropped; resubscribe and reconcile from state`,
+      );
+    case "stuck":
+      return new GatewayError(
+        Code.RESOURCE_EXHAUSTED,
+        `subscriber made no progress for ${reason.stalledMs} ms with ${reason.pending} events pending and was dropped; resubscribe and reconcile from state`,
+      );
+    case "shutdown":
+      return new GatewayError(Code.UNAVAILABLE, "gateway is shutting down");
+    case "upstream-failed":
+      return new GatewayError(Code.UNAVAILABLE, `the runtime subscription to topic '${reason.topic}' broke: ${reason.message}`);
+  }
+}
+
+/** The HTTP/2 stream under a grpc-js server call (internal field walk: grpc-js offers no public way to reset a stream). */
+function http2StreamOf(call: object): { closed: boolean; close(code: number): void } | undefined {
+  let c = (call as { call?: unknown }).call as Record<string, unknown> | undefined;
+  for (let i = 0; c && i < 8; i++) {
+    const s = c["stream"] as { closed?: unknown; close?: unknown } | undefined;
+    if (s && typeof s.close === "function" && typeof s.closed === "boolean") return s as { closed: boolean; close(code: number): void };
+    c = c["nextCall"] as Record<string, unknown> | undefined;
+  }
+  return undefined;
+}
+
+/** Open Subscribe streams, so the facility can end or drop them at shutdown. */
+export interface StreamSet {
+  /** Reset every stream still open (destroy). */
+  dropAll(): void;
+  readonly size: number;
+}
+
+/** Dependencies of the Pubsub gRPC service. */
+export interface PubsubGrpcDeps {
+  ops: PubsubOps;
+  broker: Broker;
+  logger: Logger;
+  /**
+   * How long a reaped (slow or stuck) stream may take to deliver its final status through the data it already has
+   * buffered before it is reset, ms.
+   */
+  reapGraceMs: number;
+}
+
+/** The `io.cloudevents.v1.Pubsub` implementation and the set of its open streams. */
+export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; streams: StreamSet } {
+  const { ops, broker, logger } = deps;
+  const open = new Set<grpc.ServerWritableStream<{ topics?: string[] }, Buffer>>();
+
+  const hardReset = (call: grpc.ServerWritableStream<unknown, unknown>): void => {
+    const s = http2StreamOf(call);
+    if (s && !s.closed) s.close(h2.NGHTTP2_CANCEL);
+  };
+
+  const subscribe = rawResponses((call: grpc.ServerWritableStream<{ topics?: string[] }, Buffer>) => {
+    const requested = call.request?.topics ?? [];
+    const topics = requested.length > 0 ? [...requested] : [DEFAULT_TOPIC];
+    const empty = topics.indexOf("");
+    if (empty >= 0) {
+      call.emit("error", toStatusObject(new GatewayError(Code.INVALID_ARGUMENT, `topics[${empty}] must not be empty`)));
+      return;
+    }
+    open.add(call);
+    const ac = new AbortController();
+    let sub: Subscription | undefined;
+    let done = false;
+    const finish = (): void => {
+      done = true;
+      open.delete(call);
+    };
+    call.on("cancelled", () => {
+      ac.abort();
+      sub?.close();
+      finish();
+    });
+    call.on("finish", finish);
+    call.on("drain", () => sub?.drain());
+
+    broker
+      .subscribe(
+        topics,
+        {
+          // A Buffer from the broker's encoder: grpc-js frames it as is (identity serializer).
+          write: (bytes) => call.write(bytes as Buffer),
+          open: (id) => {
+            const md = new grpc.Metadata();
+            md.set(SUBSCRIPTION_ID_HEADER, id);
+            call.sendMetadata(md);
+          },
+          end: (reason) => {
+            if (done) return;
+            const err = statusOfEnd(reason);
+            if (!err) {
+              call.end();
+              return;
+            }
+            call.emit("error", toStatusObject(err));
+            if (reason.kind === "slow" || reason.kind === "stuck") {
+              logger.warn({ subscriptionId: sub?.id, topics, reason: reason.kind }, err.rawMessage);
+              // The status travels behind the data already buffered for this stream; a client that never reads
+              // again would hold the stream open forever, so reset it after a grace period.
+              setTimeout(() => {
+                if (!done) hardReset(call);
+              }, deps.reapGraceMs).unref();
+            }
+          },
+        },
+        ac.signal,
+      )
+      .then(
+        (s) => {
+          sub = s;
+          // Cancelled in the instant between attach and here: the cancel handler saw no subscription yet.
+          if (ac.signal.aborted || done) s.close();
+        },
+        (e: unknown) => {
+          if (done) return;
+          if (e instanceof SubscribeFailure && e.kind === "cancelled") return;
+          const code = e instanceof SubscribeFailure && e.kind === "upstream" ? GatewayError.from(e.cause, Code.UNAVAILABLE).code : Code.UNAVAILABLE;
+          const err = new GatewayError(code === Code.INTERNAL || code === Code.UNKNOWN ? Code.UNAVAILABLE : code, (e as Error).message, { cause: e });
+          logger.warn({ topics, code: err.codeName, err: err.rawMessage }, "subscribe failed");
+          call.emit("error", toStatusObject(err));
+        },
+      );
+  });
+
+  const impl: ServiceImpl = {
+    PublishEvent: async (req: { topic?: string; cloudevent?: CloudEvent | null }, ctx: UnaryContext) => ({
+      status: await ops.publish(req.topic, req.cloudevent, ctx.signal),
+    }),
+    Subscribe: subscribe,
+    Unsubscribe: async (req: { subscription_id?: string }) => ({ status: ops.unsubscribe(req.subscription_id) }),
+  };
+  return {
+    impl,
+    streams: {
+      dropAll() {
+        for (const call of [...open]) hardReset(call);
+        open.clear();
+      },
+      get size() {
+        return open.size;
+      },
+    },
+  };
+}
