@@ -38,10 +38,12 @@ export function createDaprConnection(o: DaprConnectionOptions): DaprConnection {
   const connectTimeoutMs = o.connectTimeoutMs ?? 2000;
   const callTimeoutMs = o.callTimeoutMs ?? 10_000;
   const Ctor = grpc.makeGenericClientConstructor(daprService("Dapr"), "Dapr");
-  // A local sidecar restarts in well under a second: keep grpc-js's reconnect backoff short (its default grows to 120 s).
+  // A local sidecar restarts in well under a second: keep grpc-js's reconnect backoff short (its default grows to
+  // 120 s) and below half the connect budget, so a call made just after the sidecar returns sees a fresh attempt.
+  const maxBackoff = Math.max(50, Math.min(500, Math.floor(connectTimeoutMs / 2)));
   const client = new Ctor(address, grpc.credentials.createInsecure(), {
-    "grpc.initial_reconnect_backoff_ms": 100,
-    "grpc.max_reconnect_backoff_ms": 500,
+    "grpc.initial_reconnect_backoff_ms": Math.min(100, maxBackoff),
+    "grpc.max_reconnect_backoff_ms": maxBackoff,
     "grpc.keepalive_time_ms": 30_000,
     "grpc.max_receive_message_length": 64 * 1024 * 1024,
   });

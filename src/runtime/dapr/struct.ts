@@ -1,16 +1,19 @@
 /**
  * Conversions between JavaScript values and the protobuf well-known types Dapr uses (google.protobuf.Struct/Value
- * in proto-loader's snake_case shape, and google.protobuf.Any wrapping a StringValue for job data).
+ * in proto-loader's shape, and google.protobuf.Any wrapping a StringValue for job data).
  */
 
-/** A google.protobuf.Value as proto-loader presents it (`kind` names the set member). */
+/**
+ * A google.protobuf.Value as proto-loader presents it (`kind` names the set member). protobufjs serves the
+ * well-known types from its built-in definitions, whose field names stay camelCase whatever `keepCase` says.
+ */
 export interface ProtoValue {
-  null_value?: string | number;
-  number_value?: number;
-  string_value?: string;
-  bool_value?: boolean;
-  struct_value?: ProtoStruct;
-  list_value?: { values?: ProtoValue[] };
+  nullValue?: string | number;
+  numberValue?: number;
+  stringValue?: string;
+  boolValue?: boolean;
+  structValue?: ProtoStruct;
+  listValue?: { values?: ProtoValue[] };
   kind?: string;
 }
 
@@ -35,16 +38,16 @@ export function structToObject(s: ProtoStruct | null | undefined): Record<string
 /** Value -> plain JSON value. */
 export function valueToJs(v: ProtoValue): unknown {
   switch (v.kind) {
-    case "string_value":
-      return v.string_value;
-    case "number_value":
-      return v.number_value;
-    case "bool_value":
-      return v.bool_value;
-    case "struct_value":
-      return structToObject(v.struct_value);
-    case "list_value":
-      return (v.list_value?.values ?? []).map(valueToJs);
+    case "stringValue":
+      return v.stringValue;
+    case "numberValue":
+      return v.numberValue;
+    case "boolValue":
+      return v.boolValue;
+    case "structValue":
+      return structToObject(v.structValue);
+    case "listValue":
+      return (v.listValue?.values ?? []).map(valueToJs);
     default:
       return null;
   }
@@ -59,13 +62,13 @@ export function objectToStruct(o: Record<string, unknown>): ProtoStruct {
 
 /** Plain JSON value -> Value. */
 export function jsToValue(v: unknown): ProtoValue {
-  if (v === null || v === undefined) return { null_value: 0 };
-  if (typeof v === "string") return { string_value: v };
-  if (typeof v === "number") return { number_value: v };
-  if (typeof v === "boolean") return { bool_value: v };
-  if (Array.isArray(v)) return { list_value: { values: v.map(jsToValue) } };
-  if (typeof v === "object") return { struct_value: objectToStruct(v as Record<string, unknown>) };
-  return { string_value: String(v) };
+  if (v === null || v === undefined) return { nullValue: 0 };
+  if (typeof v === "string") return { stringValue: v };
+  if (typeof v === "number") return { numberValue: v };
+  if (typeof v === "boolean") return { boolValue: v };
+  if (Array.isArray(v)) return { listValue: { values: v.map(jsToValue) } };
+  if (typeof v === "object") return { structValue: objectToStruct(v as Record<string, unknown>) };
+  return { stringValue: String(v) };
 }
 
 const STRING_VALUE = "type.googleapis.com/google.protobuf.StringValue";

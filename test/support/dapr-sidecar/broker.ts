@@ -32,6 +32,8 @@ export interface TestBroker {
   list(): Array<{ pubsub: string; topic: string }>;
   /** Events delivered so far (acked or not). */
   readonly delivered: number;
+  /** Events delivered on live streams of the topic and not acked yet. */
+  unacked(topic: string): number;
   /** Events held for redelivery because their stream closed before acking them. */
   backlog(topic: string): number;
   /** End every stream (the sidecar stops): their unacked events go back to the backlog. */
@@ -137,6 +139,7 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
     },
     count: (topic) => [...subs].filter((s) => s.topic === topic).length,
     list: () => [...subs].map((s) => ({ pubsub: s.pubsub, topic: s.topic })),
+    unacked: (topic) => [...subs].filter((s) => s.topic === topic).reduce((n, s) => n + s.pending.size, 0),
     backlog: (topic) => [...backlogs.entries()].filter(([k]) => k.endsWith(`\u0000${topic}`)).reduce((n, [, l]) => n + l.length, 0),
     dropAll() {
       for (const sub of [...subs]) close(sub, status(Code.UNAVAILABLE, "sidecar shutting down"));

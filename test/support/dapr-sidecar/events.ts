@@ -40,8 +40,8 @@ export function envelopeOf(req: { pubsub_name: string; topic: string; data: Uint
       } catch {
         env["data_base64"] = bytes.toString("base64");
       }
-    } else if (ct.startsWith("text/")) env["data"] = bytes.toString("utf8");
-    else env["data_base64"] = bytes.toString("base64");
+    } else if (ct.split(";")[0]!.trim().toLowerCase() === "application/octet-stream") env["data_base64"] = bytes.toString("base64");
+    else env["data"] = bytes.toString("utf8"); // daprd keeps it as a string; delivery then drops it unless text/*
   }
   env["time"] ??= new Date().toISOString();
   if (env["traceid"] === undefined) {

@@ -1,0 +1,309 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { Code } from "../../src/shared/code.js";
+import type { CloudEvent } from "../../src/shared/cloudevent.js";
+import { GatewayError } from "../../src/shared/gateway-error.js";
+import { createDaprRuntime, type DaprRuntime } from "../../src/runtime/dapr/index.js";
+import { startTestDaprSidecar, type TestDaprSidecar } from "../support/dapr-sidecar/index.js";
+import { rawDaprClient } from "../support/dapr-sidecar/raw-client.js";
+import { waitFor } from "../support/gateway.js";
+import { freePort } from "../support/runtimes.js";
+
+const silent = { debug() {}, info() {}, warn() {}, error() {} };
+
+function runtimeOn(port: number, extra: { apiToken?: string; pubsubName?: string; connectTimeoutMs?: number } = {}): DaprRuntime {
+  return createDaprRuntime({
+    pubsubName: extra.pubsubName ?? "pubsub",
+    logger: silent,
+    host: "127.0.0.1",
+    grpcPort: port,
+    connectTimeoutMs: extra.connectTimeoutMs ?? 1000,
+    resubscribeBackoff: { initialMs: 20, maxMs: 200 },
+    ...(extra.apiToken ? { apiToken: extra.apiToken } : {}),
+  });
+}
+
+async function rejectsCode(p: Promise<unknown>, code: Code, message?: RegExp): Promise<void> {
+  await assert.rejects(p, (e: unknown) => {
+    assert.ok(e instanceof GatewayError, `a GatewayError, got ${String(e)}`);
+    assert.equal(e.codeName, Code[code]);
+    if (message) assert.match(e.message, message);
+    return true;
+  });
+}
+
+const event = (over: Partial<CloudEvent> = {}): CloudEvent => ({
+  id: "e1",
+  source: "urn:test:adapter",
+  spec_version: "1.0",
+  type: "com.example.thing",
+  attributes: {},
+  ...over,
+});
+
+describe("dapr adapter against the test sidecar", () => {
+  let sidecar: TestDaprSidecar;
+  let rt: DaprRuntime;
+  before(async () => {
+    sidecar = await startTestDaprSidecar({ stateStores: ["s1", "plain"], nonQueryableStores: ["plain"], pubsubNames: ["pubsub"] });
+    rt = runtimeOn(sidecar.port);
+    await rt.start();
+  });
+  after(async () => {
+    await rt.close();
+    await sidecar.close();
+  });
+
+  describe("state", () => {
+    it("saves and reads back with etags; first-write-wins with an etag, last-write-wins without", async () => {
+      const e1 = await rt.state.save("s1", "a", "one");
+      assert.ok(e1);
+      assert.deepEqual(await rt.state.get("s1", "a"), { key: "a", value: "one", etag: e1 });
+      const e2 = await rt.state.save("s1", "a", "two", { etag: e1 });
+      assert.notEqual(e2, e1);
+      await rejectsCode(rt.state.save("s1", "a", "stale", { etag: e1 }), Code.ABORTED);
+      assert.equal((await rt.state.get("s1", "a"))?.value, "two");
+      await rt.state.save("s1", "a", "three");
+      assert.equal((await rt.state.get("s1", "a"))?.value, "three");
+      await rejectsCode(rt.state.delete("s1", "a", { etag: e1 }), Code.ABORTED);
+      await rt.state.delete("s1", "a");
+      assert.equal(await rt.state.get("s1", "a"), undefined);
+      // An empty value is still a stored key.
+      await rt.state.save("s1", "empty", "");
+      assert.equal((await rt.state.get("s1", "empty"))?.value, "");
+    });
+
+    it("bulk get keeps request order and leaves out missing keys; bulk delete removes them", async () => {
+      await rt.state.save("s1", "b1", "x");
+      await rt.state.save("s1", "b2", "y");
+      const items = await rt.state.getBulk("s1", ["b2", "missing", "b1"]);
+      assert.deepEqual(items.map((i) => [i.key, i.value]), [["b2", "y"], ["b1", "x"]]);
+      await rt.state.deleteBulk("s1", ["b1", "b2", "missing"]);
+      assert.deepEqual(await rt.state.getBulk("s1", ["b1", "b2"]), []);
+    });
+
+    it("queries JSON values with the DSL, caps with limit and returns the token", async () => {
+      for (let i = 1; i <= 5; i++) await rt.state.save("s1", `q${i}`, JSON.stringify({ n: i, kind: i % 2 ? "odd" : "even" }));
+      const odd = await rt.state.query("s1", JSON.stringify({ filter: { EQ: { kind: "odd" } }, sort: [{ key: "n" }] }), 0);
+      assert.deepEqual(odd.items.map((i) => i.key), ["q1", "q3", "q5"]);
+      const capped = await rt.state.query("s1", JSON.stringify({ filter: { GTE: { n: 1 } }, sort: [{ key: "n", order: "DESC" }] }), 2);
+      assert.deepEqual(capped.items.map((i) => i.key), ["q5", "q4"]);
+      assert.ok(capped.token);
+      await rejectsCode(rt.state.query("s1", "{not json", 0), Code.INVALID_ARGUMENT, /query/);
+    });
+
+    it("maps daprd's codes: unknown store INVALID_ARGUMENT, store without query support INTERNAL", async () => {
+      await rejectsCode(rt.state.get("nope", "k"), Code.INVALID_ARGUMENT, /nope/);
+      await rejectsCode(rt.state.query("plain", "{}", 0), Code.INTERNAL, /does not support querying/);
+    });
+  });
+
+  describe("pub/sub", () => {
+    it("subscribe resolves once the sidecar's stream is live, and every data form round-trips", async () => {
+      const got: CloudEvent[] = [];
+      const sub = await rt.pubsub.subscribe("round", { onEvent: (e) => got.push(e) });
+      assert.equal(sidecar.broker.count("round"), 1);
+      const sent: CloudEvent[] = [
+        event({ id: "json", text_data: '{"a":1}', data: "text_data", attributes: { datacontenttype: { ce_string: "application/json", attr: "ce_string" } } }),
+        event({ id: "text", text_data: "plain words", data: "text_data" }),
+        event({ id: "bin", binary_data: Buffer.from([0, 1, 2, 255]), data: "binary_data" }),
+        event({ id: "proto", proto_data: { type_url: "type.googleapis.com/x.Y", value: Buffer.from([8, 1]) }, data: "proto_data" }),
+        event({ id: "xml", text_data: "<a/>", data: "text_data", attributes: { datacontenttype: { ce_string: "application/weird", attr: "ce_string" } } }),
+        event({
+          id: "attrs",
+          attributes: {
+            correlationid: { ce_string: "c-1", attr: "ce_string" },
+            retries: { ce_integer: 3, attr: "ce_integer" },
+            urgent: { ce_boolean: true, attr: "ce_boolean" },
+            time: { ce_timestamp: { seconds: "1700000000", nanos: 5000 }, attr: "ce_timestamp" },
+          },
+        }),
+      ];
+      for (const e of sent) await rt.pubsub.publish("round", e);
+      await waitFor(() => got.length === sent.length, "every published event");
+      const byId = new Map(got.map((e) => [e.id, e]));
+      assert.equal(byId.get("json")!.text_data, '{"a":1}');
+      assert.equal(byId.get("text")!.text_data, "plain words");
+      assert.equal(byId.get("text")!.attributes["datacontenttype"]!.ce_string, "text/plain");
+      assert.deepEqual(Buffer.from(byId.get("bin")!.binary_data!), Buffer.from([0, 1, 2, 255]));
+      assert.deepEqual(byId.get("proto")!.proto_data!.type_url, "type.googleapis.com/x.Y");
+      assert.deepEqual(Buffer.from(byId.get("proto")!.proto_data!.value), Buffer.from([8, 1]));
+      // An unknown content type would arrive EMPTY from daprd: the adapter sends such text as data_base64.
+      assert.deepEqual(Buffer.from(byId.get("xml")!.binary_data!).toString(), "<a/>");
+      const attrs = byId.get("attrs")!;
+      assert.equal(attrs.data, undefined);
+      assert.equal(attrs.source, "urn:test:adapter");
+      assert.equal(attrs.type, "com.example.thing");
+      assert.equal(attrs.attributes["correlationid"]!.ce_string, "c-1");
+      assert.equal(attrs.attributes["retries"]!.ce_integer, 3);
+      assert.equal(attrs.attributes["urgent"]!.ce_boolean, true);
+      assert.deepEqual(attrs.attributes["time"]!.ce_timestamp, { seconds: "1700000000", nanos: 5000 });
+      assert.equal(attrs.attributes["topic"]!.ce_string, "round"); // daprd overwrites topic and adds traceparent
+      assert.ok(attrs.attributes["traceparent"]!.ce_string);
+      await sub.close();
+      await waitFor(() => sidecar.broker.count("round") === 0, "the stream to close at the sidecar");
+    });
+
+    it("a subscription to an unknown pubsub component is INVALID_ARGUMENT and leaves nothing open", async () => {
+      const other = runtimeOn(sidecar.port, { pubsubName: "missing" });
+      try {
+        await rejectsCode(other.pubsub.subscribe("t", { onEvent() {} }), Code.INVALID_ARGUMENT, /pubsub missing is not found/);
+        await rejectsCode(other.pubsub.publish("t", event()), Code.INVALID_ARGUMENT, /pubsub missing is not found/);
+      } finally {
+        await other.close();
+      }
+    });
+
+    it("a publish the sidecar rejects fails with its code; the next one succeeds", async () => {
+      sidecar.failNextPublish();
+      await rejectsCode(rt.pubsub.publish("t", event()), Code.INTERNAL, /injected/);
+      await rt.pubsub.publish("t", event());
+    });
+
+    it("resubscribes after a sidecar restart: the same handlers get later events", async () => {
+      const got: string[] = [];
+      let errors = 0;
+      const sub = await rt.pubsub.subscribe("restart", { onEvent: (e) => got.push(e.id), onError: () => errors++ });
+      await rt.pubsub.publish("restart", event({ id: "before" }));
+      await waitFor(() => got.length === 1, "the first event");
+      // Its ack must reach the sidecar first: an unacked event is redelivered after the restart (daprd does the same).
+      await waitFor(() => sidecar.broker.unacked("restart") === 0, "the ack of the first event");
+      await sidecar.stop();
+      await rejectsCode(rt.pubsub.publish("restart", event({ id: "down" })), Code.UNAVAILABLE, new RegExp(`dapr sidecar at 127.0.0.1:${sidecar.port} is unreachable`));
+      await rejectsCode(rt.state.get("s1", "x"), Code.UNAVAILABLE, /is unreachable/);
+      assert.equal((await rt.health()).status, "Unhealthy");
+      await sidecar.restart();
+      await waitFor(() => sidecar.broker.count("restart") === 1, "the adapter to resubscribe", 5000);
+      await rt.pubsub.publish("restart", event({ id: "after" }));
+      await waitFor(() => got.length === 2, "the event after the restart");
+      assert.deepEqual(got, ["before", "after"]);
+      assert.equal(errors, 0);
+      assert.equal((await rt.health()).status, "Healthy");
+      await sub.close();
+    });
+  });
+
+  describe("jobs", () => {
+    it("schedules, gets, lists and deletes with Dapr's rules", async () => {
+      await rt.jobs.schedule({ name: "j1", schedule: "@every 1h", repeats: 3, data: '{"topic":"x"}' });
+      const got = await rt.jobs.get("j1");
+      assert.deepEqual(got, { name: "j1", schedule: "@every 1h", repeats: 3, data: '{"topic":"x"}' });
+      await rejectsCode(rt.jobs.schedule({ name: "j1", schedule: "@daily", data: "" }), Code.ALREADY_EXISTS);
+      await rejectsCode(rt.jobs.schedule({ name: "bad", schedule: "* * * * *", data: "" }), Code.INVALID_ARGUMENT);
+      assert.ok((await rt.jobs.list()).some((j) => j.name === "j1"));
+      assert.equal(await rt.jobs.get("nope"), undefined);
+      await rt.jobs.delete("j1");
+      assert.equal(await rt.jobs.get("j1"), undefined);
+      await rejectsCode(rt.jobs.delete("j1"), Code.NOT_FOUND);
+    });
+  });
+
+  describe("health and api token", () => {
+    it("reports Healthy with the app id, Degraded without the pubsub component", async () => {
+      const h = await rt.health();
+      assert.equal(h.status, "Healthy");
+      assert.match(h.description, new RegExp(`127.0.0.1:${sidecar.port}`));
+      const other = runtimeOn(sidecar.port, { pubsubName: "elsewhere" });
+      try {
+        const d = await other.health();
+        assert.equal(d.status, "Degraded");
+        assert.match(d.description, /elsewhere/);
+      } finally {
+        await other.close();
+      }
+    });
+
+    it("sends dapr-api-token; the sidecar rejects calls without it", async () => {
+      const guarded = await startTestDaprSidecar({ apiToken: "sekret" });
+      const good = runtimeOn(guarded.port, { apiToken: "sekret" });
+      const bad = runtimeOn(guarded.port);
+      try {
+        await good.state.save("s", "k", "v");
+        assert.equal((await good.state.get("s", "k"))?.value, "v");
+        await rejectsCode(bad.state.get("s", "k"), Code.UNAUTHENTICATED);
+        await rejectsCode(bad.pubsub.subscribe("t", { onEvent() {} }), Code.UNAUTHENTICATED);
+        assert.equal((await bad.health()).status, "Unhealthy");
+      } finally {
+        await good.close();
+        await bad.close();
+        await guarded.close();
+      }
+    });
+  });
+
+  it("start() returns at once when no sidecar listens; calls fail UNAVAILABLE naming it; health is Unhealthy", async () => {
+    const port = await freePort();
+    const late = runtimeOn(port, { connectTimeoutMs: 300 });
+    try {
+      const t0 = Date.now();
+      await late.start();
+      assert.ok(Date.now() - t0 < 100, "start() must not wait for the sidecar");
+      await rejectsCode(late.state.get("s", "k"), Code.UNAVAILABLE, new RegExp(`dapr sidecar at 127.0.0.1:${port} is unreachable`));
+      const h = await late.health();
+      assert.equal(h.status, "Unhealthy");
+      assert.match(h.description, /unreachable/);
+      // The sidecar comes up late on that port: the same runtime starts working.
+      const sc = await startTestDaprSidecar({ port });
+      try {
+        await late.state.save("s", "k", "v");
+        assert.equal((await late.health()).status, "Healthy");
+      } finally {
+        await sc.close();
+      }
+    } finally {
+      await late.close();
+    }
+  });
+});
+
+describe("test sidecar protocol rules (dapr-facts.md)", () => {
+  let sidecar: TestDaprSidecar;
+  let raw: ReturnType<typeof rawDaprClient>;
+  before(async () => {
+    sidecar = await startTestDaprSidecar({ pubsubNames: ["pubsub"] });
+    raw = rawDaprClient(sidecar.port);
+  });
+  after(async () => {
+    raw.close();
+    await sidecar.close();
+  });
+
+  it("requires an initial request first and rejects an unknown pubsub", async () => {
+    const call = (raw.client as any).SubscribeTopicEventsAlpha1() as import("@grpc/grpc-js").ClientDuplexStream<any, any>;
+    const err = await new Promise<any>((resolve) => {
+      call.on("error", resolve);
+      call.on("data", () => undefined);
+      call.write({ event_processed: { id: "x", status: { status: "SUCCESS" } } });
+    });
+    assert.match(err.details, /initial request is required/);
+    await assert.rejects(raw.subscribe("t", { pubsub: "other" }), /pubsub other is not found/);
+  });
+
+  it("delivers data of an unknown content type EMPTY, text and JSON as bytes", async () => {
+    const sub = await raw.subscribe("ct");
+    await raw.unary("PublishEvent", { pubsub_name: "pubsub", topic: "ct", data: Buffer.from("zzz"), data_content_type: "application/x-unknown" });
+    await raw.unary("PublishEvent", { pubsub_name: "pubsub", topic: "ct", data: Buffer.from("hi"), data_content_type: "text/plain" });
+    await raw.unary("PublishEvent", { pubsub_name: "pubsub", topic: "ct", data: Buffer.from('{"a": 1}'), data_content_type: "application/json" });
+    await waitFor(() => sub.events.length === 3, "three events");
+    assert.deepEqual(sub.events.map((e) => Buffer.from(e.data).toString()), ["", "hi", '{"a":1}']);
+    assert.equal(sub.events[0].type, "com.dapr.event.sent");
+    sub.cancel();
+  });
+
+  it("redelivers events that were not acked when their stream closed", async () => {
+    const first = await raw.subscribe("redeliver", { autoAck: false });
+    await raw.unary("PublishEvent", {
+      pubsub_name: "pubsub",
+      topic: "redeliver",
+      data: Buffer.from(JSON.stringify({ specversion: "1.0", id: "r1", source: "urn:x", type: "t" })),
+      data_content_type: "application/cloudevents+json",
+    });
+    await waitFor(() => first.events.length === 1, "the first delivery");
+    first.cancel();
+    await waitFor(() => sidecar.broker.backlog("redeliver") === 1, "the unacked event to return to the broker");
+    const second = await raw.subscribe("redeliver");
+    await waitFor(() => second.events.length === 1, "the redelivery");
+    assert.equal(second.events[0].id, "r1");
+    second.cancel();
+  });
+});
