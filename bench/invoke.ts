@@ -77,6 +77,19 @@ async function measure(call: Caller, concurrency: number, count: number, signal?
   return { latency: summarize(samples), rps: samples.length / seconds };
 }
 
+/** Sequential calls rotating through `calls`; throughput is each path's calls over its own busy time. */
+async function measureInterleaved(calls: Caller[], count: number, signal?: AbortSignal): Promise<Measured[]> {
+  const samples = calls.map(() => [] as number[]);
+  for (let i = 0; i < count && !signal?.aborted; i++) {
+    for (let j = 0; j < calls.length; j++) {
+      const t = performance.now();
+      await calls[j]!();
+      samples[j]!.push((performance.now() - t) * 1000);
+    }
+  }
+  return samples.map((s) => ({ latency: summarize(s), rps: s.length / (s.reduce((a, b) => a + b, 0) / 1e6) }));
+}
+
 function unaryCall(client: grpc.Client, method: string, req: unknown): Promise<any> {
   return new Promise((resolve, reject) =>
     (client as unknown as Record<string, Function>)[method]!.call(client, req, (e: grpc.ServiceError | null, r: unknown) => (e ? reject(e) : resolve(r))),
@@ -137,12 +150,19 @@ export async function runInvokeBench(opts: InvokeBenchOptions = {}): Promise<Fig
         if (opts.signal?.aborted) break;
         const count = concurrency === 1 ? n1 : n64;
         const scaled = size > 4096 ? Math.max(10, Math.round(count / 8)) : count;
-        log(`invoke ${kb} c=${concurrency}: direct`);
-        const d = await measure(viaDirect, concurrency, scaled, opts.signal);
-        log(`invoke ${kb} c=${concurrency}: gateway gRPC InvokeJson`);
-        const g = await measure(viaGateway, concurrency, scaled, opts.signal);
-        log(`invoke ${kb} c=${concurrency}: gateway REST invoke-json`);
-        const r = await measure(viaRest, concurrency, scaled, opts.signal);
+        let d: Measured, g: Measured, r: Measured;
+        if (concurrency === 1) {
+          // Interleaved call by call, so a noisy neighbour hits all three paths alike.
+          log(`invoke ${kb} c=1: direct / gateway gRPC / gateway REST, interleaved`);
+          [d, g, r] = await measureInterleaved([viaDirect, viaGateway, viaRest], scaled, opts.signal) as [Measured, Measured, Measured];
+        } else {
+          log(`invoke ${kb} c=${concurrency}: direct`);
+          d = await measure(viaDirect, concurrency, scaled, opts.signal);
+          log(`invoke ${kb} c=${concurrency}: gateway gRPC InvokeJson`);
+          g = await measure(viaGateway, concurrency, scaled, opts.signal);
+          log(`invoke ${kb} c=${concurrency}: gateway REST invoke-json`);
+          r = await measure(viaRest, concurrency, scaled, opts.signal);
+        }
         const id = `${kb}-c${concurrency}`;
         const p50Added = g.latency.p50 - d.latency.p50;
         const note = `n=${g.latency.n}; direct p50 ${d.latency.p50.toFixed(0)} us, p99 ${d.latency.p99.toFixed(0)} us; gateway p50 ${g.latency.p50.toFixed(0)} us, p99 ${g.latency.p99.toFixed(0)} us`;
