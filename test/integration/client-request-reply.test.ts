@@ -119,6 +119,18 @@ for (const fixture of runtimeFixtures) {
       observer.close();
     });
 
+    it("fails fast with the gateway's error when the reply subscription is refused", async () => {
+      const bad = createGatewayClient({ address: gw.grpcAddress, apiKey: "wrong" });
+      try {
+        await assert.rejects(
+          bad.request("rr.requests", { source: "urn:test:requester", type: "rr.ask" }, "rr.replies.denied", { timeoutMs: 10000 }),
+          (e: { codeName?: string }) => e.codeName === "UNAUTHENTICATED",
+        );
+      } finally {
+        bad.close();
+      }
+    });
+
     it("rejects a correlation id already in flight and a cancelled request", async () => {
       const first = requester.request("rr.requests", { source: "urn:test:requester", type: "rr.ask", data: { n: 3, delayMs: 200 } }, "rr.replies.dup", { correlationId: "dup" });
       await assert.rejects(

@@ -118,6 +118,21 @@ for (const fixture of runtimeFixtures) {
       }
     });
 
+    it("leaves no subscriber behind on the gateway once closed, unsubscribed, aborted or broken out of", async () => {
+      const subscribers = async (): Promise<number> => {
+        const text = await (await fetch(`${gw.http}/metrics`)).text();
+        const line = text.split("\n").find((l) => l.startsWith("platform_pubsub_subscribers "));
+        return line ? Number(line.split(" ")[1]) : NaN;
+      };
+      const end = Date.now() + 5000;
+      let n = await subscribers();
+      while (n !== 0 && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 20));
+        n = await subscribers();
+      }
+      assert.equal(n, 0);
+    });
+
     it("resumes after a gateway restart on the same port, telling the caller", async () => {
       const port = await freePort();
       let g = await startTestGateway({ ...rt.options, apiKeys: [KEY], grpcPort: port }, rt.overrides);

@@ -67,7 +67,7 @@ for (const fixture of runtimeFixtures) {
       });
 
       it("with tls: true it speaks TLS (a plaintext gateway cannot be reached)", async () => {
-        const tls = createGatewayClient({ address: gw.grpcAddress, apiKey: KEY, tls: true });
+        const tls = createGatewayClient({ address: `localhost:${gw.gateway.grpcPort}`, apiKey: KEY, tls: true });
         try {
           await assert.rejects(tls.listConfigServices({ timeoutMs: 3000 }), code("UNAVAILABLE"));
         } finally {
