@@ -78,7 +78,7 @@ export function createTransport(o: ResolvedClientOptions): Transport {
     unary<Res>(service: ServiceName, method: string, request: object, options: CallOptions = {}): Promise<Res> {
       if (closed) return Promise.reject(closedError());
       const { signal } = options;
-      if (signal?.aborted) return Promise.reject(toClientError(signal.reason ?? new DOMException("aborted", "AbortError")));
+      if (signal?.aborted) return Promise.reject(new GatewayClientError(Code.CANCELLED, `${service}/${method} was cancelled before it was sent`, { cause: signal.reason }));
       const timeoutMs = options.timeoutMs ?? o.callTimeoutMs;
       const callOptions: grpc.CallOptions = timeoutMs > 0 ? { deadline: Date.now() + timeoutMs } : {};
       return new Promise<Res>((resolve, reject) => {

@@ -4,7 +4,7 @@ import * as grpc from "@grpc/grpc-js";
 import { CloudEvent } from "cloudevents";
 import { createGatewayClient, GatewayClientError, GatewayInvocationError, type GatewayClient } from "../../src/client/index.js";
 import { gatewayPackageDefinition } from "../../src/shared/protos.js";
-import { startTestGateway, type TestGateway } from "../support/gateway.js";
+import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { runtimeFixtures } from "../support/runtimes.js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { nextMessage } from "../support/client-helpers.js";
@@ -248,11 +248,16 @@ for (const fixture of runtimeFixtures) {
 describe("client transport", () => {
   it("sends x-api-key only when given", async () => {
     const seen: Array<string | undefined> = [];
+    const hanging: Array<grpc.ServerUnaryCall<unknown, unknown>> = [];
     const server = new grpc.Server();
     server.addService(gatewayPackageDefinition()["platform.Config"] as grpc.ServiceDefinition, {
       ListServices: (call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
         seen.push(call.metadata.get("x-api-key")[0] as string | undefined);
         cb(null, { services: [] });
+      },
+      // Never answers: for cancellation and deadlines.
+      GetService: (call: grpc.ServerUnaryCall<unknown, unknown>) => {
+        hanging.push(call);
       },
     });
     const port = await new Promise<number>((res, rej) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
@@ -263,6 +268,16 @@ describe("client transport", () => {
       await keyed.listConfigServices();
       await keyed.listConfigServices();
       assert.deepEqual(seen, [undefined, "secret", "secret"]);
+      // An AbortSignal cancels a call in flight (the server sees the cancellation); a timeout is DEADLINE_EXCEEDED.
+      const ac = new AbortController();
+      const pending = keyed.getConfigService("x", { signal: ac.signal });
+      await waitFor(() => hanging.length === 1, "the call to reach the server");
+      const serverSawCancel = new Promise<void>((r) => hanging[0]!.once("cancelled", () => r()));
+      ac.abort();
+      await assert.rejects(pending, code("CANCELLED"));
+      await serverSawCancel;
+      await assert.rejects(keyed.getConfigService("x", { timeoutMs: 50 }), code("DEADLINE_EXCEEDED"));
+      await assert.rejects(keyed.getConfigService("x", { signal: AbortSignal.abort() }), code("CANCELLED"));
     } finally {
       anon.close();
       keyed.close();
