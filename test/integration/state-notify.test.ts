@@ -201,6 +201,17 @@ for (const fixture of runtimeFixtures) {
         await s().save({ service: "orders", key: `${front}/order/43`, value: "v" });
         await s().deleteBulk({ service: "orders", keys: [`${front}/order/43`], publish_change: true, change: { topic: "orders.domain", cloudevent: { ...ce, id: `${ce.id}-b` } } });
         assert.equal((await inbox.next("orders.domain", seen1 + 2)).id, `${ce.id}-b`);
+        if (front === "rest") {
+          // The CloudEvents JSON format, as the REST publish route takes it, is accepted too.
+          const structured = { specversion: "1.0", id: "json-format-1", source: "urn:com.example:orders", type: "com.example.order.updated", sequence: "18", datacontenttype: "application/json", data: { order: 42 } };
+          await s().save({ service: "orders", key: `${front}/order/44`, value: "v", publish_change: true, change: { topic: "orders.domain", cloudevent: structured } });
+          const j = await inbox.next("orders.domain", seen1 + 3);
+          assert.equal(j.id, "json-format-1");
+          assert.equal(j.spec_version, "1.0");
+          assert.equal(j.type, "com.example.order.updated");
+          assert.deepEqual(JSON.parse(j.text_data!), { order: 42 });
+          assert.equal(j.attributes["datacontenttype"]?.ce_string, "application/json");
+        }
         await s().save({ service: "orders", key: `${front}/sentinel3`, value: "s", publish_change: true });
         assert.equal((payloadOf(await inbox.next("state.change", seen0)) as { key: string }).key, `${front}/sentinel3`);
       });

@@ -1,4 +1,5 @@
 import type { CloudEvent, CloudEventAttributeValue } from "../../shared/cloudevent.js";
+import { cloudEventFromJson as cloudEventFromJsonFormat } from "../../shared/cloudevent-json.js";
 import { invalidArgument } from "../../shared/gateway-error.js";
 import type { ChangeInput, SaveStateInput } from "../ops/state-types.js";
 
@@ -143,7 +144,11 @@ export function cloudEventFromJson(v: unknown, where: string): CloudEvent {
   return event;
 }
 
-/** A ChangeNotification from JSON `{topic?, cloudevent?}`. */
+/**
+ * A ChangeNotification from JSON `{topic?, cloudevent?}`. The cloudevent is either in the CloudEvents JSON format
+ * (as `POST /v1/pubsub/{topic}` takes it; recognised by its required `specversion` member) or in the protobuf JSON
+ * form of `io.cloudevents.v1.CloudEvent` (`spec_version`, `attributes`, `text_data`, ...).
+ */
 export function changeFromJson(v: unknown, where = "change"): ChangeInput | undefined {
   if (v === undefined || v === null) return undefined;
   if (!isObject(v)) throw invalidArgument(where, `must be an object {topic, cloudevent}, got ${kind(v)}`);
@@ -151,7 +156,12 @@ export function changeFromJson(v: unknown, where = "change"): ChangeInput | unde
   const ce = f.raw("cloudevent");
   return {
     topic: f.string("topic") ?? "",
-    cloudevent: ce === undefined || ce === null ? null : cloudEventFromJson(ce, f.name("cloudevent")),
+    cloudevent:
+      ce === undefined || ce === null
+        ? null
+        : isObject(ce) && "specversion" in ce
+          ? cloudEventFromJsonFormat(ce, f.name("cloudevent"))
+          : cloudEventFromJson(ce, f.name("cloudevent")),
   };
 }
 
