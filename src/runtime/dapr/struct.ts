@@ -37,7 +37,9 @@ export function structToObject(s: ProtoStruct | null | undefined): Record<string
 
 /** Value -> plain JSON value. */
 export function valueToJs(v: ProtoValue): unknown {
-  switch (v.kind) {
+  // Decoded values name their member in `kind`; values built in code (objectToStruct) do not.
+  const kind = v.kind ?? (["stringValue", "numberValue", "boolValue", "structValue", "listValue"] as const).find((k) => v[k] !== undefined);
+  switch (kind) {
     case "stringValue":
       return v.stringValue;
     case "numberValue":
