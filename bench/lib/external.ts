@@ -15,6 +15,8 @@ export interface ExternalSpec {
   /** Name of an exported `run...Bench(options)` function, the fallback. */
   functionExport: string;
   budgetMs: Record<RunMode, number>;
+  /** Extra options for the function entry point per mode (e.g. a tiny stream count for a dry run). */
+  functionOptions?: Partial<Record<RunMode, Record<string, unknown>>>;
 }
 
 /** What the suite module looks like once loaded: a Suite, or a function to wrap. */
@@ -93,7 +95,7 @@ export function externalSuite(spec: ExternalSpec): Suite {
       const raw =
         loaded.kind === "suite"
           ? await loaded.suite.run(ctx)
-          : await loaded.fn({ mode: ctx.mode, quick: ctx.mode !== "full", dryRun: ctx.mode === "dry-run", signal: ctx.signal, log: (l: string) => ctx.progress.step(spec.name, l) });
+          : await loaded.fn({ mode: ctx.mode, quick: ctx.mode !== "full", dryRun: ctx.mode === "dry-run", signal: ctx.signal, log: (l: string) => ctx.progress.step(spec.name, l), ...spec.functionOptions?.[ctx.mode] });
       const figures = normalizeFigures(raw);
       return { figures, raw: Array.isArray(raw) && raw.every(isFigureLike) ? undefined : raw };
     },
