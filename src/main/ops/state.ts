@@ -2,6 +2,7 @@ import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { QueryResult, StoredItem } from "../../runtime/state-port.js";
 import { parseQuery } from "../../runtime/embedded/query/index.js";
+import { isAbsoluteUri } from "../cloudevent-validate.js";
 import type { GatewayContext } from "../context.js";
 import { createChangeNotifier, tierOf, type ChangeNotifier } from "./state-notify.js";
 import type { ChangeInput, DeleteBulkResult, DeleteBulkStateInput, DeleteStateInput, QueryStateInput, SaveStateInput } from "./state-types.js";
@@ -42,14 +43,12 @@ function requireKeys(keys: unknown, field = "keys"): string[] {
   return [...seen];
 }
 
-const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$/;
-
 /** Check a Tier 1 notification's event before the write, so a bad one changes nothing. */
 function checkChange(change: ChangeInput | null | undefined, publish: boolean | undefined): void {
   if (!publish || tierOf(change) !== "tier1") return;
   const source = change!.cloudevent!.source;
   if (!source) throw invalidArgument("change.cloudevent.source", "is required for a Tier 1 notification and must not be empty");
-  if (!ABSOLUTE_URI.test(source)) throw invalidArgument("change.cloudevent.source", `'${source}' is not an absolute URI`);
+  if (!isAbsoluteUri(source)) throw invalidArgument("change.cloudevent.source", `'${source}' is not an absolute URI`);
 }
 
 /** Create the State operations of a gateway. */
@@ -143,6 +142,7 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
 
     async query(req, signal) {
       const store = storeOf(req.service);
+      if (req.query === "" || req.query === undefined || req.query === null) throw invalidArgument("query", "is required and must not be empty; use {} to match everything");
       const text = requireString(req.query, "query");
       const limit = req.limit ?? 0;
       if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) throw invalidArgument("limit", `must be a non-negative integer, got ${String(limit)}`);
