@@ -35,15 +35,47 @@ export function statusOfEnd(reason: EndReason): GatewayError | null {
   }
 }
 
-/** The HTTP/2 stream under a grpc-js server call (internal field walk: grpc-js offers no public way to reset a stream). */
-function http2StreamOf(call: object): { closed: boolean; close(code: number): void } | undefined {
+/** The parts of the HTTP/2 stream under a grpc-js server call that the fast write path uses. */
+interface Http2StreamLike {
+  closed: boolean;
+  writableNeedDrain: boolean;
+  close(code: number): void;
+  on(event: "drain", listener: () => void): unknown;
+}
+
+/** The HTTP/2 stream under a grpc-js server call (internal field walk: grpc-js offers no public way to reach it). */
+function http2StreamOf(call: object): Http2StreamLike | undefined {
   let c = (call as { call?: unknown }).call as Record<string, unknown> | undefined;
   for (let i = 0; c && i < 8; i++) {
-    const s = c["stream"] as { closed?: unknown; close?: unknown } | undefined;
-    if (s && typeof s.close === "function" && typeof s.closed === "boolean") return s as { closed: boolean; close(code: number): void };
+    const s = c["stream"] as Partial<Http2StreamLike> | undefined;
+    if (s && typeof s.close === "function" && typeof s.closed === "boolean" && typeof s.on === "function") return s as Http2StreamLike;
     c = c["nextCall"] as Record<string, unknown> | undefined;
   }
   return undefined;
+}
+
+const noop = (): void => undefined;
+
+/**
+ * Make `call.write()` hand each message straight to the HTTP/2 stream and take backpressure from that stream.
+ *
+ * grpc-js's server stream is an object-mode Writable whose `_write` waits for the HTTP/2 write callback before it
+ * takes the next message, so one stream moves about one message per event-loop turn: under a publish burst a
+ * perfectly healthy reader falls 1024 events behind and is reaped. Node's Http2Stream buffers and coalesces writes
+ * itself (and respects HTTP/2 flow control), so forwarding at once and watching its `writableNeedDrain` keeps the
+ * same backpressure contract at the speed of the socket. Returns the stream to watch, or undefined (then the call
+ * keeps grpc-js's own path) when grpc-js's internals are not what this expects.
+ */
+function useDirectWrites(call: object): Http2StreamLike | undefined {
+  const stream = http2StreamOf(call);
+  const inner = (call as { call?: { sendMessage?: unknown } }).call;
+  if (!stream || !inner || typeof inner.sendMessage !== "function") return undefined;
+  const send = inner.sendMessage.bind(inner) as (message: unknown, callback: () => void) => void;
+  (call as { _write: (chunk: unknown, encoding: unknown, callback: () => void) => void })._write = (chunk, _encoding, callback) => {
+    send(chunk, noop);
+    callback();
+  };
+  return stream;
 }
 
 /** Open Subscribe streams, so the facility can end or drop them at shutdown. */
@@ -97,14 +129,21 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
       finish();
     });
     call.on("finish", finish);
-    call.on("drain", () => sub?.drain());
+    const direct = useDirectWrites(call);
+    if (direct) direct.on("drain", () => sub?.drain());
+    else call.on("drain", () => sub?.drain());
 
     broker
       .subscribe(
         topics,
         {
           // A Buffer from the broker's encoder: grpc-js frames it as is (identity serializer).
-          write: (bytes) => call.write(bytes as Buffer),
+          write: direct
+            ? (bytes) => {
+                call.write(bytes as Buffer);
+                return !direct.writableNeedDrain;
+              }
+            : (bytes) => call.write(bytes as Buffer),
           open: (id) => {
             const md = new grpc.Metadata();
             md.set(SUBSCRIPTION_ID_HEADER, id);
