@@ -97,7 +97,9 @@ export function externalSuite(spec: ExternalSpec): Suite {
           ? await loaded.suite.run(ctx)
           : await loaded.fn({ mode: ctx.mode, quick: ctx.mode !== "full", dryRun: ctx.mode === "dry-run", signal: ctx.signal, log: (l: string) => ctx.progress.step(spec.name, l), ...spec.functionOptions?.[ctx.mode] });
       const figures = normalizeFigures(raw);
-      return { figures, raw: Array.isArray(raw) && raw.every(isFigureLike) ? undefined : raw };
+      // Keep the raw value only when it holds more than the figures already say.
+      const list = isObj(raw) && Object.keys(raw).length === 1 && Array.isArray(raw["figures"]) ? raw["figures"] : raw;
+      return { figures, raw: Array.isArray(list) && list.every(isFigureLike) ? undefined : raw };
     },
   };
 }
