@@ -5,7 +5,7 @@ import type { Facility, GatewayContext } from "./context.js";
 import { createPubsubGrpc } from "./grpc/pubsub.js";
 import type { Metrics } from "./metrics.js";
 import { createPubsubOps } from "./ops/pubsub.js";
-import { pubsubRoutes } from "./rest/pubsub.js";
+import { declarativeSubscriptionsRoute, pubsubRoutes } from "./rest/pubsub.js";
 
 /** Capacity of each subscriber's ring (spec "Limits": subscriber buffer). */
 export const SUBSCRIBER_BUFFER = 1024;
@@ -77,7 +77,7 @@ export function createPubsubFacility(ctx: GatewayContext): Facility {
   const grpcSide = createPubsubGrpc({ ops, broker, logger: ctx.logger, reapGraceMs: ctx.options.sweepIntervalMs });
   return {
     grpc: { "io.cloudevents.v1.Pubsub": grpcSide.impl },
-    routes: pubsubRoutes(ops),
+    routes: [...pubsubRoutes(ops), declarativeSubscriptionsRoute(ctx.options.appApiToken)],
     async start() {
       broker.start();
     },

@@ -1,6 +1,8 @@
 import { cloudEventFromBinary, cloudEventFromJson, isBinaryMode } from "../../shared/cloudevent-json.js";
 import type { CloudEvent } from "../../shared/cloudevent.js";
-import { invalidArgument } from "../../shared/gateway-error.js";
+import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
+import { Code } from "../../shared/code.js";
+import { createAuthenticator } from "../auth.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import { json, type RestRequest, type Route } from "./router.js";
 
@@ -38,4 +40,22 @@ export function pubsubRoutes(ops: PubsubOps): Route[] {
       handler: async (req) => json({ status: await ops.publish(req.params["topic"], cloudEventOfRequest(req), req.signal) }),
     },
   ];
+}
+
+/**
+ * `GET /dapr/subscribe`: Dapr's declarative subscription callback (HTTP app channel). Subscriptions are made at runtime
+ * through streaming, so it answers an empty list (spec "Subscriptions" rule 5). It carries no x-api-key; with
+ * `appApiToken` set the caller must send that `dapr-api-token`, as daprd does.
+ */
+export function declarativeSubscriptionsRoute(appApiToken: string | undefined): Route {
+  const token = createAuthenticator(appApiToken ? [appApiToken] : []);
+  return {
+    method: "GET",
+    path: "/dapr/subscribe",
+    auth: false,
+    handler: async (req) => {
+      if (!token.check(req.headers["dapr-api-token"])) throw new GatewayError(Code.UNAUTHENTICATED, "missing or invalid dapr-api-token");
+      return json([]);
+    },
+  };
 }
