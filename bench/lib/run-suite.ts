@@ -5,6 +5,9 @@ import { NotAvailable, type Suite } from "./suite.js";
 /** How long past its budget a suite may take to wind down after its signal aborted, before the harness gives up. */
 export const GRACE_MS = 30_000;
 
+/** Period of the "still running" line while a suite runs. */
+export const HEARTBEAT_MS = 20_000;
+
 /**
  * Run one suite within its budget: abort its signal when the budget passes, give up GRACE_MS later. A NotAvailable
  * becomes status "not-available"; any other error, or giving up, becomes "failed" with the message. Never throws.
@@ -25,6 +28,10 @@ export async function runSuite(suite: Suite, mode: RunMode, progress: Progress):
         setTimeout(() => reject(new Error(`gave up: still running ${Math.round((budget + GRACE_MS) / 1000)} s after start`)), budget + GRACE_MS),
       );
     });
+    // A suite that prints no steps of its own (e.g. one long load phase) still shows it is alive.
+    const heartbeat = setInterval(() => progress.step(suite.name, `still running (${Math.round((performance.now() - t0) / 1000)} s)`), HEARTBEAT_MS);
+    heartbeat.unref();
+    timers.push(heartbeat);
     const out = await Promise.race([suite.run({ mode, progress, signal: ac.signal }), giveUp]);
     const durationMs = Math.round(performance.now() - t0);
     if (Array.isArray(out)) return { ...base, status: "ok", durationMs, figures: out };
@@ -38,6 +45,6 @@ export async function runSuite(suite: Suite, mode: RunMode, progress: Progress):
     if (e instanceof NotAvailable || (e as Error)?.name === "NotAvailable") return { ...base, status: "not-available", reason: (e as Error).message, durationMs, figures: [] };
     return { ...base, status: "failed", reason: (e as Error)?.message ?? String(e), durationMs, figures: [] };
   } finally {
-    for (const t of timers) clearTimeout(t);
+    for (const t of timers) clearTimeout(t); // clearTimeout also clears intervals
   }
 }
