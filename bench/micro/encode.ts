@@ -26,7 +26,7 @@ export function sampleSubscribeResponse(): { topic: string; cloudevent: Record<s
 /**
  * Encoding one SubscribeResponse (done once per event per topic, shared by every subscriber): protobufjs `encode` on
  * the gateway's Root, against the proto-loader serializer of the Subscribe method (what grpc-js would run per
- * subscriber without pre-encoding, and what the pub/sub facility's encoder wraps).
+ * subscriber without pre-encoding). The pub/sub facility encodes with protobufjs `Type.encode`, once per event.
  */
 export async function encodeFigures(mode: RunMode): Promise<Figure[]> {
   const type = gatewayRoot().lookupType("io.cloudevents.v1.SubscribeResponse");

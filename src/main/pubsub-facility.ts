@@ -1,6 +1,6 @@
 import { createBroker, type BrokerObserver } from "../broker/index.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
-import { gatewayPackageDefinition } from "../shared/protos.js";
+import { gatewayRoot } from "../shared/descriptors.js";
 import type { Facility, GatewayContext } from "./context.js";
 import { createPubsubGrpc } from "./grpc/pubsub.js";
 import type { Metrics } from "./metrics.js";
@@ -10,14 +10,17 @@ import { declarativeSubscriptionsRoute, pubsubRoutes } from "./rest/pubsub.js";
 /** Capacity of each subscriber's ring (spec "Limits": subscriber buffer). */
 export const SUBSCRIBER_BUFFER = 1024;
 
-/** Encode `{topic, cloudevent}` as SubscribeResponse bytes with the proto-loader serializer of the Subscribe method. */
+/**
+ * Encode `{topic, cloudevent}` as SubscribeResponse bytes with protobufjs `Type.encode` on the gateway's Root. The
+ * event is already in the proto shape, so the `fromObject` normalisation proto-loader's serializer runs first is
+ * skipped: 0.40x its cost in `bench/micro/encode.ts`, byte-identical output (checked there).
+ */
 function subscribeResponseEncoder(): (topic: string, event: CloudEvent) => Buffer {
-  const def = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as unknown as Record<string, { responseSerialize(v: unknown): Buffer }>;
-  const serialize = def["Subscribe"]!.responseSerialize;
+  const type = gatewayRoot().lookupType("io.cloudevents.v1.SubscribeResponse");
   return (topic, cloudevent) => {
-    const b = serialize({ topic, cloudevent });
+    const b = type.encode({ topic, cloudevent }).finish();
     // grpc-js frames with Buffer#copy: make sure it is a Buffer, not a bare Uint8Array.
-    return Buffer.isBuffer(b) ? b : Buffer.from((b as Uint8Array).buffer, (b as Uint8Array).byteOffset, (b as Uint8Array).byteLength);
+    return Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength);
   };
 }
 
