@@ -40,6 +40,9 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   "grpc.keepalive_time_ms": 30_000,
   "grpc.keepalive_timeout_ms": 10_000,
   "grpc.max_send_message_length": -1,
+  // No channelz bookkeeping per call (nothing reads it). Transparent retries stay on: they cover a call that never
+  // reached a backend whose connection just dropped.
+  "grpc.enable_channelz": 0,
 };
 
 /** Create the pool; channels connect lazily until connect() is called. */

@@ -105,7 +105,11 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     latency: metrics.histogram("platform_grpc_request_duration_seconds", "Latency of unary gRPC calls in seconds, by full method and status code name", ["method", "code"]),
     inflight: { count: 0 },
   };
-  const server = new grpc.Server({ "grpc.max_receive_message_length": opts.maxBodyBytes, "grpc.max_send_message_length": 64 * 1024 * 1024 });
+  const server = new grpc.Server({
+    "grpc.max_receive_message_length": opts.maxBodyBytes,
+    "grpc.max_send_message_length": 64 * 1024 * 1024,
+    "grpc.enable_channelz": 0,
+  });
   const pkg = gatewayPackageDefinition();
   for (const name of GATEWAY_SERVICES) {
     const impl = Object.assign({}, ...facilities.map((f) => f.grpc?.[name] ?? {}));
