@@ -19,7 +19,8 @@ import { bufbuildCodec, protobufjsCodec, type LibraryCodec } from "./codec/libra
 import { measurePoolCost, type PoolCostRow } from "./codec/pool-cost.js";
 
 const quick = process.argv.includes("--quick");
-const TIME_MS = quick ? 150 : 1000;
+// Quick mode keeps every size and figure with shorter measurements (the whole quick bench run stays near a minute).
+const TIME_MS = quick ? 80 : 1000;
 const ORDER = "shop.v1.Order";
 const schema = schemaSetOf(SHOP_PROTO);
 const fmt = (n: number): string => (Number.isFinite(n) ? n.toFixed(n < 10 ? 2 : 1) : "n/a");
@@ -45,7 +46,7 @@ async function libraries(): Promise<void> {
     if (JSON.stringify(JSON.parse(pbjs.binaryToJson(bin))) !== JSON.stringify(JSON.parse(buf.binaryToJson(bin)))) {
       throw new Error(`the libraries disagree on the ${size} B sample`);
     }
-    const bench = new Bench({ time: TIME_MS, warmup: true, throws: true });
+    const bench = new Bench({ time: TIME_MS, warmup: true, ...(quick ? { warmupTime: TIME_MS } : {}), throws: true });
     bench
       .add("buf j2b", () => buf.jsonToBinary(json))
       .add("pbjs j2b", () => pbjs.jsonToBinary(json))
@@ -75,7 +76,7 @@ async function pool(): Promise<void> {
   try {
     for (const size of [1024, 2048, 4096, 8192, 16 * 1024, 64 * 1024]) {
       const json = JSON.stringify(orderOfJsonSize(size));
-      for (const r of await measurePoolCost(inline, pooled, schema, ORDER, json, TIME_MS, quick ? 100 : 400)) {
+      for (const r of await measurePoolCost(inline, pooled, schema, ORDER, json, TIME_MS, quick ? 50 : 400)) {
         rows.push(r);
         console.log(
           `| ${r.direction} | ${r.bytes} | ${fmt(r.inlineLatencyUs)} | ${fmt(r.poolLatencyUs)} | ${fmt(r.inlineMainUs)} | ${fmt(r.poolMainUs)} | ${fmt(r.poolMainUs / r.inlineMainUs)} |`,
