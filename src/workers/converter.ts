@@ -4,6 +4,7 @@
  * pool failures (CodecError, plain values) become GatewayErrors here, once, where they enter main-thread code.
  */
 import { availableParallelism } from "node:os";
+import type { FileRegistry } from "@bufbuild/protobuf";
 import { codeFromName, Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { CodecError } from "./codec-error.js";
@@ -11,6 +12,10 @@ import { binaryToJson, jsonToBinary } from "./codec.js";
 import type { Converter, ConverterOptions, SchemaSet } from "./converter-types.js";
 import { SchemaCache } from "./schema-registry.js";
 import { ConversionPool, type ConvertResult } from "./worker-pool.js";
+import type { ConvertTask } from "./worker-protocol.js";
+
+/** What a conversion of each result kind resolves to. */
+type ResultValue<K extends "binary" | "json"> = K extends "binary" ? Uint8Array : string;
 
 export type { Converter, ConverterOptions, SchemaSet } from "./converter-types.js";
 
@@ -105,6 +110,26 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
     return r;
   };
 
+  /** Inline below the threshold, else on the pool; `expect` is the result kind the task must answer. */
+  async function convert<K extends "binary" | "json">(
+    schema: SchemaSet,
+    size: number,
+    inline: (registry: FileRegistry) => ResultValue<K>,
+    task: ConvertTask,
+    expect: K,
+    signal: AbortSignal | undefined,
+  ): Promise<ResultValue<K>> {
+    checkOpen(signal);
+    try {
+      if (size < options.thresholdBytes) return inline(schemas.getOrCompile(schema.id, schema.files));
+      const r = unwrap(await viaPool(pool.run(task, schema.files, signal), signal));
+      if (r.kind !== expect) throw new GatewayError(Code.INTERNAL, `the conversion worker answered ${r.kind} to a ${expect === "binary" ? "JSON" : "binary"} task`);
+      return (r.kind === "binary" ? r.bytes : r.kind === "json" ? r.json : undefined) as ResultValue<K>;
+    } catch (e) {
+      throw toGatewayError(e);
+    }
+  }
+
   return {
     options,
     get queued() {
@@ -114,30 +139,14 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
       return pool.active;
     },
 
-    async jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal): Promise<Uint8Array> {
-      checkOpen(signal);
-      try {
-        if (json.length < options.thresholdBytes) return jsonToBinary(schemas.getOrCompile(schema.id, schema.files), typeName, json);
-        const r = unwrap(await viaPool(pool.run({ kind: "convert", schemaId: schema.id, typeName, json }, schema.files, signal), signal));
-        if (r.kind !== "binary") throw new GatewayError(Code.INTERNAL, `the conversion worker answered ${r.kind} to a JSON task`);
-        return r.bytes;
-      } catch (e) {
-        throw toGatewayError(e);
-      }
+    jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal): Promise<Uint8Array> {
+      return convert(schema, json.length, (registry) => jsonToBinary(registry, typeName, json), { kind: "convert", schemaId: schema.id, typeName, json }, "binary", signal);
     },
 
-    async binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal): Promise<string> {
-      checkOpen(signal);
-      try {
-        if (bytes.byteLength < options.thresholdBytes) return binaryToJson(schemas.getOrCompile(schema.id, schema.files), typeName, bytes);
-        // Input bytes are copied to the worker, not moved: they belong to the caller (grpc-js buffers may be slices
-        // of a shared slab, and moving would detach the whole slab).
-        const r = unwrap(await viaPool(pool.run({ kind: "convert", schemaId: schema.id, typeName, bytes }, schema.files, signal), signal));
-        if (r.kind !== "json") throw new GatewayError(Code.INTERNAL, `the conversion worker answered ${r.kind} to a binary task`);
-        return r.json;
-      } catch (e) {
-        throw toGatewayError(e);
-      }
+    binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal): Promise<string> {
+      // Input bytes are copied to the worker, not moved: they belong to the caller (grpc-js buffers may be slices
+      // of a shared slab, and moving would detach the whole slab).
+      return convert(schema, bytes.byteLength, (registry) => binaryToJson(registry, typeName, bytes), { kind: "convert", schemaId: schema.id, typeName, bytes }, "json", signal);
     },
 
     async crashWorker(mode: "exit" | "throw"): Promise<void> {

@@ -3,38 +3,24 @@
  * compiled registries by schema id. Used on the main thread (inline conversions) and in each worker.
  */
 import { create, createFileRegistry, fromBinary, type FileRegistry } from "@bufbuild/protobuf";
-import {
-  FileDescriptorProtoSchema,
-  FileDescriptorSetSchema,
-  file_google_protobuf_any,
-  file_google_protobuf_api,
-  file_google_protobuf_descriptor,
-  file_google_protobuf_duration,
-  file_google_protobuf_empty,
-  file_google_protobuf_field_mask,
-  file_google_protobuf_source_context,
-  file_google_protobuf_struct,
-  file_google_protobuf_timestamp,
-  file_google_protobuf_type,
-  file_google_protobuf_wrappers,
-  type FileDescriptorProto,
-} from "@bufbuild/protobuf/wkt";
+import * as wkt from "@bufbuild/protobuf/wkt";
+import { FileDescriptorProtoSchema, FileDescriptorSetSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
 import { CodecError } from "./codec-error.js";
 
 // Well-known types a backend's reflection may omit (some servers do not serve google/protobuf/*.proto).
 const wellKnownFiles: ReadonlyMap<string, FileDescriptorProto> = new Map(
   [
-    file_google_protobuf_any,
-    file_google_protobuf_api,
-    file_google_protobuf_descriptor,
-    file_google_protobuf_duration,
-    file_google_protobuf_empty,
-    file_google_protobuf_field_mask,
-    file_google_protobuf_source_context,
-    file_google_protobuf_struct,
-    file_google_protobuf_timestamp,
-    file_google_protobuf_type,
-    file_google_protobuf_wrappers,
+    wkt.file_google_protobuf_any,
+    wkt.file_google_protobuf_api,
+    wkt.file_google_protobuf_descriptor,
+    wkt.file_google_protobuf_duration,
+    wkt.file_google_protobuf_empty,
+    wkt.file_google_protobuf_field_mask,
+    wkt.file_google_protobuf_source_context,
+    wkt.file_google_protobuf_struct,
+    wkt.file_google_protobuf_timestamp,
+    wkt.file_google_protobuf_type,
+    wkt.file_google_protobuf_wrappers,
   ].map((f) => [f.proto.name, f.proto]),
 );
 
