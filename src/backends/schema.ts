@@ -3,6 +3,7 @@ import { create, fromBinary, type DescField, type DescMessage, type DescMethod, 
 import { FileDescriptorSetSchema, FileDescriptorProtoSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import type { FieldSchema } from "../shared/method-schema.js";
 import type { SchemaSet } from "../workers/converter-types.js";
 
 /** A backend method as listings report it. */
@@ -20,15 +21,6 @@ export interface MethodEntry {
   readonly serverStreaming: boolean;
   /** The descriptor, for schema listings. */
   readonly desc: DescMethod;
-}
-
-/** One field of a message schema (spec "Method schema", REST form). */
-export interface FieldSchema {
-  name: string;
-  type: string;
-  typeName: string;
-  isRepeated: boolean;
-  isOptional: boolean;
 }
 
 /** One version of a backend's schema: the files, their registry, and the methods of every service it hosts. */

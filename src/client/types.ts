@@ -31,25 +31,7 @@ export interface MethodInfo {
   isServerStreaming: boolean;
 }
 
-/** One field of a message schema. */
-export interface FieldSchema {
-  name: string;
-  /** Scalar type name ("string", "int64", ...), or "message" / "enum" / "map". */
-  type: string;
-  /** Fully qualified message or enum type name; empty for scalars. */
-  typeName: string;
-  isRepeated: boolean;
-  isOptional: boolean;
-}
-
-/** The wire format of a method's input or output message. */
-export interface MethodSchema {
-  inputTypeName: string;
-  outputTypeName: string;
-  /** "input" or "output": which message `fields` describes. */
-  schemaType: string;
-  fields: FieldSchema[];
-}
+export type { FieldSchema, MethodSchema } from "../shared/method-schema.js";
 
 /** A registered service as the gateway's configuration lists it (the REST form). */
 export interface ConfigService {

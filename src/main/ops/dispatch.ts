@@ -1,9 +1,10 @@
 import type * as grpc from "@grpc/grpc-js";
 import type { Backend } from "../../backends/backend.js";
 import type { BackendRegistry } from "../../backends/registry.js";
-import { encodeFileDescriptorSet, messageFields, type FieldSchema, type MethodEntry } from "../../backends/schema.js";
+import { encodeFileDescriptorSet, messageFields, type MethodEntry } from "../../backends/schema.js";
 import { Code, codeName } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import type { MethodSchema } from "../../shared/method-schema.js";
 import type { Converter } from "../../workers/converter-types.js";
 import type { ServiceRegistry } from "../config.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
@@ -33,14 +34,6 @@ export interface InvokeResult {
   message: string;
   /** proto3 JSON text of the backend response; empty when failed. */
   responseData: string;
-}
-
-/** The method schema in its REST form (spec "Method schema"). */
-export interface MethodSchema {
-  inputTypeName: string;
-  outputTypeName: string;
-  schemaType: "input" | "output";
-  fields: FieldSchema[];
 }
 
 /** The dynamic dispatch operations; the gRPC and REST front ends are thin shells around these. */
