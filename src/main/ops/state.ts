@@ -4,7 +4,7 @@ import type { QueryResult, StoredItem } from "../../runtime/state-port.js";
 import { parseQuery } from "../../runtime/embedded/query/index.js";
 import { isAbsoluteUri } from "../cloudevent-validate.js";
 import type { GatewayContext } from "../context.js";
-import { createChangeNotifier, tierOf, type ChangeNotifier } from "./state-notify.js";
+import { createChangeNotifier, tierOf, type ChangeAction, type ChangeNotice, type ChangeNotifier } from "./state-notify.js";
 import type { ChangeInput, DeleteBulkResult, DeleteBulkStateInput, DeleteStateInput, QueryStateInput, SaveStateInput } from "./state-types.js";
 
 export type * from "./state-types.js";
@@ -51,6 +51,17 @@ function checkChange(change: ChangeInput | null | undefined, publish: boolean | 
   if (!isAbsoluteUri(source)) throw invalidArgument("change.cloudevent.source", `'${source}' is not an absolute URI`);
 }
 
+/** The notification of a single-key write; `value` goes into the Tier 0 payload when given (include_value). */
+function keyNotice(req: SaveStateInput | DeleteStateInput, action: ChangeAction, key: string, value: string | undefined): ChangeNotice {
+  return {
+    service: req.service,
+    action,
+    change: req.change,
+    subject: { key },
+    payload: () => ({ service: req.service, key, action, ...(value !== undefined ? { value } : {}) }),
+  };
+}
+
 /** Create the State operations of a gateway. */
 export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = createChangeNotifier(ctx)): StateOps {
   const state = ctx.runtime.state;
@@ -78,15 +89,7 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
       const etag = optionalEtag(req.etag);
       checkChange(req.change, req.publish_change);
       const newEtag = await state.save(store, key, value, { ...(etag ? { etag } : {}), ...(signal ? { signal } : {}) });
-      if (req.publish_change) {
-        await notifier.notify({
-          service: req.service,
-          action: "save",
-          change: req.change,
-          subject: { key },
-          payload: () => ({ service: req.service, key, action: "save", ...(req.include_value ? { value } : {}) }),
-        });
-      }
+      if (req.publish_change) await notifier.notify(keyNotice(req, "save", key, req.include_value ? value : undefined));
       return { etag: newEtag };
     },
 
@@ -104,15 +107,7 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
       const wantValue = req.publish_change && req.include_value && tierOf(req.change) === "tier0";
       const before = wantValue ? await state.get(store, key, signal) : undefined;
       await state.delete(store, key, { ...(etag ? { etag } : {}), ...(signal ? { signal } : {}) });
-      if (req.publish_change) {
-        await notifier.notify({
-          service: req.service,
-          action: "delete",
-          change: req.change,
-          subject: { key },
-          payload: () => ({ service: req.service, key, action: "delete", ...(wantValue ? { value: before?.value ?? "" } : {}) }),
-        });
-      }
+      if (req.publish_change) await notifier.notify(keyNotice(req, "delete", key, wantValue ? (before?.value ?? "") : undefined));
     },
 
     async getBulk(service, keys, signal) {
