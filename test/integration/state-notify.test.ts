@@ -7,7 +7,7 @@ import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
-import { runtimeFixtures, type RuntimeFixture } from "../support/runtimes.js";
+import { runtimeFixtures, useGatewayOn, type RuntimeFixture } from "../support/runtimes.js";
 import { stateFronts, type StateFront } from "../support/state-fronts.js";
 import { runtimeOf, wrapRuntime } from "../support/state-runtime.js";
 
@@ -105,23 +105,15 @@ function sample(metricsText: string, name: string, labels: Record<string, string
 
 for (const fixture of runtimeFixtures) {
   describe(`state change notifications over ${fixture.name}`, () => {
-    let gw: TestGateway;
-    let teardown: () => Promise<void>;
+    const gw = useGatewayOn(fixture, { services, apiKeys: [KEY] });
     const inbox = new Inbox();
     before(async () => {
-      const f = await fixture.setup();
-      teardown = f.close;
-      gw = await startTestGateway({ ...f.options, services, apiKeys: [KEY] }, f.overrides);
-      await inbox.listen(gw, "state.change");
-      await inbox.listen(gw, "orders.domain");
-    });
-    after(async () => {
-      await gw.close();
-      await teardown();
+      await inbox.listen(gw(), "state.change");
+      await inbox.listen(gw(), "orders.domain");
     });
 
     for (const front of ["grpc", "rest"] as const) {
-      const s = (): StateFront => stateFronts(gw, KEY).find((f) => f.name === front)!;
+      const s = (): StateFront => stateFronts(gw(), KEY).find((f) => f.name === front)!;
       const t0 = () => inbox.on("state.change").length;
 
       it(`${front}: no event without publish_change; Tier 0 save event with and without the value`, async () => {
@@ -218,7 +210,7 @@ for (const fixture of runtimeFixtures) {
     }
 
     it("counts every attempted publish by service, action and tier", async () => {
-      const text = await (await fetch(`${gw.http}/metrics`)).text();
+      const text = await (await fetch(`${gw().http}/metrics`)).text();
       assert.ok(sample(text, "platform_api_state_change_publishes_total", { service: "orders", action: "save", tier: "tier0" }) >= 10);
       assert.ok(sample(text, "platform_api_state_change_publishes_total", { service: "orders", action: "delete", tier: "tier1" }) >= 4);
       assert.equal(sample(text, "platform_api_state_change_publish_failures_total", { service: "orders", action: "save", tier: "tier0" }), 0);

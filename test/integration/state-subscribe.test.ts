@@ -1,9 +1,9 @@
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type * as grpc from "@grpc/grpc-js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
-import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
-import { runtimeFixtures } from "../support/runtimes.js";
+import { waitFor, withKey, type TestGateway } from "../support/gateway.js";
+import { runtimeFixtures, useGatewayOn } from "../support/runtimes.js";
 import { stateFronts } from "../support/state-fronts.js";
 
 const KEY = "k1";
@@ -32,22 +32,12 @@ async function subscribe(gw: TestGateway, topics: string[]): Promise<{ got: Deli
 
 for (const fixture of runtimeFixtures) {
   describe(`state change notifications to a real Subscribe stream over ${fixture.name}`, () => {
-    let gw: TestGateway;
-    let teardown: () => Promise<void>;
-    before(async () => {
-      const f = await fixture.setup();
-      teardown = f.close;
-      gw = await startTestGateway({ ...f.options, services, apiKeys: [KEY] }, f.overrides);
-    });
-    after(async () => {
-      await gw.close();
-      await teardown();
-    });
+    const gw = useGatewayOn(fixture, { services, apiKeys: [KEY] });
 
     it("a subscriber of state.change receives Tier 0 events; one of the Tier 1 topic receives the verbatim event", async () => {
-      const tier0 = await subscribe(gw, ["state.change"]);
-      const tier1 = await subscribe(gw, ["orders.domain"]);
-      const [grpcFront, restFront] = stateFronts(gw, KEY);
+      const tier0 = await subscribe(gw(), ["state.change"]);
+      const tier1 = await subscribe(gw(), ["orders.domain"]);
+      const [grpcFront, restFront] = stateFronts(gw(), KEY);
       await grpcFront!.save({ service: "orders", key: "a/1", value: "v1", publish_change: true, include_value: true });
       await restFront!.delete({ service: "orders", key: "a/1", publish_change: true });
       const ce = { id: "order-1-v2", source: "urn:com.example:orders", spec_version: "1.0", type: "com.example.order.updated", text_data: "hi" };

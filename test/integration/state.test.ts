@@ -1,8 +1,7 @@
-import { after, before, describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Code } from "../../src/shared/code.js";
-import { startTestGateway, type TestGateway } from "../support/gateway.js";
-import { runtimeFixtures } from "../support/runtimes.js";
+import { runtimeFixtures, useGatewayOn } from "../support/runtimes.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { keyPath, rejectsWith, stateFronts } from "../support/state-fronts.js";
 import { runtimeOf, wrapRuntime } from "../support/state-runtime.js";
@@ -25,24 +24,16 @@ const products = [
 
 for (const fixture of runtimeFixtures) {
   describe(`state over ${fixture.name}`, () => {
-    let gw: TestGateway;
-    let teardown: () => Promise<void>;
+    const gw = useGatewayOn(fixture, { services, apiKeys: [KEY] });
     before(async () => {
-      const f = await fixture.setup();
-      teardown = f.close;
-      gw = await startTestGateway({ ...f.options, services, apiKeys: [KEY] }, f.overrides);
-      const [grpc] = stateFronts(gw, KEY);
+      const [grpc] = stateFronts(gw(), KEY);
       for (const p of products) {
         await grpc!.save({ service: "catalog", key: p.key, value: typeof p.value === "string" ? p.value : JSON.stringify(p.value) });
       }
     });
-    after(async () => {
-      await gw.close();
-      await teardown();
-    });
 
     for (const front of ["grpc", "rest"] as const) {
-      const use = () => stateFronts(gw, KEY).find((f) => f.name === front)!;
+      const use = () => stateFronts(gw(), KEY).find((f) => f.name === front)!;
       describe(`${front} front end`, () => {
         it("saves, reads back with the etag, and answers the in-band status", async () => {
           const s = use();
@@ -211,7 +202,7 @@ for (const fixture of runtimeFixtures) {
 
     describe("front-end specifics", () => {
       const rest = (path: string, init: RequestInit = {}) =>
-        fetch(gw.http + path, { ...init, headers: { "x-api-key": KEY, "content-type": "application/json", ...(init.headers ?? {}) } });
+        fetch(gw().http + path, { ...init, headers: { "x-api-key": KEY, "content-type": "application/json", ...(init.headers ?? {}) } });
       const bad = async (res: Response, pattern: RegExp) => {
         assert.equal(res.status, 400);
         const body = (await res.json()) as { code: number; message: string };
@@ -231,7 +222,7 @@ for (const fixture of runtimeFixtures) {
         await bad(await post({ service: "orders", key: "k", value: "v", publishchange: true }), /^publishchange is not a known field/);
         await bad(await rest("/v1/state/save-state", { method: "POST", body: "{oops" }), /not valid JSON/);
         await bad(await rest("/v1/state/save-state", { method: "POST", body: "[]" }), /must be a JSON object/);
-        assert.equal(await stateFronts(gw, KEY)[0]!.get("orders", "k"), undefined);
+        assert.equal(await stateFronts(gw(), KEY)[0]!.get("orders", "k"), undefined);
       });
 
       it("REST: camelCase body fields are accepted", async () => {
@@ -253,7 +244,7 @@ for (const fixture of runtimeFixtures) {
       });
 
       it("REST: an encoded slash and a literal slash name the same key; the REST 404 body names the key", async () => {
-        const s = stateFronts(gw, KEY)[1]!;
+        const s = stateFronts(gw(), KEY)[1]!;
         await s.save({ service: "orders", key: "x/y", value: "v" });
         const res = await rest("/v1/state/orders/x%2Fy");
         assert.equal(res.status, 200);
@@ -264,7 +255,7 @@ for (const fixture of runtimeFixtures) {
       });
 
       it("REST: the key is required; etag conflicts are 409", async () => {
-        const s = stateFronts(gw, KEY)[1]!;
+        const s = stateFronts(gw(), KEY)[1]!;
         const { etag } = await s.save({ service: "orders", key: "conflict", value: "v" });
         const res = await rest(`/v1/state/orders/conflict?etag=${encodeURIComponent(etag + "0")}`, { method: "DELETE" });
         assert.equal(res.status, 409);
@@ -274,23 +265,19 @@ for (const fixture of runtimeFixtures) {
       });
 
       it("both: a request without the API key is refused", async () => {
-        const res = await fetch(`${gw.http}/v1/state/orders/k`);
+        const res = await fetch(`${gw().http}/v1/state/orders/k`);
         assert.equal(res.status, 401);
-        await rejectsWith(stateFronts(gw, "wrong")[0]!.get("orders", "k"), Code.UNAUTHENTICATED, /x-api-key/);
+        await rejectsWith(stateFronts(gw(), "wrong")[0]!.get("orders", "k"), Code.UNAUTHENTICATED, /x-api-key/);
       });
 
       it("gRPC: a negative limit is INVALID_ARGUMENT naming limit", async () => {
-        await rejectsWith(stateFronts(gw, KEY)[0]!.query("catalog", "{}", -1), Code.INVALID_ARGUMENT, /^limit must be a non-negative integer/);
+        await rejectsWith(stateFronts(gw(), KEY)[0]!.query("catalog", "{}", -1), Code.INVALID_ARGUMENT, /^limit must be a non-negative integer/);
       });
     });
   });
 
   describe(`state over ${fixture.name} when the store cannot query`, () => {
-    let gw: TestGateway;
-    let teardown: () => Promise<void>;
-    before(async () => {
-      const f = await fixture.setup();
-      teardown = f.close;
+    const gw = useGatewayOn(fixture, { services, apiKeys: [KEY] }, async (f) => {
       const runtime = wrapRuntime(await runtimeOf(f), {
         state: {
           query: async () => {
@@ -298,15 +285,11 @@ for (const fixture of runtimeFixtures) {
           },
         },
       });
-      gw = await startTestGateway({ ...f.options, services, apiKeys: [KEY] }, { ...f.overrides, runtime });
-    });
-    after(async () => {
-      await gw.close();
-      await teardown();
+      return { ...f.overrides, runtime };
     });
 
     it("answers INTERNAL (HTTP 500) on both front ends, even for {}; a malformed query is still INVALID_ARGUMENT", async () => {
-      for (const s of stateFronts(gw, KEY)) {
+      for (const s of stateFronts(gw(), KEY)) {
         await rejectsWith(s.query("catalog", "{}"), Code.INTERNAL, /does not support querying/);
         await rejectsWith(s.query("catalog", "{"), Code.INVALID_ARGUMENT, /not valid JSON/);
         // Bulk get, the documented fallback, still works.

@@ -1,7 +1,9 @@
 import { createServer } from "node:net";
+import { after, before } from "node:test";
 import type { GatewayOverrides } from "../../src/main/gateway.js";
 import type { GatewayOptions } from "../../src/main/options.js";
 import { startTestDaprSidecar, type TestDaprSidecar } from "./dapr-sidecar/index.js";
+import { startTestGateway, type TestGateway } from "./gateway.js";
 
 /** A runtime the facility suites run against. Suites loop over `runtimeFixtures` so every suite covers every runtime. */
 export interface RuntimeFixture {
@@ -11,7 +13,16 @@ export interface RuntimeFixture {
    * Prepare the runtime (e.g. start the Dapr-protocol test sidecar) and say how to start a gateway on it.
    * `close()` tears down whatever was started. `sidecar` is the Dapr test sidecar (fault injection), when there is one.
    */
-  setup(): Promise<{ options: Partial<GatewayOptions>; overrides?: GatewayOverrides; sidecar?: TestDaprSidecar; close(): Promise<void> }>;
+  setup(): Promise<FixtureSetup>;
+}
+
+/** What a fixture's `setup()` returns. */
+export interface FixtureSetup {
+  options: Partial<GatewayOptions>;
+  overrides?: GatewayOverrides;
+  /** The Dapr test sidecar (fault injection), when there is one. */
+  sidecar?: TestDaprSidecar;
+  close(): Promise<void>;
 }
 
 const embedded: RuntimeFixture = {
@@ -53,3 +64,30 @@ const dapr: RuntimeFixture = {
 
 /** Every runtime fixture: the embedded runtime and the Dapr adapter on the test sidecar. */
 export const runtimeFixtures: RuntimeFixture[] = [embedded, dapr];
+
+/**
+ * Inside a `describe`: start the fixture's runtime and a gateway on it in `before()`, close both in `after()`. The
+ * returned getter gives the gateway once `before()` ran. `overrides` may replace the runtime (e.g. wrap the fixture's
+ * one to inject faults); it gets what `setup()` returned.
+ */
+export function useGatewayOn(
+  fixture: RuntimeFixture,
+  options: GatewayOptions,
+  overrides?: (f: FixtureSetup) => Promise<GatewayOverrides>,
+): () => TestGateway {
+  let gw: TestGateway | undefined;
+  let teardown: (() => Promise<void>) | undefined;
+  before(async () => {
+    const f = await fixture.setup();
+    teardown = f.close;
+    gw = await startTestGateway({ ...f.options, ...options }, overrides ? await overrides(f) : f.overrides);
+  });
+  after(async () => {
+    await gw?.close();
+    await teardown?.();
+  });
+  return () => {
+    if (!gw) throw new Error(`the gateway on ${fixture.name} is not started yet (use it inside a test)`);
+    return gw;
+  };
+}
