@@ -2,7 +2,7 @@ import { createServer, STATUS_CODES, type IncomingMessage, type Server, type Ser
 import type { AddressInfo } from "node:net";
 import { Code, httpStatusOf } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
-import { errorBody, type RestReply, type RestRequest, type Route, type RestServerDeps } from "../../src/main/rest/router.js";
+import { errorBody, jsonObjectBody, type RestReply, type RestRequest, type Route, type RestServerDeps } from "../../src/main/rest/router.js";
 
 interface Compiled {
   route: Route;
@@ -88,17 +88,7 @@ export function startNodeHttpServer(host: string, port: number, routes: Route[],
           headers,
           body,
           signal: ac.signal,
-          json() {
-            if (body.length === 0) throw new GatewayError(Code.INVALID_ARGUMENT, "request body is empty; expected a JSON object");
-            let v: unknown;
-            try {
-              v = JSON.parse(body.toString("utf8"));
-            } catch (e) {
-              throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid JSON: ${(e as Error).message}`);
-            }
-            if (typeof v !== "object" || v === null || Array.isArray(v)) throw new GatewayError(Code.INVALID_ARGUMENT, "request body must be a JSON object");
-            return v as Record<string, unknown>;
-          },
+          json: () => jsonObjectBody(body),
         };
         route.handler(request).then(send, fail);
       };

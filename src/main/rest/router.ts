@@ -119,6 +119,21 @@ export function errorBody(e: GatewayError): { code: number; message: string; det
   return { code: e.code, message: e.rawMessage, details: [] };
 }
 
+/** A request body parsed as a JSON object (RestRequest.json); INVALID_ARGUMENT saying what is wrong with it. */
+export function jsonObjectBody(body: Buffer): Record<string, unknown> {
+  if (body.length === 0) throw new GatewayError(Code.INVALID_ARGUMENT, "request body is empty; expected a JSON object");
+  let v: unknown;
+  try {
+    v = JSON.parse(body.toString("utf8"));
+  } catch (e) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid JSON: ${(e as Error).message}`);
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, "request body must be a JSON object");
+  }
+  return v as Record<string, unknown>;
+}
+
 /** Start the uWS REST endpoint on host:port with the given routes. */
 export function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
   const compiled = routes.map(compile);
@@ -204,19 +219,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
           headers,
           body,
           signal: ac.signal,
-          json() {
-            if (body.length === 0) throw new GatewayError(Code.INVALID_ARGUMENT, "request body is empty; expected a JSON object");
-            let v: unknown;
-            try {
-              v = JSON.parse(body.toString("utf8"));
-            } catch (e) {
-              throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid JSON: ${(e as Error).message}`);
-            }
-            if (typeof v !== "object" || v === null || Array.isArray(v)) {
-              throw new GatewayError(Code.INVALID_ARGUMENT, "request body must be a JSON object");
-            }
-            return v as Record<string, unknown>;
-          },
+          json: () => jsonObjectBody(body),
         };
         route.handler(request).then(send, fail);
       };
