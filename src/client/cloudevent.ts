@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { SPEC_VERSION, type CloudEvent as ProtoCloudEvent, type CloudEventAttributeValue } from "../shared/cloudevent.js";
+import { attributeFromJson, attributeMember, isJsonContentType } from "../shared/cloudevent-attributes.js";
 import { invalidArgument } from "./errors.js";
 
 export type { ProtoCloudEvent, CloudEventAttributeValue };
@@ -49,16 +50,11 @@ export function toAttributeValue(name: string, v: AttributeInput): CloudEventAtt
   if (isAttributeValue(v)) return v;
   if (v instanceof Date) return timestamp(name, v);
   if (v instanceof Uint8Array) return { ce_bytes: v };
-  if (typeof v === "boolean") return { ce_boolean: v };
-  if (typeof v === "number") {
-    if (Number.isInteger(v) && v >= -2147483648 && v <= 2147483647) return { ce_integer: v };
-    return { ce_string: String(v) };
-  }
-  if (typeof v === "string") {
-    if (name === "time") return timestamp(name, new Date(v));
-    if (name === "dataschema") return { ce_uri: v };
-    return { ce_string: v };
-  }
+  const typed = attributeFromJson(name, v);
+  if (typed) return typed;
+  if (typeof v === "number") return { ce_string: String(v) };
+  // A time the gateway's RFC 3339 rule does not take but Date does (e.g. "2024-05-01"); an unparsable one throws.
+  if (typeof v === "string") return timestamp(name, new Date(v));
   throw invalidArgument(`cloudevent.${name}`, `must be a string, number, boolean, bytes or Date (got ${typeof v})`);
 }
 
@@ -71,8 +67,7 @@ function timestamp(name: string, d: Date): CloudEventAttributeValue {
 
 /** Decode one wire attribute value to a plain JS value (timestamps become ISO strings, bytes Uint8Array). */
 export function fromAttributeValue(v: CloudEventAttributeValue): string | number | boolean | Uint8Array | undefined {
-  const member = v.attr ?? Object.keys(v).find((k) => k.startsWith("ce_") && (v as Record<string, unknown>)[k] !== undefined && (v as Record<string, unknown>)[k] !== null);
-  switch (member) {
+  switch (attributeMember(v)) {
     case "ce_boolean":
       return v.ce_boolean;
     case "ce_integer":
@@ -185,7 +180,7 @@ export function eventData(ev: ProtoCloudEvent): unknown {
   const text = ev.text_data;
   if (text === undefined || text === null || (ev.data !== undefined && ev.data !== "text_data")) return undefined;
   const ct = attributeString(ev, "datacontenttype");
-  if (ct === undefined || /[/+]json(;|$)/i.test(ct)) {
+  if (ct === undefined || isJsonContentType(ct)) {
     try {
       return JSON.parse(text) as unknown;
     } catch {

@@ -1,6 +1,8 @@
 import { Code } from "./code.js";
 import { GatewayError } from "./gateway-error.js";
-import type { CloudEvent, CloudEventAttributeValue } from "./cloudevent.js";
+import { SPEC_VERSION, type CloudEvent, type CloudEventAttributeValue } from "./cloudevent.js";
+import { attributeFromJson, attributeToJson, isJsonContentType, isTextContentType } from "./cloudevent-attributes.js";
+
 
 /**
  * CloudEvents JSON event format (spec `formats/json-format.md`) and HTTP binary mode (`bindings/http-protocol-binding.md`)
@@ -13,6 +15,8 @@ import type { CloudEvent, CloudEventAttributeValue } from "./cloudevent.js";
  * - Binary mode: the body becomes `text_data` for textual content types (text/*, JSON, XML), `binary_data` otherwise;
  *   an empty body carries no data. `ce-*` values are percent-decoded; extensions from headers are strings.
  * - `time` must be an RFC 3339 timestamp and becomes `ce_timestamp`; `dataschema` becomes `ce_uri`.
+ * Attribute typing, timestamps and content-type classes are `./cloudevent-attributes.ts`, shared with the Dapr adapter
+ * and the client library.
  */
 
 /** The JSON event format's own attributes (not extensions). */
@@ -21,7 +25,6 @@ const CORE = new Set(["id", "source", "specversion", "type", "data", "data_base6
 const OPTIONAL = new Set(["datacontenttype", "dataschema", "subject", "time"]);
 /** Extension attribute names: lower-case letters and digits (CloudEvents 1.0 "Attribute Naming Convention"). */
 const ATTRIBUTE_NAME = /^[a-z0-9]+$/;
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 function bad(field: string, problem: string): GatewayError {
@@ -32,33 +35,11 @@ function kind(v: unknown): string {
   return v === null ? "null" : Array.isArray(v) ? "an array" : `a ${typeof v}`;
 }
 
-/** True for JSON media types: `application/json`, `text/json`, `*\/*+json` (parameters ignored). */
-export function isJsonContentType(ct: string): boolean {
-  const t = ct.split(";")[0]!.trim().toLowerCase();
-  return t === "application/json" || t === "text/json" || t.endsWith("+json");
-}
-
-/** True for media types whose bytes are text: text/*, JSON, XML, and charset-qualified types. */
-export function isTextContentType(ct: string): boolean {
-  const lower = ct.toLowerCase();
-  const t = lower.split(";")[0]!.trim();
-  return t.startsWith("text/") || isJsonContentType(t) || t === "application/xml" || t.endsWith("+xml") || /;\s*charset=/.test(lower);
-}
-
-/** A `ce_timestamp` from an RFC 3339 string; INVALID_ARGUMENT naming `field` otherwise. */
-export function timestampOf(field: string, v: string): CloudEventAttributeValue {
-  const ms = RFC3339.test(v) ? Date.parse(v) : NaN;
-  if (Number.isNaN(ms)) throw bad(field, `'${v}' is not an RFC 3339 timestamp`);
-  const frac = /\.(\d+)/.exec(v)?.[1] ?? "";
-  const nanos = frac ? Number(frac.slice(0, 9).padEnd(9, "0")) : 0;
-  return { ce_timestamp: { seconds: String(Math.floor(ms / 1000)), nanos }, attr: "ce_timestamp" };
-}
-
 /** The proto attribute value for a named optional attribute or extension given as a string. */
 function stringAttribute(name: string, v: string, field: string): CloudEventAttributeValue {
-  if (name === "time") return timestampOf(field, v);
-  if (name === "dataschema") return { ce_uri: v, attr: "ce_uri" };
-  return { ce_string: v, attr: "ce_string" };
+  const value = attributeFromJson(name, v);
+  if (!value) throw bad(field, `'${v}' is not an RFC 3339 timestamp`);
+  return value;
 }
 
 /**
@@ -82,10 +63,9 @@ export function cloudEventFromJson(obj: Record<string, unknown>, where = ""): Cl
       continue;
     }
     if (!ATTRIBUTE_NAME.test(name)) throw bad(f(name), "is not a valid extension attribute name (lower-case letters and digits only)");
-    if (typeof v === "string") event.attributes[name] = { ce_string: v, attr: "ce_string" };
-    else if (typeof v === "boolean") event.attributes[name] = { ce_boolean: v, attr: "ce_boolean" };
-    else if (typeof v === "number" && Number.isInteger(v) && v >= -2147483648 && v <= 2147483647) event.attributes[name] = { ce_integer: v, attr: "ce_integer" };
-    else throw bad(f(name), `must be a string, a boolean or a 32-bit integer, got ${typeof v === "number" ? String(v) : kind(v)}`);
+    const value = attributeFromJson(name, v);
+    if (!value) throw bad(f(name), `must be a string, a boolean or a 32-bit integer, got ${typeof v === "number" ? String(v) : kind(v)}`);
+    event.attributes[name] = value;
   }
   const hasData = obj["data"] !== undefined;
   const b64 = obj["data_base64"];
@@ -98,7 +78,7 @@ export function cloudEventFromJson(obj: Record<string, unknown>, where = ""): Cl
     const ct = obj["datacontenttype"];
     const data = obj["data"];
     if (typeof ct !== "string") {
-      event.attributes["datacontenttype"] = { ce_string: "application/json", attr: "ce_string" };
+      event.attributes["datacontenttype"] = { ce_string: "application/json" };
       event.text_data = JSON.stringify(data);
     } else if (isJsonContentType(ct)) {
       event.text_data = JSON.stringify(data);
@@ -143,7 +123,7 @@ export function cloudEventFromBinary(headers: Record<string, string>, body: Uint
     else event.attributes[name] = stringAttribute(name, v, k);
   }
   const ct = headers["content-type"];
-  if (ct) event.attributes["datacontenttype"] = { ce_string: ct, attr: "ce_string" };
+  if (ct) event.attributes["datacontenttype"] = { ce_string: ct };
   if (body.length > 0) {
     if (!ct || isTextContentType(ct)) {
       event.text_data = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8");
@@ -156,33 +136,50 @@ export function cloudEventFromBinary(headers: Record<string, string>, body: Uint
   return event;
 }
 
-function attributeJson(v: CloudEventAttributeValue): unknown {
-  if (v.ce_boolean !== undefined && (v.attr === "ce_boolean" || v.attr === undefined)) return v.ce_boolean;
-  if (v.ce_integer !== undefined && (v.attr === "ce_integer" || v.attr === undefined)) return v.ce_integer;
-  if (v.ce_bytes !== undefined && (v.attr === "ce_bytes" || v.attr === undefined)) return Buffer.from(v.ce_bytes).toString("base64");
-  if (v.ce_timestamp && (v.attr === "ce_timestamp" || v.attr === undefined)) {
-    const ms = Number(v.ce_timestamp.seconds) * 1000;
-    const iso = new Date(ms).toISOString();
-    return v.ce_timestamp.nanos ? iso.replace(/\.\d{3}Z$/, `.${String(v.ce_timestamp.nanos).padStart(9, "0")}Z`) : iso.replace(".000Z", "Z");
+/**
+ * The CloudEvents JSON format (`application/cloudevents+json`) of an in-process CloudEvent, with `datacontenttype`
+ * always set (daprd delivers data of an unknown or missing content type as EMPTY bytes):
+ * - binary_data: `data_base64`, default type application/octet-stream;
+ * - text_data: a JSON value when the type is JSON and the text parses, the string when the type is text
+ *   (default text/plain), otherwise `data_base64` of its UTF-8 bytes so nothing is lost;
+ * - proto_data: `data_base64` of the message bytes, type application/protobuf, `dataschema` the type URL;
+ * - no data: type application/json, no data member.
+ */
+export function cloudEventToJson(event: CloudEvent): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(event.attributes ?? {})) {
+    const json = attributeToJson(value);
+    if (json !== undefined) out[name] = json;
   }
-  return v.ce_string ?? v.ce_uri ?? v.ce_uri_ref ?? null;
-}
-
-/** The JSON event format of a CloudEvent (the inverse of cloudEventFromJson). `proto_data` becomes `data_base64` of the Any's bytes. */
-export function cloudEventToJson(ce: CloudEvent): Record<string, unknown> {
-  const out: Record<string, unknown> = { specversion: ce.spec_version, id: ce.id, source: ce.source, type: ce.type };
-  for (const [name, v] of Object.entries(ce.attributes ?? {})) out[name] = attributeJson(v);
-  const which = ce.data ?? (ce.text_data !== undefined ? "text_data" : ce.binary_data !== undefined ? "binary_data" : ce.proto_data ? "proto_data" : undefined);
-  if (which === "text_data" && ce.text_data !== undefined) {
-    const ct = typeof out["datacontenttype"] === "string" ? (out["datacontenttype"] as string) : "";
+  out["specversion"] = event.spec_version || SPEC_VERSION;
+  out["id"] = event.id;
+  out["source"] = event.source;
+  out["type"] = event.type;
+  const declared = typeof out["datacontenttype"] === "string" && out["datacontenttype"] !== "" ? (out["datacontenttype"] as string) : undefined;
+  const which = event.data ?? (event.binary_data ? "binary_data" : event.text_data !== undefined ? "text_data" : event.proto_data ? "proto_data" : undefined);
+  if (which === "binary_data") {
+    out["datacontenttype"] = declared ?? "application/octet-stream";
+    out["data_base64"] = Buffer.from(event.binary_data ?? []).toString("base64");
+  } else if (which === "text_data") {
+    const text = event.text_data ?? "";
+    const ct = (out["datacontenttype"] = declared ?? "text/plain");
+    let parsed: { value: unknown } | undefined;
     if (isJsonContentType(ct)) {
       try {
-        out["data"] = JSON.parse(ce.text_data);
+        parsed = { value: JSON.parse(text) };
       } catch {
-        out["data"] = ce.text_data;
+        parsed = undefined;
       }
-    } else out["data"] = ce.text_data;
-  } else if (which === "binary_data" && ce.binary_data) out["data_base64"] = Buffer.from(ce.binary_data).toString("base64");
-  else if (which === "proto_data" && ce.proto_data) out["data_base64"] = Buffer.from(ce.proto_data.value).toString("base64");
+    }
+    if (parsed) out["data"] = parsed.value;
+    else if (isTextContentType(ct) && !isJsonContentType(ct)) out["data"] = text;
+    else out["data_base64"] = Buffer.from(text, "utf8").toString("base64");
+  } else if (which === "proto_data") {
+    out["datacontenttype"] = declared ?? "application/protobuf";
+    if (out["dataschema"] === undefined && event.proto_data?.type_url) out["dataschema"] = event.proto_data.type_url;
+    out["data_base64"] = Buffer.from(event.proto_data?.value ?? []).toString("base64");
+  } else {
+    out["datacontenttype"] = declared ?? "application/json";
+  }
   return out;
 }

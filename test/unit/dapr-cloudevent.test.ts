@@ -1,6 +1,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { fromTopicEvent, rfc3339ToTimestamp, timestampToRfc3339, toCloudEventJson } from "../../src/runtime/dapr/cloudevent-json.js";
+import { fromTopicEvent } from "../../src/runtime/dapr/cloudevent-json.js";
+import { rfc3339ToTimestamp, timestampToRfc3339 } from "../../src/shared/cloudevent-attributes.js";
+import { cloudEventToJson } from "../../src/shared/cloudevent-json.js";
 import { objectToStruct, packString, structToObject, unpackString } from "../../src/runtime/dapr/struct.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 
@@ -8,16 +10,16 @@ const base: CloudEvent = { id: "1", source: "urn:a:b", spec_version: "1.0", type
 
 describe("CloudEvent <-> Dapr conversions", () => {
   it("always sets datacontenttype and picks data / data_base64 by type", () => {
-    assert.deepEqual(toCloudEventJson(base), { specversion: "1.0", id: "1", source: "urn:a:b", type: "t", datacontenttype: "application/json" });
-    assert.equal(toCloudEventJson({ ...base, text_data: "hi", data: "text_data" })["data"], "hi");
-    assert.equal(toCloudEventJson({ ...base, text_data: "hi", data: "text_data" })["datacontenttype"], "text/plain");
-    const json = toCloudEventJson({ ...base, text_data: '{"a":[1]}', data: "text_data", attributes: { datacontenttype: { ce_string: "application/json", attr: "ce_string" } } });
+    assert.deepEqual(cloudEventToJson(base), { specversion: "1.0", id: "1", source: "urn:a:b", type: "t", datacontenttype: "application/json" });
+    assert.equal(cloudEventToJson({ ...base, text_data: "hi", data: "text_data" })["data"], "hi");
+    assert.equal(cloudEventToJson({ ...base, text_data: "hi", data: "text_data" })["datacontenttype"], "text/plain");
+    const json = cloudEventToJson({ ...base, text_data: '{"a":[1]}', data: "text_data", attributes: { datacontenttype: { ce_string: "application/json", attr: "ce_string" } } });
     assert.deepEqual(json["data"], { a: [1] });
-    const badJson = toCloudEventJson({ ...base, text_data: "{nope", data: "text_data", attributes: { datacontenttype: { ce_string: "application/json", attr: "ce_string" } } });
+    const badJson = cloudEventToJson({ ...base, text_data: "{nope", data: "text_data", attributes: { datacontenttype: { ce_string: "application/json", attr: "ce_string" } } });
     assert.equal(Buffer.from(badJson["data_base64"] as string, "base64").toString(), "{nope");
-    const bin = toCloudEventJson({ ...base, binary_data: Buffer.from([1, 2]), data: "binary_data" });
+    const bin = cloudEventToJson({ ...base, binary_data: Buffer.from([1, 2]), data: "binary_data" });
     assert.deepEqual([bin["datacontenttype"], bin["data_base64"]], ["application/octet-stream", "AQI="]);
-    const attrs = toCloudEventJson({
+    const attrs = cloudEventToJson({
       ...base,
       attributes: {
         n: { ce_integer: 7, attr: "ce_integer" },

@@ -1,7 +1,7 @@
 import type { CloudEvent } from "../../shared/cloudevent.js";
 import type { PubsubPort, UpstreamSubscription } from "../pubsub-port.js";
 import type { RuntimeLogger } from "../runtime.js";
-import { toCloudEventJson } from "./cloudevent-json.js";
+import { cloudEventToJson } from "../../shared/cloudevent-json.js";
 import type { DaprConnection } from "./connection.js";
 import { TopicStream, type BackoffOptions } from "./topic-stream.js";
 
@@ -25,7 +25,7 @@ export function createDaprPubsub(conn: DaprConnection, pubsubName: string, logge
       return streams.size;
     },
     async publish(topic: string, event: CloudEvent, signal?: AbortSignal): Promise<void> {
-      const data = Buffer.from(JSON.stringify(toCloudEventJson(event)), "utf8");
+      const data = Buffer.from(JSON.stringify(cloudEventToJson(event)), "utf8");
       await conn.unary(
         "PublishEvent",
         { pubsub_name: pubsubName, topic, data, data_content_type: "application/cloudevents+json", metadata: {} },
