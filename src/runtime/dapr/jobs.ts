@@ -5,7 +5,7 @@ import type { DaprConnection } from "./connection.js";
 import { packString, unpackString, type ProtoAny } from "./struct.js";
 
 /** `dapr.proto.runtime.v1.Job` (proto-loader shape; `optional` fields may be absent). */
-interface DaprJob {
+export interface DaprJob {
   name: string;
   schedule?: string;
   repeats?: number;

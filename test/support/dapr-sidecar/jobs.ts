@@ -3,6 +3,7 @@ import { Code } from "../../../src/shared/code.js";
 import { GatewayError } from "../../../src/shared/gateway-error.js";
 import type { MemoryScheduler } from "../../../src/runtime/embedded/scheduler.js";
 import type { JobRecord } from "../../../src/runtime/jobs-port.js";
+import type { DaprJob } from "../../../src/runtime/dapr/jobs.js";
 import { appCallbackWithJobEvent, daprService } from "../../../src/runtime/dapr/protos.js";
 import type { ProtoAny } from "../../../src/runtime/dapr/struct.js";
 import { unaryHandler } from "./status.js";
@@ -14,15 +15,6 @@ export interface JobCallback {
   code: string;
   /** Which RPC delivered it. */
   via: "OnJobEvent" | "OnJobEventAlpha1" | "none";
-}
-
-interface DaprJob {
-  name: string;
-  schedule?: string;
-  repeats?: number;
-  due_time?: string;
-  ttl?: string;
-  data?: ProtoAny | null;
 }
 
 function encodeData(any: ProtoAny | null | undefined): string {
