@@ -32,6 +32,13 @@ async function restInvoke(gw: TestGateway, service: string, method: string, requ
   return (await res.json()) as { success: boolean; status: string; message: string; responseData: any };
 }
 
+/** platform_gateway_invocations_total for `service` and outcome `code` (0 when not yet counted). */
+async function invocations(gw: TestGateway, service: string, code: string): Promise<number> {
+  const text = await (await fetch(`${gw.http}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith("platform_gateway_invocations_total{") && l.includes(`service="${service}"`) && l.includes(`code="${code}"`));
+  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
+}
+
 async function poolEntry(gw: TestGateway): Promise<{ status: string; description: string }> {
   const body = (await (await fetch(`${gw.http}/health`)).json()) as { entries: Record<string, { status: string; description: string }> };
   return body.entries["grpc-channel-pool"]!;
@@ -138,8 +145,9 @@ for (const fixture of runtimeFixtures) {
       await waitFor(() => rich.cancelled.includes("sleep:4000"), "the backend to see the call cancelled");
     });
 
-    it("cancels the backend call when the gRPC caller cancels", async () => {
+    it("cancels the backend call when the gRPC caller cancels, and the invocation ends CANCELLED", async () => {
       const before = rich.received.length;
+      const cancelledBefore = await invocations(gw, "orders", "CANCELLED");
       const client = gw.client("platform.Gateway") as unknown as Record<string, (...a: unknown[]) => grpc.ClientUnaryCall>;
       const errors: grpc.ServiceError[] = [];
       const call = client["InvokeJson"]!(
@@ -153,16 +161,20 @@ for (const fixture of runtimeFixtures) {
       await waitFor(() => rich.cancelled.includes("sleep:3000"), "the backend to see the call cancelled");
       await waitFor(() => errors.length === 1, "the caller's callback");
       assert.equal(errors[0]!.code, grpc.status.CANCELLED);
+      // The gateway's side of the call finished too (counted), rather than waiting on the backend's 3 s.
+      await eventually(async () => (await invocations(gw, "orders", "CANCELLED")) === cancelledBefore + 1, "the invocation to end CANCELLED", 2000);
     });
 
-    it("cancels the backend call when the REST client goes away", async () => {
+    it("cancels the backend call when the REST client goes away, and the invocation ends CANCELLED", async () => {
       const before = rich.received.length;
+      const cancelledBefore = await invocations(gw, "orders", "CANCELLED");
       const ac = new AbortController();
       const pending = restInvoke(gw, "orders", "GetOrder", { orderId: "sleep:3500" }, ac.signal).catch((e: Error) => e);
       await waitFor(() => rich.received.length > before, "the backend to receive the call");
       ac.abort();
       assert.ok((await pending) instanceof Error);
       await waitFor(() => rich.cancelled.includes("sleep:3500"), "the backend to see the call cancelled");
+      await eventually(async () => (await invocations(gw, "orders", "CANCELLED")) === cancelledBefore + 1, "the invocation to end CANCELLED", 2000);
     });
 
     it("converts large payloads in the worker pool with results equal to inline conversion", async () => {

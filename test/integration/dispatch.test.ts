@@ -69,12 +69,14 @@ for (const fixture of runtimeFixtures) {
         });
 
         it("rejects an unknown field, a bad enum, a wrong type and malformed JSON in-band, naming the problem", async () => {
+          // REST invoke carries the request as an object inside the body, so malformed JSON is a bad body there.
+          const malformed = front.name === "REST invoke" ? /^request body is not valid JSON: / : /^malformed JSON for shop\.v1\.Order: /;
           const cases: Array<[string, RegExp]> = [
-            ['{"orderId":"x","nope":1}', /nope/],
-            ['{"status":"STATUS_BOGUS"}', /status|STATUS_BOGUS|enum/i],
-            ['{"paid":"yes"}', /paid|bool/i],
-            ['{"smallSigned":"abc"}', /smallSigned|small_signed|int32/i],
-            ['{"orderId": ', /JSON|unexpected|end/i],
+            ['{"orderId":"x","nope":1}', /^field "nope" is not a field of shop\.v1\.Order$/],
+            ['{"status":"STATUS_BOGUS"}', /^field "status": "STATUS_BOGUS" is not a value of enum shop\.v1\.Status$/],
+            ['{"paid":"yes"}', /^field "paid": expected boolean, got "yes"$/],
+            ['{"items":[{"quantity":"x"}]}', /^field "items\[0\]\.quantity": expected number \(uint32\), got "x"$/],
+            ['{"orderId": ', malformed],
           ];
           for (const [json, re] of cases) {
             const r = await front.invoke(gw, "orders", "PutOrder", json);
