@@ -6,7 +6,7 @@
  * descriptors merge files by package and drop dependencies, which breaks reflection clients that link files.)
  */
 import { isAbsolute, relative } from "node:path";
-import { create } from "@bufbuild/protobuf";
+import { create, type DescFile } from "@bufbuild/protobuf";
 import * as wkt from "@bufbuild/protobuf/wkt";
 import {
   DescriptorProtoSchema,
@@ -24,19 +24,9 @@ import protobuf from "protobufjs";
 
 /** The well-known files by name, and the file declaring each well-known top-level type ("google.protobuf.Timestamp"). */
 const wellKnownFiles: ReadonlyMap<string, FileDescriptorProto> = new Map(
-  [
-    wkt.file_google_protobuf_any,
-    wkt.file_google_protobuf_api,
-    wkt.file_google_protobuf_descriptor,
-    wkt.file_google_protobuf_duration,
-    wkt.file_google_protobuf_empty,
-    wkt.file_google_protobuf_field_mask,
-    wkt.file_google_protobuf_source_context,
-    wkt.file_google_protobuf_struct,
-    wkt.file_google_protobuf_timestamp,
-    wkt.file_google_protobuf_type,
-    wkt.file_google_protobuf_wrappers,
-  ].map((f) => [f.proto.name, f.proto]),
+  Object.entries(wkt)
+    .filter(([name]) => name.startsWith("file_google_protobuf_"))
+    .map(([, file]) => [(file as DescFile).proto.name, (file as DescFile).proto]),
 );
 const wellKnownFileOfType = new Map<string, string>();
 for (const f of wellKnownFiles.values()) {
