@@ -1,5 +1,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { constants as h2constants } from "node:http2";
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
@@ -303,6 +304,31 @@ for (const fixture of runtimeFixtures) {
         port.subscribe = original;
       }
       await waitFor(() => (upstreams.closed.get("fine") ?? 0) === (upstreams.opened.get("fine") ?? 0), "the other topic's reference to be released");
+    });
+  });
+
+  describe(`pub/sub reaping on the ${fixture.name} runtime`, () => {
+    it("resets a reaped stream whose client never reads again once the grace (sweepIntervalMs) has passed", async () => {
+      const rt = await fixture.setup();
+      const graceMs = 300;
+      const gw = await startTestGateway({ ...rt.options, apiKeys: [KEY], sweepIntervalMs: graceMs }, rt.overrides);
+      const client = gw.client("io.cloudevents.v1.Pubsub");
+      const stalled = await stalledSubscribe(gw.grpcAddress, ["gone"], KEY);
+      try {
+        const closed = new Promise<number>((resolve) => stalled.stream.on("close", () => resolve(stalled.stream.rstCode ?? -1)));
+        for (let i = 0; i < 1100; i += 50) {
+          await Promise.all(Array.from({ length: 50 }, (_, j) => publish(client, "gone", event(i + j), md())));
+        }
+        await waitFor(() => gw.logs.some((l) => /more than 1024 events behind|no progress/.test(String(l["msg"]))), "the reap to be logged");
+        // The stalled client never reads: the status cannot reach it behind the buffered events, so the gateway
+        // must reset the stream rather than hold it (and its buffered events) open forever.
+        const rst = await Promise.race([closed, new Promise<string>((r) => setTimeout(() => r("still open"), graceMs + 5000).unref())]);
+        assert.equal(rst, h2constants.NGHTTP2_CANCEL);
+      } finally {
+        stalled.close();
+        await gw.close();
+        await rt.close();
+      }
     });
   });
 

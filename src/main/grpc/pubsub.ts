@@ -40,7 +40,7 @@ interface Http2StreamLike {
   closed: boolean;
   writableNeedDrain: boolean;
   close(code: number): void;
-  on(event: "drain", listener: () => void): unknown;
+  on(event: "drain" | "close", listener: () => void): unknown;
 }
 
 /** The HTTP/2 stream under a grpc-js server call (internal field walk: grpc-js offers no public way to reach it). */
@@ -118,18 +118,24 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
     open.add(call);
     const ac = new AbortController();
     let sub: Subscription | undefined;
+    /** The call has its status (grpc-js 'finish') or was cancelled: nothing more is written to it. */
     let done = false;
+    const direct = useDirectWrites(call);
+    // With direct writes grpc-js finishes the call as soon as the status is handed over, while the HTTP/2 stream may
+    // still hold buffered events and the trailers for a client that stopped reading: the stream stays in `open`
+    // (so destroy() can reset it) until the HTTP/2 stream itself closes.
+    if (direct) direct.on("close", () => open.delete(call));
     const finish = (): void => {
       done = true;
-      open.delete(call);
+      if (!direct) open.delete(call);
     };
     call.on("cancelled", () => {
       ac.abort();
       sub?.close();
       finish();
+      open.delete(call);
     });
     call.on("finish", finish);
-    const direct = useDirectWrites(call);
     if (direct) direct.on("drain", () => sub?.drain());
     else call.on("drain", () => sub?.drain());
 
@@ -160,10 +166,9 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
             if (reason.kind === "slow" || reason.kind === "stuck") {
               logger.warn({ subscriptionId: sub?.id, topics, reason: reason.kind }, err.rawMessage);
               // The status travels behind the data already buffered for this stream; a client that never reads
-              // again would hold the stream open forever, so reset it after a grace period.
-              setTimeout(() => {
-                if (!done) hardReset(call);
-              }, deps.reapGraceMs).unref();
+              // again would hold the stream open forever, so reset it after a grace period. Not gated on `done`:
+              // grpc-js reports the call finished once the status is queued, long before this client reads it.
+              setTimeout(() => hardReset(call), deps.reapGraceMs).unref();
             }
           },
         },
