@@ -274,11 +274,8 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     const info: LiveInfo = { subscriptionId: this.#subscriptionId, reconnected };
     this.#resolveReady();
     for (const w of this.#liveWaiters.splice(0)) w.resolve();
-    this.emit("live", info);
-    if (reconnected) {
-      this.#opts.onReconnected?.(info);
-      this.emit("reconnected", info);
-    }
+    this.#tell("live", info);
+    if (reconnected) this.#tell("reconnected", info, this.#opts.onReconnected);
   }
 
   #onEnded(call: grpc.ClientReadableStream<unknown>, st: grpc.StatusObject): void {
@@ -298,9 +295,8 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     const delayMs = backoffDelay(this.#deps.reconnect, this.#attempt);
     this.#attempt++;
     const info: ReconnectingInfo = { attempt: this.#attempt, delayMs, error };
-    this.#opts.onReconnecting?.(info);
-    this.emit("reconnecting", info);
     this.#timer = setTimeout(() => this.#connect(), delayMs);
+    this.#tell("reconnecting", info, this.#opts.onReconnecting);
   }
 
   #finish(error: GatewayClientError | undefined): void {
@@ -316,7 +312,28 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     for (const w of this.#liveWaiters.splice(0)) w.reject(why);
     this.#wakeReader();
     this.#resolveDone(error);
-    this.emit("end", error);
+    this.#tell("end", error);
+  }
+
+  /**
+   * Tell the caller (the option callback, then the event's listeners). These run inside grpc-js stream events: one
+   * that throws would be an uncaught exception that ends the process and would skip the reconnect, so it is reported
+   * as a process warning instead and the subscription goes on.
+   */
+  #tell<T>(event: string, info: T, callback?: (info: T) => void): void {
+    try {
+      callback?.(info);
+    } catch (e) {
+      process.emitWarning(`a subscription ${event} callback threw: ${String(e)}`, { code: "GATEWAY_CLIENT_CALLBACK" });
+    }
+    // rawListeners: a once() wrapper removes itself when called.
+    for (const listener of this.rawListeners(event)) {
+      try {
+        (listener as (i: T) => void).call(this, info);
+      } catch (e) {
+        process.emitWarning(`a subscription "${event}" listener threw: ${String(e)}`, { code: "GATEWAY_CLIENT_CALLBACK" });
+      }
+    }
   }
 
   #wakeReader(): void {

@@ -133,6 +133,40 @@ for (const fixture of runtimeFixtures) {
       assert.equal(n, 0);
     });
 
+    it("keeps reconnecting when the caller's reconnect callbacks and listeners throw (no crash)", async () => {
+      const port = await freePort();
+      let g = await startTestGateway({ ...rt.options, apiKeys: [KEY], grpcPort: port }, rt.overrides);
+      const c = createGatewayClient({ address: `127.0.0.1:${port}`, apiKey: KEY, reconnect: { initialDelayMs: 20, maxDelayMs: 300 } });
+      const warnings: Error[] = [];
+      const onWarning = (w: Error): void => void warnings.push(w);
+      process.on("warning", onWarning);
+      try {
+        const boom = (): never => {
+          throw new Error("caller bug");
+        };
+        const sub = c.subscribe("sub.throwing", { onReconnecting: boom, onReconnected: boom });
+        sub.on("reconnecting", boom);
+        sub.on("reconnected", boom);
+        await sub.ready;
+        const it = sub[Symbol.asyncIterator]();
+        const down = onceWithin<ReconnectingInfo>(sub, "reconnecting");
+        await g.close();
+        await down;
+        const up = onceWithin<LiveInfo>(sub, "reconnected", 15000);
+        g = await startTestGateway({ ...rt.options, apiKeys: [KEY], grpcPort: port }, rt.overrides);
+        await up;
+        await c.publish("sub.throwing", event("t.after"));
+        assert.equal((await nextMessage(it, "the event after the restart")).event.type, "t.after");
+        await waitFor(() => warnings.some((w) => /caller bug/.test(w.message)), "the throwing callbacks to be reported as warnings");
+        sub.close();
+        assert.equal(await sub.done, undefined);
+      } finally {
+        process.off("warning", onWarning);
+        c.close();
+        await g.close();
+      }
+    });
+
     it("resumes after a gateway restart on the same port, telling the caller", async () => {
       const port = await freePort();
       let g = await startTestGateway({ ...rt.options, apiKeys: [KEY], grpcPort: port }, rt.overrides);
