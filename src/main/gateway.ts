@@ -54,6 +54,21 @@ async function loadRegistry(o: ValidatedOptions): Promise<ServiceRegistry> {
   return createServiceRegistry([], o.pubsubName ?? "pubsub");
 }
 
+/** Time close() still gives the runtime and the OTLP flush when in-flight work used up the shutdown timeout. */
+const RELEASE_GRACE_MS = 1000;
+
+/** Resolve when `work` settles or after `ms`, whichever comes first; the timer is cleared either way. */
+async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, ms));
+  });
+  await Promise.race([work.then(noop, noop), timeout]);
+  clearTimeout(timer);
+}
+
+function noop(): void {}
+
 function bindGrpc(port: number, host: string, server: grpc.Server): Promise<number> {
   return new Promise((resolve, reject) => {
     const addr = host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
@@ -105,10 +120,12 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     latency: metrics.histogram("platform_grpc_request_duration_seconds", "Latency of unary gRPC calls in seconds, by full method and status code name", ["method", "code"]),
     inflight: { count: 0 },
   };
+  // channelz stays on for the server: grpc-js (1.14) tracks a server's sessions only in its channelz handler, so with
+  // channelz off tryShutdown() never sends GOAWAY to connected clients (close() then always waits the full timeout)
+  // and forceShutdown() leaves their sessions and in-flight calls open forever.
   const server = new grpc.Server({
     "grpc.max_receive_message_length": opts.maxBodyBytes,
     "grpc.max_send_message_length": 64 * 1024 * 1024,
-    "grpc.enable_channelz": 0,
   });
   const pkg = gatewayPackageDefinition();
   for (const name of GATEWAY_SERVICES) {
@@ -182,6 +199,15 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   const httpPort = rest.port;
   logger.info({ grpcPort, httpPort, host: opts.host, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");
 
+  // The runtime and the metrics exporter are released once, whichever of close() and destroy() gets there first;
+  // the runtime first, so what it counts while closing is still flushed.
+  let released: Promise<void> | undefined;
+  const release = (): Promise<void> =>
+    (released ??= (async () => {
+      await runtime.close().catch(() => undefined);
+      await metrics.close();
+    })());
+
   let destroyed = false;
   const destroy = (): void => {
     if (destroyed) return;
@@ -190,8 +216,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     rest?.stopListening();
     server.forceShutdown();
     for (const f of facilities) f.destroy?.();
-    void runtime.close().catch(() => undefined);
-    void metrics.close();
+    void release();
   };
 
   let closed: Promise<void> | undefined;
@@ -202,10 +227,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       rest?.stopListening();
       const deadline = Date.now() + opts.shutdownTimeoutMs;
       // Facilities end their streams with a status and finish their work.
-      await Promise.race([
-        Promise.allSettled(facilities.map((f) => f.close?.())),
-        new Promise((r) => setTimeout(r, opts.shutdownTimeoutMs).unref()),
-      ]);
+      await settleWithin(Promise.allSettled(facilities.map((f) => f.close?.())), deadline - Date.now());
       // Wait for in-flight unary calls and REST requests, bounded.
       while ((bindDeps.inflight.count > 0 || (rest?.inflight ?? 0) > 0) && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 10));
@@ -221,8 +243,8 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
         });
       });
       destroy();
-      await runtime.close().catch(() => undefined);
-      await metrics.close();
+      // A runtime or OTLP endpoint that does not answer must not hold the exit past the bound (plus a short grace).
+      await settleWithin(release(), Math.max(deadline - Date.now(), RELEASE_GRACE_MS));
       logger.info({}, "gateway stopped");
     })());
 

@@ -32,7 +32,7 @@ export interface Metrics {
   histogram<L extends string>(name: string, help: string, labelNames: readonly L[], buckets?: number[]): HistogramMetric<L>;
   /** Whether OTLP export is on. */
   readonly otlp: boolean;
-  /** Flush OTLP and stop exporting. Safe to call twice. */
+  /** Flush OTLP and stop exporting. Safe to call twice: every call resolves when the one flush ended. */
   close(): Promise<void>;
 }
 
@@ -71,7 +71,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     });
     meter = (provider as unknown as ApiMeterProvider).getMeter("platform-gateway");
   }
-  let closed = false;
+  let closing: Promise<void> | undefined;
   return {
     registry,
     otlp: meter !== undefined,
@@ -126,11 +126,14 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
         },
       };
     },
-    async close() {
-      if (closed || !provider) return;
-      closed = true;
-      await provider.forceFlush().catch(() => undefined);
-      await provider.shutdown().catch(() => undefined);
+    close() {
+      // Every caller waits for the same flush (a second call used to return before the first one's export ended).
+      const p = provider;
+      if (!p) return Promise.resolve();
+      return (closing ??= (async () => {
+        await p.forceFlush().catch(() => undefined);
+        await p.shutdown().catch(() => undefined);
+      })());
     },
   };
 }

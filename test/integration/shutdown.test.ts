@@ -2,7 +2,9 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { request } from "node:http";
 import * as grpc from "@grpc/grpc-js";
-import { startTestGateway, unary } from "../support/gateway.js";
+import type { Runtime } from "../../src/runtime/index.js";
+import { startTestGateway, unary, waitFor } from "../support/gateway.js";
+import { runtimeOf, wrapRuntime } from "../support/state-runtime.js";
 
 /** GET over an explicit keep-alive agent so a second request reuses the first one's connection. */
 function get(url: string, agent: import("node:http").Agent): Promise<{ status: number; body: string }> {
@@ -38,6 +40,51 @@ describe("graceful shutdown", () => {
     gw.gateway.destroy();
     assert.ok(gw.logs.some((l) => l["msg"] === "gateway stopped"));
     agent.destroy();
+    c.close();
+  });
+});
+
+describe("graceful shutdown with work that never finishes", () => {
+  it("close() ends a stuck gRPC call with a status, and gives a runtime that never closes only the bound plus the grace", async () => {
+    const base = await runtimeOf({ options: { sidecar: "embedded" }, async close() {} });
+    let entered = 0;
+    const stuck = wrapRuntime(base, { state: { get: () => (entered++, new Promise<never>(() => undefined)) } });
+    const runtime: Runtime = {
+      ...stuck,
+      async close() {
+        await base.close();
+        await new Promise<never>(() => undefined); // a sidecar that never answers the goodbye
+      },
+    };
+    const timeoutMs = 300;
+    const gw = await startTestGateway({ shutdownTimeoutMs: timeoutMs, services: [{ name: "orders", state: { storeName: "s", keys: [] } }] }, { runtime });
+    const c = gw.client("platform.State");
+    // The deadline only turns a regression into a failure instead of a hung test.
+    const call = unary(c, "GetState", { service: "orders", key: "k" }, undefined, { deadline: Date.now() + 10_000 }).then(
+      () => "answered",
+      (e: grpc.ServiceError) => e.code,
+    );
+    await waitFor(() => entered === 1, "the call in the runtime");
+
+    const started = Date.now();
+    await gw.gateway.close();
+    const ms = Date.now() - started;
+    assert.ok(ms >= timeoutMs - 20, `close() waited for the in-flight call (${ms} ms)`);
+    assert.ok(ms < timeoutMs + 1000 + 1500, `close() returned within the bound and the release grace (${ms} ms)`);
+    // The client is told, not left waiting on a session nobody will answer.
+    assert.equal(await call, grpc.status.CANCELLED);
+    assert.ok(gw.logs.some((l) => l["msg"] === "gateway stopped"));
+    c.close();
+  });
+
+  it("close() does not wait for the timeout when a client only holds an idle connection", async () => {
+    const gw = await startTestGateway({ shutdownTimeoutMs: 5000 });
+    const c = gw.client("platform.Config");
+    await unary(c, "ListServices", {});
+    const started = Date.now();
+    await gw.gateway.close();
+    const ms = Date.now() - started;
+    assert.ok(ms < 2500, `close() took ${ms} ms with an idle client connection (timeout 5000 ms)`);
     c.close();
   });
 });
