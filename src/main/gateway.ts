@@ -214,6 +214,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     destroyed = true;
     closing = true;
     rest?.stopListening();
+    rest?.closeInflight();
     server.forceShutdown();
     for (const f of facilities) f.destroy?.();
     void release();

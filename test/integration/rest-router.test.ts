@@ -145,3 +145,55 @@ describe("REST router over uWS", () => {
     await waitFor(() => server.inflight === before, "the aborted upload to be released");
   });
 });
+
+describe("REST router shutdown", () => {
+  it("closeInflight() closes the connections of requests still running; their handlers see the abort", async () => {
+    let closing = false;
+    let aborted = 0;
+    let entered = 0;
+    const metrics = createMetrics({ processMetrics: false });
+    const server = await startRestServer(
+      "127.0.0.1",
+      0,
+      [
+        {
+          method: "GET",
+          path: "/hang",
+          handler: (req) =>
+            new Promise(() => {
+              entered++;
+              req.signal.addEventListener("abort", () => aborted++);
+            }),
+        },
+        { method: "GET", path: "/quick", handler: async () => json({ ok: true }) },
+      ],
+      {
+        auth: createAuthenticator([]),
+        logger: createLogger("silent"),
+        maxBodyBytes: 1024,
+        isClosing: () => closing,
+        requests: metrics.counter("s_requests_total", "test", ["route", "method", "status"]),
+        latency: metrics.histogram("s_latency_seconds", "test", ["route", "method", "status"]),
+      },
+    );
+    try {
+      const hanging = fetch(`http://127.0.0.1:${server.port}/hang`).then(
+        () => "answered",
+        () => "connection closed",
+      );
+      await waitFor(() => entered === 1, "the hanging handler to start");
+      // While closing, new requests get 503 and the response tells the client to close its kept-alive connection.
+      closing = true;
+      const quick = await raw(server.port, "GET /quick HTTP/1.1\r\nHost: x\r\n\r\n", 1000);
+      assert.match(quick, /^HTTP\/1\.1 503 /);
+      assert.match(quick, /connection: close/i);
+      server.closeInflight();
+      assert.equal(await hanging, "connection closed");
+      assert.equal(aborted, 1);
+      assert.equal(server.inflight, 0);
+      server.closeInflight();
+    } finally {
+      server.stopListening();
+    }
+  });
+});

@@ -108,8 +108,10 @@ export interface RestServer {
   readonly port: number;
   /** Requests being handled right now. */
   readonly inflight: number;
-  /** Stop listening (in-flight requests still complete). */
+  /** Stop listening (in-flight requests still complete; while closing, responses close their connection). */
   stopListening(): void;
+  /** Close the connection of every request still in flight (their handlers see the abort). Safe to call twice. */
+  closeInflight(): void;
 }
 
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
@@ -138,6 +140,8 @@ export function jsonObjectBody(body: Buffer): Record<string, unknown> {
 export function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
   const compiled = routes.map(compile);
   let inflight = 0;
+  /** Responses not yet ended, so shutdown can close their connections. */
+  const open = new Set<uws.HttpResponse>();
   const app = uws.App();
 
   app.any("/*", (res, req) => {
@@ -153,10 +157,12 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     let done = false;
     let routeName = "unmatched";
     inflight++;
+    open.add(res);
     res.onAborted(() => {
       if (done) return;
       done = true;
       inflight--;
+      open.delete(res);
       ac.abort(new GatewayError(Code.CANCELLED, "the client closed the request"));
       deps.requests.inc({ route: routeName, method, status: 499 });
     });
@@ -165,6 +171,9 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
       if (done) return;
       done = true;
       inflight--;
+      open.delete(res);
+      // While shutting down, end kept-alive connections after this response instead of waiting for an idle timeout.
+      if (deps.isClosing()) closeConnection = true;
       const status = reply.status ?? 200;
       const payload = reply.raw ?? JSON.stringify(reply.body ?? null);
       res.cork(() => {
@@ -261,6 +270,10 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
         stopListening() {
           if (listening) uws.us_listen_socket_close(listening);
           listening = null;
+        },
+        closeInflight() {
+          for (const res of [...open]) res.close();
+          open.clear();
         },
       });
     });

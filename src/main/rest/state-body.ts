@@ -1,3 +1,4 @@
+import { rfc3339ToTimestamp } from "../../shared/cloudevent-attributes.js";
 import type { CloudEvent, CloudEventAttributeValue } from "../../shared/cloudevent.js";
 import { cloudEventFromJson as cloudEventFromJsonFormat } from "../../shared/cloudevent-json.js";
 import { invalidArgument } from "../../shared/gateway-error.js";
@@ -61,10 +62,9 @@ const ATTR_MEMBERS = ["ce_boolean", "ce_integer", "ce_string", "ce_bytes", "ce_u
 
 function timestampOf(v: unknown, where: string): { seconds: string; nanos: number } {
   if (typeof v === "string") {
-    const ms = Date.parse(v);
-    if (Number.isNaN(ms)) throw invalidArgument(where, `'${v}' is not an RFC 3339 timestamp`);
-    const frac = /\.(\d{1,9})/.exec(v)?.[1] ?? "";
-    return { seconds: String(Math.floor(ms / 1000)), nanos: Number(frac.padEnd(9, "0")) || 0 };
+    const ts = rfc3339ToTimestamp(v);
+    if (!ts) throw invalidArgument(where, `'${v}' is not an RFC 3339 timestamp`);
+    return ts;
   }
   if (isObject(v)) {
     const f = new Fields(v, where, ["seconds", "nanos"]);
