@@ -2,7 +2,7 @@ import { createBroker, type BrokerObserver } from "../broker/index.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
 import { gatewayRoot } from "../shared/descriptors.js";
 import type { Facility, GatewayContext } from "./context.js";
-import { createPubsubGrpc } from "./grpc/pubsub.js";
+import { createPubsubGrpc, GRPC_MESSAGE_PREFIX } from "./grpc/pubsub.js";
 import type { Metrics } from "./metrics.js";
 import { createPubsubOps } from "./ops/pubsub.js";
 import { declarativeSubscriptionsRoute, pubsubRoutes } from "./rest/pubsub.js";
@@ -11,16 +11,20 @@ import { declarativeSubscriptionsRoute, pubsubRoutes } from "./rest/pubsub.js";
 export const SUBSCRIBER_BUFFER = 1024;
 
 /**
- * Encode `{topic, cloudevent}` as SubscribeResponse bytes with protobufjs `Type.encode` on the gateway's Root. The
- * event is already in the proto shape, so the `fromObject` normalisation proto-loader's serializer runs first is
- * skipped: 0.40x its cost in `bench/micro/encode.ts`, byte-identical output (checked there).
+ * Encode `{topic, cloudevent}` once per event as a framed gRPC message: the 5-byte prefix (uncompressed flag, 32-bit
+ * big-endian length) and the SubscribeResponse bytes, which the Subscribe streams write as is. protobufjs
+ * `Type.encode` on the gateway's Root: the event is already in the proto shape, so the `fromObject` normalisation
+ * proto-loader's serializer runs first is skipped (0.4x its cost in `bench/micro/encode.ts`, the same bytes).
  */
 function subscribeResponseEncoder(): (topic: string, event: CloudEvent) => Buffer {
   const type = gatewayRoot().lookupType("io.cloudevents.v1.SubscribeResponse");
   return (topic, cloudevent) => {
-    const b = type.encode({ topic, cloudevent }).finish();
-    // grpc-js frames with Buffer#copy: make sure it is a Buffer, not a bare Uint8Array.
-    return Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+    const message = type.encode({ topic, cloudevent }).finish();
+    const framed = Buffer.allocUnsafe(GRPC_MESSAGE_PREFIX + message.length);
+    framed[0] = 0;
+    framed.writeUInt32BE(message.length, 1);
+    framed.set(message, GRPC_MESSAGE_PREFIX);
+    return framed;
   };
 }
 

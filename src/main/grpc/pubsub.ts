@@ -38,7 +38,9 @@ export function statusOfEnd(reason: EndReason): GatewayError | null {
 /** The parts of the HTTP/2 stream under a grpc-js server call that the fast write path uses. */
 interface Http2StreamLike {
   closed: boolean;
+  destroyed: boolean;
   writableNeedDrain: boolean;
+  write(chunk: Uint8Array): boolean;
   close(code: number): void;
   on(event: "drain" | "close", listener: () => void): unknown;
 }
@@ -54,28 +56,25 @@ function http2StreamOf(call: object): Http2StreamLike | undefined {
   return undefined;
 }
 
-const noop = (): void => undefined;
+/** Length of the gRPC message prefix (compressed flag + 32-bit length) the broker's encoder puts before each event. */
+export const GRPC_MESSAGE_PREFIX = 5;
 
 /**
- * Make `call.write()` hand each message straight to the HTTP/2 stream and take backpressure from that stream.
+ * The HTTP/2 stream to write a Subscribe call's pre-framed events to directly, or undefined (then the call keeps
+ * grpc-js's own write path) when grpc-js's internals are not what this expects.
  *
  * grpc-js's server stream is an object-mode Writable whose `_write` waits for the HTTP/2 write callback before it
- * takes the next message, so one stream moves about one message per event-loop turn: under a publish burst a
- * perfectly healthy reader falls 1024 events behind and is reaped. Node's Http2Stream buffers and coalesces writes
- * itself (and respects HTTP/2 flow control), so forwarding at once and watching its `writableNeedDrain` keeps the
- * same backpressure contract at the speed of the socket. Returns the stream to watch, or undefined (then the call
- * keeps grpc-js's own path) when grpc-js's internals are not what this expects.
+ * takes the next message, so through `call.write()` one stream moves about one message per event-loop turn: under a
+ * publish burst a perfectly healthy reader fell 1024 events behind and was reaped. Its `sendMessage` also allocates
+ * and copies a framed buffer per message, that is per subscriber. Writing the event's one framed Buffer (encoded once
+ * per event by the broker's encoder, shared by every subscriber) straight to the call's Http2Stream avoids both: Node
+ * buffers and coalesces the writes, respects HTTP/2 flow control, and its `write()` return value and `'drain'` keep the
+ * backpressure contract. Headers are sent before any event (`sink.open`), and grpc-js's status (`call.end()` /
+ * `'error'`) ends the same stream after the data, so the HTTP/2 framing stays what grpc-js would have produced.
  */
-function useDirectWrites(call: object): Http2StreamLike | undefined {
+function directStreamOf(call: object): Http2StreamLike | undefined {
   const stream = http2StreamOf(call);
-  const inner = (call as { call?: { sendMessage?: unknown } }).call;
-  if (!stream || !inner || typeof inner.sendMessage !== "function") return undefined;
-  const send = inner.sendMessage.bind(inner) as (message: unknown, callback: () => void) => void;
-  (call as { _write: (chunk: unknown, encoding: unknown, callback: () => void) => void })._write = (chunk, _encoding, callback) => {
-    send(chunk, noop);
-    callback();
-  };
-  return stream;
+  return stream && typeof stream.write === "function" && typeof stream.destroyed === "boolean" ? stream : undefined;
 }
 
 /** Open Subscribe streams, so the facility can end or drop them at shutdown. */
@@ -120,7 +119,7 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
     let sub: Subscription | undefined;
     /** The call has its status (grpc-js 'finish') or was cancelled: nothing more is written to it. */
     let done = false;
-    const direct = useDirectWrites(call);
+    const direct = directStreamOf(call);
     // With direct writes grpc-js finishes the call as soon as the status is handed over, while the HTTP/2 stream may
     // still hold buffered events and the trailers for a client that stopped reading: the stream stays in `open`
     // (so destroy() can reset it) until the HTTP/2 stream itself closes.
@@ -143,13 +142,11 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
       .subscribe(
         topics,
         {
-          // A Buffer from the broker's encoder: grpc-js frames it as is (identity serializer).
+          // A framed Buffer from the broker's encoder, shared by every subscriber of the event.
           write: direct
-            ? (bytes) => {
-                call.write(bytes as Buffer);
-                return !direct.writableNeedDrain;
-              }
-            : (bytes) => call.write(bytes as Buffer),
+            ? (bytes) => (done || direct.destroyed || direct.closed ? false : direct.write(bytes))
+            : // grpc-js frames again (identity serializer): hand it the bare message.
+              (bytes) => call.write((bytes as Buffer).subarray(GRPC_MESSAGE_PREFIX)),
           open: (id) => {
             const md = new grpc.Metadata();
             md.set(SUBSCRIPTION_ID_HEADER, id);
