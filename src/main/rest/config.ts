@@ -1,7 +1,5 @@
-import { Code } from "../../shared/code.js";
-import { GatewayError } from "../../shared/gateway-error.js";
 import type { ConfigOps } from "../ops/config.js";
-import { json, type Route } from "./router.js";
+import { json, requiredQuery, type Route } from "./router.js";
 
 /** `/v1/config/...` routes. */
 export function configRoutes(ops: ConfigOps): Route[] {
@@ -10,11 +8,7 @@ export function configRoutes(ops: ConfigOps): Route[] {
     {
       method: "GET",
       path: "/v1/config/get-service",
-      handler: async (req) => {
-        const name = req.query.get("name");
-        if (!name) throw new GatewayError(Code.INVALID_ARGUMENT, "query parameter name is required");
-        return json(ops.get(name) ?? null);
-      },
+      handler: async (req) => json(ops.get(requiredQuery(req, "name")) ?? null),
     },
   ];
 }

@@ -2,7 +2,7 @@ import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import type { DispatchOps, InvokeResult } from "../ops/dispatch.js";
-import { json, type Route } from "./router.js";
+import { json, requiredQuery, type Route } from "./router.js";
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -28,8 +28,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
       method: "GET",
       path: "/v1/gateway/list-methods",
       handler: async (req) => {
-        const service = req.query.get("service");
-        if (!service) throw new GatewayError(Code.INVALID_ARGUMENT, "query parameter service is required");
+        const service = requiredQuery(req, "service");
         const methods = await ops.listMethods(service, { refresh: queryFlag(req.query, "refresh"), signal: req.signal });
         return json({
           methods: methods.map((m) => ({

@@ -43,6 +43,13 @@ export interface Route {
   auth?: boolean;
 }
 
+/** A required query parameter; INVALID_ARGUMENT naming it when it is missing or empty. */
+export function requiredQuery(req: RestRequest, name: string): string {
+  const v = req.query.get(name);
+  if (!v) throw new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${name} is required`);
+  return v;
+}
+
 /** A JSON reply. */
 export function json(body: unknown, status = 200): RestReply {
   return { status, body };
