@@ -134,13 +134,19 @@ export function toProtoCloudEvent(input: CloudEventInput): ProtoCloudEvent {
   } else if (e["text_data"] !== undefined) {
     out.text_data = str("text_data", "");
   } else if (typeof e["data_base64"] === "string") {
-    out.binary_data = Buffer.from(e["data_base64"], "base64");
+    const b64 = e["data_base64"];
+    if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(b64)) throw invalidArgument("cloudevent.data_base64", "must be base64 text");
+    out.binary_data = Buffer.from(b64, "base64");
   } else if (data instanceof Uint8Array) {
     out.binary_data = data;
   } else if (typeof data === "string") {
     out.text_data = data;
   } else if (data !== undefined && data !== null) {
-    out.text_data = JSON.stringify(data);
+    try {
+      out.text_data = JSON.stringify(data);
+    } catch (err) {
+      throw invalidArgument("cloudevent.data", `cannot be serialized as JSON: ${(err as Error).message}`);
+    }
     attributes["datacontenttype"] ??= { ce_string: "application/json" };
   }
   return out;

@@ -64,6 +64,11 @@ describe("client CloudEvent mapping", () => {
     assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", tenant: { nested: true } }), /cloudevent\.tenant/);
     assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", time: "not a time" }), /cloudevent\.time/);
     assert.throws(() => toProtoCloudEvent({ source: 5 as unknown as string }), /cloudevent\.source/);
+    const circular: Record<string, unknown> = {};
+    circular["self"] = circular;
+    assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", type: "t", data: circular }), (e: unknown) => e instanceof GatewayClientError && /cloudevent\.data cannot be serialized as JSON/.test(e.message));
+    assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", type: "t", data: { n: 1n } }), /cloudevent\.data cannot be serialized/);
+    assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", type: "t", data_base64: "not base64!" }), /cloudevent\.data_base64 must be base64 text/);
   });
 });
 
