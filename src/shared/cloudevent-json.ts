@@ -32,7 +32,7 @@ function bad(field: string, problem: string): GatewayError {
 }
 
 function kind(v: unknown): string {
-  return v === null ? "null" : Array.isArray(v) ? "an array" : `a ${typeof v}`;
+  return v === null ? "null" : Array.isArray(v) ? "an array" : typeof v === "object" || typeof v === "undefined" ? `an ${typeof v}` : `a ${typeof v}`;
 }
 
 /** The proto attribute value for a named optional attribute or extension given as a string. */

@@ -24,11 +24,15 @@ export class GatewayError extends Error {
 
   /**
    * Convert anything thrown into a GatewayError. A GatewayError is returned as is; an object with a numeric gRPC
-   * `code` and `details` (a grpc-js ServiceError) keeps its code; an AbortError becomes CANCELLED; anything else
-   * becomes `fallback` (INTERNAL unless given).
+   * `code` and `details` (a grpc-js ServiceError) keeps its code; an AbortError becomes CANCELLED; a stack overflow
+   * (input nested too deeply) becomes INVALID_ARGUMENT; anything else becomes `fallback` (INTERNAL unless given).
    */
   static from(reason: unknown, fallback: Code = Code.INTERNAL): GatewayError {
     if (reason instanceof GatewayError) return reason;
+    // Only input can drive the gateway's recursive walks (JSON bodies, CloudEvent data) that deep.
+    if (reason instanceof RangeError && /call stack size/i.test(reason.message)) {
+      return new GatewayError(Code.INVALID_ARGUMENT, "the input nests too deeply to process (maximum call stack size exceeded)", { cause: reason });
+    }
     if (typeof reason === "object" && reason !== null) {
       const r = reason as { code?: unknown; details?: unknown; message?: unknown; name?: unknown };
       if (r.name === "AbortError") return new GatewayError(Code.CANCELLED, "the operation was cancelled", { cause: reason });

@@ -1,0 +1,98 @@
+import { parseArgs } from "node:util";
+import { GatewayError } from "../shared/gateway-error.js";
+import { LOG_LEVELS, type LogLevel } from "./logger.js";
+import type { GatewayOptions } from "./options.js";
+
+/** The `--help` text. */
+export const HELP = `platform-gateway: dynamic gRPC gateway with state, pub/sub and triggers
+
+Usage: platform-gateway [options]
+
+Options (each has an environment variable; the flag wins):
+  --config <file>         services configuration, YAML or JSON         GATEWAY_CONFIG (default config/gateway.yaml when present)
+  --host <host>           host both servers bind                        GATEWAY_HOST (default 127.0.0.1)
+  --grpc-port <port>      gRPC port, 0 = ephemeral                      GATEWAY_GRPC_PORT (default 5000)
+  --http-port <port>      REST port, 0 = ephemeral                      GATEWAY_HTTP_PORT (default 8080)
+  --sidecar <kind>        embedded | dapr                               GATEWAY_SIDECAR (default embedded)
+  --pubsub-name <name>    sidecar pub/sub component name                GATEWAY_PUBSUB_NAME (default: config, else pubsub)
+  --api-key <key>         accepted x-api-key, repeatable                GATEWAY_API_KEYS (comma-separated)
+  --log-level <level>     ${LOG_LEVELS.join("|")}   GATEWAY_LOG_LEVEL (default info)
+  --max-body-bytes <n>    largest REST body and gRPC request message    GATEWAY_MAX_BODY_BYTES (default 4194304)
+  --forward-header <h>    header forwarded to backends, repeatable      GATEWAY_FORWARD_HEADERS (comma-separated)
+  --shutdown-timeout <ms> bound on graceful shutdown                    GATEWAY_SHUTDOWN_TIMEOUT_MS (default 10000)
+  --dapr-host <host>      Dapr sidecar host                             DAPR_HOST (default 127.0.0.1)
+  --dapr-grpc-port <port> Dapr sidecar gRPC port                        DAPR_GRPC_PORT (default 50001)
+  -h, --help              print this help
+
+Dapr tokens come from DAPR_API_TOKEN (sent to the sidecar) and APP_API_TOKEN (required on sidecar callbacks).
+With no API key the gateway accepts every caller and refuses to bind a non-loopback host.
+`;
+
+/** A flag's value, else the environment variable's (an empty variable counts as unset), with where it came from. */
+type Sourced = { value: string; source: string } | undefined;
+
+function int(given: Sourced): number | undefined {
+  if (given === undefined) return undefined;
+  const n = /^\s*-?\d+\s*$/.test(given.value) ? Number(given.value) : NaN;
+  if (!Number.isSafeInteger(n)) throw new GatewayError(3, `${given.source} must be an integer (got ${JSON.stringify(given.value)})`);
+  return n;
+}
+
+function list(given: Sourced): string[] | undefined {
+  return given === undefined ? undefined : given.value.split(",").map((s) => s.trim()).filter(Boolean);
+}
+
+/**
+ * Turn argv and the environment into GatewayOptions: a flag wins over its environment variable, and an empty
+ * variable counts as unset. A bad value throws a GatewayError naming the flag or the variable.
+ */
+export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions | "help" {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      config: { type: "string" },
+      host: { type: "string" },
+      "grpc-port": { type: "string" },
+      "http-port": { type: "string" },
+      sidecar: { type: "string" },
+      "pubsub-name": { type: "string" },
+      "api-key": { type: "string", multiple: true },
+      "log-level": { type: "string" },
+      "max-body-bytes": { type: "string" },
+      "forward-header": { type: "string", multiple: true },
+      "shutdown-timeout": { type: "string" },
+      "dapr-host": { type: "string" },
+      "dapr-grpc-port": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) return "help";
+  const opts: GatewayOptions = {};
+  const set = <K extends keyof GatewayOptions>(k: K, v: GatewayOptions[K] | undefined): void => {
+    if (v !== undefined) opts[k] = v;
+  };
+  const flags = values as Record<string, string | string[] | boolean | undefined>;
+  const from = (flag: string, envName: string): Sourced => {
+    const f = flags[flag];
+    if (typeof f === "string") return { value: f, source: `--${flag}` };
+    const e = env[envName];
+    return e === undefined || e === "" ? undefined : { value: e, source: envName };
+  };
+  const str = (flag: string, envName: string): string | undefined => from(flag, envName)?.value;
+  set("configPath", str("config", "GATEWAY_CONFIG"));
+  set("host", str("host", "GATEWAY_HOST"));
+  set("grpcPort", int(from("grpc-port", "GATEWAY_GRPC_PORT")));
+  set("httpPort", int(from("http-port", "GATEWAY_HTTP_PORT")));
+  set("sidecar", str("sidecar", "GATEWAY_SIDECAR") as GatewayOptions["sidecar"]);
+  set("pubsubName", str("pubsub-name", "GATEWAY_PUBSUB_NAME"));
+  set("apiKeys", values["api-key"] ?? list(from("", "GATEWAY_API_KEYS")));
+  set("logLevel", str("log-level", "GATEWAY_LOG_LEVEL") as LogLevel | undefined);
+  set("maxBodyBytes", int(from("max-body-bytes", "GATEWAY_MAX_BODY_BYTES")));
+  set("forwardHeaders", values["forward-header"] ?? list(from("", "GATEWAY_FORWARD_HEADERS")));
+  set("shutdownTimeoutMs", int(from("shutdown-timeout", "GATEWAY_SHUTDOWN_TIMEOUT_MS")));
+  set("daprHost", str("dapr-host", "DAPR_HOST"));
+  set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
+  return opts;
+}
+

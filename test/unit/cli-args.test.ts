@@ -1,0 +1,30 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { parseCli } from "../../src/main/cli-args.js";
+
+describe("command line and environment", () => {
+  it("a flag wins over its environment variable", () => {
+    assert.deepEqual(parseCli(["--grpc-port", "7000"], { GATEWAY_GRPC_PORT: "6000", GATEWAY_HTTP_PORT: "6001" }), { grpcPort: 7000, httpPort: 6001 });
+  });
+
+  it("an empty environment variable counts as unset (it does not bind an ephemeral port)", () => {
+    assert.deepEqual(parseCli([], { GATEWAY_GRPC_PORT: "", GATEWAY_HOST: "", GATEWAY_API_KEYS: "" }), {});
+  });
+
+  it("a bad number names the flag or the variable it came from", () => {
+    assert.throws(() => parseCli(["--grpc-port", "abc"], {}), /--grpc-port must be an integer \(got "abc"\)/);
+    assert.throws(() => parseCli(["--http-port", ""], {}), /--http-port must be an integer \(got ""\)/);
+    assert.throws(() => parseCli([], { GATEWAY_GRPC_PORT: "12x" }), /GATEWAY_GRPC_PORT must be an integer \(got "12x"\)/);
+    assert.throws(() => parseCli([], { GATEWAY_SHUTDOWN_TIMEOUT_MS: "1.5" }), /GATEWAY_SHUTDOWN_TIMEOUT_MS must be an integer/);
+  });
+
+  it("lists come from repeated flags or comma-separated variables", () => {
+    assert.deepEqual(parseCli(["--api-key", "a", "--api-key", "b"], { GATEWAY_API_KEYS: "x" }).valueOf(), { apiKeys: ["a", "b"] });
+    assert.deepEqual(parseCli([], { GATEWAY_API_KEYS: " a , ,b " }), { apiKeys: ["a", "b"] });
+  });
+
+  it("--help is reported, unknown flags throw", () => {
+    assert.equal(parseCli(["--help"], {}), "help");
+    assert.throws(() => parseCli(["--nope"], {}), /nope/);
+  });
+});
