@@ -20,6 +20,15 @@ export function queryFlag(q: URLSearchParams, name: string): boolean {
   throw new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${name} must be true or false (got ${JSON.stringify(v)})`);
 }
 
+const INVOKE_FIELDS = ["service", "method", "requestData"];
+/** invoke-json also takes `requestData` as an alias of `request_data`. */
+const INVOKE_JSON_FIELDS = ["service", "method", "request_data", "requestData"];
+
+/** The first member of `body` not in `allowed`: a typo such as `request_data` on invoke must not be dropped silently. */
+function unknownField(body: Record<string, unknown>, allowed: readonly string[]): string | undefined {
+  return Object.keys(body).find((k) => !allowed.includes(k));
+}
+
 /** `/v1/gateway/...` routes: list-services, list-methods, invoke (object payloads), invoke-json (JSON text payloads). */
 export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[] {
   return [
@@ -48,8 +57,10 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
       handler: async (req) => {
         const body = req.json();
         const data = body["requestData"];
+        const unknown = unknownField(body, INVOKE_FIELDS);
         let r: InvokeResult;
-        if (data !== undefined && data !== null && !isPlainObject(data)) r = failure("requestData", `must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
+        if (unknown !== undefined) r = failure(unknown, `is not a field of the invoke request (fields: ${INVOKE_FIELDS.join(", ")})`);
+        else if (data !== undefined && data !== null && !isPlainObject(data)) r = failure("requestData", `must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
         else {
           r = await ops.invoke({
             service: body["service"],
@@ -67,6 +78,11 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
       path: "/v1/gateway/invoke-json",
       handler: async (req) => {
         const body = req.json();
+        const unknown = unknownField(body, INVOKE_JSON_FIELDS);
+        if (unknown !== undefined) {
+          const f = failure(unknown, `is not a field of the invoke-json request (fields: service, method, request_data)`);
+          return json({ success: f.success, status: f.status, message: f.message, response_data: f.responseData });
+        }
         const r = await ops.invoke({
           service: body["service"],
           method: body["method"],
