@@ -85,7 +85,10 @@ export function binaryToJson(registry: FileRegistry, typeName: string, bytes: Ui
     throw new CodecError("DATA_LOSS", `binary data is not a valid ${desc.typeName}: ${errorText(e)}`);
   }
   try {
-    if (!reachesAny(desc)) return toJsonString(desc, message, { registry });
+    const json = toJsonString(desc, message, { registry });
+    // Only an object with an "@type" key (a set Any, or a map key "@type") needs the reordering pass; an escaped
+    // string value cannot contain the quoted token.
+    if (!reachesAny(desc) || !json.includes('"@type"')) return json;
     return JSON.stringify(typeFirst(toJson(desc, message, { registry })));
   } catch (e) {
     throw new CodecError("INTERNAL", `${desc.typeName} cannot be written as JSON: ${errorText(e)}`);
