@@ -2,41 +2,15 @@ import { createServer, STATUS_CODES, type IncomingMessage, type Server, type Ser
 import type { AddressInfo } from "node:net";
 import { Code, httpStatusOf } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
-import { errorBody, jsonObjectBody, type RestReply, type RestRequest, type Route, type RestServerDeps } from "../../src/main/rest/router.js";
-
-interface Compiled {
-  route: Route;
-  parts: string[];
-}
-
-function match(c: Compiled, parts: string[]): Record<string, string> | undefined {
-  const params: Record<string, string> = {};
-  for (let i = 0; i < c.parts.length; i++) {
-    const seg = c.parts[i]!;
-    const m = /^\{([A-Za-z_]+)(\+?)\}$/.exec(seg);
-    if (!m) {
-      if (parts[i] !== seg) return undefined;
-      continue;
-    }
-    if (m[2] === "+") {
-      const rest = parts.slice(i);
-      if (rest.length === 0 || rest.some((p) => p === "")) return undefined;
-      params[m[1]!] = rest.map(decodeURIComponent).join("/");
-      return params;
-    }
-    if (!parts[i]) return undefined;
-    params[m[1]!] = decodeURIComponent(parts[i]!);
-  }
-  return parts.length === c.parts.length ? params : undefined;
-}
+import { createRestRequest, createRouteTable, errorBody, type RestReply, type Route, type RestServerDeps } from "../../src/main/rest/router.js";
 
 /**
  * The gateway's REST routes served by `node:http` instead of uWS, doing the same per-request work as
- * `src/main/rest/router.ts` (route match, auth, body collection with a limit, lazy JSON parsing, JSON reply, the same
+ * `src/main/rest/router.ts` (the same route table with its auth and shutdown gate (`createRouteTable`), body collection with a limit, lazy JSON parsing, JSON reply, the same
  * metrics): the baseline that shows what uWS buys. Bench-only: the gateway never serves REST with it.
  */
 export function startNodeHttpServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<{ port: number; server: Server }> {
-  const compiled = routes.map((route) => ({ route, parts: route.path.split("/").slice(1) }));
+  const resolveRoute = createRouteTable(routes, deps);
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const started = performance.now();
     const method = (req.method ?? "GET").toUpperCase();
@@ -67,30 +41,12 @@ export function startNodeHttpServer(host: string, port: number, routes: Route[],
       send({ status: httpStatusOf(err.code), body: errorBody(err) });
     };
     try {
-      const parts = path.split("/").slice(1);
-      let best: { c: Compiled; params: Record<string, string> } | undefined;
-      for (const c of compiled) {
-        if (c.route.method !== method) continue;
-        const params = match(c, parts);
-        if (params && !best) best = { c, params };
-      }
-      if (!best) return fail(new GatewayError(Code.NOT_FOUND, `no route for ${method} ${path}`));
-      const { route } = best.c;
-      routeName = route.path;
-      if (deps.isClosing()) return fail(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
-      if (route.auth !== false && !deps.auth.check(headers["x-api-key"])) return fail(new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key"));
+      const decision = resolveRoute(method, path, headers);
+      if (decision.route) routeName = decision.route.path;
+      if (decision.reply) return send(decision.reply);
+      const route = decision.route!;
       const run = (body: Buffer): void => {
-        const request: RestRequest = {
-          method,
-          path,
-          params: best.params,
-          query,
-          headers,
-          body,
-          signal: ac.signal,
-          json: () => jsonObjectBody(body),
-        };
-        route.handler(request).then(send, fail);
+        route.handler(createRestRequest(method, path, decision.params, query, headers, body, ac.signal)).then(send, fail);
       };
       if (method === "GET") return run(Buffer.alloc(0));
       const chunks: Buffer[] = [];

@@ -100,6 +100,62 @@ function match(c: Compiled, parts: string[]): Record<string, string> | undefined
   return parts.length === c.segments.length ? params : undefined;
 }
 
+/** Where a request goes: a route and its parameters, or a reply to send at once (404, 405, 503, 401). */
+export interface RouteDecision {
+  /** The matched route (also set with a 503/401 reply, for the metrics label). */
+  route?: Route;
+  params: Record<string, string>;
+  /** When set, answer with this and run no handler. */
+  reply?: RestReply;
+}
+
+/**
+ * The transport-independent part of routing, shared by the uWS server and the `node:http` baseline in bench/rest:
+ * match the path (literal segments win over parameters; a wrong method is 405 with Allow), then the shutdown gate and
+ * x-api-key. Throws INVALID_ARGUMENT for a path parameter that is not valid percent-encoding.
+ */
+export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
+  const compiled = routes.map(compile);
+  return (method, path, headers) => {
+    const parts = path.split("/").slice(1);
+    let best: { c: Compiled; params: Record<string, string> } | undefined;
+    const allowed = new Set<string>();
+    for (const c of compiled) {
+      const params = match(c, parts);
+      if (!params) continue;
+      allowed.add(c.route.method);
+      if (c.route.method !== method) continue;
+      if (!best || c.literals > best.c.literals) best = { c, params };
+    }
+    const refuse = (e: GatewayError, route?: Route): RouteDecision => ({ ...(route ? { route } : {}), params: {}, reply: { status: httpStatusOf(e.code), body: errorBody(e) } });
+    if (!best) {
+      if (allowed.size === 0) return refuse(new GatewayError(Code.NOT_FOUND, `no route for ${method} ${path}`));
+      const list = [...allowed].join(", ");
+      return {
+        params: {},
+        reply: { status: 405, headers: { allow: list }, body: errorBody(new GatewayError(Code.UNIMPLEMENTED, `method ${method} is not allowed on ${path}; allowed: ${list}`)) },
+      };
+    }
+    const { route } = best.c;
+    if (deps.isClosing()) return refuse(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"), route);
+    if (route.auth !== false && !deps.auth.check(headers["x-api-key"])) return refuse(new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key"), route);
+    return { route, params: best.params };
+  };
+}
+
+/** The RestRequest a handler gets, once the body has been read. */
+export function createRestRequest(
+  method: string,
+  path: string,
+  params: Record<string, string>,
+  query: URLSearchParams,
+  headers: Record<string, string>,
+  body: Buffer,
+  signal: AbortSignal,
+): RestRequest {
+  return { method, path, params, query, headers, body, signal, json: () => jsonObjectBody(body) };
+}
+
 /** Dependencies of the REST server. */
 export interface RestServerDeps {
   auth: Authenticator;
@@ -145,7 +201,7 @@ export function jsonObjectBody(body: Buffer): Record<string, unknown> {
 
 /** Start the uWS REST endpoint on host:port with the given routes. */
 export function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
-  const compiled = routes.map(compile);
+  const resolve = createRouteTable(routes, deps);
   let inflight = 0;
   /** Responses not yet ended, so shutdown can close their connections. */
   const open = new Set<uws.HttpResponse>();
@@ -199,45 +255,12 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     };
 
     try {
-      const parts = path.split("/").slice(1);
-      let best: { c: Compiled; params: Record<string, string> } | undefined;
-      const allowed = new Set<string>();
-      for (const c of compiled) {
-        const params = match(c, parts);
-        if (!params) continue;
-        allowed.add(c.route.method);
-        if (c.route.method !== method) continue;
-        if (!best || c.literals > best.c.literals) best = { c, params };
-      }
-      if (!best) {
-        if (allowed.size > 0) {
-          return send({
-            status: 405,
-            headers: { allow: [...allowed].join(", ") },
-            body: errorBody(new GatewayError(Code.UNIMPLEMENTED, `method ${method} is not allowed on ${path}; allowed: ${[...allowed].join(", ")}`)),
-          });
-        }
-        return fail(new GatewayError(Code.NOT_FOUND, `no route for ${method} ${path}`));
-      }
-      const { route } = best.c;
-      routeName = route.path;
-      if (deps.isClosing()) return fail(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
-      if (route.auth !== false && !deps.auth.check(headers["x-api-key"])) {
-        return fail(new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key"));
-      }
-      const params = best.params;
+      const decision = resolve(method, path, headers);
+      if (decision.route) routeName = decision.route.path;
+      if (decision.reply) return send(decision.reply);
+      const route = decision.route!;
       const run = (body: Buffer): void => {
-        const request: RestRequest = {
-          method,
-          path,
-          params,
-          query,
-          headers,
-          body,
-          signal: ac.signal,
-          json: () => jsonObjectBody(body),
-        };
-        route.handler(request).then(send, fail);
+        route.handler(createRestRequest(method, path, decision.params, query, headers, body, ac.signal)).then(send, fail);
       };
       if (!BODY_METHODS.has(method)) return run(Buffer.alloc(0));
       const declared = Number(headers["content-length"] ?? NaN);
