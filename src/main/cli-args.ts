@@ -20,6 +20,7 @@ Options (each has an environment variable; the flag wins):
   --max-body-bytes <n>    largest REST body and gRPC request message    GATEWAY_MAX_BODY_BYTES (default 4194304)
   --forward-header <h>    header forwarded to backends, repeatable      GATEWAY_FORWARD_HEADERS (comma-separated)
   --shutdown-timeout <ms> bound on graceful shutdown                    GATEWAY_SHUTDOWN_TIMEOUT_MS (default 10000)
+  --max-triggers <n>      most triggers at once                         GATEWAY_MAX_TRIGGERS (default 10000)
   --dapr-host <host>      Dapr sidecar host                             DAPR_HOST (default 127.0.0.1)
   --dapr-grpc-port <port> Dapr sidecar gRPC port                        DAPR_GRPC_PORT (default 50001)
   -h, --help              print this help
@@ -62,6 +63,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "max-body-bytes": { type: "string" },
       "forward-header": { type: "string", multiple: true },
       "shutdown-timeout": { type: "string" },
+      "max-triggers": { type: "string" },
       "dapr-host": { type: "string" },
       "dapr-grpc-port": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -91,6 +93,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("maxBodyBytes", int(from("max-body-bytes", "GATEWAY_MAX_BODY_BYTES")));
   set("forwardHeaders", values["forward-header"] ?? list(from("", "GATEWAY_FORWARD_HEADERS")));
   set("shutdownTimeoutMs", int(from("shutdown-timeout", "GATEWAY_SHUTDOWN_TIMEOUT_MS")));
+  set("maxTriggers", int(from("max-triggers", "GATEWAY_MAX_TRIGGERS")));
   set("daprHost", str("dapr-host", "DAPR_HOST"));
   set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
   return opts;

@@ -26,6 +26,8 @@ export interface GatewayOptions {
   logLevel?: LogLevel;
   /** Largest accepted REST body in bytes. Default 4 MiB. */
   maxBodyBytes?: number;
+  /** Most triggers that may exist at once (configured crons included); past it ScheduleTrigger fails RESOURCE_EXHAUSTED. Default 10000. */
+  maxTriggers?: number;
   /** Bound on graceful shutdown in ms: in-flight work gets this long before streams are ended. Default 10000. */
   shutdownTimeoutMs?: number;
   /** Request headers forwarded to backends on invoke (tracing/correlation only). Default: see DEFAULT_FORWARD_HEADERS. */
@@ -165,6 +167,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     logLevel,
     maxBodyBytes: positive("maxBodyBytes", o.maxBodyBytes, 4 * 1024 * 1024),
     shutdownTimeoutMs: positive("shutdownTimeoutMs", o.shutdownTimeoutMs, 10_000),
+    maxTriggers: positive("maxTriggers", o.maxTriggers, 10_000),
     forwardHeaders: Object.freeze(forwardHeaders) as string[],
     invokeDeadlineMs: positive("invokeDeadlineMs", o.invokeDeadlineMs, 30_000),
     workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 4096),

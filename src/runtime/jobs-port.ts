@@ -44,4 +44,6 @@ export interface JobsPort {
   /** Delete; NOT_FOUND when no job has that name. */
   delete(name: string, signal?: AbortSignal): Promise<void>;
   list(signal?: AbortSignal): Promise<JobRecord[]>;
+  /** How many jobs are stored, when the runtime can tell cheaply (else the caller counts list()). */
+  count?(signal?: AbortSignal): Promise<number>;
 }

@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { parseCli } from "../../src/main/cli-args.js";
+import { HELP, parseCli } from "../../src/main/cli-args.js";
+import { validateGatewayOptions } from "../../src/main/options.js";
 
 describe("command line and environment", () => {
   it("a flag wins over its environment variable", () => {
@@ -26,5 +27,13 @@ describe("command line and environment", () => {
   it("--help is reported, unknown flags throw", () => {
     assert.equal(parseCli(["--help"], {}), "help");
     assert.throws(() => parseCli(["--nope"], {}), /nope/);
+  });
+
+  it("--max-triggers / GATEWAY_MAX_TRIGGERS cap the triggers; default 10000; must be positive", () => {
+    assert.deepEqual(parseCli(["--max-triggers", "50"], { GATEWAY_MAX_TRIGGERS: "7" }), { maxTriggers: 50 });
+    assert.deepEqual(parseCli([], { GATEWAY_MAX_TRIGGERS: "7" }), { maxTriggers: 7 });
+    assert.equal(validateGatewayOptions({}).maxTriggers, 10_000);
+    assert.throws(() => validateGatewayOptions({ maxTriggers: 0 }), /maxTriggers/);
+    assert.match(HELP, /--max-triggers <n> .* GATEWAY_MAX_TRIGGERS \(default 10000\)/);
   });
 });

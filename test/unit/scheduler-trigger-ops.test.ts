@@ -9,7 +9,7 @@ import { createMemoryScheduler } from "../../src/runtime/embedded/scheduler.js";
 import { createServiceRegistry } from "../../src/main/config.js";
 import type { GatewayContext } from "../../src/main/context.js";
 import { createMetrics } from "../../src/main/metrics.js";
-import { createTriggerOps, toJobSpec } from "../../src/main/ops/trigger.js";
+import { createTriggerOps, toJobSpec, toTriggerRecord } from "../../src/main/ops/trigger.js";
 import { createTriggerStats } from "../../src/main/ops/trigger-stats.js";
 import { applyCronJobs, configuredCronJobs } from "../../src/main/ops/trigger-crons.js";
 import { FakeClock } from "../support/fake-clock.js";
@@ -36,6 +36,7 @@ function setup() {
     logger,
     metrics,
     isClosing: () => false,
+    options: { maxTriggers: 10_000 },
     runtime: {
       jobs,
       pubsub: {
@@ -194,5 +195,17 @@ describe("configured crons", () => {
     jobs.close();
     // a runtime that refuses: reported back for retry
     assert.equal((await applyCronJobs(jobs, specs, logger)).length, 3);
+  });
+});
+
+describe("records with times that cannot be formatted", () => {
+  it("a job record whose times are invalid or out of range reads back with empty times instead of failing get and list", () => {
+    const data = JSON.stringify({ targetTopic: "t" });
+    for (const bad of [NaN, Infinity, 1e20, -1e20, 9e15]) {
+      const rec = toTriggerRecord({ name: "b", data, schedule: "@every 1s", createdAt: bad, nextFireAt: bad, lastFiredAt: bad, expiresAt: bad, timesFired: 2 ** 40 });
+      assert.ok(rec, String(bad));
+      assert.deepEqual([rec.created_at, rec.next_fire_time, rec.last_fire_time, rec.expires_at], ["", "", "", ""], String(bad));
+      assert.equal(rec.times_fired, 2_147_483_647, "int32 on the wire: saturated, never wrapped negative");
+    }
   });
 });

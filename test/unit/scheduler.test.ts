@@ -229,3 +229,49 @@ describe("embedded scheduler (fake clock)", () => {
     s.close();
   });
 });
+
+describe("embedded scheduler at the edge of representable time", () => {
+  it("a schedule ends at 9999-12-31T23:59:59.999Z instead of storing a time it cannot hold", async () => {
+    const { clock, s, fired } = setup("9999-12-31T23:59:57Z");
+    await s.schedule({ name: "last", schedule: "@every 1s", data: "" });
+    clock.advance(10_000);
+    assert.deepEqual(at(fired, "last"), ["9999-12-31T23:59:58.000Z", "9999-12-31T23:59:59.000Z"]);
+    assert.deepEqual(await s.list(), [], "it ended after its last representable firing");
+    assert.equal(s.timerArmed, false, "no timer left spinning");
+    s.close();
+  });
+
+  it("a job due in year 9999 arms timers within setTimeout's 2^31-1 ms and does not hold back the others", async () => {
+    const { clock, s, fired } = setup();
+    await s.schedule({ name: "far", dueTime: "9999-12-31T23:59:59Z", data: "" });
+    await s.schedule({ name: "near", schedule: "@every 1s", repeats: 3, data: "" });
+    clock.advance(5_000);
+    assert.equal(at(fired, "near").length, 3);
+    assert.ok(clock.delays.every((d) => d >= 0 && d <= 2_147_483_647), `delays ${clock.delays.join(", ")}`);
+    const far = await s.get("far");
+    assert.equal(iso(far!.nextFireAt), "9999-12-31T23:59:59.000Z");
+    await s.delete("far");
+    assert.equal(s.timerArmed, false);
+    s.close();
+  });
+
+  it("refuses every time past the limit in-band, naming the field, and stores nothing", async () => {
+    const { s } = setup();
+    for (const [spec, field] of [
+      [{ dueTime: "P300000Y" }, "due_time"],
+      [{ dueTime: "P999999999Y" }, "due_time"],
+      [{ dueTime: "9999999999h" }, "due_time"],
+      [{ schedule: "@every 3000000000h" }, "schedule"],
+      [{ schedule: "@hourly", ttl: "9999999999h" }, "ttl"],
+    ] as const) {
+      await assert.rejects(s.schedule({ name: "x", data: "", ...spec }), (e: Error & { code: Code }) => {
+        assert.equal(e.code, Code.INVALID_ARGUMENT);
+        assert.ok(e.message.includes(field), e.message);
+        return true;
+      });
+    }
+    assert.equal(s.size, 0);
+    assert.equal(s.timerArmed, false);
+    s.close();
+  });
+});

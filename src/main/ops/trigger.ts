@@ -3,7 +3,7 @@ import { SPEC_VERSION, type CloudEvent } from "../../shared/cloudevent.js";
 import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { JobRecord, JobSpec } from "../../runtime/jobs-port.js";
-import { planJob } from "../../runtime/schedule/index.js";
+import { isSchedulableTime, planJob } from "../../runtime/schedule/index.js";
 import type { GatewayContext } from "../context.js";
 import { createTriggerStats } from "./trigger-stats.js";
 
@@ -44,7 +44,7 @@ export interface TriggerRecord {
 
 /** Trigger operations, shared by the gRPC service and the REST routes. Errors are GatewayErrors naming the field. */
 export interface TriggerOps {
-  /** Validate and schedule; ALREADY_EXISTS when the name is taken. */
+  /** Validate and schedule; ALREADY_EXISTS when the name is taken, RESOURCE_EXHAUSTED past `maxTriggers`. */
   schedule(input: TriggerInput, signal?: AbortSignal): Promise<void>;
   /** One trigger; NOT_FOUND when no trigger has that name. */
   get(name: string, signal?: AbortSignal): Promise<TriggerRecord>;
@@ -100,7 +100,11 @@ export function toJobSpec(input: TriggerInput, now = Date.now()): JobSpec {
   return spec;
 }
 
-const iso = (ms: number | undefined): string => (ms === undefined ? "" : new Date(ms).toISOString());
+/** RFC 3339 UTC, or "" when absent or not a valid time (a bad record must never make get or list fail). */
+const iso = (ms: number | undefined): string => (ms === undefined || !isSchedulableTime(ms) ? "" : new Date(ms).toISOString());
+
+/** Largest value of an `int32` wire field (repeats, times_fired in platform/trigger.proto). */
+const INT32_MAX = 2_147_483_647;
 
 /** The record of a trigger's job, or undefined when the job is not a trigger's. */
 export function toTriggerRecord(job: JobRecord): TriggerRecord | undefined {
@@ -117,7 +121,8 @@ export function toTriggerRecord(job: JobRecord): TriggerRecord | undefined {
     next_fire_time: iso(job.nextFireAt),
     last_fire_time: iso(job.lastFiredAt),
     expires_at: iso(job.expiresAt),
-    times_fired: job.timesFired ?? 0,
+    // int32 on the wire: saturate rather than wrap negative.
+    times_fired: Math.min(job.timesFired ?? 0, INT32_MAX),
   };
 }
 
@@ -142,6 +147,9 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
     [],
   );
 
+  const maxTriggers = ctx.options.maxTriggers;
+  let pending = 0;
+
   // Completes records from runtimes that report only the spec (Dapr).
   const stats = createTriggerStats();
 
@@ -155,7 +163,21 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
 
   return {
     async schedule(input, signal) {
-      await jobs.schedule(toJobSpec(input), signal);
+      const spec = toJobSpec(input);
+      // Counted before scheduling, with the schedules still in flight, so concurrent callers cannot overshoot.
+      pending++;
+      try {
+        const stored = jobs.count ? await jobs.count(signal) : (await jobs.list(signal)).length;
+        if (stored + pending > maxTriggers) {
+          throw new GatewayError(
+            Code.RESOURCE_EXHAUSTED,
+            `trigger limit reached: ${stored} triggers exist and at most ${maxTriggers} may (--max-triggers); delete some first`,
+          );
+        }
+        await jobs.schedule(spec, signal);
+      } finally {
+        pending--;
+      }
     },
     get: find,
     async delete(name, signal) {
@@ -185,11 +207,18 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
         ctx.logger.error({ trigger: name }, "a job fired without trigger data (no targetTopic); nothing published");
         return;
       }
+      // A timer cleared as soon as the publish settles, not AbortSignal.timeout: that one lives its full 10 s, so
+      // 30,000 `@every 1s` triggers held 300,000 live timers (~250 MiB of heap, and their expiry kept burning CPU
+      // for 10 s after every trigger was deleted).
+      const ac = new AbortController();
+      const timer = setTimeout(() => ac.abort(new DOMException("trigger publish timed out", "TimeoutError")), PUBLISH_TIMEOUT_MS);
       try {
-        await ctx.runtime.pubsub.publish(target.targetTopic, triggerEvent(), AbortSignal.timeout(PUBLISH_TIMEOUT_MS));
+        await ctx.runtime.pubsub.publish(target.targetTopic, triggerEvent(), ac.signal);
       } catch (e) {
         failures.inc();
         ctx.logger.error({ trigger: name, topic: target.targetTopic, err: GatewayError.from(e) }, "trigger firing could not be published; the schedule continues");
+      } finally {
+        clearTimeout(timer);
       }
     },
   };

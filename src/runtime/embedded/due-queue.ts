@@ -19,8 +19,9 @@ export class DueQueue {
     return this.#heap[0];
   }
 
-  /** Insert `name` due at `at`, or move it there when already queued. */
+  /** Insert `name` due at `at`, or move it there when already queued. A NaN would break the heap order: refused. */
   set(name: string, at: number): void {
+    if (Number.isNaN(at)) throw new RangeError(`due time of ${name} is NaN`);
     const i = this.#index.get(name);
     if (i === undefined) {
       this.#heap.push({ name, at });

@@ -2,7 +2,7 @@ import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { JobHandler, JobRecord, JobSpec, JobsPort } from "../jobs-port.js";
 import type { RuntimeLogger } from "../runtime.js";
-import { nextFireTime, planJob, type JobPlan } from "../schedule/index.js";
+import { isSchedulableTime, nextFireTime, planJob, type JobPlan } from "../schedule/index.js";
 import { DueQueue } from "./due-queue.js";
 import { systemClock, type SchedulerClock } from "./scheduler-clock.js";
 
@@ -31,6 +31,7 @@ export interface ScheduleOptions {
  */
 export interface MemoryScheduler extends JobsPort {
   schedule(job: JobSpec, signal?: AbortSignal, options?: ScheduleOptions): Promise<void>;
+  count(signal?: AbortSignal): Promise<number>;
   /** Number of jobs held (tests, metrics). */
   readonly size: number;
   /** Whether a timer is armed right now (tests: nothing may be left running after close). */
@@ -80,9 +81,23 @@ export function createMemoryScheduler(options: MemorySchedulerOptions = {}): Mem
     timerAt = undefined;
   };
 
+  /**
+   * A job whose time cannot be held (planJob refuses those, so this is defence in depth): drop it and say so, rather
+   * than keep a time that breaks the queue's order, get/list formatting, or the timer (NaN arms a 1 ms timer).
+   */
+  const dropInvalid = (name: string, at: unknown): void => {
+    jobs.delete(name);
+    queue.delete(name);
+    logger?.error({ job: name, at: String(at) }, "job has a fire time the scheduler cannot hold; job removed so the others keep firing");
+  };
+
   /** Keep exactly one timer, for the root of the queue. */
   const arm = (): void => {
-    const head = queue.peek();
+    let head = queue.peek();
+    while (head && !isSchedulableTime(head.at)) {
+      dropInvalid(head.name, head.at);
+      head = queue.peek();
+    }
     if (closed || !head) return disarm();
     if (timerAt === head.at && timer !== undefined) return;
     disarm();
@@ -111,11 +126,25 @@ export function createMemoryScheduler(options: MemorySchedulerOptions = {}): Mem
     const now = clock.now();
     // Fire everything due; each job once per wake-up (its next time is strictly after both its due time and now).
     for (let head = queue.peek(); head && head.at <= now; head = queue.peek()) {
-      const e = jobs.get(head.name)!;
+      const e = jobs.get(head.name);
+      if (!e) {
+        queue.delete(head.name);
+        continue;
+      }
       const firedAt = head.at;
       e.timesFired++;
       e.lastFiredAt = firedAt;
-      e.nextFireAt = nextFireTime(e.plan, firedAt, now, e.timesFired);
+      try {
+        e.nextFireAt = nextFireTime(e.plan, firedAt, now, e.timesFired);
+      } catch (err) {
+        // A schedule that throws ends its own job only; the loop goes on for the others.
+        logger?.error({ job: head.name, err }, "job's next fire time could not be computed; job removed");
+        e.nextFireAt = undefined;
+      }
+      if (e.nextFireAt !== undefined && (!isSchedulableTime(e.nextFireAt) || e.nextFireAt <= firedAt)) {
+        logger?.error({ job: head.name, at: String(e.nextFireAt) }, "job's next fire time is invalid; job removed");
+        e.nextFireAt = undefined;
+      }
       if (e.nextFireAt === undefined) {
         jobs.delete(head.name);
         queue.delete(head.name);
@@ -129,13 +158,15 @@ export function createMemoryScheduler(options: MemorySchedulerOptions = {}): Mem
     if (closed) throw new GatewayError(Code.UNAVAILABLE, "the embedded scheduler is closed");
   };
 
+  // Times are reported only when valid, so one bad record can never make get or list throw.
+  const time = (key: string, t: number | undefined): Record<string, number> => (t !== undefined && isSchedulableTime(t) ? { [key]: t } : {});
   const record = (e: Entry): JobRecord => ({
     ...copySpec(e.spec),
     createdAt: e.createdAt,
     timesFired: e.timesFired,
-    ...(e.nextFireAt !== undefined ? { nextFireAt: e.nextFireAt } : {}),
-    ...(e.lastFiredAt !== undefined ? { lastFiredAt: e.lastFiredAt } : {}),
-    ...(e.plan.expiresAt !== undefined ? { expiresAt: e.plan.expiresAt } : {}),
+    ...time("nextFireAt", e.nextFireAt),
+    ...time("lastFiredAt", e.lastFiredAt),
+    ...time("expiresAt", e.plan.expiresAt),
   });
 
   return {
@@ -148,6 +179,7 @@ export function createMemoryScheduler(options: MemorySchedulerOptions = {}): Mem
       const now = clock.now();
       const plan = planJob(job, now);
       if (plan instanceof GatewayError) throw plan;
+      if (!isSchedulableTime(plan.firstFireAt)) throw new GatewayError(Code.INVALID_ARGUMENT, "the job's first fire time cannot be held by the scheduler");
       if (typeof job.data !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, "data must be a string");
       if (jobs.has(job.name) && !opts.overwrite) {
         throw new GatewayError(Code.ALREADY_EXISTS, `a job named ${job.name} already exists; delete it first`);
@@ -173,6 +205,11 @@ export function createMemoryScheduler(options: MemorySchedulerOptions = {}): Mem
       checkSignal(signal);
       open();
       return [...jobs.values()].map(record).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    },
+    async count(signal) {
+      checkSignal(signal);
+      open();
+      return jobs.size;
     },
     get size() {
       return jobs.size;

@@ -1,8 +1,11 @@
 /**
  * Go's `time.ParseDuration` syntax: an optional sign and a sequence of decimal numbers, each with an optional fraction
  * and a unit, such as `300ms`, `-1.5h` or `2h45m`. Units: `ns`, `us` (or `µs`/`μs`), `ms`, `s`, `m`, `h`. `0` alone is
- * allowed. Days and larger units are not Go units (use an ISO-8601 duration such as `P1D` instead).
+ * allowed. Days and larger units are not Go units (use an ISO-8601 duration such as `P1D` instead). At most
+ * 2562047h47m16.854775807s either way, as in Go.
  */
+
+import { MAX_GO_DURATION_MS, MAX_GO_DURATION_TEXT } from "./limits.js";
 
 const UNIT_MS: Record<string, number> = {
   ns: 1e-6,
@@ -17,8 +20,11 @@ const UNIT_MS: Record<string, number> = {
 
 const TERM = /^(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/;
 
-/** The duration in milliseconds (fractions of a millisecond kept), or an error text when `text` is not a Go duration. */
-export function parseGoDuration(text: string): { ms: number } | { error: string } {
+/**
+ * The duration in milliseconds (fractions of a millisecond kept), or an error text when `text` is not a Go duration;
+ * `outOfRange` marks a well-formed duration longer than Go can hold.
+ */
+export function parseGoDuration(text: string): { ms: number } | { error: string; outOfRange?: true } {
   let rest = text;
   let sign = 1;
   if (rest.startsWith("-") || rest.startsWith("+")) {
@@ -37,6 +43,9 @@ export function parseGoDuration(text: string): { ms: number } | { error: string 
     ms += Number(m[1]) * UNIT_MS[m[2]!]!;
     rest = rest.slice(m[0].length);
   }
-  if (!Number.isFinite(ms)) return { error: `"${text}" is out of range` };
+  // Go's Duration is int64 nanoseconds: refuse what Go (and so Dapr) cannot hold rather than schedule it here.
+  if (!Number.isFinite(ms) || ms > MAX_GO_DURATION_MS) {
+    return { error: `"${text}" is out of range: a Go duration is at most ${MAX_GO_DURATION_TEXT}`, outOfRange: true };
+  }
   return { ms: sign * ms };
 }

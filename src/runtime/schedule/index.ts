@@ -5,6 +5,7 @@
  */
 export { parseGoDuration } from "./go-duration.js";
 export { addIsoDuration, parseIsoDuration, type IsoDuration } from "./iso-duration.js";
+export { isSchedulableTime, MAX_GO_DURATION_MS, MAX_SCHEDULE_TIME_MS, MAX_SCHEDULE_TIME_TEXT } from "./limits.js";
 export { parseRfc3339 } from "./rfc3339.js";
 export { resolveTimeSpec, type TimeSpecKind } from "./time-spec.js";
 export { parseSchedule, type Schedule } from "./schedule.js";

@@ -15,14 +15,17 @@ export interface JobPlan {
   repeats: number;
 }
 
-/** Largest `repeats` Dapr accepts (uint32). */
-export const MAX_REPEATS = 4_294_967_295;
+/**
+ * Largest `repeats` accepted: 2^31-1. Dapr's field is a uint32, but the gateway's own wire type (`int32 repeats` in
+ * platform/trigger.proto) is signed, so a larger value would read back negative over gRPC; the smaller limit wins.
+ */
+export const MAX_REPEATS = 2_147_483_647;
 
 /**
  * Validate a job spec with Dapr's rules and resolve its times against `now` (epoch ms). Fields are named as in
  * Dapr's Job message: name, schedule, due_time, repeats, ttl. Rules: name required; schedule or due_time required;
- * repeats a whole number 0..2^32-1 and above 1 only with a schedule; ttl only with a schedule, counted from due_time
- * when given, and not before the first firing.
+ * repeats a whole number 0..2^31-1 and above 1 only with a schedule; ttl only with a schedule, counted from due_time
+ * when given, and not before the first firing. Every resolved time is at most MAX_SCHEDULE_TIME_MS.
  */
 export function planJob(spec: Pick<JobSpec, "name" | "schedule" | "dueTime" | "repeats" | "ttl">, now: number): JobPlan | GatewayError {
   if (!spec.name) return invalidArgument("name", "must not be empty");

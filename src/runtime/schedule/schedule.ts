@@ -1,11 +1,13 @@
 import { Cron } from "croner";
 import { invalidArgument, type GatewayError } from "../../shared/gateway-error.js";
 import { parseGoDuration } from "./go-duration.js";
+import { MAX_SCHEDULE_TIME_MS } from "./limits.js";
 
 /**
  * A parsed schedule. `nextAfter(t)` is the first fire time strictly after `t` (epoch ms), or undefined when the
  * schedule never fires again. Fire times are a pure function of the schedule (and, for `@every`, its anchor), never
- * of when a timer happened to run, so a scheduler that asks `nextAfter(lastFireTime)` does not drift.
+ * of when a timer happened to run, so a scheduler that asks `nextAfter(lastFireTime)` does not drift. A schedule
+ * ends at MAX_SCHEDULE_TIME_MS: no time after it is ever returned.
  */
 export interface Schedule {
   /** The schedule as given. */
@@ -29,6 +31,11 @@ const FIELD_NAMES = ["second", "minute", "hour", "day of month", "month", "day o
 const MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"];
 const DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 const SIX_FIELDS = "a cron schedule needs exactly 6 fields: second minute hour day-of-month month day-of-week (e.g. \"0 */5 * * * *\")";
+
+/** `t` when it is a time the scheduler can hold, else undefined (the schedule is over). */
+function within(t: number | undefined): number | undefined {
+  return t !== undefined && Number.isFinite(t) && t <= MAX_SCHEDULE_TIME_MS ? t : undefined;
+}
 
 function isTimeZone(tz: string): boolean {
   try {
@@ -77,7 +84,7 @@ function parseCron(text: string, expr: string, timezone: string): Schedule | Gat
   const schedule: Schedule = {
     text,
     kind: "cron",
-    nextAfter: (t) => cron.nextRun(new Date(t))?.getTime() ?? undefined,
+    nextAfter: (t) => within(cron.nextRun(new Date(t))?.getTime()),
   };
   return schedule;
 }
@@ -93,7 +100,7 @@ function parseEvery(text: string, arg: string, anchor: number): Schedule | Gatew
     text,
     kind: "every",
     // The k-th fire time is anchor + k*every: computed, never accumulated.
-    nextAfter: (t) => (t < anchor ? anchor + every : anchor + (Math.floor((t - anchor) / every) + 1) * every),
+    nextAfter: (t) => within(t < anchor ? anchor + every : anchor + (Math.floor((t - anchor) / every) + 1) * every),
   };
 }
 
