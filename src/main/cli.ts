@@ -4,6 +4,9 @@ import { createGateway } from "./gateway.js";
 import type { GatewayOptions } from "./options.js";
 import { HELP, parseCli } from "./cli-args.js";
 
+/** A signal repeated within this many ms of the first is the same signal delivered twice (see onSignal). */
+const DUPLICATE_SIGNAL_MS = 1000;
+
 async function main(): Promise<void> {
   let opts: GatewayOptions | "help";
   try {
@@ -21,13 +24,17 @@ async function main(): Promise<void> {
     if (existsSync("config/gateway.yaml")) opts.configPath = "config/gateway.yaml";
   }
   // Signal handlers go in before startup so a signal that arrives while starting still shuts down cleanly.
-  let signals = 0;
+  let firstSignalAt: number | undefined;
   let starting: Promise<Awaited<ReturnType<typeof createGateway>> | undefined> | undefined;
   const onSignal = (sig: NodeJS.Signals): void => {
-    if (++signals > 1) {
+    if (firstSignalAt !== undefined) {
+      // Ctrl-C under `npm start` reaches the gateway twice: from the terminal (same process group) and forwarded by
+      // npm a moment later. A repeat that close to the first is that one keypress, not a request to stop at once.
+      if (Date.now() - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
       process.stderr.write(`platform-gateway: second ${sig}, exiting now\n`);
       process.exit(130);
     }
+    firstSignalAt = Date.now();
     void (starting ?? Promise.resolve(undefined))
       .then((gw) => gw?.close())
       .then(
