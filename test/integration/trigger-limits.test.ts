@@ -80,6 +80,15 @@ for (const fixture of runtimeFixtures) {
       assert.equal((await rest("DELETE", "/v1/trigger/lim-tick")).status, 200);
     });
 
+    it("a repeats the int32 wire field cannot hold is refused over gRPC too, never stored wrapped", async () => {
+      // grpc-js encodes 3000000000 into the int32 field; the gateway reads it as -1294967296 and must refuse it.
+      const g = await call("ScheduleTrigger", { name: "rep-wrap", target_topic: "lim.rep", schedule: "@every 1s", repeats: 3_000_000_000 });
+      assert.equal(g.status.success, false);
+      assert.equal(g.status.status, "INVALID_ARGUMENT");
+      assert.match(g.status.message, /^repeats must be a whole number from 0 \(unlimited\) to 2147483647/);
+      assert.equal((await call("GetTrigger", { name: "rep-wrap" })).status.status, "NOT_FOUND");
+    });
+
     it("the largest due_time the scheduler holds is accepted and reads back exactly", async () => {
       const res = await rest("POST", "/v1/trigger/lim-far", { target_topic: "lim.far", due_time: "9999-12-31T23:59:59Z" });
       assert.equal(res.status, 200, await res.text());

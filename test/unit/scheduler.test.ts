@@ -275,3 +275,16 @@ describe("embedded scheduler at the edge of representable time", () => {
     s.close();
   });
 });
+
+describe("due queue", () => {
+  it("refuses a NaN due time, which would break the heap order for every other job", async () => {
+    const { DueQueue } = await import("../../src/runtime/embedded/due-queue.js");
+    const q = new DueQueue();
+    q.set("a", 2);
+    q.set("b", 1);
+    assert.throws(() => q.set("c", NaN), /due time of c is NaN/);
+    assert.throws(() => q.set("a", NaN), /NaN/);
+    assert.deepEqual(q.peek(), { name: "b", at: 1 });
+    assert.equal(q.size, 2);
+  });
+});
