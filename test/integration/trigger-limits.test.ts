@@ -20,6 +20,7 @@ const OUT_OF_RANGE: Array<{ body: Record<string, unknown>; field: string; patter
   { body: { schedule: "@hourly", ttl: "9999999999h" }, field: "ttl", pattern: /at most 2562047h47m16\.854775807s/ },
   { body: { schedule: "@hourly", ttl: "P300000Y" }, field: "ttl", pattern: /past 9999-12-31/ },
   { body: { schedule: "@every 1s", due_time: "9999-12-31T23:59:59Z", ttl: "2562047h" }, field: "ttl", pattern: /past 9999-12-31/ },
+  { body: { schedule: "0 0 0 * * *", due_time: "3000-01-01T00:00:00Z" }, field: "schedule", pattern: /cron schedules end in the year 2999/ },
   { body: { schedule: "@every 1s", repeats: 3_000_000_000 }, field: "repeats", pattern: /0 \(unlimited\) to 2147483647/ },
   { body: { schedule: "@every 1s", repeats: 2_147_483_648 }, field: "repeats", pattern: /0 \(unlimited\) to 2147483647/ },
 ];

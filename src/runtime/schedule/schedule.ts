@@ -32,6 +32,10 @@ const MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "
 const DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 const SIX_FIELDS = "a cron schedule needs exactly 6 fields: second minute hour day-of-month month day-of-week (e.g. \"0 */5 * * * *\")";
 
+/** The last year croner computes cron fire times in (its search stops at year 3000 for patterns without a year). */
+export const CRON_LAST_YEAR = 2999;
+const CRON_EPOCH = Date.UTC(2000, 0, 1);
+
 /** `t` when it is a time the scheduler can hold, else undefined (the schedule is over). */
 function within(t: number | undefined): number | undefined {
   return t !== undefined && Number.isFinite(t) && t <= MAX_SCHEDULE_TIME_MS ? t : undefined;
@@ -133,6 +137,11 @@ export function parseSchedule(text: string, anchor: number): Schedule | GatewayE
   }
   const s = parseCron(text, expr, timezone);
   if ("nextAfter" in s && s.nextAfter(anchor) === undefined) {
+    // croner computes cron times up to the year 2999; a pattern that matches before that but not after the anchor
+    // (a due_time in year 3000 or later) is out of range, not a pattern that matches no date.
+    if (s.nextAfter(CRON_EPOCH) !== undefined) {
+      return invalidArgument("schedule", `"${text}" has no fire time after ${new Date(anchor).toISOString()}: cron schedules end in the year ${CRON_LAST_YEAR}`);
+    }
     return invalidArgument("schedule", `"${text}" never fires (no date matches it)`);
   }
   return s;
