@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { SPEC_VERSION, type CloudEvent } from "../shared/cloudevent.js";
 import { invalidArgument } from "../shared/gateway-error.js";
+import { echo } from "../shared/echo.js";
 
 /** RFC 3986 scheme followed by ':' and at least one character; no whitespace, control or excluded characters. */
 const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1f\x7f<>"{}|\\^`]+$/;
@@ -20,7 +21,7 @@ export function validatePublish(topic: string | undefined | null, event: CloudEv
   if (!event) throw invalidArgument("cloudevent", "is required");
   if (typeof event.source !== "string" || event.source === "") throw invalidArgument("cloudevent.source", "must not be empty");
   if (!isAbsoluteUri(event.source)) {
-    throw invalidArgument("cloudevent.source", `'${event.source}' is not an absolute URI (it needs a scheme, e.g. https://host/path or urn:ns:name)`);
+    throw invalidArgument("cloudevent.source", `'${echo(event.source)}' is not an absolute URI (it needs a scheme, e.g. https://host/path or urn:ns:name)`);
   }
 }
 

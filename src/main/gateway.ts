@@ -99,6 +99,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   let closing = false;
   const ctx: GatewayContext = { options: opts, services, runtime, logger, metrics, isClosing: () => closing };
   if (opts.apiKeys.length === 0) logger.warn({ host: opts.host }, "no API key configured: every caller is accepted (loopback host only)");
+  if (opts.forwardCredentialHeaders.length > 0) {
+    logger.warn({ headers: opts.forwardCredentialHeaders }, "OVERRIDE: forwarding headers that look like credentials to backends (--forward-credential-header)");
+  }
 
   const configOps = createConfigOps(services);
   const facilities: Facility[] = [

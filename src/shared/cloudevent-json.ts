@@ -2,6 +2,7 @@ import { Code } from "./code.js";
 import { GatewayError } from "./gateway-error.js";
 import { SPEC_VERSION, type CloudEvent, type CloudEventAttributeValue } from "./cloudevent.js";
 import { attributeFromJson, attributeToJson, isJsonContentType, isTextContentType } from "./cloudevent-attributes.js";
+import { echo } from "./echo.js";
 
 
 /**
@@ -38,7 +39,7 @@ function kind(v: unknown): string {
 /** The proto attribute value for a named optional attribute or extension given as a string. */
 function stringAttribute(name: string, v: string, field: string): CloudEventAttributeValue {
   const value = attributeFromJson(name, v);
-  if (!value) throw bad(field, `'${v}' is not an RFC 3339 timestamp`);
+  if (!value) throw bad(field, `'${echo(v)}' is not an RFC 3339 timestamp`);
   return value;
 }
 
@@ -97,7 +98,7 @@ function headerValue(header: string, v: string): string {
   try {
     return decodeURIComponent(v);
   } catch {
-    throw bad(header, `is not valid percent-encoded UTF-8: ${v}`);
+    throw bad(header, `is not valid percent-encoded UTF-8: ${echo(v)}`);
   }
 }
 

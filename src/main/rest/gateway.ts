@@ -3,6 +3,7 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import type { DispatchOps, InvokeResult } from "../ops/dispatch.js";
 import { json, requiredQuery, type Route } from "./router.js";
+import { echo } from "../../shared/echo.js";
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -17,7 +18,7 @@ export function queryFlag(q: URLSearchParams, name: string): boolean {
   const v = q.get(name);
   if (v === null || v === "" || v === "false" || v === "0") return false;
   if (v === "true" || v === "1") return true;
-  throw new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${name} must be true or false (got ${JSON.stringify(v)})`);
+  throw new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${name} must be true or false (got ${echo(JSON.stringify(v))})`);
 }
 
 const INVOKE_FIELDS = ["service", "method", "requestData"];

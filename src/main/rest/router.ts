@@ -5,6 +5,7 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import type { Authenticator } from "../auth.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
+import { echo } from "../../shared/echo.js";
 
 /** A parsed REST request, valid after the uWS handler returned (headers and body are copied). */
 export interface RestRequest {
@@ -76,7 +77,7 @@ function decode(segment: string, name: string): string {
   try {
     return decodeURIComponent(segment);
   } catch {
-    throw new GatewayError(Code.INVALID_ARGUMENT, `path parameter ${name} is not valid percent-encoding: ${segment}`);
+    throw new GatewayError(Code.INVALID_ARGUMENT, `path parameter ${name} is not valid percent-encoding: ${echo(segment)}`);
   }
 }
 
@@ -129,11 +130,11 @@ export function createRouteTable(routes: readonly Route[], deps: Pick<RestServer
     }
     const refuse = (e: GatewayError, route?: Route): RouteDecision => ({ ...(route ? { route } : {}), params: {}, reply: { status: httpStatusOf(e.code), body: errorBody(e) } });
     if (!best) {
-      if (allowed.size === 0) return refuse(new GatewayError(Code.NOT_FOUND, `no route for ${method} ${path}`));
+      if (allowed.size === 0) return refuse(new GatewayError(Code.NOT_FOUND, `no route for ${echo(method, 16)} ${echo(path)}`));
       const list = [...allowed].join(", ");
       return {
         params: {},
-        reply: { status: 405, headers: { allow: list }, body: errorBody(new GatewayError(Code.UNIMPLEMENTED, `method ${method} is not allowed on ${path}; allowed: ${list}`)) },
+        reply: { status: 405, headers: { allow: list }, body: errorBody(new GatewayError(Code.UNIMPLEMENTED, `method ${echo(method, 16)} is not allowed on ${echo(path)}; allowed: ${list}`)) },
       };
     }
     const { route } = best.c;
