@@ -7,6 +7,7 @@ import type { GatewayContext } from "../context.js";
 import { createChangeNotifier, tierOf, type ChangeAction, type ChangeNotice, type ChangeNotifier } from "./state-notify.js";
 import type { ChangeInput, DeleteBulkResult, DeleteBulkStateInput, DeleteStateInput, QueryStateInput, SaveStateInput } from "./state-types.js";
 import { echo } from "../../shared/echo.js";
+import { createPageTokens } from "./page-token.js";
 
 export type * from "./state-types.js";
 
@@ -66,6 +67,7 @@ function keyNotice(req: SaveStateInput | DeleteStateInput, action: ChangeAction,
 /** Create the State operations of a gateway. */
 export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = createChangeNotifier(ctx)): StateOps {
   const state = ctx.runtime.state;
+  const pageTokens = createPageTokens();
 
   /** The state store of a service: NOT_FOUND when unregistered, INVALID_ARGUMENT when it has no state section. */
   function storeOf(service: unknown): string {
@@ -143,8 +145,10 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
       const limit = req.limit ?? 0;
       if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) throw invalidArgument("limit", `must be a non-negative integer, got ${String(limit)}`);
       // Validate here so a malformed query gets the same answer whatever the runtime.
-      parseQuery(text);
-      return state.query(store, text, limit, signal);
+      const opened = pageTokens.open(store, text);
+      parseQuery(opened);
+      const res = await state.query(store, opened, limit, signal);
+      return { ...res, token: pageTokens.seal(store, text, res.token) };
     },
   };
 }

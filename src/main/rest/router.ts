@@ -139,7 +139,11 @@ export function createRouteTable(routes: readonly Route[], deps: Pick<RestServer
     }
     const { route } = best.c;
     if (deps.isClosing()) return refuse(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"), route);
-    if (route.auth !== false && !deps.auth.check(headers["x-api-key"])) return refuse(new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key"), route);
+    if (route.auth !== false && !deps.auth.check(headers["x-api-key"])) {
+      // Repeated headers arrive joined with ", " (as on gRPC, where HTTP/2 joins them): never pick one of two keys.
+      const twice = deps.auth.enabled && headers["x-api-key"]?.includes(",");
+      return refuse(new GatewayError(Code.UNAUTHENTICATED, twice ? "x-api-key is given more than once; send exactly one key" : "missing or invalid x-api-key"), route);
+    }
     return { route, params: best.params };
   };
 }
@@ -215,7 +219,8 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     const query = new URLSearchParams(req.getQuery() ?? "");
     const headers: Record<string, string> = {};
     req.forEach((k, v) => {
-      headers[k] = v;
+      // A repeated header is joined as RFC 9110 5.3 says, so no copy is silently dropped (the last one used to win).
+      headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
     });
     const ac = new AbortController();
     let done = false;
