@@ -3,6 +3,7 @@ import { GatewayError } from "./gateway-error.js";
 import { SPEC_VERSION, type CloudEvent, type CloudEventAttributeValue } from "./cloudevent.js";
 import { attributeFromJson, attributeToJson, isJsonContentType, isTextContentType } from "./cloudevent-attributes.js";
 import { echo } from "./echo.js";
+import { decodeUtf8 } from "./utf8.js";
 
 
 /**
@@ -127,7 +128,9 @@ export function cloudEventFromBinary(headers: Record<string, string>, body: Uint
   if (ct) event.attributes["datacontenttype"] = { ce_string: ct };
   if (body.length > 0) {
     if (!ct || isTextContentType(ct)) {
-      event.text_data = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8");
+      const decoded = decodeUtf8(body);
+      if ("invalidAt" in decoded) throw bad("body", `is text (content-type ${echo(ct ?? "unset")}) but not valid UTF-8 (at byte offset ${decoded.invalidAt})`);
+      event.text_data = decoded.text;
       event.data = "text_data";
     } else {
       event.binary_data = body;

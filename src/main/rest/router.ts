@@ -6,6 +6,7 @@ import type { Authenticator } from "../auth.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { echo } from "../../shared/echo.js";
+import { decodeUtf8, locateInvalidUtf8InJson } from "../../shared/utf8.js";
 
 /** A parsed REST request, valid after the uWS handler returned (headers and body are copied). */
 export interface RestRequest {
@@ -192,9 +193,13 @@ export function errorBody(e: GatewayError): { code: number; message: string; det
 /** A request body parsed as a JSON object (RestRequest.json); INVALID_ARGUMENT saying what is wrong with it. */
 export function jsonObjectBody(body: Buffer): Record<string, unknown> {
   if (body.length === 0) throw new GatewayError(Code.INVALID_ARGUMENT, "request body is empty; expected a JSON object");
+  const decoded = decodeUtf8(body);
+  if ("invalidAt" in decoded) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid UTF-8 (${locateInvalidUtf8InJson(body, decoded.invalidAt)})`);
+  }
   let v: unknown;
   try {
-    v = JSON.parse(body.toString("utf8"));
+    v = JSON.parse(decoded.text);
   } catch (e) {
     throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid JSON: ${(e as Error).message}`);
   }
