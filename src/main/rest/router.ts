@@ -3,6 +3,7 @@ import uws from "uWebSockets.js";
 import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { Authenticator } from "../auth.js";
+import { checkHead } from "./head-limits.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { echo } from "../../shared/echo.js";
@@ -223,7 +224,9 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     const path = req.getUrl();
     const query = new URLSearchParams(req.getQuery() ?? "");
     const headers: Record<string, string> = {};
+    let headerCount = 0;
     req.forEach((k, v) => {
+      headerCount++;
       // A repeated header is joined as RFC 9110 5.3 says, so no copy is silently dropped (the last one used to win).
       headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
     });
@@ -266,6 +269,8 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     };
 
     try {
+      const oversized = checkHead(path, req.getQuery() ?? "", headers, headerCount);
+      if (oversized) return send({ status: oversized.status, body: errorBody(oversized.error) }, true);
       const decision = resolve(method, path, headers);
       if (decision.route) routeName = decision.route.path;
       if (decision.reply) return send(decision.reply);
