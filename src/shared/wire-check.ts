@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import protobuf from "protobufjs";
 import { Code } from "./code.js";
 import { GatewayError } from "./gateway-error.js";
@@ -16,81 +17,117 @@ import { GatewayError } from "./gateway-error.js";
 /** How deeply messages may nest on the wire. */
 export const MAX_WIRE_DEPTH = 100;
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+/** What the walk needs to know about one field number of a message: its kind, its name and, for messages, its shape. */
+interface Slot {
+  kind: "string" | "message" | "other";
+  name: string;
+  shape?: Shape;
+}
+type Shape = Map<number, Slot>;
 
-type Kind = { kind: "string" | "message" | "other"; name: string; type?: protobuf.Type; map?: protobuf.MapField };
+// Shapes are built once per message type (and map field) and reused by every request.
+const shapes = new WeakMap<object, Shape>();
 
-function kindOf(field: protobuf.Field, path: string): Kind {
-  const name = path ? `${path}.${field.name}` : field.name;
-  if (field instanceof protobuf.MapField) return { kind: "message", name, map: field };
-  if (field.type === "string") return { kind: "string", name };
-  if (field.resolvedType instanceof protobuf.Type) return { kind: "message", name, type: field.resolvedType };
-  return { kind: "other", name };
+function shapeOf(type: protobuf.Type): Shape {
+  let shape = shapes.get(type);
+  if (shape) return shape;
+  shape = new Map();
+  shapes.set(type, shape); // before the fields: recursive types refer to their own shape
+  for (const field of type.fieldsArray) shape.set(field.id, slotOf(field));
+  return shape;
 }
 
-/** A map entry's fields: 1 is the key, 2 the value. */
-function mapEntryKind(map: protobuf.MapField, id: number, name: string): Kind | undefined {
-  if (id === 1) return { kind: map.keyType === "string" ? "string" : "other", name: `${name} key` };
-  if (id !== 2) return undefined;
-  if (map.type === "string") return { kind: "string", name: `${name} value` };
-  if (map.resolvedType instanceof protobuf.Type) return { kind: "message", name: `${name} value`, type: map.resolvedType };
-  return { kind: "other", name: `${name} value` };
+function slotOf(field: protobuf.Field): Slot {
+  if (field instanceof protobuf.MapField) {
+    let entry = shapes.get(field);
+    if (!entry) {
+      const value: Slot =
+        field.type === "string"
+          ? { kind: "string", name: "value" }
+          : field.resolvedType instanceof protobuf.Type
+            ? { kind: "message", name: "value", shape: shapeOf(field.resolvedType) }
+            : { kind: "other", name: "value" };
+      entry = new Map([
+        [1, { kind: field.keyType === "string" ? "string" : "other", name: "key" }],
+        [2, value],
+      ]);
+      shapes.set(field, entry);
+    }
+    return { kind: "message", name: field.name, shape: entry };
+  }
+  if (field.type === "string") return { kind: "string", name: field.name };
+  if (field.resolvedType instanceof protobuf.Type) return { kind: "message", name: field.name, shape: shapeOf(field.resolvedType) };
+  return { kind: "other", name: field.name };
 }
 
 const bad = (problem: string): GatewayError => new GatewayError(Code.INVALID_ARGUMENT, `the request message ${problem}`);
 
-function walk(buf: Uint8Array, start: number, end: number, fieldAt: (id: number) => Kind | undefined, path: string, depth: number): void {
-  if (depth > MAX_WIRE_DEPTH) throw bad(`nests more than ${MAX_WIRE_DEPTH} messages deep${path ? ` at ${path}` : ""}`);
-  let pos = start;
-  const where = (k: Kind | undefined, id: number): string => (k ? `field ${k.name}` : `field number ${id}${path ? ` inside ${path}` : ""}`);
-  const varint = (what: string): number => {
-    let value = 0;
-    for (let i = 0; i < 10; i++) {
-      if (pos >= end) throw bad(`is truncated: ${what} runs past the end of the message`);
-      const b = buf[pos++]!;
-      value += (b & 0x7f) * 2 ** (7 * i);
-      if (b < 0x80) return value;
-    }
-    throw bad(`is malformed: ${what} is a varint longer than 10 bytes`);
-  };
-  while (pos < end) {
-    const tag = varint(path ? `a tag inside ${path}` : "a tag");
+/** Read position shared by the walk (one check runs at a time: it is synchronous). */
+const cur = { pos: 0 };
+const TRUNCATED = -1;
+const TOO_LONG = -2;
+
+/** A varint at cur.pos, or TRUNCATED / TOO_LONG. No closures on this path: it runs for every field of every request. */
+function varint(buf: Uint8Array, end: number): number {
+  let value = 0;
+  let scale = 1;
+  for (let i = 0; i < 10; i++) {
+    if (cur.pos >= end) return TRUNCATED;
+    const b = buf[cur.pos++]!;
+    value += (b & 0x7f) * scale;
+    if (b < 0x80) return value;
+    scale *= 128;
+  }
+  return TOO_LONG;
+}
+
+function varintError(result: number, what: string): GatewayError {
+  return result === TRUNCATED ? bad(`is truncated: ${what} runs past the end of the message`) : bad(`is malformed: ${what} is a varint longer than 10 bytes`);
+}
+
+function fieldName(slot: Slot | undefined, id: number, path: string): string {
+  return slot ? `field ${path ? `${path}.` : ""}${slot.name}` : `field number ${id}${path ? ` inside ${path}` : ""}`;
+}
+
+function walk(buf: Uint8Array, end: number, shape: Shape, path: string, depth: number): void {
+  if (depth > MAX_WIRE_DEPTH) throw bad(`nests more than ${MAX_WIRE_DEPTH} messages deep at ${path}`);
+  while (cur.pos < end) {
+    const tag = varint(buf, end);
+    if (tag < 0) throw varintError(tag, `a tag${path ? ` inside ${path}` : ""}`);
     const id = Math.floor(tag / 8);
     const wire = tag % 8;
     if (id === 0) throw bad(`is malformed: field number 0${path ? ` inside ${path}` : ""}`);
-    const k = fieldAt(id);
-    if (k && k.kind !== "other" && wire !== 2) throw bad(`is malformed: ${where(k, id)} has wire type ${wire}, expected 2 (length-delimited)`);
+    const slot = shape.get(id);
+    if (slot && slot.kind !== "other" && wire !== 2) throw bad(`is malformed: ${fieldName(slot, id, path)} has wire type ${wire}, expected 2 (length-delimited)`);
     switch (wire) {
-      case 0:
-        varint(where(k, id));
+      case 0: {
+        const v = varint(buf, end);
+        if (v < 0) throw varintError(v, fieldName(slot, id, path));
         break;
+      }
       case 1:
       case 5: {
         const n = wire === 1 ? 8 : 4;
-        if (pos + n > end) throw bad(`is truncated: ${where(k, id)} runs past the end of the message`);
-        pos += n;
+        if (cur.pos + n > end) throw bad(`is truncated: ${fieldName(slot, id, path)} runs past the end of the message`);
+        cur.pos += n;
         break;
       }
       case 2: {
-        const len = varint(`the length of ${where(k, id)}`);
-        if (len > end - pos) throw bad(`is truncated: ${where(k, id)} declares ${len} bytes but ${end - pos} remain`);
-        const fieldEnd = pos + len;
-        if (k?.kind === "string") {
-          try {
-            utf8.decode(buf.subarray(pos, fieldEnd));
-          } catch {
-            throw bad(`is invalid: ${where(k, id)} is not valid UTF-8`);
-          }
-        } else if (k?.kind === "message") {
-          const { map, type, name } = k;
-          const inner = map ? (n: number) => mapEntryKind(map, n, name) : (n: number) => (type!.fieldsById[n] ? kindOf(type!.fieldsById[n]!, name) : undefined);
-          walk(buf, pos, fieldEnd, inner, name, depth + 1);
+        const len = varint(buf, end);
+        if (len < 0) throw varintError(len, `the length of ${fieldName(slot, id, path)}`);
+        if (len > end - cur.pos) throw bad(`is truncated: ${fieldName(slot, id, path)} declares ${len} bytes but ${end - cur.pos} remain`);
+        const fieldEnd = cur.pos + len;
+        if (slot?.kind === "string") {
+          // isUtf8 validates in place; decoding here would copy every string of every request once more.
+          if (!isUtf8(buf.subarray(cur.pos, fieldEnd))) throw bad(`is invalid: ${fieldName(slot, id, path)} is not valid UTF-8`);
+        } else if (slot?.kind === "message") {
+          walk(buf, fieldEnd, slot.shape!, path ? `${path}.${slot.name}` : slot.name, depth + 1);
         }
-        pos = fieldEnd;
+        cur.pos = fieldEnd;
         break;
       }
       default:
-        throw bad(`is malformed: ${where(k, id)} uses wire type ${wire}, which proto3 messages do not have`);
+        throw bad(`is malformed: ${fieldName(slot, id, path)} uses wire type ${wire}, which proto3 messages do not have`);
     }
   }
 }
@@ -98,7 +135,8 @@ function walk(buf: Uint8Array, start: number, end: number, fieldAt: (id: number)
 /** INVALID_ARGUMENT saying what is wrong when `buf` is not a whole, well-formed `type` message; else undefined. */
 export function checkWire(type: protobuf.Type, buf: Uint8Array): GatewayError | undefined {
   try {
-    walk(buf, 0, buf.length, (id) => (type.fieldsById[id] ? kindOf(type.fieldsById[id]!, "") : undefined), "", 0);
+    cur.pos = 0;
+    walk(buf, buf.length, shapeOf(type), "", 0);
     return undefined;
   } catch (e) {
     if (e instanceof GatewayError) return e;

@@ -6,6 +6,7 @@ import * as grpc from "@grpc/grpc-js";
 import { gatewayRoot } from "../../src/shared/descriptors.js";
 import { startTestGateway, unary, withKey, type TestGateway } from "../support/gateway.js";
 import { reflectionCall } from "../support/reflection.js";
+import { runCli, startGatewayProcess } from "../support/cli.js";
 
 /** Issue 13 items 5, 7 and 8: echoed input is cut, decoding is strict, ambiguous or oversized input is refused. */
 
@@ -281,6 +282,21 @@ describe("input hardening (issue 13 items 5, 7, 8)", () => {
       // The always-forbidden names stay forbidden, override or not.
       await assert.rejects(startTestGateway({ forwardHeaders: ["authorization"], forwardCredentialHeaders: ["authorization"] }), /carries authority/);
       await assert.rejects(startTestGateway({ forwardCredentialHeaders: ["x-session-token"] }), /forwardHeaders also lists/);
+    });
+
+    it("the CLI refuses such a --forward-header, and --forward-credential-header (or its variable) overrides it loudly", async () => {
+      const refused = await runCli(["--grpc-port", "0", "--http-port", "0", "--forward-header", "x-amz-security-token"]);
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /x-amz-security-token: the name looks like a credential \(it contains token\)/);
+      const gp = await startGatewayProcess(["--forward-header", "traceparent", "--forward-header", "x-upstream-api-key"], {
+        GATEWAY_FORWARD_CREDENTIAL_HEADERS: "x-upstream-api-key",
+      });
+      try {
+        const warn = gp.stdout.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => String(l["msg"]).startsWith("OVERRIDE"));
+        assert.deepEqual(warn?.["headers"], ["x-upstream-api-key"]);
+      } finally {
+        assert.equal((await gp.stop()).code, 0);
+      }
     });
   });
 });
