@@ -60,7 +60,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
         const data = body["requestData"];
         const unknown = unknownField(body, INVOKE_FIELDS);
         let r: InvokeResult;
-        if (unknown !== undefined) r = failure(unknown, `is not a field of the invoke request (fields: ${INVOKE_FIELDS.join(", ")})`);
+        if (unknown !== undefined) r = failure(echo(unknown), `is not a field of the invoke request (fields: ${INVOKE_FIELDS.join(", ")})`);
         else if (data !== undefined && data !== null && !isPlainObject(data)) r = failure("requestData", `must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
         else {
           r = await ops.invoke({
@@ -81,7 +81,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
         const body = req.json();
         const unknown = unknownField(body, INVOKE_JSON_FIELDS);
         if (unknown !== undefined) {
-          const f = failure(unknown, `is not a field of the invoke-json request (fields: service, method, request_data)`);
+          const f = failure(echo(unknown), `is not a field of the invoke-json request (fields: service, method, request_data)`);
           return json({ success: f.success, status: f.status, message: f.message, response_data: f.responseData });
         }
         const r = await ops.invoke({

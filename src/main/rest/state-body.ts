@@ -29,7 +29,7 @@ class Fields {
   ) {
     const known = new Set(allowed.flatMap((n) => [n, camel(n)]));
     for (const k of Object.keys(obj)) {
-      if (!known.has(k)) throw invalidArgument(this.name(k), `is not a known field; expected one of ${allowed.join(", ")}`);
+      if (!known.has(k)) throw invalidArgument(this.name(echo(k)), `is not a known field; expected one of ${allowed.join(", ")}`);
     }
   }
   name(field: string): string {
