@@ -19,6 +19,8 @@ Options (each has an environment variable; the flag wins):
   --log-level <level>     ${LOG_LEVELS.join("|")}   GATEWAY_LOG_LEVEL (default info)
   --max-body-bytes <n>    largest REST body and gRPC request message    GATEWAY_MAX_BODY_BYTES (default 4194304)
   --forward-header <h>    header forwarded to backends, repeatable      GATEWAY_FORWARD_HEADERS (comma-separated)
+  --forward-credential-header <h>  override: forward a --forward-header whose name looks like a credential
+                          (auth, token, key, secret, ...), repeatable   GATEWAY_FORWARD_CREDENTIAL_HEADERS (logged as a warning)
   --shutdown-timeout <ms> bound on graceful shutdown                    GATEWAY_SHUTDOWN_TIMEOUT_MS (default 10000)
   --max-triggers <n>      most triggers at once                         GATEWAY_MAX_TRIGGERS (default 10000)
   --dapr-host <host>      Dapr sidecar host                             DAPR_HOST (default 127.0.0.1)
@@ -62,6 +64,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "log-level": { type: "string" },
       "max-body-bytes": { type: "string" },
       "forward-header": { type: "string", multiple: true },
+      "forward-credential-header": { type: "string", multiple: true },
       "shutdown-timeout": { type: "string" },
       "max-triggers": { type: "string" },
       "dapr-host": { type: "string" },
@@ -92,6 +95,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("logLevel", str("log-level", "GATEWAY_LOG_LEVEL") as LogLevel | undefined);
   set("maxBodyBytes", int(from("max-body-bytes", "GATEWAY_MAX_BODY_BYTES")));
   set("forwardHeaders", values["forward-header"] ?? list(from("", "GATEWAY_FORWARD_HEADERS")));
+  set("forwardCredentialHeaders", values["forward-credential-header"] ?? list(from("", "GATEWAY_FORWARD_CREDENTIAL_HEADERS")));
   set("shutdownTimeoutMs", int(from("shutdown-timeout", "GATEWAY_SHUTDOWN_TIMEOUT_MS")));
   set("maxTriggers", int(from("max-triggers", "GATEWAY_MAX_TRIGGERS")));
   set("daprHost", str("dapr-host", "DAPR_HOST"));

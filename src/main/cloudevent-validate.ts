@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { SPEC_VERSION, type CloudEvent } from "../shared/cloudevent.js";
 import { invalidArgument } from "../shared/gateway-error.js";
+import { echo } from "../shared/echo.js";
 
 /** RFC 3986 scheme followed by ':' and at least one character; no whitespace, control or excluded characters. */
 const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1f\x7f<>"{}|\\^`]+$/;
@@ -12,7 +13,7 @@ export function isAbsoluteUri(s: string): boolean {
 
 /**
  * Check a publish request (spec "Rules for pub/sub operations" 1 and 2): the topic is non-empty, the cloudevent is
- * present, its source is non-empty and an absolute URI. Throws INVALID_ARGUMENT naming the field; nothing else about
+ * present, its source is non-empty and an absolute URI, its spec version is empty or "1.0". Throws INVALID_ARGUMENT naming the field; nothing else about
  * the topic or the event is checked.
  */
 export function validatePublish(topic: string | undefined | null, event: CloudEvent | undefined | null): asserts event is CloudEvent {
@@ -20,7 +21,11 @@ export function validatePublish(topic: string | undefined | null, event: CloudEv
   if (!event) throw invalidArgument("cloudevent", "is required");
   if (typeof event.source !== "string" || event.source === "") throw invalidArgument("cloudevent.source", "must not be empty");
   if (!isAbsoluteUri(event.source)) {
-    throw invalidArgument("cloudevent.source", `'${event.source}' is not an absolute URI (it needs a scheme, e.g. https://host/path or urn:ns:name)`);
+    throw invalidArgument("cloudevent.source", `'${echo(event.source)}' is not an absolute URI (it needs a scheme, e.g. https://host/path or urn:ns:name)`);
+  }
+  // The wire format is CloudEvents 1.0; an event claiming another version would reach subscribers mislabelled.
+  if (event.spec_version && event.spec_version !== SPEC_VERSION) {
+    throw invalidArgument("cloudevent.spec_version", `'${echo(event.spec_version)}' is not supported; the gateway speaks CloudEvents ${SPEC_VERSION} (leave it empty for ${SPEC_VERSION})`);
   }
 }
 

@@ -1,6 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { echo } from "../shared/echo.js";
 
 /**
  * The forwarding allow-list (spec Authentication 2-5): only headers named in `forwardHeaders` reach a backend.
@@ -19,6 +20,8 @@ export interface MetadataFilter {
 }
 
 const NEVER = "x-api-key";
+/** Characters no HTTP/2 header name or value may hold. */
+const CONTROL = /[\x00-\x1f\x7f]/;
 
 /** Create a filter over the validated allow-list (lower-case names). */
 export function createMetadataFilter(allowList: readonly string[]): MetadataFilter {
@@ -50,7 +53,10 @@ export function createMetadataFilter(allowList: readonly string[]): MetadataFilt
         throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must be an object of string values (got ${Array.isArray(obj) ? "an array" : typeof obj})`);
       }
       for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
-        if (typeof v !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, `${field}.${k} must be a string (got ${v === null ? "null" : typeof v})`);
+        if (typeof v !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, `${field}.${echo(k)} must be a string (got ${v === null ? "null" : typeof v})`);
+        // A CR or LF would split the header; grpc-js only notices when sending, as an in-band INTERNAL.
+        if (CONTROL.test(k)) throw new GatewayError(Code.INVALID_ARGUMENT, `${field} key ${JSON.stringify(echo(k))} must not contain control characters (CR, LF, ...)`);
+        if (CONTROL.test(v)) throw new GatewayError(Code.INVALID_ARGUMENT, `${field}.${echo(k)} must not contain control characters (CR, LF, ...)`);
         const key = k.toLowerCase();
         if (passes(key)) out.add(key, v);
       }

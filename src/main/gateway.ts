@@ -10,6 +10,7 @@ import { createDispatchFacility } from "./dispatch-facility.js";
 import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
 import { gatewayFileDescriptors } from "../shared/descriptors.js";
+import { installStrictCompressedFlag } from "./grpc/strict-decoding.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
 import { runHealthChecks } from "./health.js";
 import { createLogger, type Logger } from "./logger.js";
@@ -99,6 +100,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   let closing = false;
   const ctx: GatewayContext = { options: opts, services, runtime, logger, metrics, isClosing: () => closing };
   if (opts.apiKeys.length === 0) logger.warn({ host: opts.host }, "no API key configured: every caller is accepted (loopback host only)");
+  if (opts.forwardCredentialHeaders.length > 0) {
+    logger.warn({ headers: opts.forwardCredentialHeaders }, "OVERRIDE: forwarding headers that look like credentials to backends (--forward-credential-header)");
+  }
 
   const configOps = createConfigOps(services);
   const facilities: Facility[] = [
@@ -123,6 +127,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   // channelz stays on for the server: grpc-js (1.14) tracks a server's sessions only in its channelz handler, so with
   // channelz off tryShutdown() never sends GOAWAY to connected clients (close() then always waits the full timeout)
   // and forceShutdown() leaves their sessions and in-flight calls open forever.
+  if (!installStrictCompressedFlag()) logger.warn({}, "this grpc-js version cannot be made to refuse compressed-flag messages without grpc-encoding");
   const server = new grpc.Server({
     "grpc.max_receive_message_length": opts.maxBodyBytes,
     "grpc.max_send_message_length": 64 * 1024 * 1024,

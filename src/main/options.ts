@@ -32,6 +32,12 @@ export interface GatewayOptions {
   shutdownTimeoutMs?: number;
   /** Request headers forwarded to backends on invoke (tracing/correlation only). Default: see DEFAULT_FORWARD_HEADERS. */
   forwardHeaders?: string[];
+  /**
+   * The override for forwardHeaders entries that look like credentials (CREDENTIAL_HEADER_PATTERN): each one named here
+   * (and in forwardHeaders) is forwarded anyway, and the gateway logs a warning naming it at start. Headers in
+   * FORBIDDEN_FORWARD_HEADERS stay refused. Default [].
+   */
+  forwardCredentialHeaders?: string[];
   /** Deadline for backend calls when the caller sets none, in ms. Default 30000. */
   invokeDeadlineMs?: number;
   /** Payloads at least this many bytes convert in the worker pool; smaller ones inline. Default 4096 (bench/codec.ts). */
@@ -91,6 +97,12 @@ export const FORBIDDEN_FORWARD_HEADERS: readonly string[] = Object.freeze([
   "x-access-token",
   "x-csrf-token",
 ]);
+
+/**
+ * A header whose name contains one of these looks like it carries a credential: forwardHeaders refuses it unless it is
+ * also named in forwardCredentialHeaders (a fixed list missed x-amz-security-token, x-goog-iap-jwt-assertion, ...).
+ */
+export const CREDENTIAL_HEADER_PATTERN = /auth|token|key|secret|session|cookie|jwt|credential|signature|password/i;
 
 function bad(field: string, value: unknown, problem: string): never {
   throw new GatewayError(Code.INVALID_ARGUMENT, `option ${field} ${problem} (got ${JSON.stringify(value)})`);
@@ -154,6 +166,22 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
       );
     }
   }
+  const credentialOverride = (o.forwardCredentialHeaders ?? []).map((h) => (typeof h === "string" ? h.toLowerCase() : h));
+  if (!Array.isArray(o.forwardCredentialHeaders ?? []) || credentialOverride.some((h) => typeof h !== "string")) {
+    bad("forwardCredentialHeaders", o.forwardCredentialHeaders, "must be a list of header names");
+  }
+  for (const h of credentialOverride) {
+    if (!forwardHeaders.includes(h)) bad("forwardCredentialHeaders", h, "must name a header that forwardHeaders also lists");
+  }
+  for (const h of forwardHeaders) {
+    if (CREDENTIAL_HEADER_PATTERN.test(h) && !credentialOverride.includes(h)) {
+      throw new GatewayError(
+        Code.FAILED_PRECONDITION,
+        `option forwardHeaders must not include ${h}: the name looks like a credential (it contains ${CREDENTIAL_HEADER_PATTERN.exec(h)![0]}); ` +
+          `if backends really need it, name it again with --forward-credential-header ${h}`,
+      );
+    }
+  }
   const envDaprPort = process.env["DAPR_GRPC_PORT"] ? Number(process.env["DAPR_GRPC_PORT"]) : undefined;
   return Object.freeze({
     configPath: o.configPath,
@@ -169,6 +197,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     shutdownTimeoutMs: positive("shutdownTimeoutMs", o.shutdownTimeoutMs, 10_000),
     maxTriggers: positive("maxTriggers", o.maxTriggers, 10_000),
     forwardHeaders: Object.freeze(forwardHeaders) as string[],
+    forwardCredentialHeaders: Object.freeze(credentialOverride) as string[],
     invokeDeadlineMs: positive("invokeDeadlineMs", o.invokeDeadlineMs, 30_000),
     workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 4096),
     workerThreads: positive("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),

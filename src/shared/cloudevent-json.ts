@@ -2,6 +2,8 @@ import { Code } from "./code.js";
 import { GatewayError } from "./gateway-error.js";
 import { SPEC_VERSION, type CloudEvent, type CloudEventAttributeValue } from "./cloudevent.js";
 import { attributeFromJson, attributeToJson, isJsonContentType, isTextContentType } from "./cloudevent-attributes.js";
+import { echo } from "./echo.js";
+import { decodeUtf8 } from "./utf8.js";
 
 
 /**
@@ -38,7 +40,7 @@ function kind(v: unknown): string {
 /** The proto attribute value for a named optional attribute or extension given as a string. */
 function stringAttribute(name: string, v: string, field: string): CloudEventAttributeValue {
   const value = attributeFromJson(name, v);
-  if (!value) throw bad(field, `'${v}' is not an RFC 3339 timestamp`);
+  if (!value) throw bad(field, `'${echo(v)}' is not an RFC 3339 timestamp`);
   return value;
 }
 
@@ -97,7 +99,7 @@ function headerValue(header: string, v: string): string {
   try {
     return decodeURIComponent(v);
   } catch {
-    throw bad(header, `is not valid percent-encoded UTF-8: ${v}`);
+    throw bad(header, `is not valid percent-encoded UTF-8: ${echo(v)}`);
   }
 }
 
@@ -126,7 +128,9 @@ export function cloudEventFromBinary(headers: Record<string, string>, body: Uint
   if (ct) event.attributes["datacontenttype"] = { ce_string: ct };
   if (body.length > 0) {
     if (!ct || isTextContentType(ct)) {
-      event.text_data = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8");
+      const decoded = decodeUtf8(body);
+      if ("invalidAt" in decoded) throw bad("body", `is text (content-type ${echo(ct ?? "unset")}) but not valid UTF-8 (at byte offset ${decoded.invalidAt})`);
+      event.text_data = decoded.text;
       event.data = "text_data";
     } else {
       event.binary_data = body;

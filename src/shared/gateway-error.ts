@@ -1,4 +1,5 @@
 import { Code, codeName } from "./code.js";
+import { echo, MAX_ERROR_MESSAGE_CHARS } from "./echo.js";
 
 /**
  * The one error type of the gateway: a gRPC status code, a message that names the input and what was wrong with it,
@@ -8,10 +9,12 @@ export class GatewayError extends Error {
   override readonly name = "GatewayError";
   /** The gRPC status code. */
   readonly code: Code;
-  /** Message without the code prefix. */
+  /** Message without the code prefix; at most MAX_ERROR_MESSAGE_CHARS (plus the note of what was cut). */
   readonly rawMessage: string;
 
   constructor(code: Code, message: string, options?: { cause?: unknown }) {
+    // The backstop of echo(): whatever a message quotes, it cannot grow with the input.
+    message = echo(message, MAX_ERROR_MESSAGE_CHARS);
     super(message, options);
     this.code = code;
     this.rawMessage = message;
@@ -45,7 +48,10 @@ export class GatewayError extends Error {
   }
 }
 
-/** Shorthand for an INVALID_ARGUMENT error naming a field: `invalidArgument("topic", "must not be empty")`. */
+/**
+ * Shorthand for an INVALID_ARGUMENT error naming a field: `invalidArgument("topic", "must not be empty")`. Quote input
+ * in `problem` through echo().
+ */
 export function invalidArgument(field: string, problem: string): GatewayError {
   return new GatewayError(Code.INVALID_ARGUMENT, `${field} ${problem}`);
 }

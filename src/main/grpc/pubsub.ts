@@ -7,6 +7,7 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import type { Logger } from "../logger.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import { rawResponses, toStatusObject, type ServiceImpl, type UnaryContext } from "./server.js";
+import { echo } from "../../shared/echo.js";
 
 /** The topic an empty `topics` list means (spec rule 4). */
 export const DEFAULT_TOPIC = "state.change";
@@ -31,7 +32,7 @@ export function statusOfEnd(reason: EndReason): GatewayError | null {
     case "shutdown":
       return new GatewayError(Code.UNAVAILABLE, "gateway is shutting down");
     case "upstream-failed":
-      return new GatewayError(Code.UNAVAILABLE, `the runtime subscription to topic '${reason.topic}' broke: ${reason.message}`);
+      return new GatewayError(Code.UNAVAILABLE, `the runtime subscription to topic '${echo(reason.topic)}' broke: ${reason.message}`);
   }
 }
 

@@ -2,6 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema, type DescriptorProto } from "@bufbuild/protobuf/wkt";
+import { echo } from "../../shared/echo.js";
 import { protoDir } from "../../shared/paths.js";
 
 /**
@@ -81,30 +82,33 @@ interface ReflectionRequest {
 
 function answer(index: Index, services: readonly string[], req: ReflectionRequest): Record<string, unknown> {
   const base = { valid_host: req.host ?? "", original_request: req };
-  const notFound = (what: string) => ({ ...base, error_response: { error_code: grpc.status.NOT_FOUND, error_message: what } });
+  // An error answer repeats the request, so its strings are cut as every error message's are (a 2 MiB symbol made a
+  // 4 MiB answer).
+  const echoed = (): ReflectionRequest => Object.fromEntries(Object.entries(req).map(([k, v]) => [k, typeof v === "string" ? echo(v) : v])) as ReflectionRequest;
+  const notFound = (what: string) => ({ ...base, original_request: echoed(), error_response: { error_code: grpc.status.NOT_FOUND, error_message: what } });
   switch (req.message_request) {
     case "list_services":
       return { ...base, list_services_response: { service: services.map((name) => ({ name })) } };
     case "file_by_filename": {
       const name = req.file_by_filename ?? "";
-      if (!index.byName.has(name)) return notFound(`file not found: ${name}`);
+      if (!index.byName.has(name)) return notFound(`file not found: ${echo(name)}`);
       return { ...base, file_descriptor_response: { file_descriptor_proto: withDeps(index, name) } };
     }
     case "file_containing_symbol": {
       const sym = (req.file_containing_symbol ?? "").replace(/^\./, "");
       const file = index.symbolFile.get(sym);
-      if (!file) return notFound(`symbol not found: ${sym}`);
+      if (!file) return notFound(`symbol not found: ${echo(sym)}`);
       return { ...base, file_descriptor_response: { file_descriptor_proto: withDeps(index, file) } };
     }
     case "file_containing_extension":
-      return notFound(`extension not found: ${req.file_containing_extension?.containing_type ?? ""}`);
+      return notFound(`extension not found: ${echo(req.file_containing_extension?.containing_type ?? "")}`);
     case "all_extension_numbers_of_type": {
       const type = req.all_extension_numbers_of_type ?? "";
-      if (!index.symbolFile.has(type)) return notFound(`type not found: ${type}`);
+      if (!index.symbolFile.has(type)) return notFound(`type not found: ${echo(type)}`);
       return { ...base, all_extension_numbers_response: { base_type_name: type, extension_number: [] } };
     }
     default:
-      return { ...base, error_response: { error_code: grpc.status.UNIMPLEMENTED, error_message: "unsupported reflection request" } };
+      return { ...base, original_request: echoed(), error_response: { error_code: grpc.status.UNIMPLEMENTED, error_message: "unsupported reflection request" } };
   }
 }
 

@@ -4,6 +4,7 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import type { Authenticator } from "../auth.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
+import { decodeFailureOf, withStrictRequest } from "./strict-decoding.js";
 
 /** What a unary handler gets besides the request. */
 export interface UnaryContext {
@@ -77,15 +78,17 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
   const bound: Record<string, grpc.MethodDefinition<unknown, unknown>> = { ...definition };
   for (const [name, def] of Object.entries(definition)) {
     const method = def.path.slice(1);
+    bound[name] = withStrictRequest(def);
     const h = impl[name] ?? impl[def.originalName ?? ""];
     if (def.responseStream && !def.requestStream) {
       const stream = h as ServerStreamMethod | undefined;
       if (stream && (stream as unknown as Record<symbol, boolean>)[RAW]) {
-        bound[name] = { ...def, responseSerialize: (b: unknown) => b as Buffer };
+        bound[name] = { ...bound[name]!, responseSerialize: (b: unknown) => b as Buffer };
       }
       handlers[name] = (call: grpc.ServerWritableStream<unknown, unknown>) => {
         deps.requests.inc({ method, code: "STARTED" });
-        const refused = admit(deps, call.metadata) ?? (stream ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`));
+        const refused =
+          admit(deps, call.metadata) ?? (stream ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)) ?? decodeFailureOf(call.request);
         if (refused) {
           deps.requests.inc({ method, code: refused.codeName });
           call.emit("error", toStatusObject(refused));
@@ -113,7 +116,8 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
         if (err) callback(toStatusObject(err));
         else callback(null, res);
       };
-      const refused = admit(deps, call.metadata) ?? (unary ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`));
+      const refused =
+        admit(deps, call.metadata) ?? (unary ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)) ?? decodeFailureOf(call.request);
       if (refused) return finish(refused);
       const ac = new AbortController();
       // grpc-js also emits "cancelled" when the stream closes after the response: abort only calls still running.

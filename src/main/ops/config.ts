@@ -1,6 +1,7 @@
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { ServiceConfig, ServiceRegistry } from "../config.js";
+import { echo } from "../../shared/echo.js";
 
 /** Config listing operations (spec "Config"). Entries are returned in the config's own (camelCase) shape. */
 export interface ConfigOps {
@@ -19,7 +20,7 @@ export function createConfigOps(services: ServiceRegistry): ConfigOps {
     require(name) {
       if (!name) throw new GatewayError(Code.INVALID_ARGUMENT, "name must not be empty");
       const s = services.get(name);
-      if (!s) throw new GatewayError(Code.NOT_FOUND, `service ${name} is not registered`);
+      if (!s) throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is not registered`);
       return s;
     },
   };

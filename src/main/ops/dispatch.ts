@@ -8,6 +8,7 @@ import type { MethodSchema } from "../../shared/method-schema.js";
 import type { Converter } from "../../workers/converter-types.js";
 import type { ServiceRegistry } from "../config.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
+import { echo } from "../../shared/echo.js";
 
 /** One invocation, whatever front end it came from. */
 export interface InvokeInput {
@@ -81,8 +82,8 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     const name = requireString("service", service);
     const b = backends.get(name);
     if (b) return b;
-    if (deps.services.get(name)) throw new GatewayError(Code.NOT_FOUND, `service ${name} is registered without a gRPC address, so it cannot be invoked`);
-    throw new GatewayError(Code.NOT_FOUND, `service ${name} is not registered`);
+    if (deps.services.get(name)) throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is registered without a gRPC address, so it cannot be invoked`);
+    throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is not registered`);
   };
 
   const invokeOrThrow = async (input: InvokeInput, backend: Backend): Promise<InvokeResult> => {

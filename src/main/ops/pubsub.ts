@@ -4,6 +4,7 @@ import type { CloudEvent } from "../../shared/cloudevent.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { validatePublish, withPublishDefaults } from "../cloudevent-validate.js";
 import type { GatewayContext } from "../context.js";
+import { echo } from "../../shared/echo.js";
 
 /** The in-band Status (spec "Status object"). */
 export interface PubsubStatus {
@@ -40,7 +41,7 @@ export function createPubsubOps(ctx: GatewayContext, broker: Broker): PubsubOps 
         const ge = GatewayError.from(err, Code.UNAVAILABLE);
         published.inc({ result: "failed" });
         ctx.logger.warn({ topic, eventId: e.id, code: ge.codeName, err: ge.rawMessage }, "publish failed in the runtime");
-        return { success: false, status: ge.codeName, message: `publishing to topic '${topic}' failed: ${ge.rawMessage}` };
+        return { success: false, status: ge.codeName, message: `publishing to topic '${echo(topic)}' failed: ${ge.rawMessage}` };
       }
       published.inc({ result: "ok" });
       return { success: true, status: codeName(Code.OK), message: "" };
@@ -50,7 +51,7 @@ export function createPubsubOps(ctx: GatewayContext, broker: Broker): PubsubOps 
         return { success: false, status: codeName(Code.INVALID_ARGUMENT), message: "subscription_id must not be empty: use the x-subscription-id response header of the Subscribe call" };
       }
       if (!broker.unsubscribe(id)) {
-        return { success: false, status: codeName(Code.NOT_FOUND), message: `no live subscription with id '${id}' on this gateway` };
+        return { success: false, status: codeName(Code.NOT_FOUND), message: `no live subscription with id '${echo(id)}' on this gateway` };
       }
       return { success: true, status: codeName(Code.OK), message: "" };
     },

@@ -6,6 +6,8 @@ import { isAbsoluteUri } from "../cloudevent-validate.js";
 import type { GatewayContext } from "../context.js";
 import { createChangeNotifier, tierOf, type ChangeAction, type ChangeNotice, type ChangeNotifier } from "./state-notify.js";
 import type { ChangeInput, DeleteBulkResult, DeleteBulkStateInput, DeleteStateInput, QueryStateInput, SaveStateInput } from "./state-types.js";
+import { echo } from "../../shared/echo.js";
+import { createPageTokens } from "./page-token.js";
 
 export type * from "./state-types.js";
 
@@ -48,7 +50,7 @@ function checkChange(change: ChangeInput | null | undefined, publish: boolean | 
   if (!publish || tierOf(change) !== "tier1") return;
   const source = change!.cloudevent!.source;
   if (!source) throw invalidArgument("change.cloudevent.source", "is required for a Tier 1 notification and must not be empty");
-  if (!isAbsoluteUri(source)) throw invalidArgument("change.cloudevent.source", `'${source}' is not an absolute URI`);
+  if (!isAbsoluteUri(source)) throw invalidArgument("change.cloudevent.source", `'${echo(source)}' is not an absolute URI`);
 }
 
 /** The notification of a single-key write; `value` goes into the Tier 0 payload when given (include_value). */
@@ -65,13 +67,14 @@ function keyNotice(req: SaveStateInput | DeleteStateInput, action: ChangeAction,
 /** Create the State operations of a gateway. */
 export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = createChangeNotifier(ctx)): StateOps {
   const state = ctx.runtime.state;
+  const pageTokens = createPageTokens();
 
   /** The state store of a service: NOT_FOUND when unregistered, INVALID_ARGUMENT when it has no state section. */
   function storeOf(service: unknown): string {
     const name = requireString(service, "service");
     const entry = ctx.services.get(name);
-    if (!entry) throw new GatewayError(Code.NOT_FOUND, `service ${name} is not registered`);
-    if (!entry.state?.storeName) throw new GatewayError(Code.INVALID_ARGUMENT, `service ${name} has no state store configured (no state section in its config entry)`);
+    if (!entry) throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is not registered`);
+    if (!entry.state?.storeName) throw new GatewayError(Code.INVALID_ARGUMENT, `service ${echo(name)} has no state store configured (no state section in its config entry)`);
     return entry.state.storeName;
   }
 
@@ -142,8 +145,10 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
       const limit = req.limit ?? 0;
       if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) throw invalidArgument("limit", `must be a non-negative integer, got ${String(limit)}`);
       // Validate here so a malformed query gets the same answer whatever the runtime.
-      parseQuery(text);
-      return state.query(store, text, limit, signal);
+      const opened = pageTokens.open(store, text);
+      parseQuery(opened);
+      const res = await state.query(store, opened, limit, signal);
+      return { ...res, token: pageTokens.seal(store, text, res.token) };
     },
   };
 }

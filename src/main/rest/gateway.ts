@@ -3,6 +3,7 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import type { DispatchOps, InvokeResult } from "../ops/dispatch.js";
 import { json, requiredQuery, type Route } from "./router.js";
+import { echo } from "../../shared/echo.js";
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -17,7 +18,7 @@ export function queryFlag(q: URLSearchParams, name: string): boolean {
   const v = q.get(name);
   if (v === null || v === "" || v === "false" || v === "0") return false;
   if (v === "true" || v === "1") return true;
-  throw new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${name} must be true or false (got ${JSON.stringify(v)})`);
+  throw new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${name} must be true or false (got ${echo(JSON.stringify(v))})`);
 }
 
 const INVOKE_FIELDS = ["service", "method", "requestData"];
@@ -59,7 +60,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
         const data = body["requestData"];
         const unknown = unknownField(body, INVOKE_FIELDS);
         let r: InvokeResult;
-        if (unknown !== undefined) r = failure(unknown, `is not a field of the invoke request (fields: ${INVOKE_FIELDS.join(", ")})`);
+        if (unknown !== undefined) r = failure(echo(unknown), `is not a field of the invoke request (fields: ${INVOKE_FIELDS.join(", ")})`);
         else if (data !== undefined && data !== null && !isPlainObject(data)) r = failure("requestData", `must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
         else {
           r = await ops.invoke({
@@ -80,7 +81,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
         const body = req.json();
         const unknown = unknownField(body, INVOKE_JSON_FIELDS);
         if (unknown !== undefined) {
-          const f = failure(unknown, `is not a field of the invoke-json request (fields: service, method, request_data)`);
+          const f = failure(echo(unknown), `is not a field of the invoke-json request (fields: service, method, request_data)`);
           return json({ success: f.success, status: f.status, message: f.message, response_data: f.responseData });
         }
         const r = await ops.invoke({

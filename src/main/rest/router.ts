@@ -3,8 +3,11 @@ import uws from "uWebSockets.js";
 import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { Authenticator } from "../auth.js";
+import { checkHead } from "./head-limits.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
+import { echo } from "../../shared/echo.js";
+import { decodeUtf8, locateInvalidUtf8InJson } from "../../shared/utf8.js";
 
 /** A parsed REST request, valid after the uWS handler returned (headers and body are copied). */
 export interface RestRequest {
@@ -76,7 +79,7 @@ function decode(segment: string, name: string): string {
   try {
     return decodeURIComponent(segment);
   } catch {
-    throw new GatewayError(Code.INVALID_ARGUMENT, `path parameter ${name} is not valid percent-encoding: ${segment}`);
+    throw new GatewayError(Code.INVALID_ARGUMENT, `path parameter ${name} is not valid percent-encoding: ${echo(segment)}`);
   }
 }
 
@@ -129,16 +132,20 @@ export function createRouteTable(routes: readonly Route[], deps: Pick<RestServer
     }
     const refuse = (e: GatewayError, route?: Route): RouteDecision => ({ ...(route ? { route } : {}), params: {}, reply: { status: httpStatusOf(e.code), body: errorBody(e) } });
     if (!best) {
-      if (allowed.size === 0) return refuse(new GatewayError(Code.NOT_FOUND, `no route for ${method} ${path}`));
+      if (allowed.size === 0) return refuse(new GatewayError(Code.NOT_FOUND, `no route for ${echo(method, 16)} ${echo(path)}`));
       const list = [...allowed].join(", ");
       return {
         params: {},
-        reply: { status: 405, headers: { allow: list }, body: errorBody(new GatewayError(Code.UNIMPLEMENTED, `method ${method} is not allowed on ${path}; allowed: ${list}`)) },
+        reply: { status: 405, headers: { allow: list }, body: errorBody(new GatewayError(Code.UNIMPLEMENTED, `method ${echo(method, 16)} is not allowed on ${echo(path)}; allowed: ${list}`)) },
       };
     }
     const { route } = best.c;
     if (deps.isClosing()) return refuse(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"), route);
-    if (route.auth !== false && !deps.auth.check(headers["x-api-key"])) return refuse(new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key"), route);
+    if (route.auth !== false && !deps.auth.check(headers["x-api-key"])) {
+      // Repeated headers arrive joined with ", " (as on gRPC, where HTTP/2 joins them): never pick one of two keys.
+      const twice = deps.auth.enabled && headers["x-api-key"]?.includes(",");
+      return refuse(new GatewayError(Code.UNAUTHENTICATED, twice ? "x-api-key is given more than once; send exactly one key" : "missing or invalid x-api-key"), route);
+    }
     return { route, params: best.params };
   };
 }
@@ -187,9 +194,13 @@ export function errorBody(e: GatewayError): { code: number; message: string; det
 /** A request body parsed as a JSON object (RestRequest.json); INVALID_ARGUMENT saying what is wrong with it. */
 export function jsonObjectBody(body: Buffer): Record<string, unknown> {
   if (body.length === 0) throw new GatewayError(Code.INVALID_ARGUMENT, "request body is empty; expected a JSON object");
+  const decoded = decodeUtf8(body);
+  if ("invalidAt" in decoded) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid UTF-8 (${locateInvalidUtf8InJson(body, decoded.invalidAt)})`);
+  }
   let v: unknown;
   try {
-    v = JSON.parse(body.toString("utf8"));
+    v = JSON.parse(decoded.text);
   } catch (e) {
     throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid JSON: ${(e as Error).message}`);
   }
@@ -213,8 +224,11 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     const path = req.getUrl();
     const query = new URLSearchParams(req.getQuery() ?? "");
     const headers: Record<string, string> = {};
+    let headerCount = 0;
     req.forEach((k, v) => {
-      headers[k] = v;
+      headerCount++;
+      // A repeated header is joined as RFC 9110 5.3 says, so no copy is silently dropped (the last one used to win).
+      headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
     });
     const ac = new AbortController();
     let done = false;
@@ -255,6 +269,8 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     };
 
     try {
+      const oversized = checkHead(path, req.getQuery() ?? "", headers, headerCount);
+      if (oversized) return send({ status: oversized.status, body: errorBody(oversized.error) }, true);
       const decision = resolve(method, path, headers);
       if (decision.route) routeName = decision.route.path;
       if (decision.reply) return send(decision.reply);

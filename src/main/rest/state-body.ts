@@ -3,6 +3,7 @@ import type { CloudEvent, CloudEventAttributeValue } from "../../shared/cloudeve
 import { cloudEventFromJson as cloudEventFromJsonFormat } from "../../shared/cloudevent-json.js";
 import { invalidArgument } from "../../shared/gateway-error.js";
 import type { ChangeInput, SaveStateInput } from "../ops/state-types.js";
+import { echo } from "../../shared/echo.js";
 
 type Json = Record<string, unknown>;
 
@@ -28,7 +29,7 @@ class Fields {
   ) {
     const known = new Set(allowed.flatMap((n) => [n, camel(n)]));
     for (const k of Object.keys(obj)) {
-      if (!known.has(k)) throw invalidArgument(this.name(k), `is not a known field; expected one of ${allowed.join(", ")}`);
+      if (!known.has(k)) throw invalidArgument(this.name(echo(k)), `is not a known field; expected one of ${allowed.join(", ")}`);
     }
   }
   name(field: string): string {
@@ -63,7 +64,7 @@ const ATTR_MEMBERS = ["ce_boolean", "ce_integer", "ce_string", "ce_bytes", "ce_u
 function timestampOf(v: unknown, where: string): { seconds: string; nanos: number } {
   if (typeof v === "string") {
     const ts = rfc3339ToTimestamp(v);
-    if (!ts) throw invalidArgument(where, `'${v}' is not an RFC 3339 timestamp`);
+    if (!ts) throw invalidArgument(where, `'${echo(v)}' is not an RFC 3339 timestamp`);
     return ts;
   }
   if (isObject(v)) {

@@ -5,6 +5,7 @@ import type { StateOps } from "../ops/state.js";
 import { deleteBulkMessage, okStatus } from "../ops/state-status.js";
 import { json, type RestRequest, type Route } from "./router.js";
 import { deleteBodyFromJson, saveStateFromJson } from "./state-body.js";
+import { echo } from "../../shared/echo.js";
 
 const toItem = (i: StoredItem) => ({ key: i.key, value: i.value, etag: i.etag });
 
@@ -19,13 +20,13 @@ function boolParam(req: RestRequest, name: string): boolean {
   if (v === null) return false;
   if (v === "" || v === "true" || v === "1") return true;
   if (v === "false" || v === "0") return false;
-  throw invalidArgument(`query parameter ${name}`, `must be true or false, got '${v}'`);
+  throw invalidArgument(`query parameter ${name}`, `must be true or false, got '${echo(v)}'`);
 }
 
 function intParam(req: RestRequest, name: string): number {
   const v = param(req, name);
   if (v === null || v === "") return 0;
-  if (!/^\d{1,9}$/.test(v)) throw invalidArgument(`query parameter ${name}`, `must be a non-negative integer, got '${v}'`);
+  if (!/^\d{1,9}$/.test(v)) throw invalidArgument(`query parameter ${name}`, `must be a non-negative integer, got '${echo(v)}'`);
   return Number(v);
 }
 
@@ -86,7 +87,7 @@ export function stateRoutes(ops: StateOps): Route[] {
         const service = req.params["service"]!;
         const key = req.params["key"]!;
         const item = await ops.get(service, key, req.signal);
-        if (!item) throw new GatewayError(Code.NOT_FOUND, `key ${key} is not stored for service ${service}`);
+        if (!item) throw new GatewayError(Code.NOT_FOUND, `key ${echo(key)} is not stored for service ${echo(service)}`);
         return json(toItem(item));
       },
     },

@@ -5,6 +5,7 @@ import type { RuntimeLogger } from "../runtime.js";
 import { isSchedulableTime, nextFireTime, planJob, type JobPlan } from "../schedule/index.js";
 import { DueQueue } from "./due-queue.js";
 import { systemClock, type SchedulerClock } from "./scheduler-clock.js";
+import { echo } from "../../shared/echo.js";
 
 /** The longest single timer (setTimeout's limit is 2^31-1 ms); a later job simply re-arms on wake-up. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -182,7 +183,7 @@ export function createMemoryScheduler(options: MemorySchedulerOptions = {}): Mem
       if (!isSchedulableTime(plan.firstFireAt)) throw new GatewayError(Code.INVALID_ARGUMENT, "the job's first fire time cannot be held by the scheduler");
       if (typeof job.data !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, "data must be a string");
       if (jobs.has(job.name) && !opts.overwrite) {
-        throw new GatewayError(Code.ALREADY_EXISTS, `a job named ${job.name} already exists; delete it first`);
+        throw new GatewayError(Code.ALREADY_EXISTS, `a job named ${echo(job.name)} already exists; delete it first`);
       }
       jobs.set(job.name, { spec: copySpec(job), plan, createdAt: now, nextFireAt: plan.firstFireAt, lastFiredAt: undefined, timesFired: 0 });
       queue.set(job.name, plan.firstFireAt);
@@ -197,7 +198,7 @@ export function createMemoryScheduler(options: MemorySchedulerOptions = {}): Mem
     async delete(name, signal) {
       checkSignal(signal);
       open();
-      if (!jobs.delete(name)) throw new GatewayError(Code.NOT_FOUND, `no job named ${name}`);
+      if (!jobs.delete(name)) throw new GatewayError(Code.NOT_FOUND, `no job named ${echo(name)}`);
       queue.delete(name);
       arm();
     },

@@ -2,6 +2,7 @@ import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { QueryResult, StatePort, StoredItem } from "../state-port.js";
 import { runQuery } from "./query/index.js";
+import { echo } from "../../shared/echo.js";
 
 /** The in-process state store: the StatePort plus a few introspection helpers. */
 export interface MemoryStateStore extends StatePort {
@@ -25,7 +26,7 @@ function checkSignal(signal: AbortSignal | undefined): void {
 function mismatch(key: string, etag: string, stored: Entry | undefined): GatewayError {
   return new GatewayError(
     Code.ABORTED,
-    stored ? `etag mismatch for key ${key}: given ${etag}, stored ${stored.etag}` : `etag mismatch for key ${key}: given ${etag}, but the key is not stored`,
+    stored ? `etag mismatch for key ${echo(key)}: given ${echo(etag)}, stored ${stored.etag}` : `etag mismatch for key ${echo(key)}: given ${echo(etag)}, but the key is not stored`,
   );
 }
 

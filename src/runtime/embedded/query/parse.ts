@@ -1,6 +1,7 @@
 import { Code } from "../../../shared/code.js";
 import { GatewayError } from "../../../shared/gateway-error.js";
 import { COMPARISON_OPS, type ComparisonOp, type Filter, type JsonValue, type Query, type SortKey } from "./ast.js";
+import { echo } from "../../../shared/echo.js";
 
 /** Deepest filter nesting accepted: deeper queries are rejected rather than risking the stack. */
 export const MAX_FILTER_DEPTH = 32;
@@ -24,7 +25,7 @@ function describe(v: unknown): string {
 function parsePath(raw: string, where: string): string[] {
   if (raw === "") throw bad(where, "has an empty key path");
   const segments = raw.split(".");
-  if (segments.some((s) => s === "")) throw bad(where, `key path "${raw}" has an empty segment`);
+  if (segments.some((s) => s === "")) throw bad(where, `key path "${echo(raw)}" has an empty segment`);
   return segments;
 }
 
@@ -59,7 +60,7 @@ function parseFilter(raw: unknown, where: string, depth: number): Filter {
     if (arg.length < 2) throw bad(at, `must combine at least two filters, got ${arg.length}`);
     return { op, filters: arg.map((f, i) => parseFilter(f, `${at}[${i}]`, depth + 1)) };
   }
-  throw bad(where, `has unknown operator "${op}"; expected one of ${OPERATORS.join(", ")}`);
+  throw bad(where, `has unknown operator "${echo(op)}"; expected one of ${OPERATORS.join(", ")}`);
 }
 
 function parseSort(raw: unknown): SortKey[] {
@@ -67,7 +68,7 @@ function parseSort(raw: unknown): SortKey[] {
   return raw.map((s, i) => {
     const where = `sort[${i}]`;
     if (!isObject(s)) throw bad(where, `must be an object {key, order?}, got ${describe(s)}`);
-    for (const k of Object.keys(s)) if (k !== "key" && k !== "order") throw bad(where, `has unknown field "${k}"; expected key, order`);
+    for (const k of Object.keys(s)) if (k !== "key" && k !== "order") throw bad(where, `has unknown field "${echo(k)}"; expected key, order`);
     if (typeof s["key"] !== "string") throw bad(`${where}.key`, `must be a string key path, got ${describe(s["key"])}`);
     const order = s["order"] ?? "ASC";
     if (order !== "ASC" && order !== "DESC") throw bad(`${where}.order`, `must be ASC or DESC, got ${describe(order)}`);
@@ -77,7 +78,7 @@ function parseSort(raw: unknown): SortKey[] {
 
 function parsePage(raw: unknown): { pageLimit: number; offset: number } {
   if (!isObject(raw)) throw bad("page", `must be an object {limit, token?}, got ${describe(raw)}`);
-  for (const k of Object.keys(raw)) if (k !== "limit" && k !== "token") throw bad("page", `has unknown field "${k}"; expected limit, token`);
+  for (const k of Object.keys(raw)) if (k !== "limit" && k !== "token") throw bad("page", `has unknown field "${echo(k)}"; expected limit, token`);
   const limit = raw["limit"] ?? 0;
   if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) {
     throw bad("page.limit", `must be a non-negative integer, got ${describe(limit)}`);
@@ -90,7 +91,7 @@ function parsePage(raw: unknown): { pageLimit: number; offset: number } {
 /** The page token is the decimal offset of the next item in the sorted result (Dapr's SQL stores do the same). */
 export function decodeToken(token: string): number {
   if (token === "") return 0;
-  if (!/^(0|[1-9][0-9]{0,14})$/.test(token)) throw bad("page.token", `"${token}" is not a token this store issued`);
+  if (!/^(0|[1-9][0-9]{0,14})$/.test(token)) throw bad("page.token", `"${echo(token)}" is not a token this store issued`);
   return Number(token);
 }
 
@@ -104,7 +105,7 @@ export function parseQuery(text: string): Query {
   }
   if (!isObject(raw)) throw new GatewayError(Code.INVALID_ARGUMENT, `query must be a JSON object {filter?, sort?, page?}, got ${describe(raw)}`);
   for (const k of Object.keys(raw)) {
-    if (k !== "filter" && k !== "sort" && k !== "page") throw new GatewayError(Code.INVALID_ARGUMENT, `query has unknown field "${k}"; expected filter, sort, page`);
+    if (k !== "filter" && k !== "sort" && k !== "page") throw new GatewayError(Code.INVALID_ARGUMENT, `query has unknown field "${echo(k)}"; expected filter, sort, page`);
   }
   const q: Query = { sort: [], pageLimit: 0, offset: 0 };
   // `"filter": {}` is the same as no filter (Dapr accepts both).

@@ -1,0 +1,70 @@
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { invalidArgument } from "../../shared/gateway-error.js";
+import { echo } from "../../shared/echo.js";
+
+/**
+ * Query page tokens the gateway can recognise as its own (docs/state.md: tokens the store did not issue are
+ * rejected). A runtime's token is an offset or an opaque string that a caller could forge ("999" used to answer an
+ * empty page); the gateway hands out `<runtime token>.<mac>` instead, where the MAC (HMAC-SHA256 under a key made at
+ * start) covers the runtime token, the store and the query without its token. So a token only works for the query
+ * and store it came from, and only until the gateway restarts. Works the same over every runtime.
+ */
+export interface PageTokens {
+  /**
+   * The query text for the runtime: a `page.token` sealed here is replaced by the runtime's token; any other non-empty
+   * token is INVALID_ARGUMENT. Text that is not a JSON object comes back as it is (the query parser reports it).
+   */
+  open(store: string, text: string): string;
+  /** The token to give the caller for the runtime's `token` of a query ("" stays ""). */
+  seal(store: string, text: string, token: string): string;
+}
+
+const MAC_BYTES = 16;
+
+/** JSON with object keys sorted, so reordered members do not change what the MAC covers. */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
+  if (typeof v === "object" && v !== null) {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(v) ?? "null";
+}
+
+/** The query object without `page.token`, and that token ("" when absent or when `text` is not a JSON object). */
+function split(text: string): { query: Record<string, unknown>; token: string } {
+  let query: Record<string, unknown>;
+  try {
+    query = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return { query: {}, token: "" };
+  }
+  if (typeof query !== "object" || query === null || Array.isArray(query)) return { query: {}, token: "" };
+  const page = query["page"];
+  if (typeof page !== "object" || page === null || Array.isArray(page)) return { query, token: "" };
+  const { token, ...rest } = page as Record<string, unknown>;
+  return { query: { ...query, page: rest }, token: typeof token === "string" ? token : "" };
+}
+
+/** Page tokens under a fresh random key (`key` for tests). */
+export function createPageTokens(key: Buffer = randomBytes(32)): PageTokens {
+  const mac = (store: string, query: Record<string, unknown>, inner: string): Buffer =>
+    createHmac("sha256", key).update(`${store}\n${canonical(query)}\n${inner}`).digest().subarray(0, MAC_BYTES);
+  return {
+    open(store, text) {
+      const { query, token } = split(text);
+      if (token === "") return text;
+      const dot = token.lastIndexOf(".");
+      const inner = token.slice(0, Math.max(dot, 0));
+      const given = Buffer.from(token.slice(dot + 1), "base64url");
+      if (dot <= 0 || given.length !== MAC_BYTES || !timingSafeEqual(given, mac(store, query, inner))) {
+        throw invalidArgument("query page.token", `"${echo(token)}" is not a token this gateway issued for this query`);
+      }
+      return JSON.stringify({ ...query, page: { ...(query["page"] as object), token: inner } });
+    },
+    seal(store, text, token) {
+      if (token === "") return "";
+      return `${token}.${mac(store, split(text).query, token).toString("base64url")}`;
+    },
+  };
+}
