@@ -198,8 +198,9 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
   }
 
   app.ws<WsData>("/v1/pubsub/ws", {
-    // Oversize frames close the socket with 1009 (uWS).
-    maxPayloadLength: deps.maxFrameBytes,
+    // uWS drops a connection past its own limit without a close frame: it gets twice ours, so a frame over our limit
+    // (up to twice it) gets a proper 1009 close from the message handler.
+    maxPayloadLength: deps.maxFrameBytes * 2,
     idleTimeout: deps.idleTimeoutSeconds,
     sendPingsAutomatically: true,
     // Hard stop: the bound is enforced in checkBackpressure; uWS sheds and shuts a socket only past twice the bound.
@@ -245,6 +246,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     message(ws, message, isBinary) {
       const data = ws.getUserData();
       if (data.ending) return;
+      if (message.byteLength > deps.maxFrameBytes) return end(ws, 1009, `frame larger than ${deps.maxFrameBytes} bytes`, "oversize");
       if (isBinary) return send(ws, data, { op: "error", code: "INVALID_ARGUMENT", message: "frame must be a text frame holding one JSON object" });
       if (data.inflight >= MAX_WS_INFLIGHT) {
         return send(ws, data, { op: "error", code: "RESOURCE_EXHAUSTED", message: `more than ${MAX_WS_INFLIGHT} requests in flight on this socket` });
