@@ -106,6 +106,23 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     },
   };
 
+  // CORS preflight, for browsers that send one (EventSource itself does not; fetch-based readers with headers do).
+  app.options("/v1/pubsub/events", (res, req) => {
+    const origin = req.getHeader("origin");
+    const allowed = origin !== "" && deps.origins.allowed(origin);
+    res.cork(() => {
+      res.writeStatus(allowed ? "204 No Content" : "403 Forbidden");
+      if (allowed) {
+        res.writeHeader("access-control-allow-origin", origin);
+        res.writeHeader("access-control-allow-methods", "GET");
+        res.writeHeader("access-control-allow-headers", "last-event-id, x-api-key");
+        res.writeHeader("access-control-max-age", "600");
+        res.writeHeader("vary", "Origin");
+      }
+      res.end();
+    });
+  });
+
   app.get("/v1/pubsub/events", (res, req) => {
     const origin = req.getHeader("origin") || undefined;
     const apiKey = req.getHeader("x-api-key") || undefined;
