@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import chromium from "@sparticuz/chromium";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
-import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
+import { startTestGateway, type TestGateway } from "../support/gateway.js";
 
 const KEY = "browser-key";
 
@@ -93,7 +93,7 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
     const r = await fetch(`${gw.http}/v1/pubsub/tokens`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify(body) });
     return ((await r.json()) as { token: string }).token;
   };
-  const state = (p: Page = page): Promise<any> => p.evaluate(() => (window as any).state);
+  const state = (p: Page = page): Promise<any> => p.evaluate(() => (globalThis as any).state);
   const until = async (pred: (s: any) => boolean, what: string, p: Page = page, timeoutMs = 8000): Promise<any> => {
     let s: any;
     const end = Date.now() + timeoutMs;
@@ -129,11 +129,11 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
     await page.goto(allowed.origin + "/");
     const t = await token({ topics: ["a"], ttl_seconds: 120 });
     const base = `127.0.0.1:${proxy.port}`;
-    await page.evaluate((u: string) => (window as any).startSse(u), `http://${base}/v1/pubsub/events?topic=a&token=${t}`);
-    await page.evaluate((u: string, p: string[]) => (window as any).startWs(u, p, ["a"], true), `ws://${base}/v1/pubsub/ws`, ["pubsub.v1", `token.${t}`]);
+    await page.evaluate((u: string) => (globalThis as any).startSse(u), `http://${base}/v1/pubsub/events?topic=a&token=${t}`);
+    await page.evaluate((u: string, p: string[]) => (globalThis as any).startWs(u, p, ["a"], true), `ws://${base}/v1/pubsub/ws`, ["pubsub.v1", `token.${t}`]);
     await until((s) => s.wsFrames.some((f: any) => f.op === "subscribed"), "WebSocket subscribed");
     // The SSE stream is live once its first message (the position) arrived.
-    await page.waitForFunction(() => (window as any).es.readyState === 1, { timeout: 8000 });
+    await page.waitForFunction(() => (globalThis as any).es.readyState === 1, { timeout: 8000 });
     await new Promise((r) => setTimeout(r, 100));
     await publish("a", 1, 10);
     await until((s) => s.sse.length === 10 && s.ws.length === 10, "10 events on both");
@@ -150,9 +150,9 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
     assert.equal(resumed.at(-1).recovered, true);
     assert.deepEqual(s.sseRecovery, [], "SSE resumed exactly (no recovery message)");
     await page.evaluate(() => {
-      (window as any).es.close();
-      (window as any).ws.onclose = null;
-      (window as any).ws.close();
+      (globalThis as any).es.close();
+      (globalThis as any).ws.onclose = null;
+      (globalThis as any).ws.close();
     });
     await page.close();
   });
@@ -162,10 +162,10 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
     await page.goto(allowed.origin + "/");
     const t = await token({ topics: ["a"], ttl_seconds: 120 });
     const direct = `127.0.0.1:${gw.gateway.httpPort}`;
-    await page.evaluate((u: string) => (window as any).startSse(u), `http://${direct}/v1/pubsub/events?topic=b&token=${t}`);
+    await page.evaluate((u: string) => (globalThis as any).startSse(u), `http://${direct}/v1/pubsub/events?topic=b&token=${t}`);
     const s1 = await until((s) => s.sseErrors >= 1 && s.sseReadyState === 2, "EventSource for b refused (closed)");
     assert.equal(s1.sse.length, 0);
-    await page.evaluate((u: string) => (window as any).startWs(u, ["pubsub.v1"], ["b"], false), `ws://${direct}/v1/pubsub/ws?token=${t}`);
+    await page.evaluate((u: string) => (globalThis as any).startWs(u, ["pubsub.v1"], ["b"], false), `ws://${direct}/v1/pubsub/ws?token=${t}`);
     const s2 = await until((s) => s.wsFrames.some((f: any) => f.op === "error"), "WebSocket subscribe to b refused");
     assert.equal(s2.wsFrames.find((f: any) => f.op === "error").code, "PERMISSION_DENIED");
     await publish("b", 1, 3);
@@ -177,8 +177,8 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
     await page.goto(allowed.origin + "/");
     const short = await token({ topics: ["a"], ttl_seconds: 1 });
     await new Promise((r) => setTimeout(r, 1500));
-    await page.evaluate((u: string) => (window as any).startSse(u), `http://${direct}/v1/pubsub/events?topic=a&token=${short}`);
-    await page.evaluate((u: string) => (window as any).startWs(u, ["pubsub.v1"], ["a"], false), `ws://${direct}/v1/pubsub/ws?token=${short}`);
+    await page.evaluate((u: string) => (globalThis as any).startSse(u), `http://${direct}/v1/pubsub/events?topic=a&token=${short}`);
+    await page.evaluate((u: string) => (globalThis as any).startWs(u, ["pubsub.v1"], ["a"], false), `ws://${direct}/v1/pubsub/ws?token=${short}`);
     const s3 = await until((s) => s.sseReadyState === 2 && s.wsCloses.length === 1, "expired token refused on both");
     assert.equal(s3.wsOpens, 0, "the WebSocket never opened");
     assert.equal(s3.sse.length, 0);
@@ -191,8 +191,8 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
     const direct = `127.0.0.1:${gw.gateway.httpPort}`;
     const before = (await (await fetch(`${gw.http}/metrics`)).text()).match(/platform_pubsub_web_refused_total\{transport="websocket",code="PERMISSION_DENIED"\} (\d+)/)?.[1] ?? "0";
     const t = await token({ topics: ["a"], ttl_seconds: 120 });
-    await page.evaluate((u: string) => (window as any).startSse(u), `http://${direct}/v1/pubsub/events?topic=a&token=${t}`);
-    await page.evaluate((u: string) => (window as any).startWs(u, ["pubsub.v1"], ["a"], false), `ws://${direct}/v1/pubsub/ws?token=${t}`);
+    await page.evaluate((u: string) => (globalThis as any).startSse(u), `http://${direct}/v1/pubsub/events?topic=a&token=${t}`);
+    await page.evaluate((u: string) => (globalThis as any).startWs(u, ["pubsub.v1"], ["a"], false), `ws://${direct}/v1/pubsub/ws?token=${t}`);
     const s = await until((x) => x.sseReadyState === 2 && x.wsCloses.length === 1, "both refused");
     assert.equal(s.wsOpens, 0);
     const afterCount = (await (await fetch(`${gw.http}/metrics`)).text()).match(/platform_pubsub_web_refused_total\{transport="websocket",code="PERMISSION_DENIED"\} (\d+)/)?.[1];
