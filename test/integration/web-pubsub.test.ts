@@ -207,4 +207,37 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
     const w = await ws({ key: KEY, origin: ORIGIN });
     w.ws.terminate();
   });
+
+  it("metrics by transport: subscribers, deliveries, history size", async () => {
+    const c = await ws();
+    c.send({ op: "subscribe", topics: ["m"] });
+    await c.next((f) => f.op === "subscribed", "subscribed");
+    const s = await connectSse(gw.http, "topic=m", { "x-api-key": KEY });
+    await waitFor(() => s.lastId !== undefined, "SSE live");
+    const wsBefore = (await metric(gw.http, "platform_pubsub_web_deliveries_total", '{transport="websocket"}')) ?? 0;
+    const sseBefore = (await metric(gw.http, "platform_pubsub_web_deliveries_total", '{transport="sse"}')) ?? 0;
+    await publish("m", 1);
+    await waitFor(() => c.events().length === 1 && s.events().length === 1, "delivered");
+    assert.equal(await metric(gw.http, "platform_pubsub_web_deliveries_total", '{transport="websocket"}'), wsBefore + 1);
+    assert.equal(await metric(gw.http, "platform_pubsub_web_deliveries_total", '{transport="sse"}'), sseBefore + 1);
+    assert.ok(((await metric(gw.http, "platform_pubsub_web_subscribers", '{transport="websocket"}')) ?? 0) >= 1);
+    assert.ok(((await metric(gw.http, "platform_pubsub_web_subscribers", '{transport="sse"}')) ?? 0) >= 1);
+    assert.ok(((await metric(gw.http, "platform_pubsub_history_events")) ?? 0) >= 1);
+    s.abort();
+  });
+
+  it("shutdown ends WebSockets with 1001 shutdown and SSE streams with event: end, and close() does not wait on them", async () => {
+    const g = await startTestGateway({ apiKeys: [KEY] });
+    const c = await connectWs(g.http, { key: KEY });
+    c.send({ op: "subscribe", topics: ["bye"] });
+    await c.next((f) => f.op === "subscribed", "subscribed");
+    const s = await connectSse(g.http, "topic=bye", { "x-api-key": KEY });
+    await waitFor(() => s.lastId !== undefined, "SSE live");
+    const started = Date.now();
+    await g.close();
+    assert.ok(Date.now() - started < 3000, `closed in ${Date.now() - started} ms`);
+    assert.deepEqual(await c.closed(), { code: 1001, reason: "shutdown" });
+    await waitFor(() => s.messages.some((m) => m.event === "end"), "SSE end");
+    assert.deepEqual(JSON.parse(s.messages.find((m) => m.event === "end")!.data), { reason: "shutdown" });
+  });
 });
