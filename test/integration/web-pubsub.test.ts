@@ -60,6 +60,15 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
     assert.match((await c.next((f) => f.op === "error" && f.id === 9, "topic error")).message, /topics\[0\]/);
   });
 
+  it("a plain GET of the WebSocket route is 426; SSE without a topic is 400 naming it", async () => {
+    const r = await fetch(`${gw.http}/v1/pubsub/ws`);
+    assert.equal(r.status, 426);
+    assert.match(((await r.json()) as any).message, /WebSocket upgrade/);
+    const s = await connectSse(gw.http, "", { "x-api-key": KEY });
+    assert.equal(s.status, 400);
+    assert.match(s.messages[0]!.data, /topic/);
+  });
+
   it("WebSocket: an oversize frame closes the socket with 1009", async () => {
     const small = await startTestGateway({ apiKeys: [KEY], maxBodyBytes: 1024 });
     try {

@@ -1,7 +1,7 @@
 import type uws from "uWebSockets.js";
 import type { EndReason } from "../../broker/index.js";
 import { Code } from "../../shared/code.js";
-import { GatewayError } from "../../shared/gateway-error.js";
+import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import { authenticate, checkTopics, type Grant } from "./access.js";
 import type { TopicFanout, WebEvent } from "./hub.js";
 import { refuse, type WebDeps } from "./web-deps.js";
@@ -139,6 +139,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
       if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
       const grant = await authenticate(deps, apiKey, query.get("token") ?? undefined);
+      if (query.getAll("topic").length === 0) throw invalidArgument("topic", "query parameter is required: ?topic=a&topic=b");
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;
       const since = sinceText ? hub.parsePosition(lastEventIdHeader ? "Last-Event-ID" : "lastEventId", sinceText) : undefined;
