@@ -249,4 +249,35 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
     await waitFor(() => s.messages.some((m) => m.event === "end"), "SSE end");
     assert.deepEqual(JSON.parse(s.messages.find((m) => m.event === "end")!.data), { reason: "shutdown" });
   });
+
+  it("a runtime that refuses a topic gives an UNAVAILABLE error frame / 503; an upstream that breaks ends web subscribers with upstream-failed", async () => {
+    const g = await startTestGateway({ apiKeys: [KEY] });
+    const port = g.gateway.context.runtime.pubsub;
+    const original = port.subscribe.bind(port);
+    const breakers = new Map<string, (e: Error) => void>();
+    port.subscribe = async (topic, handlers, signal) => {
+      if (topic === "refused") throw new Error("no such topic here");
+      if (handlers.onError) breakers.set(topic, handlers.onError);
+      return original(topic, handlers, signal);
+    };
+    try {
+      const c = await connectWs(g.http, { key: KEY });
+      c.send({ op: "subscribe", topics: ["refused"], id: 1 });
+      const err = await c.next((f) => f.id === 1, "refusal");
+      assert.equal(err.code, "UNAVAILABLE");
+      assert.match(err.message, /refused/);
+      const s = await connectSse(g.http, "topic=refused", { "x-api-key": KEY });
+      assert.equal(s.status, 503);
+      c.send({ op: "subscribe", topics: ["breaks"], id: 2 });
+      await c.next((f) => f.id === 2 && f.op === "subscribed", "subscribed");
+      const s2 = await connectSse(g.http, "topic=breaks", { "x-api-key": KEY });
+      await waitFor(() => s2.lastId !== undefined, "SSE live");
+      breakers.get("breaks")!(new Error("sidecar went away"));
+      assert.deepEqual(await c.closed(), { code: 4002, reason: "upstream-failed: breaks" });
+      await waitFor(() => s2.messages.some((m) => m.event === "end"), "SSE end");
+      assert.deepEqual(JSON.parse(s2.messages.find((m) => m.event === "end")!.data), { reason: "upstream-failed: breaks" });
+    } finally {
+      await g.close();
+    }
+  });
 });

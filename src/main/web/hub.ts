@@ -104,6 +104,16 @@ export interface WebHub {
   close(): void;
 }
 
+/**
+ * A broker SubscribeFailure as a GatewayError, as gRPC Subscribe maps it: the runtime's own code for an upstream
+ * refusal (UNAVAILABLE when it has none), UNAVAILABLE for a closing broker.
+ */
+export function subscribeError(e: unknown): GatewayError {
+  if (!(e instanceof SubscribeFailure)) return GatewayError.from(e);
+  const code = e.kind === "upstream" ? GatewayError.from(e.cause, Code.UNAVAILABLE).code : Code.UNAVAILABLE;
+  return new GatewayError(code === Code.INTERNAL || code === Code.UNKNOWN ? Code.UNAVAILABLE : code, e.message, { cause: e });
+}
+
 /** Topics the hub follows at once (live or lingering); past it a lingering one is dropped, else RESOURCE_EXHAUSTED. */
 export const MAX_WEB_TOPICS = 10_000;
 

@@ -3,7 +3,7 @@ import type { EndReason } from "../../broker/index.js";
 import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import { authenticate, checkTopics, type Grant } from "./access.js";
-import type { TopicFanout, WebEvent } from "./hub.js";
+import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
 /** Topics one SSE request may name. */
@@ -176,8 +176,9 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
         s.timer.unref();
       }
     })().catch((e: unknown) => {
-      metrics.refused.inc({ transport: "sse", code: GatewayError.from(e).codeName });
-      if (!aborted && !sub) refuse(res, e, cors);
+      const err = subscribeError(e);
+      metrics.refused.inc({ transport: "sse", code: err.codeName });
+      if (!aborted && !sub) refuse(res, err, cors);
     });
   });
 
