@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Subscriber } from "./subscriber.js";
-import type { BrokerOptions, EndReason, SubscriberSink, UpstreamHandle } from "./types.js";
+import type { BrokerOptions, EndReason, FanoutHandle, FanoutSink, SubscriberSink, UpstreamHandle } from "./types.js";
 
 /** What `Broker.subscribe` resolves: the owner's handle on a live subscriber. */
 export interface Subscription {
@@ -46,6 +46,11 @@ export interface Broker {
   subscribe(topics: readonly string[], sink: SubscriberSink, signal?: AbortSignal): Promise<Subscription>;
   /** End the subscriber with this id (its sink gets `end({kind: "unsubscribed"})`). False when no live subscriber has it. */
   unsubscribe(id: string): boolean;
+  /**
+   * Attach a fan-out outlet to one topic: it holds one reference (like one subscriber slot) and gets each event once.
+   * Resolves once the topic's upstream is live; rejects with a SubscribeFailure (leaving nothing behind) like subscribe.
+   */
+  attachFanout(topic: string, sink: FanoutSink<unknown>, signal?: AbortSignal): Promise<FanoutHandle>;
   /** Reference count of a topic (subscriber slots holding or awaiting it), 0 when absent. */
   refs(topic: string): number;
   /** Whether this topic has an open upstream subscription. */
@@ -67,6 +72,8 @@ interface TopicEntry {
   refs: number;
   /** Live subscribers (once each). */
   readonly subs: Set<Member>;
+  /** Attached fan-out outlets (each holds one reference). */
+  readonly fanouts: Set<FanoutSink<unknown>>;
   /** Extra deliveries for subscribers that listed the topic more than once; null while there are none. */
   dupes: Map<Member, number> | null;
   upstream: UpstreamHandle | null;
@@ -104,7 +111,9 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
   const report = (): void => obs.counts?.(table.size, live.size, upstreams);
 
   function fanOut(entry: TopicEntry, event: E): void {
-    if (entry.state !== "open" || entry.subs.size === 0) return;
+    if (entry.state !== "open") return;
+    for (const f of entry.fanouts) f.event(entry.topic, event);
+    if (entry.subs.size === 0) return;
     let bytes: Uint8Array;
     try {
       bytes = encode(entry.topic, event);
@@ -137,6 +146,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
     if (entry.linger) clearTimeout(entry.linger);
     if (wasOpen) upstreams--;
     for (const sub of [...entry.subs]) endSubscriber(sub, { kind: "upstream-failed", topic: entry.topic, message: error.message });
+    endFanouts(entry, { kind: "upstream-failed", topic: entry.topic, message: error.message });
     report();
   }
 
@@ -154,6 +164,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
       topic,
       refs: 1,
       subs: new Set(),
+      fanouts: new Set(),
       dupes: null,
       upstream: null,
       opening: Promise.resolve(),
@@ -249,6 +260,12 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
     return true;
   }
 
+  function endFanouts(entry: TopicEntry, reason: EndReason): void {
+    const sinks = [...entry.fanouts];
+    entry.fanouts.clear();
+    for (const f of sinks) f.end(reason);
+  }
+
   function endSubscriber(sub: Member, reason: EndReason): void {
     if (!removeSubscriber(sub)) return;
     obs.ended?.(reason.kind);
@@ -310,6 +327,39 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
       };
     },
 
+    async attachFanout(topic, sink, signal) {
+      if (closed) throw new SubscribeFailure("closed", "the broker is closing");
+      if (signal?.aborted) throw new SubscribeFailure("cancelled", "the subscriber went away before it was live");
+      const entry = acquire(topic);
+      try {
+        await entry.opening;
+      } catch (e) {
+        release(entry);
+        throw new SubscribeFailure("upstream", `subscribing to topic '${topic}' failed: ${(e as Error)?.message ?? String(e)}`, topic, e);
+      }
+      const why: SubscribeFailure | undefined = closed
+        ? new SubscribeFailure("closed", "the broker is closing")
+        : signal?.aborted
+          ? new SubscribeFailure("cancelled", "the subscriber went away before it was live")
+          : entry.state !== "open"
+            ? new SubscribeFailure("upstream", `the upstream subscription of topic '${topic}' broke while subscribing`, topic)
+            : undefined;
+      if (why) {
+        release(entry);
+        throw why;
+      }
+      entry.fanouts.add(sink);
+      let attached = true;
+      return {
+        close: () => {
+          if (!attached) return;
+          attached = false;
+          // Already gone when the broker ended it (the entry is dead and holds no references then).
+          if (entry.fanouts.delete(sink)) release(entry);
+        },
+      };
+    },
+
     unsubscribe(id) {
       const sub = live.get(id);
       if (!sub) return false;
@@ -355,6 +405,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
         if (sweepTimer) clearInterval(sweepTimer);
         sweepTimer = null;
         for (const sub of [...live.values()]) endSubscriber(sub, { kind: "shutdown" });
+        for (const entry of [...table.values()]) endFanouts(entry, { kind: "shutdown" });
         for (const entry of [...table.values()]) {
           if (entry.linger) clearTimeout(entry.linger);
           entry.linger = null;

@@ -47,6 +47,24 @@ export interface SubscriberSink {
   end(reason: EndReason): void;
 }
 
+/**
+ * A per-topic fan-out outlet: gets every event of its topic once, as the broker receives it, and does its own
+ * per-subscriber delivery (the web front publishes it natively through uWS). It holds one reference on the topic,
+ * so the topic's one upstream subscription is shared with the broker's own subscribers.
+ */
+export interface FanoutSink<E> {
+  /** One event of the topic, in arrival order. Must not throw. */
+  event(topic: string, event: E): void;
+  /** The broker ended this attachment (upstream failed, shutdown); never called after the owner's own `close()`. */
+  end(reason: EndReason): void;
+}
+
+/** The owner's handle on an attached FanoutSink. */
+export interface FanoutHandle {
+  /** Detach and release the topic reference. Safe to call twice. */
+  close(): void;
+}
+
 /** Hooks the broker reports through, for metrics. All optional, all cheap to call. */
 export interface BrokerObserver {
   /** Counts changed: topics with local subscribers, live subscribers, open upstream subscriptions. */

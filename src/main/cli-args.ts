@@ -23,6 +23,11 @@ Options (each has an environment variable; the flag wins):
                           (auth, token, key, secret, ...), repeatable   GATEWAY_FORWARD_CREDENTIAL_HEADERS (logged as a warning)
   --shutdown-timeout <ms> bound on graceful shutdown                    GATEWAY_SHUTDOWN_TIMEOUT_MS (default 10000)
   --max-triggers <n>      most triggers at once                         GATEWAY_MAX_TRIGGERS (default 10000)
+  --token-secret <s>      secret signing browser tokens (>= 16 chars)   GATEWAY_TOKEN_SECRET (default: random per process)
+  --cors-origin <origin>  browser origin allowed on web pub/sub, repeat GATEWAY_CORS_ORIGINS (comma-separated; default none)
+  --pubsub-history-events <n> resume history events per topic          GATEWAY_PUBSUB_HISTORY_EVENTS (default 1000)
+  --pubsub-history-age <ms>   resume history age per topic             GATEWAY_PUBSUB_HISTORY_AGE_MS (default 60000)
+  --pubsub-event-bytes <n>    nominal event size; web bound = 1024 x n GATEWAY_PUBSUB_EVENT_BYTES (default 1024)
   --dapr-host <host>      Dapr sidecar host                             DAPR_HOST (default 127.0.0.1)
   --dapr-grpc-port <port> Dapr sidecar gRPC port                        DAPR_GRPC_PORT (default 50001)
   -h, --help              print this help
@@ -67,6 +72,11 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "forward-credential-header": { type: "string", multiple: true },
       "shutdown-timeout": { type: "string" },
       "max-triggers": { type: "string" },
+      "token-secret": { type: "string" },
+      "cors-origin": { type: "string", multiple: true },
+      "pubsub-history-events": { type: "string" },
+      "pubsub-history-age": { type: "string" },
+      "pubsub-event-bytes": { type: "string" },
       "dapr-host": { type: "string" },
       "dapr-grpc-port": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -98,6 +108,11 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("forwardCredentialHeaders", values["forward-credential-header"] ?? list(from("", "GATEWAY_FORWARD_CREDENTIAL_HEADERS")));
   set("shutdownTimeoutMs", int(from("shutdown-timeout", "GATEWAY_SHUTDOWN_TIMEOUT_MS")));
   set("maxTriggers", int(from("max-triggers", "GATEWAY_MAX_TRIGGERS")));
+  set("tokenSecret", str("token-secret", "GATEWAY_TOKEN_SECRET"));
+  set("corsOrigins", values["cors-origin"] ?? list(from("", "GATEWAY_CORS_ORIGINS")));
+  set("pubsubHistoryEvents", int(from("pubsub-history-events", "GATEWAY_PUBSUB_HISTORY_EVENTS")));
+  set("pubsubHistoryAgeMs", int(from("pubsub-history-age", "GATEWAY_PUBSUB_HISTORY_AGE_MS")));
+  set("pubsubEventBytes", int(from("pubsub-event-bytes", "GATEWAY_PUBSUB_EVENT_BYTES")));
   set("daprHost", str("dapr-host", "DAPR_HOST"));
   set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
   return opts;

@@ -32,6 +32,8 @@ export interface Facility {
   extraGrpc?: Array<{ definition: import("@grpc/grpc-js").ServiceDefinition; impl: import("./grpc/server.js").ServiceImpl; auth?: boolean }>;
   /** REST routes. */
   routes?: import("./rest/router.js").Route[];
+  /** Mount native uWS handlers (WebSocket, streaming) on the REST app before it listens. */
+  mountUws?(app: import("uWebSockets.js").TemplatedApp): void;
   /** Called after the servers listen. */
   start?(): Promise<void>;
   /** Health entries this facility contributes, by check name. */

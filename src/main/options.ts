@@ -52,6 +52,16 @@ export interface GatewayOptions {
   subscriptionLingerMs?: number;
   /** Broker: period of the stuck-subscriber sweep, ms. Default 5000. */
   sweepIntervalMs?: number;
+  /** Secret (utf-8) signing browser tokens (JWT HS256). Default $GATEWAY_TOKEN_SECRET, else a random per-process secret. */
+  tokenSecret?: string;
+  /** Browser origins allowed on the WebSocket and SSE routes (`*`: any). Default []: requests carrying an Origin are refused. */
+  corsOrigins?: string[];
+  /** Resume history: most events kept per topic. Default 1000. */
+  pubsubHistoryEvents?: number;
+  /** Resume history: oldest event kept per topic, ms; also how long a topic with no web subscriber keeps recording. Default 60000. */
+  pubsubHistoryAgeMs?: number;
+  /** Nominal event size in bytes: a web subscriber may have 1024 x this queued before it is closed slow. Default 1024. */
+  pubsubEventBytes?: number;
   /** Dapr sidecar gRPC host. Default "127.0.0.1". */
   daprHost?: string;
   /** Dapr sidecar gRPC port. Default $DAPR_GRPC_PORT or 50001. */
@@ -66,8 +76,8 @@ export interface GatewayOptions {
 
 /** The validated, complete, frozen options. */
 export type ValidatedOptions = Readonly<
-  Required<Omit<GatewayOptions, "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination">> &
-    Pick<GatewayOptions, "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination">
+  Required<Omit<GatewayOptions, "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination" | "tokenSecret">> &
+    Pick<GatewayOptions, "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination" | "tokenSecret">
 >;
 
 /** Tracing and correlation identifiers: they carry no authority. */
@@ -182,6 +192,14 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
       );
     }
   }
+  const corsOrigins = o.corsOrigins ?? [];
+  if (!Array.isArray(corsOrigins) || corsOrigins.some((c) => typeof c !== "string" || !(c === "*" || /^https?:\/\/[^\s/]+$/.test(c)))) {
+    bad("corsOrigins", corsOrigins, "must be a list of origins like https://app.example.com (scheme, host, optional port) or *");
+  }
+  const tokenSecret = o.tokenSecret ?? (process.env["GATEWAY_TOKEN_SECRET"] || undefined);
+  if (tokenSecret !== undefined && (typeof tokenSecret !== "string" || tokenSecret.length < 16)) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, "option tokenSecret must be a string of at least 16 characters");
+  }
   const envDaprPort = process.env["DAPR_GRPC_PORT"] ? Number(process.env["DAPR_GRPC_PORT"]) : undefined;
   return Object.freeze({
     configPath: o.configPath,
@@ -205,6 +223,11 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     channelsPerBackend: positive("channelsPerBackend", o.channelsPerBackend, 4),
     subscriptionLingerMs: nonNegativeInt("subscriptionLingerMs", o.subscriptionLingerMs, 2000),
     sweepIntervalMs: positive("sweepIntervalMs", o.sweepIntervalMs, 5000),
+    tokenSecret,
+    corsOrigins: Object.freeze([...corsOrigins]) as string[],
+    pubsubHistoryEvents: nonNegativeInt("pubsubHistoryEvents", o.pubsubHistoryEvents, 1000),
+    pubsubHistoryAgeMs: positive("pubsubHistoryAgeMs", o.pubsubHistoryAgeMs, 60_000),
+    pubsubEventBytes: positive("pubsubEventBytes", o.pubsubEventBytes, 1024),
     daprHost: o.daprHost ?? "127.0.0.1",
     daprGrpcPort: port("daprGrpcPort", o.daprGrpcPort ?? envDaprPort, 50001),
     daprApiToken: o.daprApiToken ?? process.env["DAPR_API_TOKEN"] ?? undefined,

@@ -6,6 +6,8 @@ import { createPubsubGrpc, GRPC_MESSAGE_PREFIX } from "./grpc/pubsub.js";
 import type { Metrics } from "./metrics.js";
 import { createPubsubOps } from "./ops/pubsub.js";
 import { declarativeSubscriptionsRoute, pubsubRoutes } from "./rest/pubsub.js";
+import { createAuthenticator } from "./auth.js";
+import { createWebPubsub } from "./web/index.js";
 
 /** Capacity of each subscriber's ring (spec "Limits": subscriber buffer). */
 export const SUBSCRIBER_BUFFER = 1024;
@@ -82,9 +84,11 @@ export function createPubsubFacility(ctx: GatewayContext): Facility {
   });
   const ops = createPubsubOps(ctx, broker);
   const grpcSide = createPubsubGrpc({ ops, broker, logger: ctx.logger, reapGraceMs: ctx.options.sweepIntervalMs });
+  const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys));
   return {
     grpc: { "io.cloudevents.v1.Pubsub": grpcSide.impl },
-    routes: [...pubsubRoutes(ops), declarativeSubscriptionsRoute(ctx.options.appApiToken)],
+    routes: [...pubsubRoutes(ops), ...web.routes, declarativeSubscriptionsRoute(ctx.options.appApiToken)],
+    mountUws: (app) => web.mount(app),
     async start() {
       broker.start();
     },
@@ -92,12 +96,15 @@ export function createPubsubFacility(ctx: GatewayContext): Facility {
       const s = broker.stats();
       return {
         broker: { status: "Healthy", description: `${s.subscribers} subscribers on ${s.topics} topics, ${s.upstreams} runtime subscriptions` },
+        ...web.health(),
       };
     },
     async close() {
+      web.close();
       await broker.close();
     },
     destroy() {
+      web.close();
       void broker.close();
       grpcSide.streams.dropAll();
     },

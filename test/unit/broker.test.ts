@@ -246,4 +246,48 @@ describe("broker", () => {
     await until(() => up.closed.includes("t"), "release of the upstream nobody wants");
     await b.close();
   });
+
+  it("a fan-out sink shares the topic's one upstream and ref count with subscribers, gets each event once, and skips encoding when alone", async () => {
+    const up = fakeUpstream();
+    let encodes = 0;
+    const b = createBroker({ upstream: up.source, encode: (t, e) => (encodes++, encode(t, e)), lingerMs: 10 });
+    const seen: string[] = [];
+    const ends: EndReason[] = [];
+    const h = await b.attachFanout("t", { event: (t, e) => seen.push(`${t}:${e}`), end: (r) => ends.push(r) });
+    assert.equal(b.refs("t"), 1);
+    up.emit("t", "1");
+    assert.deepEqual(seen, ["t:1"]);
+    assert.equal(encodes, 0, "no subscriber: nothing encoded");
+    const s = fakeSink();
+    const sub = await b.subscribe(["t"], s.sink);
+    assert.deepEqual(up.opened, ["t"], "one upstream for both");
+    assert.equal(b.refs("t"), 2);
+    up.emit("t", "2");
+    assert.deepEqual(seen, ["t:1", "t:2"]);
+    assert.deepEqual(s.got, ["t:2"]);
+    h.close();
+    h.close();
+    assert.equal(b.refs("t"), 1, "close releases exactly one reference");
+    sub.close();
+    await until(() => up.closed.includes("t"), "release after the last reference");
+    assert.deepEqual(ends, []);
+    await b.close();
+  });
+
+  it("a fan-out sink is ended when its upstream breaks and on close; a failed open leaves nothing behind", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode, lingerMs: 10 });
+    const ends: EndReason[] = [];
+    const h = await b.attachFanout("t", { event: () => undefined, end: (r) => ends.push(r) });
+    up.breakTopic("t");
+    assert.deepEqual(ends, [{ kind: "upstream-failed", topic: "t", message: "sidecar went away" }]);
+    h.close();
+    assert.equal(b.refs("t"), 0);
+    up.failTopic("bad");
+    await assert.rejects(b.attachFanout("bad", { event: () => undefined, end: () => undefined }), (e: unknown) => e instanceof SubscribeFailure && e.kind === "upstream");
+    assert.equal(b.refs("bad"), 0);
+    await b.attachFanout("u", { event: () => undefined, end: (r) => ends.push(r) });
+    await b.close();
+    assert.deepEqual(ends.at(-1), { kind: "shutdown" });
+  });
 });

@@ -171,6 +171,8 @@ export interface RestServerDeps {
   isClosing(): boolean;
   requests: CounterMetric<"route" | "method" | "status">;
   latency: HistogramMetric<"route" | "method" | "status">;
+  /** Mount extra native handlers (e.g. WebSocket routes) on the app; uWS tries them before the catch-all route. */
+  mount?(app: uws.TemplatedApp): void;
 }
 
 /** A listening REST server. */
@@ -217,6 +219,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
   /** Responses not yet ended, so shutdown can close their connections. */
   const open = new Set<uws.HttpResponse>();
   const app = uws.App();
+  deps.mount?.(app);
 
   app.any("/*", (res, req) => {
     const started = performance.now();

@@ -1,0 +1,131 @@
+import { createHash, randomBytes } from "node:crypto";
+import { jwtVerify, SignJWT, errors as joseErrors } from "jose";
+import { Code } from "../../shared/code.js";
+import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
+import type { Authenticator } from "../auth.js";
+
+/** What a web subscriber may do: from a token, or everything with a valid x-api-key. */
+export interface Grant {
+  /** Exact topic names and prefixes ending in `*`; null: every topic. */
+  topics: readonly string[] | null;
+  /** May publish (to the same topics). */
+  publish: boolean;
+  /** Epoch ms when the grant ends (token expiry); null: never. */
+  expiresAt: number | null;
+}
+
+/** Whether `grant` covers `topic`. */
+export function allows(grant: Grant, topic: string): boolean {
+  if (grant.topics === null) return true;
+  for (const p of grant.topics) {
+    if (p.endsWith("*") ? topic.startsWith(p.slice(0, -1)) : topic === p) return true;
+  }
+  return false;
+}
+
+/** Bounds on token requests. */
+export const MAX_TOKEN_TTL_SECONDS = 86_400;
+export const MAX_TOKEN_TOPICS = 64;
+const AUDIENCE = "platform-gateway/pubsub";
+
+/** Signs and checks browser tokens: JWT HS256 (jose) with the configured secret. */
+export interface TokenIssuer {
+  /** Validate a `POST /v1/pubsub/tokens` body and sign a token; INVALID_ARGUMENT naming the field on bad input. */
+  issue(body: Record<string, unknown>): Promise<{ token: string; expires_at: string }>;
+  /** Verify a token; UNAUTHENTICATED saying why (expired, bad signature, malformed). Never echoes the token. */
+  verify(token: string): Promise<Grant>;
+}
+
+/** A token issuer over `secret` (utf-8); a random per-process secret when none is given. */
+export function createTokenIssuer(secret: string | undefined): TokenIssuer {
+  // Hashing gives HS256 a 256-bit key whatever the secret's length.
+  const key = createHash("sha256")
+    .update(secret ?? randomBytes(32).toString("hex"))
+    .digest();
+  return {
+    async issue(body) {
+      for (const k of Object.keys(body)) {
+        if (k !== "topics" && k !== "ttl_seconds" && k !== "publish") throw invalidArgument(k.slice(0, 64), "is not a field of a token request (topics, ttl_seconds, publish)");
+      }
+      const topics = body["topics"];
+      if (!Array.isArray(topics) || topics.length === 0) throw invalidArgument("topics", "must be a non-empty array of topic names or prefixes ending in *");
+      if (topics.length > MAX_TOKEN_TOPICS) throw invalidArgument("topics", `must hold at most ${MAX_TOKEN_TOPICS} entries, got ${topics.length}`);
+      topics.forEach((t, i) => {
+        if (typeof t !== "string" || t === "" || t.length > 256) throw invalidArgument(`topics[${i}]`, "must be a non-empty string of at most 256 characters");
+        if (t.indexOf("*") !== -1 && t.indexOf("*") !== t.length - 1) throw invalidArgument(`topics[${i}]`, `'${t.slice(0, 64)}' may hold * only as its last character (a prefix)`);
+      });
+      const ttl = body["ttl_seconds"];
+      if (typeof ttl !== "number" || !Number.isInteger(ttl) || ttl < 1 || ttl > MAX_TOKEN_TTL_SECONDS) {
+        throw invalidArgument("ttl_seconds", `must be an integer from 1 to ${MAX_TOKEN_TTL_SECONDS}, got ${JSON.stringify(ttl)?.slice(0, 32)}`);
+      }
+      const publish = body["publish"] ?? false;
+      if (typeof publish !== "boolean") throw invalidArgument("publish", "must be a boolean");
+      const exp = Math.floor(Date.now() / 1000) + ttl;
+      const token = await new SignJWT({ topics, pub: publish })
+        .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+        .setAudience(AUDIENCE)
+        .setIssuedAt()
+        .setExpirationTime(exp)
+        .sign(key);
+      return { token, expires_at: new Date(exp * 1000).toISOString() };
+    },
+    async verify(token) {
+      try {
+        const { payload } = await jwtVerify(token, key, { algorithms: ["HS256"], audience: AUDIENCE, requiredClaims: ["exp"] });
+        const topics = payload["topics"];
+        if (!Array.isArray(topics) || !topics.every((t) => typeof t === "string")) throw new GatewayError(Code.UNAUTHENTICATED, "token carries no topics");
+        return { topics: topics as string[], publish: payload["pub"] === true, expiresAt: payload.exp! * 1000 };
+      } catch (e) {
+        if (e instanceof GatewayError) throw e;
+        if (e instanceof joseErrors.JWTExpired) throw new GatewayError(Code.UNAUTHENTICATED, "token expired: request a new one");
+        throw new GatewayError(Code.UNAUTHENTICATED, "token is not valid (malformed, bad signature or wrong audience)");
+      }
+    },
+  };
+}
+
+/** The WebSocket subprotocol the gateway speaks, and the prefix of a token passed as a subprotocol value. */
+export const WS_PROTOCOL = "pubsub.v1";
+export const TOKEN_PROTOCOL_PREFIX = "token.";
+
+/** Browser-origin policy: `--cors-origin` values; `*` allows any. A request without Origin (not a browser) passes. */
+export interface OriginPolicy {
+  /** Whether this Origin header value may connect. */
+  allowed(origin: string | undefined): boolean;
+}
+
+/** The origin policy over the allow-list. */
+export function createOriginPolicy(origins: readonly string[]): OriginPolicy {
+  const set = new Set(origins.map((o) => o.toLowerCase().replace(/\/$/, "")));
+  const any = set.has("*");
+  return {
+    allowed: (origin) => origin === undefined || origin === "" || any || set.has(origin.toLowerCase()),
+  };
+}
+
+/** How a web request authenticates: a token (query `token` or subprotocol), else x-api-key. */
+export async function authenticate(
+  deps: { auth: Authenticator; tokens: TokenIssuer },
+  apiKey: string | undefined,
+  token: string | undefined,
+): Promise<Grant> {
+  if (token !== undefined && token !== "") return deps.tokens.verify(token);
+  if (!deps.auth.check(apiKey)) throw new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key (browsers: pass a token from POST /v1/pubsub/tokens as ?token=)");
+  return KEY_GRANT;
+}
+
+/** The grant of a valid x-api-key: shared, since every keyed subscriber holds the same one. */
+const KEY_GRANT: Grant = Object.freeze({ topics: null, publish: true, expiresAt: null });
+
+/** The topics of a subscribe request, checked: non-empty strings, at most `max`, each allowed by the grant. */
+export function checkTopics(field: string, topics: unknown, grant: Grant, max: number): string[] {
+  if (!Array.isArray(topics) || topics.length === 0) throw invalidArgument(field, "must be a non-empty array of topic names");
+  if (topics.length > max) throw invalidArgument(field, `must hold at most ${max} topics, got ${topics.length}`);
+  const out: string[] = [];
+  topics.forEach((t, i) => {
+    if (typeof t !== "string" || t === "") throw invalidArgument(`${field}[${i}]`, "must be a non-empty string");
+    if (!allows(grant, t)) throw new GatewayError(Code.PERMISSION_DENIED, `the token does not allow topic '${t.slice(0, 64)}'`);
+    out.push(t);
+  });
+  return out;
+}

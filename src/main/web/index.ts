@@ -1,0 +1,109 @@
+import type uws from "uWebSockets.js";
+import type { Broker } from "../../broker/index.js";
+import type { Authenticator } from "../auth.js";
+import type { GatewayContext, HealthEntry } from "../context.js";
+import type { PubsubOps } from "../ops/pubsub.js";
+import { Code } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import { errorBody, json, type Route } from "../rest/router.js";
+import { createOriginPolicy, createTokenIssuer } from "./access.js";
+import { createWebHub } from "./hub.js";
+import { mountSse, type SseFront } from "./sse.js";
+import { mountWebSocket, type WsFront } from "./ws.js";
+import type { WebDeps, WebMetrics } from "./web-deps.js";
+
+/** Events per web subscriber before it is closed `slow` (spec "Limits": subscriber buffer, as for Subscribe). */
+export const WEB_SUBSCRIBER_EVENTS = 1024;
+
+/** The web pub/sub side of the pub/sub facility: WebSocket and SSE on the uWS app, browser tokens, history. */
+export interface WebPubsub {
+  /** `POST /v1/pubsub/tokens`. */
+  routes: Route[];
+  /** Mount the WebSocket and SSE routes on the uWS app (before it listens). */
+  mount(app: uws.TemplatedApp): void;
+  health(): Record<string, HealthEntry>;
+  /** End every web stream with reason shutdown. */
+  close(): void;
+}
+
+/** Create the web pub/sub side over the shared broker and the publish operation. */
+export function createWebPubsub(ctx: GatewayContext, broker: Broker, ops: PubsubOps, auth: Authenticator): WebPubsub {
+  const o = ctx.options;
+  const m = ctx.metrics;
+  const metrics: WebMetrics = {
+    subscribers: m.gauge("platform_pubsub_web_subscribers", "Open web pub/sub subscribers, by transport (websocket, sse)", ["transport"]),
+    deliveries: m.counter("platform_pubsub_web_deliveries_total", "Event deliveries to web subscribers, by transport (one event to N subscribers counts N)", ["transport"]),
+    reaped: m.counter(
+      "platform_pubsub_web_reaped_total",
+      "Web subscribers ended by the gateway, by transport and reason: slow (past the 1024-event bound), token-expired, upstream-failed, shutdown",
+      ["transport", "reason"],
+    ),
+    refused: m.counter("platform_pubsub_web_refused_total", "Web subscribe requests refused before streaming, by transport and status code name", ["transport", "code"]),
+  };
+  const historyGauge = m.gauge("platform_pubsub_history_events", "Events held in the per-topic resume histories (bounded by count and age per topic)", []);
+  const hub = createWebHub({
+    broker,
+    logger: ctx.logger,
+    historyEvents: o.pubsubHistoryEvents,
+    historyAgeMs: o.pubsubHistoryAgeMs,
+    onDeliver: (transport, n) => metrics.deliveries.inc({ transport }, n),
+    onHistory: (n) => historyGauge.set({}, n),
+  });
+  if (!o.tokenSecret) ctx.logger.warn({}, "no --token-secret (GATEWAY_TOKEN_SECRET): browser tokens are signed with a random per-process secret and die with the process");
+  const tokens = createTokenIssuer(o.tokenSecret);
+  const deps: WebDeps = {
+    hub,
+    auth,
+    tokens,
+    origins: createOriginPolicy(o.corsOrigins),
+    logger: ctx.logger,
+    metrics,
+    boundBytes: WEB_SUBSCRIBER_EVENTS * o.pubsubEventBytes,
+    boundEvents: WEB_SUBSCRIBER_EVENTS,
+    maxFrameBytes: o.maxBodyBytes,
+    idleTimeoutSeconds: 120,
+    isClosing: ctx.isClosing,
+  };
+  let ws: WsFront | undefined;
+  let sse: SseFront | undefined;
+  return {
+    routes: [
+      {
+        method: "POST",
+        path: "/v1/pubsub/tokens",
+        handler: async (req) => json(await tokens.issue(req.json())),
+      },
+      {
+        // A plain GET (no Upgrade header) reaches the REST table: say what the route wants.
+        method: "GET",
+        path: "/v1/pubsub/ws",
+        auth: false,
+        handler: async () => ({
+          status: 426,
+          headers: { upgrade: "websocket" },
+          body: errorBody(new GatewayError(Code.FAILED_PRECONDITION, "GET /v1/pubsub/ws is a WebSocket endpoint: send a WebSocket upgrade request")),
+        }),
+      },
+    ],
+    mount(app) {
+      ws = mountWebSocket(app, deps, ops);
+      sse = mountSse(app, deps);
+      hub.addFanout("websocket", ws.fanout);
+      hub.addFanout("sse", sse.fanout);
+    },
+    health() {
+      const h = hub.stats();
+      return {
+        "web-pubsub": {
+          status: "Healthy",
+          description: `${ws?.size ?? 0} WebSocket and ${sse?.size ?? 0} SSE subscribers on ${h.topics} topics, ${h.history} events in resume history`,
+        },
+      };
+    },
+    close() {
+      ws?.closeAll();
+      sse?.closeAll();
+      hub.close();
+    },
+  };
+}
