@@ -13,7 +13,8 @@
  * (../shared/peers/README.md): 200 events 5 ms apart at 1,000 subscribers, 60 events 40 ms apart at 10,000; event i
  * goes out at t0 + i x spacing, or when the previous publish was acknowledged if that is later.
  *
- * Run alone: `npx tsx bench/webfanout.ts [--quick] [--subs 1000,10000]`.
+ * Run alone: `npx tsx bench/webfanout.ts [--quick | --dry-run] [--subs 1000,10000] [--systems uws,ws,sse,grpc]`
+ * (uws first: every figure is a ratio to it).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
@@ -44,6 +45,10 @@ export interface WebFanoutOptions {
   subs?: number[];
   /** Progress lines. */
   log?: (line: string) => void;
+  /** Systems to measure (default all; figures need "uws" and, for the gRPC comparison, "ws" and "grpc"). */
+  systems?: WebSystem[];
+  /** Aborted by the harness past the suite's budget: no new case starts. */
+  signal?: AbortSignal;
 }
 
 /** What one case measured. */
@@ -69,6 +74,12 @@ interface ClientStats {
   msgBytes: number;
   latencies: number[];
 }
+
+/** Processes this module started and has not stopped yet: killed by pid if the harness exits mid-run. */
+const live = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const p of live) p.kill("SIGKILL");
+});
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -131,6 +142,8 @@ async function startServer(system: WebSystem, dryRun: boolean): Promise<Server> 
   const env: NodeJS.ProcessEnv = { ...process.env, TOPIC, GATEWAY_CONFIG: "" };
   delete env["GATEWAY_API_KEYS"];
   const proc = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"], env });
+  live.add(proc);
+  proc.once("exit", () => live.delete(proc));
   const ports = await new Promise<{ httpPort: number; grpcPort: number }>((resolve, reject) => {
     let buf = "";
     const t = setTimeout(() => reject(new Error(`${system} server did not report its port`)), 30_000);
@@ -225,6 +238,10 @@ function startClients(system: WebSystem, server: Server, subs: number): ChildPro
       const path = system === "uws" ? "/sub" : system === "ws" ? "/v1/pubsub/ws" : "/v1/pubsub/events";
       children.push(fork(join(here, "webfanout/web-subscribers.cjs"), [system === "sse" ? "sse" : "ws", String(server.httpPort), path, TOPIC, String(n), "10"], { stdio: "inherit", execArgv: [] }));
     }
+  }
+  for (const c of children) {
+    live.add(c);
+    c.once("exit", () => live.delete(c));
   }
   return children;
 }
@@ -342,13 +359,14 @@ export async function measureWeb(system: WebSystem, subs: number, opts: { quick?
 const LABEL: Record<WebSystem, string> = { uws: "bare uWS native publish", ws: "gateway WebSocket", sse: "gateway SSE", grpc: "gateway gRPC Subscribe" };
 
 /** Figures for one subscriber count: every gateway transport against bare uWS, and WebSocket against gRPC Subscribe. */
-export function webFigures(n: number, m: Record<WebSystem, WebMeasured>, events: string): object[] {
+export function webFigures(n: number, m: Partial<Record<WebSystem, WebMeasured>> & { uws: WebMeasured }, events: string): object[] {
   const uws = { label: LABEL.uws };
   const figs: object[] = [];
   const note = (x: WebMeasured): string =>
     `${LABEL[x.system]} delivered ${x.delivered}/${x.expected} (${m.uws.delivered}/${m.uws.expected} bare uWS), ${x.msgBytes} B per message (${m.uws.msgBytes} B bare uWS); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${m.uws.clientCpuUsPerDelivery.toFixed(2)} bare uWS); ${events}`;
   for (const sys of ["ws", "sse", "grpc"] as const) {
     const x = m[sys];
+    if (!x) continue;
     figs.push(
       { id: `${sys}-cpu-per-delivery-${n}`, label: `${LABEL[sys]}: server CPU per delivery, ${n} subscribers`, value: x.serverCpuUsPerDelivery, unit: "us", better: "lower", baseline: { ...uws, value: m.uws.serverCpuUsPerDelivery }, note: note(x) },
       { id: `${sys}-deliveries-per-s-${n}`, label: `${LABEL[sys]}: deliveries per second, ${n} subscribers`, value: x.deliveriesPerSec, unit: "1/s", better: "higher", baseline: { ...uws, value: m.uws.deliveriesPerSec } },
@@ -358,15 +376,17 @@ export function webFigures(n: number, m: Record<WebSystem, WebMeasured>, events:
       { id: `${sys}-idle-bytes-per-subscriber-${n}`, label: `${LABEL[sys]}: server RSS per idle subscriber, ${n} subscribers`, value: x.idleBytesPerSubscriber, unit: "bytes", better: "lower", baseline: { ...uws, value: m.uws.idleBytesPerSubscriber } },
     );
   }
-  figs.push({
-    id: `ws-vs-grpc-cpu-per-delivery-${n}`,
-    label: `gateway WebSocket vs gRPC Subscribe: server CPU per delivery, ${n} subscribers`,
-    value: m.ws.serverCpuUsPerDelivery,
-    unit: "us",
-    better: "lower",
-    baseline: { label: LABEL.grpc, value: m.grpc.serverCpuUsPerDelivery },
-    note: `one connection per subscriber for both; ${events}`,
-  });
+  if (m.ws && m.grpc) {
+    figs.push({
+      id: `ws-vs-grpc-cpu-per-delivery-${n}`,
+      label: `gateway WebSocket vs gRPC Subscribe: server CPU per delivery, ${n} subscribers`,
+      value: m.ws.serverCpuUsPerDelivery,
+      unit: "us",
+      better: "lower",
+      baseline: { label: LABEL.grpc, value: m.grpc.serverCpuUsPerDelivery },
+      note: `one connection per subscriber for both; ${events}`,
+    });
+  }
   // A baseline that measured nothing (CPU below the 10 ms clock tick on a dry run, no latency sample) gives no ratio:
   // drop it rather than report a ratio to 0.
   return figs.map((f) => {
@@ -386,10 +406,11 @@ export async function runWebFanoutBench(options: WebFanoutOptions = {}): Promise
   if (!dryRun) ensureBuilt(log);
   const figures: object[] = [];
   for (const n of counts) {
-    const m = {} as Record<WebSystem, WebMeasured>;
-    for (const sys of ["uws", "ws", "sse", "grpc"] as const) {
+    const m = {} as Partial<Record<WebSystem, WebMeasured>> & { uws: WebMeasured };
+    for (const sys of options.systems ?? (["uws", "ws", "sse", "grpc"] as const)) {
+      options.signal?.throwIfAborted();
       m[sys] = await measureWeb(sys, n, { quick, dryRun });
-      const x = m[sys];
+      const x = m[sys]!;
       log(
         `${LABEL[sys]}, ${n} subscribers: ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, ${Math.round(x.deliveriesPerSec)}/s, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${Math.round(x.idleBytesPerSubscriber)} B/idle sub, ${x.delivered}/${x.expected}`,
       );
@@ -404,7 +425,9 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const argv = process.argv.slice(2);
   const at = argv.indexOf("--subs");
   const subs = at >= 0 ? argv[at + 1]!.split(",").map(Number) : undefined;
-  runWebFanoutBench({ quick: argv.includes("--quick"), dryRun: argv.includes("--dry-run"), ...(subs ? { subs } : {}) }).then(
+  const sat = argv.indexOf("--systems");
+  const systems = sat >= 0 ? (argv[sat + 1]!.split(",") as WebSystem[]) : undefined;
+  runWebFanoutBench({ quick: argv.includes("--quick"), dryRun: argv.includes("--dry-run"), ...(subs ? { subs } : {}), ...(systems ? { systems } : {}) }).then(
     (r) => {
       for (const f of r.figures as Array<{ label: string; value: number; unit: string; baseline: { value: number } }>) {
         const ratio = f.baseline.value ? (f.value / f.baseline.value).toFixed(2) : "-";

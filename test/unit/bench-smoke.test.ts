@@ -85,19 +85,57 @@ describe("bench harness (dry run)", () => {
   });
 });
 
+describe("web fan-out suite (dry run: 20 subscribers per system, real processes and sockets)", () => {
+  let dir: string;
+  let run: { code: number; stdout: string; stderr: string };
+  let result: RunResult;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "bench-smoke-web-"));
+    run = await runBench(["--dry-run", "--only", "web-fanout", "--name", "web", "--out-dir", dir, "--markdown", "none"]);
+    if (run.code === 0) result = JSON.parse(await readFile(join(dir, "web.json"), "utf8")) as RunResult;
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("measures bare uWS, gateway WebSocket, SSE and gRPC Subscribe, each subscriber getting every event", () => {
+    assert.equal(run.code, 0, `bench failed:\n${run.stderr}\n${run.stdout}`);
+    assert.deepEqual(checkRunResult(result), []);
+    assert.deepEqual(result.suites.map((s) => [s.name, s.status]), [["web-fanout", "ok"]]);
+    for (const sys of ["bare uWS native publish", "gateway WebSocket", "gateway SSE", "gateway gRPC Subscribe"]) {
+      assert.match(run.stderr, new RegExp(`web-fanout: ${sys}, 20 subscribers: .* 200/200$`, "m"), `${sys} did not deliver 10 events to 20 subscribers`);
+    }
+    const figs = new Map(result.suites[0]!.figures.map((f) => [f.id, f]));
+    for (const sys of ["ws", "sse", "grpc"]) {
+      for (const m of ["cpu-per-delivery", "deliveries-per-s", "p50-latency", "p99-latency", "client-cpu-per-delivery", "idle-bytes-per-subscriber"]) {
+        const f = figs.get(`${sys}-${m}-20`);
+        assert.ok(f, `figure ${sys}-${m}-20 missing (have ${[...figs.keys()].join(", ")})`);
+        assert.ok(Number.isFinite(f.value), `${f.id} = ${f.value}`);
+      }
+      assert.ok(figs.get(`${sys}-deliveries-per-s-20`)!.baseline!.label.startsWith("bare uWS"));
+      assert.ok(figs.get(`${sys}-deliveries-per-s-20`)!.value > 0);
+    }
+    // The issue's targets are attached, and a dry run judges none of them.
+    for (const [id, text] of [["ws-cpu-per-delivery-20", "ratio <= 1.3"], ["sse-cpu-per-delivery-20", "ratio <= 2"], ["ws-idle-bytes-per-subscriber-20", "<= 2 KB per idle subscriber"], ["ws-vs-grpc-cpu-per-delivery-20", "ratio <= 0.2 (>= 5x less CPU)"]] as const) {
+      assert.deepEqual(figs.get(id)?.target, { text, met: null }, id);
+    }
+  });
+});
+
 describe("bench harness wiring", () => {
   it("--list loads every suite (an external suite that has not landed is 'not available', not a crash)", async () => {
     const r = await runBench(["--list"]);
     assert.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trim().split("\n").map((l) => l.split("\t"));
-    assert.deepEqual(lines.map((l) => l[0]), ["micro", "rest", "codec", "invoke", "fanout"]);
+    assert.deepEqual(lines.map((l) => l[0]), ["micro", "rest", "codec", "invoke", "fanout", "web-fanout"]);
     for (const [name, state] of lines) assert.match(state!, /^(built in|script|loaded|not available: bench\/\w+\.ts has not landed)/, `${name}: ${state}`);
   });
 
   it("rejects bad arguments naming them, and runs nothing", async () => {
     const r = await runBench(["--only", "nope"]);
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /--only: unknown suite 'nope' \(suites: micro, rest, codec, invoke, fanout\)/);
+    assert.match(r.stderr, /--only: unknown suite 'nope' \(suites: micro, rest, codec, invoke, fanout, web-fanout\)/);
     assert.throws(() => parseRunOptions(["--name", "../x"], []), /--name '..\/x' is not a valid results name/);
     assert.throws(() => parseRunOptions(["--bogus"], []), /unknown argument '--bogus'/);
     assert.equal(parseRunOptions(["--quick"], []).mode, "quick");
