@@ -8,7 +8,7 @@
  * when `dist/` is stale; a dry run uses `tsx src/main/cli.ts` to skip the build) so that its CPU is measured alone:
  * server CPU per delivery = utime+stime from /proc/<pid>/stat over the measured events / deliveries. Subscribers are
  * spread over several client processes (bench/webfanout/web-subscribers.cjs: raw sockets with a minimal WebSocket
- * frame parser and SSE reader; gRPC: bench/fanout/subscribers.ts with one HTTP/2 connection per stream), whose CPU
+ * frame parser and SSE reader; gRPC Subscribe over node:http2 with one connection per stream), whose CPU
  * is reported per delivery beside the ratios so a client-bound run shows. The schedule is the peers harness'
  * (../shared/peers/README.md): 200 events 5 ms apart at 1,000 subscribers, 60 events 40 ms apart at 10,000; event i
  * goes out at t0 + i x spacing, or when the previous publish was acknowledged if that is later.
@@ -231,13 +231,10 @@ function startClients(system: WebSystem, server: Server, subs: number): ChildPro
   const children: ChildProcess[] = [];
   for (let p = 0; p < procs; p++) {
     const n = Math.floor(subs / procs) + (p < subs % procs ? 1 : 0);
-    if (system === "grpc") {
-      // One HTTP/2 connection per stream: connections = streams.
-      children.push(fork(join(here, "fanout/subscribers.ts"), [`127.0.0.1:${server.grpcPort}`, TOPIC, String(n), String(n)], { execArgv: ["--import", "tsx"], stdio: "inherit" }));
-    } else {
-      const path = system === "uws" ? "/sub" : system === "ws" ? "/v1/pubsub/ws" : "/v1/pubsub/events";
-      children.push(fork(join(here, "webfanout/web-subscribers.cjs"), [system === "sse" ? "sse" : "ws", String(server.httpPort), path, TOPIC, String(n), "10"], { stdio: "inherit", execArgv: [] }));
-    }
+    const kind = system === "uws" ? "ws" : system;
+    const port = system === "grpc" ? server.grpcPort : server.httpPort;
+    const path = system === "uws" ? "/sub" : system === "ws" ? "/v1/pubsub/ws" : system === "sse" ? "/v1/pubsub/events" : "-";
+    children.push(fork(join(here, "webfanout/web-subscribers.cjs"), [kind, String(port), path, TOPIC, String(n), "10"], { stdio: "inherit", execArgv: [] }));
   }
   for (const c of children) {
     live.add(c);
@@ -251,9 +248,7 @@ function ask(child: ChildProcess): Promise<ClientStats> {
     const t = setTimeout(() => resolve({ ready: 0, delivered: 0, failed: 0, msgBytes: 0, latencies: [] }), 10_000);
     child.once("message", (m) => {
       clearTimeout(t);
-      // bench/fanout/subscribers.ts says `headers` where the web client says `ready`.
-      const s = m as Partial<ClientStats> & { headers?: number; ended?: number };
-      resolve({ ready: s.ready ?? s.headers ?? 0, delivered: s.delivered ?? 0, failed: s.failed ?? s.ended ?? 0, msgBytes: s.msgBytes ?? 0, latencies: s.latencies ?? [] });
+      resolve(m as ClientStats);
     });
     child.send({ cmd: "stats" });
   });
@@ -429,9 +424,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const systems = sat >= 0 ? (argv[sat + 1]!.split(",") as WebSystem[]) : undefined;
   runWebFanoutBench({ quick: argv.includes("--quick"), dryRun: argv.includes("--dry-run"), ...(subs ? { subs } : {}), ...(systems ? { systems } : {}) }).then(
     (r) => {
-      for (const f of r.figures as Array<{ label: string; value: number; unit: string; baseline: { value: number } }>) {
-        const ratio = f.baseline.value ? (f.value / f.baseline.value).toFixed(2) : "-";
-        console.log(`${f.label.padEnd(80)} ${f.value.toFixed(2).padStart(12)} ${f.unit.padEnd(6)} baseline ${f.baseline.value.toFixed(2).padStart(12)}  ratio ${ratio}`);
+      for (const f of r.figures as Array<{ label: string; value: number; unit: string; baseline?: { value: number } }>) {
+        const b = f.baseline?.value;
+        const ratio = b ? (f.value / b).toFixed(2) : "-";
+        console.log(`${f.label.padEnd(80)} ${f.value.toFixed(2).padStart(12)} ${f.unit.padEnd(6)} baseline ${(b ?? NaN).toFixed(2).padStart(12)}  ratio ${ratio}`);
       }
       process.exit(0);
     },

@@ -1,12 +1,14 @@
 // Subscriber process of bench/webfanout.ts: opens `count` WebSocket or SSE connections (one subscriber each) over raw
 // TCP sockets to 127.0.0.1:port, with a minimal RFC 6455 client (handshake, unmasked server frames, masked pong and
 // subscribe frames) and a minimal SSE reader, because a full client library (`ws`, EventSource) would cost more CPU
-// per delivery than the server under test and make the load generator the bottleneck.
+// per delivery than the server under test and make the load generator the bottleneck; or gRPC Subscribe streams
+// over node:http2, one connection each (grpc-js channels cost more and fail to open 2,500 at once per process).
 // Counts deliveries; on every `sampleEvery`-th connection it also records publish-to-delivery latency from the
 // `ts-<ns>` marker in the event (process.hrtime is CLOCK_MONOTONIC, shared by every process on the machine).
 // Talks to its parent over IPC: {cmd:"stats"} -> {ready, delivered, failed, latencies, msgBytes}; {cmd:"close"}.
 // Plain CommonJS so that no TypeScript loader runs in the measured client.
 "use strict";
+const http2 = require("node:http2");
 const net = require("node:net");
 
 const [kind, portArg, path, topic, countArg, sampleArg, apiKey] = process.argv.slice(2);
@@ -190,6 +192,54 @@ function openSse(index, done) {
   sockets.push(s);
 }
 
+// gRPC Subscribe over node:http2, one session (connection) per stream: SubscribeRequest {topics: [topic]} by hand
+// (field 1, length-delimited) in one gRPC message; each response message (5-byte prefix) is one delivery.
+function openGrpc(index, done) {
+  const sampled = index % sampleEvery === 0;
+  let settled = false;
+  const settle = () => {
+    if (!settled) {
+      settled = true;
+      done();
+    }
+  };
+  const session = http2.connect(`http://127.0.0.1:${port}`);
+  session.on("error", () => undefined);
+  const t = Buffer.from(topic);
+  const msg = Buffer.concat([Buffer.from([0x0a, t.length]), t]);
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(msg.length, 1);
+  const req = session.request({ ":method": "POST", ":path": "/io.cloudevents.v1.Pubsub/Subscribe", "content-type": "application/grpc", te: "trailers", ...(apiKey ? { "x-api-key": apiKey } : {}) });
+  req.end(Buffer.concat([prefix, msg]));
+  req.on("response", (h) => {
+    if (h[":status"] !== 200 || h["grpc-status"] !== undefined) failed++;
+    else ready++;
+    settle();
+  });
+  let buf = Buffer.alloc(0);
+  req.on("data", (chunk) => {
+    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+    let off = 0;
+    while (buf.length - off >= 5) {
+      const len = buf.readUInt32BE(off + 1);
+      if (buf.length - off < 5 + len) break;
+      delivered++;
+      if (sampled) {
+        msgBytes = len;
+        latencyFrom(buf.subarray(off + 5, off + 5 + len), 0);
+      }
+      off += 5 + len;
+    }
+    buf = off === buf.length ? Buffer.alloc(0) : buf.subarray(off);
+  });
+  req.on("error", () => undefined);
+  req.on("close", () => {
+    if (!settled) failed++;
+    settle();
+  });
+  sockets.push(session);
+}
+
 // Open the connections with a bounded number in flight.
 let next = 0;
 let pending = 0;
@@ -197,7 +247,7 @@ function pump() {
   while (!closing && pending < MAX_PENDING && next < count) {
     const i = next++;
     pending++;
-    (kind === "sse" ? openSse : openWs)(i, () => {
+    (kind === "sse" ? openSse : kind === "grpc" ? openGrpc : openWs)(i, () => {
       pending--;
       setImmediate(pump);
     });
