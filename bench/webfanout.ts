@@ -13,8 +13,11 @@
  * (../shared/peers/README.md): 200 events 5 ms apart at 1,000 subscribers, 60 events 40 ms apart at 10,000; event i
  * goes out at t0 + i x spacing, or when the previous publish was acknowledged if that is later.
  *
- * Run alone: `npx tsx bench/webfanout.ts [--quick | --dry-run] [--subs 1000,10000] [--systems uws,ws,sse,grpc]`
- * (uws first: every figure is a ratio to it).
+ * Each count runs 3 times at 1,000 and twice at 10,000 (once when quick), the order of the systems rotating per
+ * repetition; figures are per-field medians.
+ *
+ * Run alone: `npx tsx bench/webfanout.ts [--quick | --dry-run] [--subs 1000,10000] [--systems uws,ws,sse,grpc]
+ * [--reps n]` (uws is needed: every figure is a ratio to it).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
@@ -47,6 +50,9 @@ export interface WebFanoutOptions {
   log?: (line: string) => void;
   /** Systems to measure (default all; figures need "uws" and, for the gRPC comparison, "ws" and "grpc"). */
   systems?: WebSystem[];
+  /** Repetitions per subscriber count, system order rotating, medians reported. Default 3 at 1,000 and 2 at 10,000
+   * (1 when quick or dry). */
+  reps?: number;
   /** Aborted by the harness past the suite's budget: no new case starts. */
   signal?: AbortSignal;
 }
@@ -351,14 +357,38 @@ export async function measureWeb(system: WebSystem, subs: number, opts: { quick?
   }
 }
 
+/** Per-field median of repetitions (the spread of CPU per delivery goes into the figure notes). */
+export function medianOf(xs: WebMeasured[]): WebMeasured & { cpuRange?: [number, number] } {
+  const med = (f: (x: WebMeasured) => number): number => {
+    const v = xs.map(f).sort((a, b) => a - b);
+    return v.length % 2 ? v[(v.length - 1) / 2]! : (v[v.length / 2 - 1]! + v[v.length / 2]!) / 2;
+  };
+  const cpu = xs.map((x) => x.serverCpuUsPerDelivery);
+  return {
+    system: xs[0]!.system,
+    subs: xs[0]!.subs,
+    serverCpuUsPerDelivery: med((x) => x.serverCpuUsPerDelivery),
+    clientCpuUsPerDelivery: med((x) => x.clientCpuUsPerDelivery),
+    deliveriesPerSec: med((x) => x.deliveriesPerSec),
+    p50Us: med((x) => x.p50Us),
+    p99Us: med((x) => x.p99Us),
+    idleBytesPerSubscriber: med((x) => x.idleBytesPerSubscriber),
+    delivered: xs.reduce((a, x) => a + x.delivered, 0),
+    expected: xs.reduce((a, x) => a + x.expected, 0),
+    msgBytes: Math.max(...xs.map((x) => x.msgBytes)),
+    ...(xs.length > 1 ? { cpuRange: [Math.min(...cpu), Math.max(...cpu)] as [number, number] } : {}),
+  };
+}
+
 const LABEL: Record<WebSystem, string> = { uws: "bare uWS native publish", ws: "gateway WebSocket", sse: "gateway SSE", grpc: "gateway gRPC Subscribe" };
 
 /** Figures for one subscriber count: every gateway transport against bare uWS, and WebSocket against gRPC Subscribe. */
 export function webFigures(n: number, m: Partial<Record<WebSystem, WebMeasured>> & { uws: WebMeasured }, events: string): object[] {
   const uws = { label: LABEL.uws };
   const figs: object[] = [];
+  const range = (x: WebMeasured & { cpuRange?: [number, number] }): string => (x.cpuRange ? ` [${x.cpuRange[0].toFixed(2)}-${x.cpuRange[1].toFixed(2)} us]` : "");
   const note = (x: WebMeasured): string =>
-    `${LABEL[x.system]} delivered ${x.delivered}/${x.expected} (${m.uws.delivered}/${m.uws.expected} bare uWS), ${x.msgBytes} B per message (${m.uws.msgBytes} B bare uWS); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${m.uws.clientCpuUsPerDelivery.toFixed(2)} bare uWS); ${events}`;
+    `median of repetitions: server CPU/delivery ${x.serverCpuUsPerDelivery.toFixed(2)}${range(x)} vs bare uWS ${m.uws.serverCpuUsPerDelivery.toFixed(2)}${range(m.uws)} us; ${LABEL[x.system]} delivered ${x.delivered}/${x.expected} (${m.uws.delivered}/${m.uws.expected} bare uWS), ${x.msgBytes} B per message (${m.uws.msgBytes} B bare uWS); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${m.uws.clientCpuUsPerDelivery.toFixed(2)} bare uWS); ${events}`;
   for (const sys of ["ws", "sse", "grpc"] as const) {
     const x = m[sys];
     if (!x) continue;
@@ -401,15 +431,22 @@ export async function runWebFanoutBench(options: WebFanoutOptions = {}): Promise
   if (!dryRun) ensureBuilt(log);
   const figures: object[] = [];
   for (const n of counts) {
-    const m = {} as Partial<Record<WebSystem, WebMeasured>> & { uws: WebMeasured };
-    for (const sys of options.systems ?? (["uws", "ws", "sse", "grpc"] as const)) {
-      options.signal?.throwIfAborted();
-      m[sys] = await measureWeb(sys, n, { quick, dryRun });
-      const x = m[sys]!;
-      log(
-        `${LABEL[sys]}, ${n} subscribers: ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, ${Math.round(x.deliveriesPerSec)}/s, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${Math.round(x.idleBytesPerSubscriber)} B/idle sub, ${x.delivered}/${x.expected}`,
-      );
+    const systems = options.systems ?? (["uws", "ws", "sse", "grpc"] as const);
+    const reps = options.reps ?? (dryRun || quick ? 1 : n >= 10_000 ? 2 : 3);
+    const runs = new Map<WebSystem, WebMeasured[]>(systems.map((s) => [s, []]));
+    for (let rep = 0; rep < reps; rep++) {
+      // Rotate the order per repetition so that a noisy neighbour does not always hit the same system.
+      for (let k = 0; k < systems.length; k++) {
+        const sys = systems[(k + rep) % systems.length]!;
+        options.signal?.throwIfAborted();
+        const x = await measureWeb(sys, n, { quick, dryRun });
+        runs.get(sys)!.push(x);
+        log(
+          `${LABEL[sys]}, ${n} subscribers${reps > 1 ? ` (${rep + 1}/${reps})` : ""}: ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, ${Math.round(x.deliveriesPerSec)}/s, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${Math.round(x.idleBytesPerSubscriber)} B/idle sub, ${x.delivered}/${x.expected}`,
+        );
+      }
     }
+    const m = Object.fromEntries([...runs].map(([sys, xs]) => [sys, medianOf(xs)])) as Partial<Record<WebSystem, WebMeasured>> & { uws: WebMeasured };
     const { events, spacingMs } = schedule(n, quick, dryRun);
     figures.push(...webFigures(n, m, `${events} events of 256 B, ${spacingMs} ms apart, after 5 warm-up events`));
   }
@@ -420,9 +457,11 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const argv = process.argv.slice(2);
   const at = argv.indexOf("--subs");
   const subs = at >= 0 ? argv[at + 1]!.split(",").map(Number) : undefined;
+  const rat = argv.indexOf("--reps");
+  const reps = rat >= 0 ? Number(argv[rat + 1]) : undefined;
   const sat = argv.indexOf("--systems");
   const systems = sat >= 0 ? (argv[sat + 1]!.split(",") as WebSystem[]) : undefined;
-  runWebFanoutBench({ quick: argv.includes("--quick"), dryRun: argv.includes("--dry-run"), ...(subs ? { subs } : {}), ...(systems ? { systems } : {}) }).then(
+  runWebFanoutBench({ quick: argv.includes("--quick"), dryRun: argv.includes("--dry-run"), ...(subs ? { subs } : {}), ...(systems ? { systems } : {}), ...(reps ? { reps } : {}) }).then(
     (r) => {
       for (const f of r.figures as Array<{ label: string; value: number; unit: string; baseline?: { value: number } }>) {
         const b = f.baseline?.value;
