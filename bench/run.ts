@@ -46,7 +46,7 @@ const webFanoutSpec: ExternalSpec = {
   file: join(benchDir, "webfanout.ts"),
   suiteExport: "webFanoutSuite",
   functionExport: "runWebFanoutBench",
-  budgetMs: { full: 420_000, quick: 150_000, "dry-run": 90_000 },
+  budgetMs: { full: 720_000, quick: 180_000, "dry-run": 90_000 },
 };
 const EXTERNAL: Record<string, ExternalSpec> = { invoke: invokeSpec, fanout: fanoutSpec, "web-fanout": webFanoutSpec };
 
