@@ -111,8 +111,11 @@ export async function authenticate(
 ): Promise<Grant> {
   if (token !== undefined && token !== "") return deps.tokens.verify(token);
   if (!deps.auth.check(apiKey)) throw new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key (browsers: pass a token from POST /v1/pubsub/tokens as ?token=)");
-  return { topics: null, publish: true, expiresAt: null };
+  return KEY_GRANT;
 }
+
+/** The grant of a valid x-api-key: shared, since every keyed subscriber holds the same one. */
+const KEY_GRANT: Grant = Object.freeze({ topics: null, publish: true, expiresAt: null });
 
 /** The topics of a subscribe request, checked: non-empty strings, at most `max`, each allowed by the grant. */
 export function checkTopics(field: string, topics: unknown, grant: Grant, max: number): string[] {

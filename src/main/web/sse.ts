@@ -18,7 +18,7 @@ interface SseSub {
   topics: string[];
   grant: Grant;
   closed: boolean;
-  /** Events handed to uWS since the response last had nothing buffered. */
+  /** Events handed to uWS since the response last had nothing buffered (the bound counts these). */
   backlog: number;
   blocked: boolean;
   timer: NodeJS.Timeout | null;
@@ -76,8 +76,11 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     if (!ok && !sub.blocked) {
       sub.blocked = true;
       sub.backlog = 1;
+      // uWS calls this after each partial drain; it does not say how much is left (HttpResponse has no buffered
+      // amount). A two-byte comment probes it: its write succeeds only when nothing is buffered any more.
       sub.res.onWritable(() => {
-        // uWS drained what it buffered: the backlog is gone.
+        if (!sub.blocked || sub.closed) return true;
+        if (!sub.res.write(":\n\n")) return false;
         sub.blocked = false;
         sub.backlog = 0;
         return true;

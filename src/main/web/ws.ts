@@ -20,10 +20,11 @@ const END_GRACE_MS = 2000;
 
 interface WsData {
   grant: Grant;
-  /** Live topics (subscribed in uWS and holding a hub reference). */
-  topics: Set<string>;
+  /** Live topics (subscribed in uWS and holding a hub reference). Arrays, not Sets: most sockets hold one or two
+   * topics, and per-socket memory is what an idle subscriber costs (docs/web-pubsub.md). */
+  topics: string[];
   /** Topics being acquired. */
-  pending: Set<string>;
+  pending: string[];
   inflight: number;
   closed: boolean;
   ending: boolean;
@@ -105,14 +106,16 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
 
   function live(ws: Ws, data: WsData, topic: string): void {
     ws.subscribe(topic);
-    data.topics.add(topic);
+    data.topics.push(topic);
     let set = byTopic.get(topic);
     if (!set) byTopic.set(topic, (set = new Set()));
     set.add(ws);
   }
 
   function leave(ws: Ws | null, data: WsData, topic: string): void {
-    if (!data.topics.delete(topic)) return;
+    const i = data.topics.indexOf(topic);
+    if (i === -1) return;
+    data.topics.splice(i, 1);
     if (ws && !data.closed) ws.unsubscribe(topic);
     const set = byTopic.get(topic);
     if (set && ws) {
@@ -127,15 +130,15 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     const sinceText = msg["since"];
     if (sinceText !== undefined && typeof sinceText !== "string") throw invalidArgument("since", "must be a position string");
     const since = sinceText === undefined ? undefined : hub.parsePosition("since", sinceText);
-    const fresh = [...new Set(topics)].filter((t) => !data.topics.has(t) && !data.pending.has(t));
-    if (data.topics.size + data.pending.size + fresh.length > MAX_WS_TOPICS) {
+    const fresh = [...new Set(topics)].filter((t) => !data.topics.includes(t) && !data.pending.includes(t));
+    if (data.topics.length + data.pending.length + fresh.length > MAX_WS_TOPICS) {
       throw new GatewayError(Code.RESOURCE_EXHAUSTED, `a WebSocket may hold at most ${MAX_WS_TOPICS} topics`);
     }
-    for (const t of fresh) data.pending.add(t);
+    data.pending.push(...fresh);
     try {
       await hub.acquire(fresh);
     } finally {
-      for (const t of fresh) data.pending.delete(t);
+      data.pending = data.pending.filter((t) => !fresh.includes(t));
     }
     if (data.closed || data.ending) {
       for (const t of fresh) hub.release(t);
@@ -182,7 +185,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
         case "unsubscribe": {
           const topics = m["topics"];
           if (!Array.isArray(topics)) throw invalidArgument("topics", "must be an array of topic names");
-          const gone = topics.filter((t): t is string => typeof t === "string" && data.topics.has(t));
+          const gone = topics.filter((t): t is string => typeof t === "string" && data.topics.includes(t));
           for (const t of gone) leave(ws, data, t);
           return send(ws, data, { op: "unsubscribed", ...echo, topics: gone });
         }
@@ -227,7 +230,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
         if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
         const grant = await authenticate(deps, apiKey, token);
         if (aborted) return;
-        const data: WsData = { grant, topics: new Set(), pending: new Set(), inflight: 0, closed: false, ending: false, timer: null };
+        const data: WsData = { grant, topics: [], pending: [], inflight: 0, closed: false, ending: false, timer: null };
         res.cork(() => res.upgrade(data, key, selected, extensions, context));
       })().catch((e: unknown) => {
         metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
@@ -267,8 +270,9 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       open.delete(ws);
       if (data.timer) clearTimeout(data.timer);
       metrics.subscribers.dec({ transport: "websocket" });
-      for (const t of [...data.topics]) {
-        data.topics.delete(t);
+      const held = data.topics;
+      data.topics = [];
+      for (const t of held) {
         const set = byTopic.get(t);
         set?.delete(ws);
         if (set?.size === 0) byTopic.delete(t);
