@@ -16,6 +16,7 @@ import { BEGIN, END } from "../../bench/lib/markdown.js";
 import { parseRunOptions } from "../../bench/lib/options.js";
 import { checkRunResult, type RunResult } from "../../bench/lib/schema.js";
 import { summarize } from "../../bench/lib/stats.js";
+import { medianOf, webFigures, type WebMeasured } from "../../bench/webfanout.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -170,6 +171,17 @@ describe("bench harness wiring", () => {
   it("normalizes another suite's return value into figures without losing numbers", () => {
     const figs = normalizeFigures({ results: [{ id: "a", label: "A", value: 2, unit: "us", baseline: { label: "raw", value: 4 } }, { name: "b", cpu: 3 }] });
     assert.deepEqual(figs.map((f) => [f.id, f.value, f.ratio]), [["a", 2, 0.5], ["1.b.cpu", 3, undefined]]);
+  });
+
+  it("web fan-out: per-field medians of repetitions, figures as ratios to bare uWS and WebSocket vs gRPC Subscribe", () => {
+    const run = (system: WebMeasured["system"], cpu: number, rss: number): WebMeasured => ({ system, subs: 1000, serverCpuUsPerDelivery: cpu, clientCpuUsPerDelivery: 5, deliveriesPerSec: 1e5, p50Us: 10, p99Us: 20, idleBytesPerSubscriber: rss, delivered: 100, expected: 100, msgBytes: 300 });
+    const uws = medianOf([run("uws", 6, 700), run("uws", 5, 800), run("uws", 9, 900)]);
+    assert.deepEqual([uws.serverCpuUsPerDelivery, uws.idleBytesPerSubscriber, uws.delivered, uws.cpuRange], [6, 800, 300, [5, 9]]);
+    const figs = webFigures(1000, { uws, ws: medianOf([run("ws", 7.2, 1500)]), grpc: medianOf([run("grpc", 36, 40000)]) }, "x") as Array<{ id: string; value: number; baseline?: { value: number } }>;
+    const byId = new Map(figs.map((f) => [f.id, f]));
+    assert.deepEqual([byId.get("ws-cpu-per-delivery-1000")?.value, byId.get("ws-cpu-per-delivery-1000")?.baseline?.value], [7.2, 6]);
+    assert.deepEqual([byId.get("ws-vs-grpc-cpu-per-delivery-1000")?.value, byId.get("ws-vs-grpc-cpu-per-delivery-1000")?.baseline?.value], [7.2, 36]);
+    assert.equal(byId.has("sse-cpu-per-delivery-1000"), false, "no SSE figures when SSE was not measured");
   });
 
   it("stats use nearest-rank percentiles", () => {
