@@ -13,6 +13,7 @@ import type { Logger } from "../logger.js";
 export class WebEvent {
   private ws: string | undefined;
   private sse: string | undefined;
+  private sseUtf8: Buffer | undefined;
   constructor(
     readonly topic: string,
     readonly seq: number,
@@ -29,6 +30,11 @@ export class WebEvent {
   /** The SSE message: `id: <position>` and one `data:` line `{"topic","cloudevent"}` (JSON text has no raw newline). */
   get sseFrame(): string {
     return (this.sse ??= `id: ${this.position}\ndata: {"topic":${JSON.stringify(this.topic)},"cloudevent":${this.cloudevent}}\n\n`);
+  }
+
+  /** The SSE message as UTF-8 bytes, encoded once: uWS would otherwise convert the string on every write. */
+  get sseBytes(): Buffer {
+    return (this.sseUtf8 ??= Buffer.from(this.sseFrame, "utf8"));
   }
 }
 

@@ -22,6 +22,8 @@ interface SseSub {
   backlog: number;
   blocked: boolean;
   timer: NodeJS.Timeout | null;
+  /** Messages delivered this loop turn, written together at its end (null when none). */
+  outbox: Buffer[] | null;
 }
 
 /** The SSE front: `GET /v1/pubsub/events` on the uWS app and its fan-out outlet. */
@@ -57,22 +59,23 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     if (sub.closed) return;
     metrics.reaped.inc({ transport: "sse", reason: metricReason });
     const { res } = sub;
+    const box = graceful ? sub.outbox : null;
+    sub.outbox = null;
     detach(sub);
     res.cork(() => {
       if (graceful) {
+        for (const f of box ?? []) res.write(f);
         res.write(`event: end\ndata: ${JSON.stringify({ reason })}\n\n`);
         res.end();
       } else res.close();
     });
   }
 
-  function write(sub: SseSub, frame: string): void {
+  /** Write one message; call inside a cork callback (uWS warns about writes outside one). */
+  function write(sub: SseSub, frame: string | Buffer): void {
     if (sub.closed) return;
     if (sub.blocked && ++sub.backlog > deps.boundEvents) return end(sub, "slow", "slow", false);
-    let ok = true;
-    sub.res.cork(() => {
-      ok = sub.res.write(frame);
-    });
+    const ok = sub.res.write(frame);
     if (!ok && !sub.blocked) {
       sub.blocked = true;
       sub.backlog = 1;
@@ -88,8 +91,25 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     }
   }
 
+  let dirty: SseSub[] = [];
+  let flushScheduled = false;
+  /** Write each subscriber's queued messages in one corked batch (one send() per subscriber per loop turn). */
+  function flush(): void {
+    flushScheduled = false;
+    const subs = dirty;
+    dirty = [];
+    for (const sub of subs) {
+      const box = sub.outbox;
+      sub.outbox = null;
+      if (box === null || sub.closed) continue;
+      sub.res.cork(() => {
+        for (const f of box) write(sub, f);
+      });
+    }
+  }
+
   const heartbeat = setInterval(() => {
-    for (const sub of [...open]) if (!sub.blocked) write(sub, ": heartbeat\n\n");
+    for (const sub of [...open]) if (!sub.blocked && !sub.closed) sub.res.cork(() => write(sub, ": heartbeat\n\n"));
   }, HEARTBEAT_MS);
   heartbeat.unref();
 
@@ -97,8 +117,20 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     deliver(event: WebEvent) {
       const subs = byTopic.get(event.topic);
       if (!subs || subs.size === 0) return 0;
-      const frame = event.sseFrame;
-      for (const sub of [...subs]) write(sub, frame);
+      const frame = event.sseBytes;
+      // Queue per subscriber and write once per loop turn (flush): a write made inside a uWS callback of another
+      // socket (a REST publish delivering synchronously) cannot be corked and costs four send() calls.
+      for (const sub of subs) {
+        if (sub.outbox === null) {
+          sub.outbox = [];
+          dirty.push(sub);
+        }
+        sub.outbox.push(frame);
+      }
+      if (!flushScheduled) {
+        flushScheduled = true;
+        setImmediate(flush);
+      }
       return subs.size;
     },
     endTopic(topic, reason: EndReason) {
@@ -151,7 +183,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
         for (const t of topics) hub.release(t);
         return;
       }
-      const s: SseSub = { res, topics, grant, closed: false, backlog: 0, blocked: false, timer: null };
+      const s: SseSub = { res, topics, grant, closed: false, backlog: 0, blocked: false, timer: null, outbox: null };
       sub = s;
       open.add(s);
       metrics.subscribers.inc({ transport: "sse" });
@@ -165,10 +197,12 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
         for (const [k, v] of Object.entries(cors)) res.writeHeader(k, v);
         res.write(`retry: ${RETRY_MS}\n: subscribed ${topics.length} topics\n\n`);
       });
-      if (resume && !resume.recovered) write(s, `event: recovery\ndata: {"recovered":false}\n\n`);
-      if (resume?.recovered) for (const e of resume.events) write(s, e.sseFrame);
-      // The current position as the last event id, so a reconnect before any event still resumes from here.
-      write(s, `id: ${hub.position()}\n\n`);
+      res.cork(() => {
+        if (resume && !resume.recovered) write(s, `event: recovery\ndata: {"recovered":false}\n\n`);
+        if (resume?.recovered) for (const e of resume.events) write(s, e.sseBytes);
+        // The current position as the last event id, so a reconnect before any event still resumes from here.
+        write(s, `id: ${hub.position()}\n\n`);
+      });
       for (const t of topics) {
         let set = byTopic.get(t);
         if (!set) byTopic.set(t, (set = new Set()));
