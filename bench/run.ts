@@ -40,8 +40,18 @@ const fanoutSpec: ExternalSpec = {
   functionOptions: { "dry-run": { streams: [20] } },
 };
 
+const webFanoutSpec: ExternalSpec = {
+  name: "web-fanout",
+  title: "Web fan-out: gateway WebSocket, SSE and gRPC Subscribe vs a bare uWS native-publish server, 1,000 and 10,000 subscribers, one connection each",
+  file: join(benchDir, "webfanout.ts"),
+  suiteExport: "webFanoutSuite",
+  functionExport: "runWebFanoutBench",
+  budgetMs: { full: 720_000, quick: 180_000, "dry-run": 90_000 },
+};
+const EXTERNAL: Record<string, ExternalSpec> = { invoke: invokeSpec, fanout: fanoutSpec, "web-fanout": webFanoutSpec };
+
 /** Every suite in run order: cheap in-process ones first, the load suites after. */
-const SUITES: Suite[] = [microSuite, restSuite, codecSuite(join(benchDir, "codec.ts")), externalSuite(invokeSpec), externalSuite(fanoutSpec)];
+const SUITES: Suite[] = [microSuite, restSuite, codecSuite(join(benchDir, "codec.ts")), externalSuite(invokeSpec), externalSuite(fanoutSpec), externalSuite(webFanoutSpec)];
 
 async function main(): Promise<number> {
   let opts;
@@ -57,7 +67,7 @@ async function main(): Promise<number> {
   }
   if (opts.list) {
     for (const s of SUITES) {
-      const spec = s.name === "invoke" ? invokeSpec : s.name === "fanout" ? fanoutSpec : undefined;
+      const spec = EXTERNAL[s.name];
       let state = s.name === "codec" ? "script (run as a child process; its tables are parsed)" : "built in";
       if (spec) {
         try {

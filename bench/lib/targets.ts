@@ -4,7 +4,9 @@ import type { Figure, RunMode } from "./schema.js";
 /**
  * The issue's targets, attached to the figures they judge when the suite did not judge them itself:
  * invoke added p50 < 150 us (1 KB, c=1) and throughput >= 0.45 of direct (c=64); fan-out CPU per delivery <= 1.2x the
- * raw grpc-js baseline and < 10 KB per idle subscriber at 10,000.
+ * raw grpc-js baseline and < 10 KB per idle subscriber at 10,000; web fan-out (issue 15) WebSocket CPU per delivery
+ * <= 1.3x bare uWS, SSE <= 2x, <= 2 KB per idle WebSocket subscriber, and WebSocket at least 5x cheaper per delivery
+ * than gRPC Subscribe (ratio <= 0.2).
  */
 export function applyTargets(suite: string, figures: Figure[], mode: RunMode): Figure[] {
   const judged = figures.map((f) => judge(suite, f));
@@ -25,6 +27,12 @@ function judge(suite: string, f: Figure): Figure {
       const kb = f.unit.toLowerCase() === "kb" || f.unit.toLowerCase() === "kib" ? f.value : f.value / 1024;
       return { ...f, target: targetOf("< 10 KB per idle subscriber", kb, "<", 10) };
     }
+  }
+  if (suite === "web-fanout") {
+    if (/^ws-cpu-per-delivery-/.test(id)) return { ...f, target: targetOf("ratio <= 1.3", f.ratio, "<=", 1.3) };
+    if (/^sse-cpu-per-delivery-/.test(id)) return { ...f, target: targetOf("ratio <= 2", f.ratio, "<=", 2) };
+    if (/^ws-idle-bytes-per-subscriber-/.test(id)) return { ...f, target: targetOf("<= 2 KB per idle subscriber", f.value, "<=", 2048) };
+    if (/^ws-vs-grpc-cpu-per-delivery-/.test(id)) return { ...f, target: targetOf("ratio <= 0.2 (>= 5x less CPU)", f.ratio, "<=", 0.2) };
   }
   return f;
 }

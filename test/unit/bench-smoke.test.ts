@@ -16,6 +16,7 @@ import { BEGIN, END } from "../../bench/lib/markdown.js";
 import { parseRunOptions } from "../../bench/lib/options.js";
 import { checkRunResult, type RunResult } from "../../bench/lib/schema.js";
 import { summarize } from "../../bench/lib/stats.js";
+import { medianOf, webFigures, type WebMeasured } from "../../bench/webfanout.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -85,19 +86,57 @@ describe("bench harness (dry run)", () => {
   });
 });
 
+describe("web fan-out suite (dry run: 20 subscribers per system, real processes and sockets)", () => {
+  let dir: string;
+  let run: { code: number; stdout: string; stderr: string };
+  let result: RunResult;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "bench-smoke-web-"));
+    run = await runBench(["--dry-run", "--only", "web-fanout", "--name", "web", "--out-dir", dir, "--markdown", "none"]);
+    if (run.code === 0) result = JSON.parse(await readFile(join(dir, "web.json"), "utf8")) as RunResult;
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("measures bare uWS, gateway WebSocket, SSE and gRPC Subscribe, each subscriber getting every event", () => {
+    assert.equal(run.code, 0, `bench failed:\n${run.stderr}\n${run.stdout}`);
+    assert.deepEqual(checkRunResult(result), []);
+    assert.deepEqual(result.suites.map((s) => [s.name, s.status]), [["web-fanout", "ok"]]);
+    for (const sys of ["bare uWS native publish", "gateway WebSocket", "gateway SSE", "gateway gRPC Subscribe"]) {
+      assert.match(run.stderr, new RegExp(`web-fanout: ${sys}, 20 subscribers: .* 200/200$`, "m"), `${sys} did not deliver 10 events to 20 subscribers`);
+    }
+    const figs = new Map(result.suites[0]!.figures.map((f) => [f.id, f]));
+    for (const sys of ["ws", "sse", "grpc"]) {
+      for (const m of ["cpu-per-delivery", "deliveries-per-s", "p50-latency", "p99-latency", "client-cpu-per-delivery", "idle-bytes-per-subscriber"]) {
+        const f = figs.get(`${sys}-${m}-20`);
+        assert.ok(f, `figure ${sys}-${m}-20 missing (have ${[...figs.keys()].join(", ")})`);
+        assert.ok(Number.isFinite(f.value), `${f.id} = ${f.value}`);
+      }
+      assert.ok(figs.get(`${sys}-deliveries-per-s-20`)!.baseline!.label.startsWith("bare uWS"));
+      assert.ok(figs.get(`${sys}-deliveries-per-s-20`)!.value > 0);
+    }
+    // The issue's targets are attached, and a dry run judges none of them.
+    for (const [id, text] of [["ws-cpu-per-delivery-20", "ratio <= 1.3"], ["sse-cpu-per-delivery-20", "ratio <= 2"], ["ws-idle-bytes-per-subscriber-20", "<= 2 KB per idle subscriber"], ["ws-vs-grpc-cpu-per-delivery-20", "ratio <= 0.2 (>= 5x less CPU)"]] as const) {
+      assert.deepEqual(figs.get(id)?.target, { text, met: null }, id);
+    }
+  });
+});
+
 describe("bench harness wiring", () => {
   it("--list loads every suite (an external suite that has not landed is 'not available', not a crash)", async () => {
     const r = await runBench(["--list"]);
     assert.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trim().split("\n").map((l) => l.split("\t"));
-    assert.deepEqual(lines.map((l) => l[0]), ["micro", "rest", "codec", "invoke", "fanout"]);
+    assert.deepEqual(lines.map((l) => l[0]), ["micro", "rest", "codec", "invoke", "fanout", "web-fanout"]);
     for (const [name, state] of lines) assert.match(state!, /^(built in|script|loaded|not available: bench\/\w+\.ts has not landed)/, `${name}: ${state}`);
   });
 
   it("rejects bad arguments naming them, and runs nothing", async () => {
     const r = await runBench(["--only", "nope"]);
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /--only: unknown suite 'nope' \(suites: micro, rest, codec, invoke, fanout\)/);
+    assert.match(r.stderr, /--only: unknown suite 'nope' \(suites: micro, rest, codec, invoke, fanout, web-fanout\)/);
     assert.throws(() => parseRunOptions(["--name", "../x"], []), /--name '..\/x' is not a valid results name/);
     assert.throws(() => parseRunOptions(["--bogus"], []), /unknown argument '--bogus'/);
     assert.equal(parseRunOptions(["--quick"], []).mode, "quick");
@@ -132,6 +171,17 @@ describe("bench harness wiring", () => {
   it("normalizes another suite's return value into figures without losing numbers", () => {
     const figs = normalizeFigures({ results: [{ id: "a", label: "A", value: 2, unit: "us", baseline: { label: "raw", value: 4 } }, { name: "b", cpu: 3 }] });
     assert.deepEqual(figs.map((f) => [f.id, f.value, f.ratio]), [["a", 2, 0.5], ["1.b.cpu", 3, undefined]]);
+  });
+
+  it("web fan-out: per-field medians of repetitions, figures as ratios to bare uWS and WebSocket vs gRPC Subscribe", () => {
+    const run = (system: WebMeasured["system"], cpu: number, rss: number): WebMeasured => ({ system, subs: 1000, serverCpuUsPerDelivery: cpu, clientCpuUsPerDelivery: 5, deliveriesPerSec: 1e5, p50Us: 10, p99Us: 20, idleBytesPerSubscriber: rss, delivered: 100, expected: 100, msgBytes: 300 });
+    const uws = medianOf([run("uws", 6, 700), run("uws", 5, 800), run("uws", 9, 900)]);
+    assert.deepEqual([uws.serverCpuUsPerDelivery, uws.idleBytesPerSubscriber, uws.delivered, uws.cpuRange], [6, 800, 300, [5, 9]]);
+    const figs = webFigures(1000, { uws, ws: medianOf([run("ws", 7.2, 1500)]), grpc: medianOf([run("grpc", 36, 40000)]) }, "x") as Array<{ id: string; value: number; baseline?: { value: number } }>;
+    const byId = new Map(figs.map((f) => [f.id, f]));
+    assert.deepEqual([byId.get("ws-cpu-per-delivery-1000")?.value, byId.get("ws-cpu-per-delivery-1000")?.baseline?.value], [7.2, 6]);
+    assert.deepEqual([byId.get("ws-vs-grpc-cpu-per-delivery-1000")?.value, byId.get("ws-vs-grpc-cpu-per-delivery-1000")?.baseline?.value], [7.2, 36]);
+    assert.equal(byId.has("sse-cpu-per-delivery-1000"), false, "no SSE figures when SSE was not measured");
   });
 
   it("stats use nearest-rank percentiles", () => {

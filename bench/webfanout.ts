@@ -1,0 +1,478 @@
+/**
+ * Web fan-out load bench (issue 15): the gateway's WebSocket (`/v1/pubsub/ws`) and SSE (`/v1/pubsub/events`)
+ * subscribers against a bare uWebSockets.js server using its native topic publish (bench/webfanout/uws-baseline.cjs),
+ * plus the gateway's gRPC Subscribe in the same shape, in one run: one connection per subscriber, 1,000 and 10,000
+ * subscribers, one topic, 256-byte events.
+ *
+ * Every server is its own process, started fresh per case (the gateway as `node dist/src/main/cli.js`, built first
+ * when `dist/` is stale; a dry run uses `tsx src/main/cli.ts` to skip the build) so that its CPU is measured alone:
+ * server CPU per delivery = utime+stime from /proc/<pid>/stat over the measured events / deliveries. Subscribers are
+ * spread over several client processes (bench/webfanout/web-subscribers.cjs: raw sockets with a minimal WebSocket
+ * frame parser and SSE reader; gRPC Subscribe over node:http2 with one connection per stream), whose CPU
+ * is reported per delivery beside the ratios so a client-bound run shows. The schedule is the peers harness'
+ * (../shared/peers/README.md): 200 events 5 ms apart at 1,000 subscribers, 60 events 40 ms apart at 10,000; event i
+ * goes out at t0 + i x spacing, or when the previous publish was acknowledged if that is later.
+ *
+ * Each count runs 3 times at 1,000 and twice at 10,000 (once when quick), the order of the systems rotating per
+ * repetition; figures are per-field medians.
+ *
+ * Run alone: `npx tsx bench/webfanout.ts [--quick | --dry-run] [--subs 1000,10000] [--systems uws,ws,sse,grpc]
+ * [--reps n]` (uws is needed: every figure is a ratio to it).
+ */
+import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as grpc from "@grpc/grpc-js";
+import WebSocket from "ws";
+import { gatewayPackageDefinition } from "../src/shared/protos.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..");
+const TOPIC = "bench.web";
+const CLK_TCK = 100;
+/** Subscribers per client process: 10,000 sockets become 4 processes, well under 20,000 open files each. */
+const PER_CLIENT = 2500;
+const PAD = "x".repeat(256);
+
+/** The systems measured, in run order. */
+export type WebSystem = "uws" | "ws" | "sse" | "grpc";
+
+/** Options of runWebFanoutBench. */
+export interface WebFanoutOptions {
+  /** 1,000 subscribers and 40 events. Default false. */
+  quick?: boolean;
+  /** Wiring only: tiny counts, gateway run from source. Default false. */
+  dryRun?: boolean;
+  /** Subscriber counts. Default [1000, 10000] ([1000] when quick, [20] on a dry run). */
+  subs?: number[];
+  /** Progress lines. */
+  log?: (line: string) => void;
+  /** Systems to measure (default all; figures need "uws" and, for the gRPC comparison, "ws" and "grpc"). */
+  systems?: WebSystem[];
+  /** Repetitions per subscriber count, system order rotating, medians reported. Default 3 at 1,000 and 2 at 10,000
+   * (1 when quick or dry). */
+  reps?: number;
+  /** Aborted by the harness past the suite's budget: no new case starts. */
+  signal?: AbortSignal;
+}
+
+/** What one case measured. */
+export interface WebMeasured {
+  system: WebSystem;
+  subs: number;
+  serverCpuUsPerDelivery: number;
+  clientCpuUsPerDelivery: number;
+  deliveriesPerSec: number;
+  p50Us: number;
+  p99Us: number;
+  idleBytesPerSubscriber: number;
+  delivered: number;
+  expected: number;
+  /** Bytes of one delivered message (WebSocket payload, SSE data line, gRPC message), 0 when not sampled. */
+  msgBytes: number;
+}
+
+interface ClientStats {
+  ready: number;
+  delivered: number;
+  failed: number;
+  msgBytes: number;
+  latencies: number[];
+}
+
+/** Processes this module started and has not stopped yet: killed by pid if the harness exits mid-run. */
+const live = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const p of live) p.kill("SIGKILL");
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function cpuUs(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const parts = f.slice(f.lastIndexOf(")") + 2).split(" ");
+    return ((Number(parts[11]) + Number(parts[12])) * 1e6) / CLK_TCK;
+  } catch {
+    return 0;
+  }
+}
+
+function rssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return Number(m?.[1] ?? 0) * 1024;
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    newest = Math.max(newest, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+/** `npm run build` when dist/ is missing or older than src/, so the gateway measured is the code checked out. */
+function ensureBuilt(log: (l: string) => void): void {
+  const cli = join(root, "dist/src/main/cli.js");
+  if (existsSync(cli) && statSync(cli).mtimeMs >= newestMtime(join(root, "src"))) return;
+  log("dist/ is stale: npm run build");
+  const r = spawnSync("npm", ["run", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"], timeout: 180_000 });
+  if (r.status !== 0) throw new Error(`npm run build failed (${r.status ?? r.signal})`);
+}
+
+interface Server {
+  proc: ChildProcess;
+  pid: number;
+  /** uWS port (the gateway's HTTP port). */
+  httpPort: number;
+  /** The gateway's gRPC port (0 for the bare uWS server). */
+  grpcPort: number;
+}
+
+/** Start a server process and read its ports from its first lines of stdout. */
+async function startServer(system: WebSystem, dryRun: boolean): Promise<Server> {
+  const gatewayArgs = ["--grpc-port", "0", "--http-port", "0", "--log-level", "info"];
+  const args =
+    system === "uws"
+      ? [join(here, "webfanout/uws-baseline.cjs")]
+      : dryRun
+        ? ["--import", "tsx", join(root, "src/main/cli.ts"), ...gatewayArgs]
+        : [join(root, "dist/src/main/cli.js"), ...gatewayArgs];
+  const env: NodeJS.ProcessEnv = { ...process.env, TOPIC, GATEWAY_CONFIG: "" };
+  delete env["GATEWAY_API_KEYS"];
+  const proc = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"], env });
+  live.add(proc);
+  proc.once("exit", () => live.delete(proc));
+  const ports = await new Promise<{ httpPort: number; grpcPort: number }>((resolve, reject) => {
+    let buf = "";
+    const t = setTimeout(() => reject(new Error(`${system} server did not report its port`)), 30_000);
+    proc.stdout!.on("data", (c: Buffer) => {
+      buf += c.toString();
+      for (const line of buf.split("\n")) {
+        const uws = /^\{"port":(\d+)\}/.exec(line);
+        const gw = /"grpcPort":(\d+),"httpPort":(\d+)/.exec(line);
+        if (uws || gw) {
+          clearTimeout(t);
+          resolve(uws ? { httpPort: Number(uws[1]), grpcPort: 0 } : { grpcPort: Number(gw![1]), httpPort: Number(gw![2]) });
+        }
+      }
+      buf = buf.slice(buf.lastIndexOf("\n") + 1);
+    });
+    proc.once("exit", (code) => {
+      clearTimeout(t);
+      reject(new Error(`${system} server exited with ${code}`));
+    });
+  });
+  return { proc, pid: proc.pid!, ...ports };
+}
+
+async function stopServer(s: Server): Promise<void> {
+  if (s.proc.exitCode !== null || s.proc.signalCode !== null) return;
+  const exited = new Promise((r) => s.proc.once("exit", r));
+  s.proc.kill("SIGTERM");
+  await Promise.race([exited, sleep(15_000)]);
+  if (s.proc.exitCode === null && s.proc.signalCode === null) s.proc.kill("SIGKILL");
+}
+
+/** A publisher: resolves once the server acknowledged the event (gRPC PublishEvent reply, the uWS server's "ok"). */
+type Publisher = { publish(seq: number): Promise<void>; close(): void };
+
+function eventId(): string {
+  return `ts-${process.hrtime.bigint()}`;
+}
+
+async function uwsPublisher(port: number): Promise<Publisher> {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}/pub`);
+  await new Promise<void>((resolve, reject) => {
+    ws.once("open", () => resolve());
+    ws.once("error", reject);
+  });
+  let waiting: (() => void) | null = null;
+  ws.on("message", () => {
+    const w = waiting;
+    waiting = null;
+    w?.();
+  });
+  return {
+    // The frame the gateway would send, so both deliver messages of about the same size.
+    publish: (seq) =>
+      new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error("uWS publish not acknowledged in 10 s")), 10_000);
+        waiting = () => {
+          clearTimeout(t);
+          resolve();
+        };
+        const cloudevent = { specversion: "1.0", id: eventId(), source: "urn:bench:web-fanout", type: "bench", datacontenttype: "text/plain", data: PAD };
+        ws.send(JSON.stringify({ op: "event", topic: TOPIC, id: `1763893000000-${seq}`, cloudevent }));
+      }),
+    close: () => ws.close(),
+  };
+}
+
+function gatewayPublisher(grpcPort: number): Publisher {
+  const Ctor = grpc.makeGenericClientConstructor(gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as grpc.ServiceDefinition, "Pubsub");
+  const client = new Ctor(`127.0.0.1:${grpcPort}`, grpc.credentials.createInsecure(), { "grpc.use_local_subchannel_pool": 1 });
+  const call = (client as unknown as Record<string, Function>)["PublishEvent"]!;
+  return {
+    publish: () =>
+      new Promise<void>((resolve, reject) =>
+        call.call(client, { topic: TOPIC, cloudevent: { id: eventId(), source: "urn:bench:web-fanout", type: "bench", text_data: PAD } }, { deadline: Date.now() + 10_000 }, (e: Error | null) =>
+          e ? reject(e) : resolve(),
+        ),
+      ),
+    close: () => client.close(),
+  };
+}
+
+/** Start the subscriber processes for one case. */
+function startClients(system: WebSystem, server: Server, subs: number): ChildProcess[] {
+  const procs = Math.max(2, Math.ceil(subs / PER_CLIENT));
+  const children: ChildProcess[] = [];
+  for (let p = 0; p < procs; p++) {
+    const n = Math.floor(subs / procs) + (p < subs % procs ? 1 : 0);
+    const kind = system === "uws" ? "ws" : system;
+    const port = system === "grpc" ? server.grpcPort : server.httpPort;
+    const path = system === "uws" ? "/sub" : system === "ws" ? "/v1/pubsub/ws" : system === "sse" ? "/v1/pubsub/events" : "-";
+    children.push(fork(join(here, "webfanout/web-subscribers.cjs"), [kind, String(port), path, TOPIC, String(n), "10"], { stdio: "inherit", execArgv: [] }));
+  }
+  for (const c of children) {
+    live.add(c);
+    c.once("exit", () => live.delete(c));
+  }
+  return children;
+}
+
+function ask(child: ChildProcess): Promise<ClientStats> {
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve({ ready: 0, delivered: 0, failed: 0, msgBytes: 0, latencies: [] }), 10_000);
+    child.once("message", (m) => {
+      clearTimeout(t);
+      resolve(m as ClientStats);
+    });
+    child.send({ cmd: "stats" });
+  });
+}
+
+async function totals(children: ChildProcess[]): Promise<ClientStats> {
+  const all = await Promise.all(children.map(ask));
+  return {
+    ready: all.reduce((a, s) => a + s.ready, 0),
+    delivered: all.reduce((a, s) => a + s.delivered, 0),
+    failed: all.reduce((a, s) => a + s.failed, 0),
+    msgBytes: Math.max(...all.map((s) => s.msgBytes)),
+    latencies: all.flatMap((s) => s.latencies),
+  };
+}
+
+/** Events and spacing per subscriber count (the peers harness' schedule). */
+export function schedule(subs: number, quick: boolean, dryRun: boolean): { events: number; spacingMs: number } {
+  if (dryRun) return { events: 10, spacingMs: 5 };
+  if (subs >= 10_000) return { events: quick ? 20 : 60, spacingMs: 40 };
+  return { events: quick ? 40 : 200, spacingMs: 5 };
+}
+
+/** Measure one system at one subscriber count with a fresh server. */
+export async function measureWeb(system: WebSystem, subs: number, opts: { quick?: boolean; dryRun?: boolean } = {}): Promise<WebMeasured> {
+  const { events, spacingMs } = schedule(subs, opts.quick ?? false, opts.dryRun ?? false);
+  const server = await startServer(system, opts.dryRun ?? false);
+  const children: ChildProcess[] = [];
+  let publisher: Publisher | undefined;
+  try {
+    publisher = system === "uws" ? await uwsPublisher(server.httpPort) : gatewayPublisher(server.grpcPort);
+    // Warm the publish path (no subscriber yet), then take the idle baseline.
+    for (let i = 0; i < 20; i++) await publisher.publish(-1 - i);
+    await sleep(300);
+    const rss0 = rssBytes(server.pid);
+    children.push(...startClients(system, server, subs));
+    const openBy = Date.now() + 60_000 + subs * 5;
+    for (let s = await totals(children); s.ready < subs; s = await totals(children)) {
+      if (s.failed > 0 || Date.now() > openBy) throw new Error(`${system}: ${s.ready} of ${subs} subscribers ready, ${s.failed} refused or closed`);
+      await sleep(100);
+    }
+    await sleep(500);
+    const rss1 = rssBytes(server.pid);
+    // Warm-up events that reach every subscriber before the measured window.
+    const warm = 5;
+    for (let i = 0; i < warm; i++) await publisher.publish(i);
+    const warmBy = Date.now() + 30_000;
+    let base = await totals(children);
+    while (base.delivered < warm * subs && Date.now() < warmBy) {
+      await sleep(20);
+      base = await totals(children);
+    }
+    if (base.delivered < warm * subs) throw new Error(`${system}: warm-up reached ${base.delivered} of ${warm * subs} deliveries`);
+    const cpu0 = cpuUs(server.pid);
+    const client0 = children.reduce((a, c) => a + cpuUs(c.pid!), 0);
+    const t0 = performance.now();
+    for (let i = 0; i < events; i++) {
+      await publisher.publish(warm + i);
+      const wait = t0 + (i + 1) * spacingMs - performance.now();
+      if (wait > 0) await sleep(wait);
+    }
+    const expected = events * subs;
+    const latencies: number[] = [];
+    let s = await totals(children);
+    latencies.push(...s.latencies);
+    let delivered = s.delivered - base.delivered;
+    let lastAt = performance.now();
+    const doneBy = Date.now() + 60_000;
+    while (delivered < expected && Date.now() < doneBy && performance.now() - lastAt < 5000) {
+      await sleep(20);
+      s = await totals(children);
+      latencies.push(...s.latencies);
+      if (s.delivered - base.delivered > delivered) {
+        delivered = s.delivered - base.delivered;
+        lastAt = performance.now();
+      }
+    }
+    const cpu1 = cpuUs(server.pid);
+    const client1 = children.reduce((a, c) => a + cpuUs(c.pid!), 0);
+    latencies.sort((a, b) => a - b);
+    return {
+      system,
+      subs,
+      serverCpuUsPerDelivery: (cpu1 - cpu0) / Math.max(1, delivered),
+      clientCpuUsPerDelivery: (client1 - client0) / Math.max(1, delivered),
+      deliveriesPerSec: delivered / ((lastAt - t0) / 1000),
+      p50Us: quantile(latencies, 0.5),
+      p99Us: quantile(latencies, 0.99),
+      idleBytesPerSubscriber: (rss1 - rss0) / subs,
+      delivered,
+      expected,
+      msgBytes: s.msgBytes || base.msgBytes,
+    };
+  } finally {
+    for (const c of children) if (c.connected) c.send({ cmd: "close" });
+    await sleep(200);
+    for (const c of children) c.kill();
+    publisher?.close();
+    await stopServer(server);
+  }
+}
+
+/** Per-field median of repetitions (the spread of CPU per delivery goes into the figure notes). */
+export function medianOf(xs: WebMeasured[]): WebMeasured & { cpuRange?: [number, number] } {
+  const med = (f: (x: WebMeasured) => number): number => {
+    const v = xs.map(f).sort((a, b) => a - b);
+    return v.length % 2 ? v[(v.length - 1) / 2]! : (v[v.length / 2 - 1]! + v[v.length / 2]!) / 2;
+  };
+  const cpu = xs.map((x) => x.serverCpuUsPerDelivery);
+  return {
+    system: xs[0]!.system,
+    subs: xs[0]!.subs,
+    serverCpuUsPerDelivery: med((x) => x.serverCpuUsPerDelivery),
+    clientCpuUsPerDelivery: med((x) => x.clientCpuUsPerDelivery),
+    deliveriesPerSec: med((x) => x.deliveriesPerSec),
+    p50Us: med((x) => x.p50Us),
+    p99Us: med((x) => x.p99Us),
+    idleBytesPerSubscriber: med((x) => x.idleBytesPerSubscriber),
+    delivered: xs.reduce((a, x) => a + x.delivered, 0),
+    expected: xs.reduce((a, x) => a + x.expected, 0),
+    msgBytes: Math.max(...xs.map((x) => x.msgBytes)),
+    ...(xs.length > 1 ? { cpuRange: [Math.min(...cpu), Math.max(...cpu)] as [number, number] } : {}),
+  };
+}
+
+const LABEL: Record<WebSystem, string> = { uws: "bare uWS native publish", ws: "gateway WebSocket", sse: "gateway SSE", grpc: "gateway gRPC Subscribe" };
+
+/** Figures for one subscriber count: every gateway transport against bare uWS, and WebSocket against gRPC Subscribe. */
+export function webFigures(n: number, m: Partial<Record<WebSystem, WebMeasured>> & { uws: WebMeasured }, events: string): object[] {
+  const uws = { label: LABEL.uws };
+  const figs: object[] = [];
+  const range = (x: WebMeasured & { cpuRange?: [number, number] }): string => (x.cpuRange ? ` [${x.cpuRange[0].toFixed(2)}-${x.cpuRange[1].toFixed(2)} us]` : "");
+  const note = (x: WebMeasured): string =>
+    `median of repetitions: server CPU/delivery ${x.serverCpuUsPerDelivery.toFixed(2)}${range(x)} vs bare uWS ${m.uws.serverCpuUsPerDelivery.toFixed(2)}${range(m.uws)} us; ${LABEL[x.system]} delivered ${x.delivered}/${x.expected} (${m.uws.delivered}/${m.uws.expected} bare uWS), ${x.msgBytes} B per message (${m.uws.msgBytes} B bare uWS); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${m.uws.clientCpuUsPerDelivery.toFixed(2)} bare uWS); ${events}`;
+  for (const sys of ["ws", "sse", "grpc"] as const) {
+    const x = m[sys];
+    if (!x) continue;
+    figs.push(
+      { id: `${sys}-cpu-per-delivery-${n}`, label: `${LABEL[sys]}: server CPU per delivery, ${n} subscribers`, value: x.serverCpuUsPerDelivery, unit: "us", better: "lower", baseline: { ...uws, value: m.uws.serverCpuUsPerDelivery }, note: note(x) },
+      { id: `${sys}-deliveries-per-s-${n}`, label: `${LABEL[sys]}: deliveries per second, ${n} subscribers`, value: x.deliveriesPerSec, unit: "1/s", better: "higher", baseline: { ...uws, value: m.uws.deliveriesPerSec } },
+      { id: `${sys}-p50-latency-${n}`, label: `${LABEL[sys]}: p50 publish-to-delivery, ${n} subscribers`, value: x.p50Us, unit: "us", better: "lower", baseline: { ...uws, value: m.uws.p50Us } },
+      { id: `${sys}-p99-latency-${n}`, label: `${LABEL[sys]}: p99 publish-to-delivery, ${n} subscribers`, value: x.p99Us, unit: "us", better: "lower", baseline: { ...uws, value: m.uws.p99Us } },
+      { id: `${sys}-client-cpu-per-delivery-${n}`, label: `${LABEL[sys]}: load client CPU per delivery, ${n} subscribers`, value: x.clientCpuUsPerDelivery, unit: "us", better: "lower", baseline: { ...uws, value: m.uws.clientCpuUsPerDelivery } },
+      { id: `${sys}-idle-bytes-per-subscriber-${n}`, label: `${LABEL[sys]}: server RSS per idle subscriber, ${n} subscribers`, value: x.idleBytesPerSubscriber, unit: "bytes", better: "lower", baseline: { ...uws, value: m.uws.idleBytesPerSubscriber } },
+    );
+  }
+  if (m.ws && m.grpc) {
+    figs.push({
+      id: `ws-vs-grpc-cpu-per-delivery-${n}`,
+      label: `gateway WebSocket vs gRPC Subscribe: server CPU per delivery, ${n} subscribers`,
+      value: m.ws.serverCpuUsPerDelivery,
+      unit: "us",
+      better: "lower",
+      baseline: { label: LABEL.grpc, value: m.grpc.serverCpuUsPerDelivery },
+      note: `one connection per subscriber for both; ${events}`,
+    });
+  }
+  // A baseline that measured nothing (CPU below the 10 ms clock tick on a dry run, no latency sample) gives no ratio:
+  // drop it rather than report a ratio to 0.
+  return figs.map((f) => {
+    const b = (f as { baseline?: { value: number } }).baseline;
+    if (b && Number.isFinite(b.value) && b.value > 0) return f;
+    const { baseline: _dropped, ...rest } = f as { baseline?: unknown; note?: string };
+    return { ...rest, note: `${rest.note ? `${rest.note}; ` : ""}baseline measured 0 or nothing (below the clock tick), no ratio` };
+  });
+}
+
+/** Run the web fan-out bench; resolves figures (value: a gateway transport, baseline: bare uWS or gRPC Subscribe). */
+export async function runWebFanoutBench(options: WebFanoutOptions = {}): Promise<{ figures: object[] }> {
+  const log = options.log ?? ((l: string) => process.stderr.write(`[web-fanout] ${l}\n`));
+  const dryRun = options.dryRun ?? false;
+  const quick = options.quick ?? false;
+  const counts = options.subs ?? (dryRun ? [20] : quick ? [1000] : [1000, 10_000]);
+  if (!dryRun) ensureBuilt(log);
+  const figures: object[] = [];
+  for (const n of counts) {
+    const systems = options.systems ?? (["uws", "ws", "sse", "grpc"] as const);
+    const reps = options.reps ?? (dryRun || quick ? 1 : n >= 10_000 ? 2 : 3);
+    const runs = new Map<WebSystem, WebMeasured[]>(systems.map((s) => [s, []]));
+    for (let rep = 0; rep < reps; rep++) {
+      // Rotate the order per repetition so that a noisy neighbour does not always hit the same system.
+      for (let k = 0; k < systems.length; k++) {
+        const sys = systems[(k + rep) % systems.length]!;
+        options.signal?.throwIfAborted();
+        const x = await measureWeb(sys, n, { quick, dryRun });
+        runs.get(sys)!.push(x);
+        log(
+          `${LABEL[sys]}, ${n} subscribers${reps > 1 ? ` (${rep + 1}/${reps})` : ""}: ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, ${Math.round(x.deliveriesPerSec)}/s, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${Math.round(x.idleBytesPerSubscriber)} B/idle sub, ${x.delivered}/${x.expected}`,
+        );
+      }
+    }
+    const m = Object.fromEntries([...runs].map(([sys, xs]) => [sys, medianOf(xs)])) as Partial<Record<WebSystem, WebMeasured>> & { uws: WebMeasured };
+    const { events, spacingMs } = schedule(n, quick, dryRun);
+    figures.push(...webFigures(n, m, `${events} events of 256 B, ${spacingMs} ms apart, after 5 warm-up events`));
+  }
+  return { figures };
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const argv = process.argv.slice(2);
+  const at = argv.indexOf("--subs");
+  const subs = at >= 0 ? argv[at + 1]!.split(",").map(Number) : undefined;
+  const rat = argv.indexOf("--reps");
+  const reps = rat >= 0 ? Number(argv[rat + 1]) : undefined;
+  const sat = argv.indexOf("--systems");
+  const systems = sat >= 0 ? (argv[sat + 1]!.split(",") as WebSystem[]) : undefined;
+  runWebFanoutBench({ quick: argv.includes("--quick"), dryRun: argv.includes("--dry-run"), ...(subs ? { subs } : {}), ...(systems ? { systems } : {}), ...(reps ? { reps } : {}) }).then(
+    (r) => {
+      for (const f of r.figures as Array<{ label: string; value: number; unit: string; baseline?: { value: number } }>) {
+        const b = f.baseline?.value;
+        const ratio = b ? (f.value / b).toFixed(2) : "-";
+        console.log(`${f.label.padEnd(80)} ${f.value.toFixed(2).padStart(12)} ${f.unit.padEnd(6)} baseline ${(b ?? NaN).toFixed(2).padStart(12)}  ratio ${ratio}`);
+      }
+      process.exit(0);
+    },
+    (e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
+}
