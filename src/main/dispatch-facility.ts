@@ -3,7 +3,9 @@ import { createBackendRegistry } from "../backends/registry.js";
 import type { Facility, GatewayContext } from "./context.js";
 import { createMetadataFilter } from "./forward-metadata.js";
 import { gatewayGrpc } from "./grpc/gateway.js";
-import { createDispatchOps, type DispatchOps } from "./ops/dispatch.js";
+import { backendNamed, createDispatchOps, type DispatchOps } from "./ops/dispatch.js";
+import { invokeStreamGrpc } from "./grpc/invoke-stream.js";
+import type { InvokeStreamDeps } from "./ops/invoke-stream.js";
 import { gatewayRoutes } from "./rest/gateway.js";
 import { grpcReflectionRoutes } from "./rest/grpc-reflection.js";
 import { createConverter } from "../workers/converter.js";
@@ -63,10 +65,25 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
     },
   };
 
+  const streamDeps: InvokeStreamDeps = {
+    backendOf: (service) => backendNamed({ services: ctx.services, backends }, service),
+    converter,
+    invokeDeadlineMs: options.invokeDeadlineMs,
+    invocations: ctx.metrics.counter("platform_gateway_stream_invocations_total", "Streamed invocations (InvokeStream, invoke-stream, invoke-ws) by method kind and outcome code name", ["kind", "code"]),
+    duration: ctx.metrics.histogram("platform_gateway_stream_duration_seconds", "Duration of streamed invocations in seconds, by method kind and outcome code name", ["kind", "code"]),
+    messages: ctx.metrics.counter("platform_gateway_stream_messages_total", "Messages moved by streamed invocations, by method kind and direction (request or response)", ["kind", "direction"]),
+  };
+  const tracker = {
+    add: () => void inflight++,
+    done: () => {
+      if (--inflight === 0) idle?.();
+    },
+  };
+
   let closed: Promise<void> | undefined;
   let destroyed = false;
   return {
-    grpc: { "platform.Gateway": gatewayGrpc(counted, filter) },
+    grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter, tracker) } },
     routes: [...gatewayRoutes(counted, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {
       backends.connect();
