@@ -5,6 +5,7 @@ import { createMetadataFilter } from "./forward-metadata.js";
 import { gatewayGrpc } from "./grpc/gateway.js";
 import { backendNamed, createDispatchOps, type DispatchOps } from "./ops/dispatch.js";
 import { invokeStreamGrpc } from "./grpc/invoke-stream.js";
+import { createGrpcProxy } from "./grpc/proxy.js";
 import type { InvokeStreamDeps } from "./ops/invoke-stream.js";
 import { gatewayRoutes } from "./rest/gateway.js";
 import { grpcReflectionRoutes } from "./rest/grpc-reflection.js";
@@ -16,10 +17,20 @@ import { createConverter } from "../workers/converter.js";
  */
 export function createDispatchFacility(ctx: GatewayContext): Facility {
   const { logger, options } = ctx;
+  const filter = createMetadataFilter(options.forwardHeaders);
+  // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
+  const proxy = createGrpcProxy({
+    backends: { get: (name) => backends.get(name) },
+    filter,
+    logger,
+    invokeDeadlineMs: options.invokeDeadlineMs,
+    calls: ctx.metrics.counter("platform_grpc_proxy_calls_total", "Calls forwarded by the transparent gRPC proxy, by method kind and status code name", ["kind", "code"]),
+  });
   const backends = createBackendRegistry(
     ctx.services.dialable.map((s) => ({ name: s.name, host: s.grpc!.host, port: s.grpc!.port, ...(s.grpc!.channels ? { channels: s.grpc!.channels } : {}) })),
     {
       channelsPerBackend: options.channelsPerBackend,
+      onSchemaOf: (service, schema) => proxy.sync(service, schema),
       maxReceiveBytes: 64 * 1024 * 1024,
       backend: {
         onSchema: ({ schema, error, version }) => {
@@ -40,7 +51,6 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
     threads: options.workerThreads,
     maxQueue: options.workerMaxQueue,
   });
-  const filter = createMetadataFilter(options.forwardHeaders);
   const ops = createDispatchOps({
     services: ctx.services,
     backends,
@@ -84,6 +94,8 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
   let destroyed = false;
   return {
     grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter, tracker) } },
+    bindGrpc: (server, binding) => proxy.bind(server, binding),
+    reflection: () => proxy.reflection(),
     routes: [...gatewayRoutes(counted, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {
       backends.connect();
@@ -95,7 +107,11 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
       }
     },
     async health() {
-      return { "grpc-channel-pool": backends.health() };
+      const conflicts = proxy.conflicts();
+      return {
+        "grpc-channel-pool": backends.health(),
+        ...(conflicts.length > 0 ? { "grpc-proxy": { status: "Degraded" as const, description: conflicts.join("; ") } } : {}),
+      };
     },
     close() {
       return (closed ??= (async () => {

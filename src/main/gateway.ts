@@ -134,9 +134,12 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   }
   const noAuth = { ...bindDeps, auth: createAuthenticator([]) };
   for (const f of facilities) for (const extra of f.extraGrpc ?? []) bindService(server, extra.definition, extra.impl, extra.auth === false ? noAuth : bindDeps);
+  const reserved = [...GATEWAY_SERVICES, "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"];
+  for (const f of facilities) f.bindGrpc?.(server, { admit: (md) => admit(bindDeps, md), reserved });
   addReflectionService(server, {
     files: gatewayFileDescriptors(),
     services: [...GATEWAY_SERVICES],
+    extra: () => facilities.flatMap((f) => (f.reflection ? [f.reflection()] : [])),
     admit: (md) => {
       const refused = admit(bindDeps, md);
       return refused ? toStatusObject(refused) : undefined;
