@@ -6,6 +6,7 @@ import { gatewayGrpc } from "./grpc/gateway.js";
 import { backendNamed, createDispatchOps, type DispatchOps } from "./ops/dispatch.js";
 import { invokeStreamGrpc } from "./grpc/invoke-stream.js";
 import { createGrpcProxy } from "./grpc/proxy.js";
+import { invokeStreamRoutes } from "./rest/invoke-stream.js";
 import type { InvokeStreamDeps } from "./ops/invoke-stream.js";
 import { gatewayRoutes } from "./rest/gateway.js";
 import { grpcReflectionRoutes } from "./rest/grpc-reflection.js";
@@ -96,7 +97,7 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
     grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter, tracker) } },
     bindGrpc: (server, binding) => proxy.bind(server, binding),
     reflection: () => proxy.reflection(),
-    routes: [...gatewayRoutes(counted, filter), ...grpcReflectionRoutes(counted, filter)],
+    routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {
       backends.connect();
       for (const name of backends.names) {

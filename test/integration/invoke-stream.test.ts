@@ -231,3 +231,76 @@ describe("InvokeStream over gRPC", () => {
     assert.match(text, /platform_gateway_stream_messages_total\{kind="server-streaming",direction="response"\} [1-9]/);
   });
 });
+
+describe("POST /v1/gateway/invoke-stream", () => {
+  let backend: OrderBackend;
+  let gw: TestGateway;
+
+  before(async () => {
+    backend = await startOrderBackend();
+    gw = await startTestGateway({
+      apiKeys: [KEY],
+      forwardHeaders: ["traceparent"],
+      services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }],
+    });
+  });
+  after(async () => {
+    await gw.close();
+    backend.close();
+  });
+
+  const post = (body: unknown, headers: Record<string, string> = {}) =>
+    fetch(gw.http + "/v1/gateway/invoke-stream", { method: "POST", headers: { "content-type": "application/json", "x-api-key": KEY, ...headers }, body: JSON.stringify(body) });
+
+  it("streams NDJSON: one result line per message, then the status line", async () => {
+    const res = await post({ service: "orders", method: "WatchOrders", requestData: { orderId: "count:5" } }, { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "x-secret": "s" });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("content-type"), "application/x-ndjson");
+    const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(
+      lines.slice(0, 5).map((l) => l.result.orderId),
+      ["o1", "o2", "o3", "o4", "o5"],
+    );
+    assert.deepEqual(lines[5], { status: { success: true, status: "OK", message: "" } });
+    const seen = backend.received.filter((c) => c.path.endsWith("WatchOrders")).at(-1)!;
+    assert.ok(seen.metadata["traceparent"]);
+    assert.equal(seen.metadata["x-secret"], undefined);
+    assert.equal(seen.metadata["x-api-key"], undefined);
+  });
+
+  it("streams SSE when Accept asks for text/event-stream", async () => {
+    const res = await post({ service: "orders", method: "WatchOrders", requestData: { orderId: "count:2:fail" } }, { accept: "text/event-stream" });
+    assert.equal(res.headers.get("content-type"), "text/event-stream");
+    const events = (await res.text()).split("\n\n").filter(Boolean);
+    assert.deepEqual(events.slice(0, 2), ['data: {"result":{"orderId":"o1"}}', 'data: {"result":{"orderId":"o2"}}']);
+    assert.deepEqual(JSON.parse(events[2]!.slice("data: ".length)), { status: { success: false, status: "ABORTED", message: "failed after 2 orders" } });
+  });
+
+  it("unary methods answer one result line; unknown methods NOT_FOUND in-band; client streaming is refused in-band", async () => {
+    const u = (await (await post({ service: "orders", method: "GetOrder", requestData: { orderId: "r1" } })).text()).trim().split("\n");
+    assert.equal(JSON.parse(u[0]!).result.orderId, "r1");
+    assert.equal(JSON.parse(u[1]!).status.status, "OK");
+    const n = JSON.parse((await (await post({ service: "orders", method: "Nope" })).text()));
+    assert.equal(n.status.status, "NOT_FOUND");
+    const c = JSON.parse((await (await post({ service: "orders", method: "UploadOrders" })).text()));
+    assert.equal(c.status.status, "INVALID_ARGUMENT");
+    assert.match(c.status.message, /client-streaming: use the WebSocket front/);
+    const bad = JSON.parse((await (await post({ service: "orders", method: "GetOrder", request_data: "{}" })).text()));
+    assert.match(bad.status.message, /request_data is not a field/);
+    assert.equal((await fetch(gw.http + "/v1/gateway/invoke-stream", { method: "POST", body: "{}" })).status, 401);
+  });
+
+  it("a slow reader holds the backend, and disconnecting cancels it", async () => {
+    const total = 2000;
+    const writtenBefore = backend.watchWritten.count;
+    const res = await post({ service: "orders", method: "WatchOrders", requestData: { orderId: `big:${total}` } });
+    const reader = res.body!.getReader();
+    await reader.read();
+    await new Promise((r) => setTimeout(r, 500));
+    const written = backend.watchWritten.count - writtenBefore;
+    assert.ok(written < total / 4, `backend wrote ${written} of ${total} while the client was not reading`);
+    const cancelledBefore = backend.cancelled.filter((c) => c === `big:${total}`).length;
+    await reader.cancel();
+    await waitFor(() => backend.cancelled.filter((c) => c === `big:${total}`).length === cancelledBefore + 1, "the backend call to be cancelled");
+  });
+});
