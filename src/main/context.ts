@@ -34,6 +34,8 @@ export interface Facility {
   bindGrpc?(server: import("@grpc/grpc-js").Server, binding: import("./grpc/proxy.js").ProxyBinding): void;
   /** More services and files for the gateway's reflection service (read on every reflection request). */
   reflection?(): import("./grpc/proxy.js").ReflectionSource;
+  /** uWS handlers beside the REST routes (WebSocket paths), attached before the server listens. */
+  appHooks?: import("./rest/router.js").AppHook[];
   /** REST routes. */
   routes?: import("./rest/router.js").Route[];
   /** Called after the servers listen. */

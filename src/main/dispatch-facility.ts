@@ -7,6 +7,7 @@ import { backendNamed, createDispatchOps, type DispatchOps } from "./ops/dispatc
 import { invokeStreamGrpc } from "./grpc/invoke-stream.js";
 import { createGrpcProxy } from "./grpc/proxy.js";
 import { invokeStreamRoutes } from "./rest/invoke-stream.js";
+import { invokeWsHook } from "./rest/invoke-ws.js";
 import type { InvokeStreamDeps } from "./ops/invoke-stream.js";
 import { gatewayRoutes } from "./rest/gateway.js";
 import { grpcReflectionRoutes } from "./rest/grpc-reflection.js";
@@ -96,6 +97,7 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
   return {
     grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter, tracker) } },
     bindGrpc: (server, binding) => proxy.bind(server, binding),
+    appHooks: [invokeWsHook(streamDeps, filter, tracker)],
     reflection: () => proxy.reflection(),
     routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {

@@ -1,6 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
+import { WebSocket } from "ws";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 
@@ -302,5 +303,113 @@ describe("POST /v1/gateway/invoke-stream", () => {
     const cancelledBefore = backend.cancelled.filter((c) => c === `big:${total}`).length;
     await reader.cancel();
     await waitFor(() => backend.cancelled.filter((c) => c === `big:${total}`).length === cancelledBefore + 1, "the backend call to be cancelled");
+  });
+});
+
+describe("WebSocket /v1/gateway/invoke-ws", () => {
+  let backend: OrderBackend;
+  let gw: TestGateway;
+  let wsUrl: string;
+
+  before(async () => {
+    backend = await startOrderBackend();
+    gw = await startTestGateway({ apiKeys: [KEY], services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }] });
+    wsUrl = gw.http.replace("http:", "ws:") + "/v1/gateway/invoke-ws";
+  });
+  after(async () => {
+    await gw.close();
+    backend.close();
+  });
+
+  /** Open a socket; frames received are collected; `closed` resolves with the close code. */
+  async function connect(key = KEY) {
+    const ws = new WebSocket(wsUrl, { headers: { "x-api-key": key } });
+    const frames: any[] = [];
+    ws.on("message", (d) => frames.push(JSON.parse(String(d))));
+    const closed = new Promise<number>((resolve) => ws.on("close", (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    return { ws, frames, closed, send: (f: object) => ws.send(JSON.stringify(f)) };
+  }
+
+  it("bidi: send frames, results come back in order, then the status and a normal close", async () => {
+    const c = await connect();
+    c.send({ op: "start", service: "orders", method: "SyncOrders", requestData: { orderId: "1" } });
+    for (let i = 2; i <= 10; i++) c.send({ op: "send", requestData: { orderId: String(i) } });
+    await waitFor(() => c.frames.length === 10, "ten results");
+    c.send({ op: "end" });
+    assert.equal(await c.closed, 1000);
+    assert.deepEqual(
+      c.frames.slice(0, 10).map((f) => f.result.orderId),
+      Array.from({ length: 10 }, (_, i) => `echo:${i + 1}`),
+    );
+    assert.deepEqual(c.frames[10], { op: "status", status: { success: true, status: "OK", message: "" } });
+  });
+
+  it("client-streaming: one result after end", async () => {
+    const c = await connect();
+    c.send({ op: "start", service: "orders", method: "UploadOrders" });
+    c.send({ op: "send", requestData: { orderId: "a" } });
+    c.send({ op: "send", requestData: { orderId: "b" } });
+    c.send({ op: "end" });
+    await c.closed;
+    assert.deepEqual(c.frames, [
+      { op: "result", result: { orders: [{ orderId: "a" }, { orderId: "b" }] } },
+      { op: "status", status: { success: true, status: "OK", message: "" } },
+    ]);
+  });
+
+  it("closing the socket cancels the backend call; op cancel ends it CANCELLED", async () => {
+    const before = backend.cancelled.filter((x) => x === "forever").length;
+    const c = await connect();
+    c.send({ op: "start", service: "orders", method: "WatchOrders", requestData: { orderId: "forever" } });
+    await waitFor(() => c.frames.length >= 2, "two results");
+    c.ws.close();
+    await waitFor(() => backend.cancelled.filter((x) => x === "forever").length === before + 1, "the backend to see the cancellation");
+    const d = await connect();
+    d.send({ op: "start", service: "orders", method: "WatchOrders", requestData: { orderId: "forever" } });
+    await waitFor(() => d.frames.length >= 1, "a result");
+    d.send({ op: "cancel" });
+    await d.closed;
+    assert.equal(d.frames.at(-1).status.status, "CANCELLED");
+  });
+
+  it("protocol errors end the call INVALID_ARGUMENT in-band; unknown methods NOT_FOUND", async () => {
+    const a = await connect();
+    a.send({ op: "send", requestData: {} });
+    await a.closed;
+    assert.equal(a.frames[0].status.status, "INVALID_ARGUMENT");
+    assert.match(a.frames[0].status.message, /first frame must be \{"op":"start"/);
+    const b = await connect();
+    b.send({ op: "start", service: "orders", method: "SyncOrders" });
+    b.send({ op: "bogus" });
+    await b.closed;
+    assert.match(b.frames.at(-1).status.message, /unknown op "bogus"/);
+    const n = await connect();
+    n.send({ op: "start", service: "orders", method: "Nope" });
+    await n.closed;
+    assert.equal(n.frames[0].status.status, "NOT_FOUND");
+  });
+
+  it("a slow reader holds the backend (uWS backpressure), then gets everything", async () => {
+    const total = 4000; // 16 KiB each: 64 MiB if nothing pushed back
+    const writtenBefore = backend.watchWritten.count;
+    const c = await connect();
+    c.send({ op: "start", service: "orders", method: "WatchOrders", requestData: { orderId: `big:${total}` } });
+    await waitFor(() => c.frames.length >= 1, "a result");
+    c.ws.pause();
+    await new Promise((r) => setTimeout(r, 500));
+    const written = backend.watchWritten.count - writtenBefore;
+    assert.ok(written < total / 4, `backend wrote ${written} of ${total} while the client was not reading`);
+    c.ws.resume();
+    await c.closed;
+    assert.equal(c.frames.length, total + 1);
+    assert.equal(c.frames.at(-1).status.status, "OK");
+  });
+
+  it("refuses the upgrade without a valid x-api-key", async () => {
+    await assert.rejects(connect("wrong"), /401/);
   });
 });

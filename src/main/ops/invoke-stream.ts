@@ -70,6 +70,8 @@ export interface InvokeStreamHandle {
   resume(): void;
   /** The caller went away or cancelled: cancel the backend call; the sink gets CANCELLED unless already ended. */
   cancel(message?: string): void;
+  /** End the invocation now with this error in-band (e.g. a protocol error of the front end); cancels the backend call. */
+  fail(error: GatewayError): void;
 }
 
 /** What the streamed invocation needs. */
@@ -226,6 +228,11 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
       if (!paused || ended) return;
       paused = false;
       call?.read();
+    },
+    fail(error) {
+      if (ended) return;
+      cancelled ??= error.rawMessage;
+      fail(error);
     },
     cancel(message = "the caller cancelled the call") {
       if (ended || cancelled !== undefined) return;
