@@ -22,4 +22,5 @@ export {
   type CloudEventAttributeValue,
 } from "./cloudevent.js";
 export type { CallOptions } from "./transport.js";
+export { InvokeStream, type InvokeStreamOptions } from "./invoke-stream.js";
 export type * from "./types.js";
