@@ -95,7 +95,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     const { schema, method } = await backend.resolve(methodName, input.signal);
     if (method.clientStreaming || method.serverStreaming) {
       const kind = method.clientStreaming && method.serverStreaming ? "bidi-streaming" : method.clientStreaming ? "client-streaming" : "server-streaming";
-      throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; invoke supports unary methods only`);
+      throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; invoke supports unary methods only (stream it with InvokeStream, POST /v1/gateway/invoke-stream or /v1/gateway/invoke-ws)`);
     }
     const json = (input.requestData as string | undefined) || EMPTY_JSON;
     const request = await converter.jsonToBinary(schema.set, method.inputType, json, input.signal);
