@@ -1,4 +1,6 @@
 import * as grpc from "@grpc/grpc-js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
 import { createBackendRegistry } from "../backends/registry.js";
 import type { Facility, GatewayContext } from "./context.js";
 import { createMetadataFilter } from "./forward-metadata.js";
@@ -83,21 +85,16 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
     invokeDeadlineMs: options.invokeDeadlineMs,
     invocations: ctx.metrics.counter("platform_gateway_stream_invocations_total", "Streamed invocations (InvokeStream, invoke-stream, invoke-ws) by method kind and outcome code name", ["kind", "code"]),
     duration: ctx.metrics.histogram("platform_gateway_stream_duration_seconds", "Duration of streamed invocations in seconds, by method kind and outcome code name", ["kind", "code"]),
+    open: new Set(),
     messages: ctx.metrics.counter("platform_gateway_stream_messages_total", "Messages moved by streamed invocations, by method kind and direction (request or response)", ["kind", "direction"]),
-  };
-  const tracker = {
-    add: () => void inflight++,
-    done: () => {
-      if (--inflight === 0) idle?.();
-    },
   };
 
   let closed: Promise<void> | undefined;
   let destroyed = false;
   return {
-    grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter, tracker) } },
+    grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter) } },
     bindGrpc: (server, binding) => proxy.bind(server, binding),
-    appHooks: [invokeWsHook(streamDeps, filter, tracker)],
+    appHooks: [invokeWsHook(streamDeps, filter)],
     reflection: () => proxy.reflection(),
     routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {
@@ -118,6 +115,9 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
     },
     close() {
       return (closed ??= (async () => {
+        // Streamed invocations may be long-lived (a watch): end them in-band now rather than wait for the timeout.
+        for (const h of [...streamDeps.open!]) h.fail(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
+        proxy.close();
         if (inflight > 0) await new Promise<void>((r) => (idle = r));
         await converter.close();
         backends.close();

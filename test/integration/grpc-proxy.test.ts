@@ -186,3 +186,41 @@ describe("transparent gRPC proxy: two backends exposing one service", () => {
     }
   });
 });
+
+describe("streams at shutdown", () => {
+  it("InvokeStream and proxied streams end UNAVAILABLE at once, and the backend calls are cancelled", async () => {
+    const backend = await startOrderBackend();
+    const gw = await startTestGateway({ apiKeys: [KEY], shutdownTimeoutMs: 5000, services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }] });
+    const client = shopClient(gw.grpcAddress);
+    try {
+      await waitFor(() => gw.logs.some((l) => l["msg"] === "backend services proxied"), "the backend to be routed");
+      const proxied = client.WatchOrders({ orderId: "forever" }, withKey(KEY));
+      let proxiedGot = 0;
+      proxied.on("data", () => proxiedGot++);
+      const proxiedErr = new Promise<grpc.ServiceError>((r) => proxied.on("error", r));
+      const gwClient = gw.client("platform.Gateway") as any;
+      const stream = gwClient.InvokeStream(withKey(KEY));
+      let last: any;
+      let streamGot = 0;
+      stream.on("data", (r: any) => (r.status ? (last = r.status) : streamGot++));
+      stream.on("error", () => undefined);
+      const streamEnded = new Promise<void>((r) => stream.on("status", () => r()));
+      stream.write({ service: "orders", method: "WatchOrders", request_data: '{"orderId":"forever"}' });
+      await waitFor(() => proxiedGot >= 1 && streamGot >= 1, "both streams to deliver");
+      const started = Date.now();
+      const closed = gw.close();
+      const e = await proxiedErr;
+      assert.equal(e.code, grpc.status.UNAVAILABLE);
+      assert.match(e.details, /shutting down/);
+      await streamEnded;
+      assert.deepEqual(last, { success: false, status: "UNAVAILABLE", message: "the gateway is shutting down" });
+      await closed;
+      assert.ok(Date.now() - started < 4000, `close took ${Date.now() - started} ms`);
+      await waitFor(() => backend.cancelled.filter((c) => c === "forever").length === 2, "both backend calls to be cancelled");
+    } finally {
+      client.close();
+      await gw.close();
+      backend.close();
+    }
+  });
+});

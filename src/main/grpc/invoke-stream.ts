@@ -20,9 +20,8 @@ function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined 
  * is paused while a request message is being converted and sent (so a slow backend slows the caller), and the
  * backend is not read while grpc-js's write buffer is full (`write()` false until `drain`).
  */
-export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter, tracker: { add(): void; done(): void }): DuplexMethod {
+export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter): DuplexMethod {
   return (call: grpc.ServerDuplexStream<InvokeStreamRequest, unknown>) => {
-    tracker.add();
     let handle: ReturnType<typeof startInvokeStream> | undefined;
     let finished = false;
     call.on("error", () => undefined);
@@ -30,10 +29,7 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter,
     call.once("cancelled", () => {
       if (finished) return;
       if (handle) handle.cancel("the caller cancelled the call");
-      else {
-        finished = true;
-        tracker.done();
-      }
+      else finished = true;
     });
     call.on("data", (req: InvokeStreamRequest) => {
       if (!handle) {
@@ -44,7 +40,6 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter,
             message: (json) => call.write({ response_data: json }),
             end(status) {
               finished = true;
-              tracker.done();
               call.removeAllListeners("data");
               call.write({ status });
               call.end();
@@ -61,7 +56,6 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter,
       else {
         // The caller half-closed without a first request.
         finished = true;
-        tracker.done();
         call.write({ status: { success: false, status: "INVALID_ARGUMENT", message: "the first request must name service and method" } });
         call.end();
       }

@@ -52,6 +52,8 @@ export interface GrpcProxy {
   conflicts(): readonly string[];
   /** The backends' files and routed services, for the gateway's reflection service. */
   reflection(): ReflectionSource;
+  /** Shutdown: end every open streaming call UNAVAILABLE and cancel its backend call (unary calls finish on their own). */
+  close(): void;
 }
 
 const identity = (b: Buffer): Buffer => b;
@@ -80,6 +82,8 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
   const conflicts = new Map<string, { loser: string; message: string }>();
   let version = 0;
   let pending: Array<[string, BackendSchema]> = [];
+  /** Open streaming calls: each entry ends its call UNAVAILABLE (shutdown). */
+  const streams = new Set<() => void>();
 
   const backendFor = (name: string): Backend => backends.get(name)!;
 
@@ -124,7 +128,9 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
           else call.once("drain", () => backendCall.read());
         },
         onStatus(code, details, trailers) {
+          if (ended) return;
           ended = true;
+          streams.delete(closing);
           opts.calls.inc({ kind, code: codeName(code) });
           if (callback) {
             if (code !== Code.OK) callback(status(code, details, trailers));
@@ -136,6 +142,18 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
           else call.end(trailers);
         },
       });
+      // The backend's CANCELLED status is what the caller would see: say why instead.
+      const closing = (): void => {
+        if (ended) return;
+        ended = true;
+        streams.delete(closing);
+        opts.calls.inc({ kind, code: "UNAVAILABLE" });
+        const st = status(Code.UNAVAILABLE, "the gateway is shutting down");
+        if (callback) callback(st);
+        else call.emit("error", st);
+        backendCall.cancel("the gateway is shutting down");
+      };
+      streams.add(closing);
       call.on("error", () => undefined);
       call.once("cancelled", () => ended || backendCall.cancel("Cancelled on client"));
       backendCall.read();
@@ -204,6 +222,9 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
         services.push(...r.services);
       }
       return { version, files, services };
+    },
+    close() {
+      for (const end of [...streams]) end();
     },
   };
 }

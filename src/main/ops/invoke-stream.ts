@@ -85,6 +85,8 @@ export interface InvokeStreamDeps {
   duration: HistogramMetric<"kind" | "code">;
   /** Messages moved, by method kind and direction ("request" or "response"). */
   messages: CounterMetric<"kind" | "direction">;
+  /** Invocations still running (added at start, removed once the sink got its status), so shutdown can end them. */
+  open?: Set<InvokeStreamHandle>;
 }
 
 function requireString(field: string, v: unknown): string {
@@ -121,9 +123,12 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
   let schemaSet: SchemaSet | undefined;
   let method: MethodEntry | undefined;
 
+  // Set once the handle exists (a failure can finish the invocation synchronously, before that).
+  let self: InvokeStreamHandle | undefined;
   const finish = (status: StreamStatus): void => {
     if (ended) return;
     ended = true;
+    if (self) deps.open?.delete(self);
     const k = kind;
     deps.invocations.inc({ kind: k, code: status.status });
     deps.duration.observe({ kind: k, code: status.status }, (performance.now() - started) / 1000);
@@ -204,7 +209,7 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
     }
   })();
 
-  return {
+  const handle: InvokeStreamHandle = {
     write(requestData) {
       const next = requestChain.then(async () => {
         if (!(await ready) || ended) return;
@@ -241,4 +246,7 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
       // Before the call exists the startup path sees `cancelled` and ends CANCELLED itself.
     },
   };
+  self = handle;
+  if (!ended) deps.open?.add(handle);
+  return handle;
 }

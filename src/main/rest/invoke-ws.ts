@@ -31,7 +31,7 @@ interface Conn {
  * the backend is not read while more than 64 KiB wait for the client; more than 64 unsent requests end the call
  * RESOURCE_EXHAUSTED (uWS cannot pause reading a WebSocket). Closing the socket cancels the backend call.
  */
-export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, tracker: { add(): void; done(): void }): AppHook {
+export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter): AppHook {
   return (app, rest) => {
     app.ws<Conn>(INVOKE_WS_PATH, {
       maxPayloadLength: rest.maxBodyBytes,
@@ -81,7 +81,6 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, tra
         const text = data === undefined || data === null ? "" : JSON.stringify(data);
         if (op === "start") {
           if (c.handle) return c.handle.fail(new GatewayError(Code.INVALID_ARGUMENT, "op start was sent twice; one invocation per connection"));
-          tracker.add();
           c.handle = startInvokeStream(
             deps,
             { service: frame["service"], method: frame["method"], requestData: text, metadata: filter.fromHeaders(c.headers) },
@@ -94,7 +93,6 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, tra
                 return false;
               },
               end(status) {
-                tracker.done();
                 if (c.closed) return;
                 c.closed = true;
                 ws.cork(() => {
