@@ -37,7 +37,8 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter): Ap
       maxPayloadLength: rest.maxBodyBytes,
       // Far above the high-water mark: a frame is never dropped, the high-water mark is what throttles.
       maxBackpressure: 64 * 1024 * 1024,
-      idleTimeout: 0,
+      // uWS pings an idle socket (sendPingsAutomatically), so a quiet watch stays open and a dead peer is dropped.
+      idleTimeout: 120,
       upgrade(res, req, context) {
         const headers: Record<string, string> = {};
         req.forEach((k, v) => (headers[k] = v));
