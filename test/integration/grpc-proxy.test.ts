@@ -145,6 +145,26 @@ describe("transparent gRPC proxy", () => {
     await waitFor(() => backend.cancelled.filter((c) => c === "forever").length === before + 1, "the backend to see the cancellation");
   });
 
+  it("a slow reader slows the backend through the proxy (nothing buffered without bound)", async () => {
+    const total = 2000; // 16 KiB each
+    const writtenBefore = backend.watchWritten.count;
+    const call = client.WatchOrders({ orderId: `big:${total}` }, withKey(KEY));
+    let got = 0;
+    call.on("data", () => got++);
+    const done = new Promise<void>((resolve, reject) => {
+      call.on("end", resolve);
+      call.on("error", reject);
+    });
+    await waitFor(() => got >= 5, "the first orders");
+    call.pause();
+    await new Promise((r) => setTimeout(r, 500));
+    const written = backend.watchWritten.count - writtenBefore;
+    assert.ok(written < total / 4, `backend wrote ${written} of ${total} while the caller was not reading`);
+    call.resume();
+    await done;
+    assert.equal(got, total);
+  });
+
   it("reflection lists the gateway's and the backends' services and describes backend types", async () => {
     const services = await listServices(gw.grpcAddress);
     for (const s of ["platform.Gateway", "shop.v1.OrderService", "ops.v1.Admin"]) assert.ok(services.includes(s), `${s} in ${services.join(", ")}`);
