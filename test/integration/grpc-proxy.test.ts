@@ -244,3 +244,32 @@ describe("streams at shutdown", () => {
     }
   });
 });
+
+describe("transparent gRPC proxy: refresh", () => {
+  it("routes services a backend gained after a schema refresh", async () => {
+    let backend = await startOrderBackend({ admin: false });
+    const port = backend.port;
+    const gw = await startTestGateway({ apiKeys: [KEY], services: [{ name: "orders", grpc: { host: "127.0.0.1", port } }] });
+    const raw = new grpc.Client(gw.grpcAddress, grpc.credentials.createInsecure());
+    const id = (b: Buffer): Buffer => b;
+    const ping = (): Promise<Buffer> =>
+      new Promise((resolve, reject) =>
+        raw.makeUnaryRequest("/ops.v1.Admin/Ping", id, id, Buffer.from([0x0a, 2, 0x68, 0x69]), withKey(KEY), (e, r) => (e ? reject(e) : resolve(r!))),
+      );
+    try {
+      await waitFor(() => gw.logs.some((l) => l["msg"] === "backend services proxied"), "the backend to be routed");
+      await assert.rejects(ping(), (e: grpc.ServiceError) => e.code === grpc.status.UNIMPLEMENTED);
+      backend.close();
+      backend = await startOrderBackend({ admin: true, port });
+      const res = await fetch(`${gw.http}/v1/gateway/list-methods?service=orders&refresh=true`, { headers: { "x-api-key": KEY } });
+      assert.equal(res.status, 200);
+      const reply = await ping();
+      assert.ok(reply.includes(Buffer.from("hi")), "PingReply echoes the text");
+      assert.ok((await listServices(gw.grpcAddress)).includes("ops.v1.Admin"));
+    } finally {
+      raw.close();
+      await gw.close();
+      backend.close();
+    }
+  });
+});
