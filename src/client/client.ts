@@ -5,6 +5,7 @@ import { resolveClientOptions, resolveReconnectOptions, type GatewayClientOption
 import { ReplyRouter, type RequestOptions } from "./request-reply.js";
 import { Subscription, type SubscribeOptions } from "./subscription.js";
 import { createTransport, type CallOptions } from "./transport.js";
+import { startClientInvokeStream, type InvokeStream, type InvokeStreamOptions } from "./invoke-stream.js";
 import type {
   ConfigService,
   DeleteBulkStateInput,
@@ -38,6 +39,12 @@ export interface GatewayClient {
   invoke<T = unknown>(service: string, method: string, payload?: object, options?: CallOptions): Promise<T>;
   /** InvokeJson: the raw result (`success`, `status`, `message`, `responseData` text); a failed backend call resolves. */
   invokeJson(service: string, method: string, payload?: object | string, options?: CallOptions): Promise<InvokeResult>;
+  /**
+   * Any method kind, streamed (`platform.Gateway/InvokeStream`): iterate the result for the responses; for client- and
+   * bidi-streaming methods `write()` more requests and `end()`. `payload` is the first request (omit it for a
+   * client/bidi call that writes everything later).
+   */
+  invokeStream<T = unknown>(service: string, method: string, payload?: object | string, options?: InvokeStreamOptions): InvokeStream<T>;
   /** Invocable backend services. */
   listServices(options?: CallOptions): Promise<string[]>;
   /** Methods of a backend service. */
@@ -157,6 +164,8 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
         throw new GatewayInvocationError(service, method, "INTERNAL", `the gateway returned response_data that is not JSON: ${(e as Error).message}`, { cause: e });
       }
     },
+    invokeStream: (service, method, payload, streamOptions = {}) =>
+      startClientInvokeStream(t, nonEmpty("service", service), nonEmpty("method", method), payload, streamOptions),
     invokeJson: (service, method, payload, callOptions) => invokeRaw("InvokeJson", service, method, payload, callOptions),
     async listServices(callOptions) {
       const res = await t.unary<{ services: string[] }>("platform.Gateway", "ListServices", {}, callOptions);

@@ -22,5 +22,6 @@ export {
   type CloudEventAttributeValue,
 } from "./cloudevent.js";
 export type { CallOptions } from "./transport.js";
+export { InvokeStream, type InvokeStreamOptions } from "./invoke-stream.js";
 export type * from "./types.js";
 export { subscribeWeb, type WebSubscribeOptions, type WebSubscription, type WebEventMessage } from "./web.js";

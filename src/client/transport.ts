@@ -24,6 +24,8 @@ export interface Transport {
   unary<Res>(service: ServiceName, method: string, request: object, options?: CallOptions): Promise<Res>;
   /** Start a server-streaming call (the caller owns it). */
   serverStream(service: ServiceName, method: string, request: object): grpc.ClientReadableStream<unknown>;
+  /** Start a bidi-streaming call (the caller owns it); `timeoutMs` > 0 sets a deadline (none by default). */
+  duplex(service: ServiceName, method: string, timeoutMs?: number): grpc.ClientDuplexStream<unknown, unknown>;
   /** Fresh metadata carrying the key (when one was given). */
   metadata(): grpc.Metadata;
   /** True after close(). */
@@ -98,6 +100,12 @@ export function createTransport(o: ResolvedClientOptions): Transport {
       const fn = (clientOf(service) as unknown as Record<string, Function>)[method];
       if (typeof fn !== "function") throw new GatewayClientError(Code.UNIMPLEMENTED, `${service} has no method ${method}`);
       return fn.call(clientOf(service), request, metadata(), {}) as grpc.ClientReadableStream<unknown>;
+    },
+    duplex(service, method, timeoutMs) {
+      if (closed) throw closedError();
+      const fn = (clientOf(service) as unknown as Record<string, Function>)[method];
+      if (typeof fn !== "function") throw new GatewayClientError(Code.UNIMPLEMENTED, `${service} has no method ${method}`);
+      return fn.call(clientOf(service), metadata(), timeoutMs && timeoutMs > 0 ? { deadline: Date.now() + timeoutMs } : {}) as grpc.ClientDuplexStream<unknown, unknown>;
     },
     close() {
       if (closed) return;

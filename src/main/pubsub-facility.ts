@@ -88,7 +88,7 @@ export function createPubsubFacility(ctx: GatewayContext): Facility {
   return {
     grpc: { "io.cloudevents.v1.Pubsub": grpcSide.impl },
     routes: [...pubsubRoutes(ops), ...web.routes, declarativeSubscriptionsRoute(ctx.options.appApiToken)],
-    mountUws: (app) => web.mount(app),
+    appHooks: [(app) => web.mount(app)],
     async start() {
       broker.start();
     },

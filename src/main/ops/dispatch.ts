@@ -74,17 +74,19 @@ function failed(e: unknown): InvokeResult {
   return { success: false, status: err.codeName, message: err.rawMessage, responseData: "" };
 }
 
+/** The dialable backend a caller's `service` names; INVALID_ARGUMENT or NOT_FOUND naming it otherwise. */
+export function backendNamed(deps: Pick<DispatchDeps, "services" | "backends">, service: unknown): Backend {
+  const name = requireString("service", service);
+  const b = deps.backends.get(name);
+  if (b) return b;
+  if (deps.services.get(name)) throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is registered without a gRPC address, so it cannot be invoked`);
+  throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is not registered`);
+}
+
 /** Create the operations over the backends and a converter. */
 export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   const { backends, converter } = deps;
-
-  const backendOf = (service: unknown): Backend => {
-    const name = requireString("service", service);
-    const b = backends.get(name);
-    if (b) return b;
-    if (deps.services.get(name)) throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is registered without a gRPC address, so it cannot be invoked`);
-    throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is not registered`);
-  };
+  const backendOf = (service: unknown): Backend => backendNamed(deps, service);
 
   const invokeOrThrow = async (input: InvokeInput, backend: Backend): Promise<InvokeResult> => {
     const methodName = requireString("method", input.method);
@@ -94,7 +96,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     const { schema, method } = await backend.resolve(methodName, input.signal);
     if (method.clientStreaming || method.serverStreaming) {
       const kind = method.clientStreaming && method.serverStreaming ? "bidi-streaming" : method.clientStreaming ? "client-streaming" : "server-streaming";
-      throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; invoke supports unary methods only`);
+      throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; invoke supports unary methods only (stream it with InvokeStream, POST /v1/gateway/invoke-stream or /v1/gateway/invoke-ws)`);
     }
     const json = (input.requestData as string | undefined) || EMPTY_JSON;
     const request = await converter.jsonToBinary(schema.set, method.inputType, json, input.signal);
