@@ -99,6 +99,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   let closing = false;
   const ctx: GatewayContext = { options: opts, services, runtime, logger, metrics, isClosing: () => closing };
   if (opts.apiKeys.length === 0) logger.warn({ host: opts.host }, "no API key configured: every caller is accepted (loopback host only)");
+  if (opts.sidecar === "dapr" && !opts.appApiToken) {
+    logger.warn({ host: opts.host }, "no APP_API_TOKEN configured: Dapr job callbacks on the gRPC port accept any caller (loopback host only)");
+  }
 
   const configOps = createConfigOps(services);
   const facilities: Facility[] = [
