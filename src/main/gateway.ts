@@ -95,6 +95,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       host: opts.daprHost,
       grpcPort: opts.daprGrpcPort,
       ...(opts.daprApiToken ? { apiToken: opts.daprApiToken } : {}),
+      queryIndexes: new Map(services.all.flatMap((s) => (s.state?.queryIndexName ? [[s.state.storeName, s.state.queryIndexName] as const] : []))),
     }));
   let closing = false;
   const ctx: GatewayContext = { options: opts, services, runtime, logger, metrics, isClosing: () => closing };

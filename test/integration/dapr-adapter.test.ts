@@ -19,6 +19,7 @@ function runtimeOn(port: number, extra: { apiToken?: string; pubsubName?: string
     grpcPort: port,
     connectTimeoutMs: extra.connectTimeoutMs ?? 1000,
     resubscribeBackoff: { initialMs: 20, maxMs: 200 },
+    queryIndexes: new Map([["docs", "docs-index"]]),
     ...(extra.apiToken ? { apiToken: extra.apiToken } : {}),
   });
 }
@@ -45,7 +46,16 @@ describe("dapr adapter against the test sidecar", () => {
   let sidecar: TestDaprSidecar;
   let rt: DaprRuntime;
   before(async () => {
-    sidecar = await startTestDaprSidecar({ stateStores: ["s1", "plain"], nonQueryableStores: ["plain"], pubsubNames: ["pubsub"] });
+    sidecar = await startTestDaprSidecar({
+      stateStores: {
+        s1: { kind: "redis" },
+        plain: { kind: "redis" },
+        mem: { kind: "in-memory" },
+        docs: { kind: "redis-stack", queryIndexes: { "docs-index": ["n", "kind", "name"] } },
+      },
+      defaultStoreKind: null,
+      pubsubNames: ["pubsub"],
+    });
     rt = runtimeOn(sidecar.port);
     await rt.start();
   });
@@ -82,19 +92,87 @@ describe("dapr adapter against the test sidecar", () => {
       assert.deepEqual(await rt.state.getBulk("s1", ["b1", "b2"]), []);
     });
 
-    it("queries JSON values with the DSL, caps with limit and returns the token", async () => {
-      for (let i = 1; i <= 5; i++) await rt.state.save("s1", `q${i}`, JSON.stringify({ n: i, kind: i % 2 ? "odd" : "even" }));
-      const odd = await rt.state.query("s1", JSON.stringify({ filter: { EQ: { kind: "odd" } }, sort: [{ key: "n" }] }), 0);
-      assert.deepEqual(odd.items.map((i) => i.key), ["q1", "q3", "q5"]);
-      const capped = await rt.state.query("s1", JSON.stringify({ filter: { GTE: { n: 1 } }, sort: [{ key: "n", order: "DESC" }] }), 2);
-      assert.deepEqual(capped.items.map((i) => i.key), ["q5", "q4"]);
+    it("a value comes back byte-identical on redis and in-memory stores (no contentType is sent)", async () => {
+      // daprd would decode and re-encode a value sent with contentType application/json: keys sorted, <>& escaped,
+      // integers past 2^53 rounded. Without that metadata the bytes are stored as they are.
+      const value = '{"z":1,"a":12345678901234567891,"s":"<b>&amp;</b>","f":0.1234567891}';
+      for (const store of ["s1", "mem"]) {
+        await rt.state.save(store, "exact", value);
+        assert.equal((await rt.state.get(store, "exact"))?.value, value, store);
+        assert.deepEqual((await rt.state.getBulk(store, ["exact"])).map((i) => i.value), [value], store);
+      }
+      // The sidecar does re-encode when asked to (what the adapter avoids).
+      const raw = rawDaprClient(sidecar.port);
+      try {
+        await raw.unary("SaveState", { store_name: "mem", states: [{ key: "re", value: Buffer.from(value), metadata: { contentType: "application/json" } }] });
+        const back = await raw.unary("GetState", { store_name: "mem", key: "re" });
+        assert.equal(Buffer.from(back.data).toString(), '{"a":12345678901234567000,"f":0.1234567891,"s":"\\u003cb\\u003e\\u0026amp;\\u003c/b\\u003e","z":1}');
+      } finally {
+        raw.close();
+      }
+    });
+
+    it("redis etags are integers (a malformed one is INVALID_ARGUMENT); in-memory etags are uuids and a stale one on a missing key is ABORTED", async () => {
+      const e1 = await rt.state.save("s1", "v", "one");
+      assert.match(e1, /^\d+$/);
+      await rejectsCode(rt.state.save("s1", "v", "x", { etag: "not-a-number" }), Code.INVALID_ARGUMENT, /etag/);
+      const m1 = await rt.state.save("mem", "v", "one");
+      assert.match(m1, /^[0-9a-f-]{36}$/);
+      await rejectsCode(rt.state.save("mem", "missing", "x", { etag: m1 }), Code.ABORTED);
+    });
+
+    it("Redis Stack: JSON documents are saved, read, bulk read, deleted with their etag checked and bulk deleted", async () => {
+      const etag = await rt.state.save("docs", "d1", '{"name":"apple","n":1}');
+      assert.equal(etag, "1");
+      const got = await rt.state.get("docs", "d1");
+      assert.deepEqual(JSON.parse(got!.value), { name: "apple", n: 1 });
+      assert.deepEqual((await rt.state.getBulk("docs", ["d1", "nope"])).map((i) => i.key), ["d1"]);
+      await rejectsCode(rt.state.delete("docs", "d1", { etag: "7" }), Code.ABORTED);
+      assert.ok(await rt.state.get("docs", "d1"), "a stale etag deletes nothing");
+      await rt.state.delete("docs", "d1", { etag: "1" });
+      assert.equal(await rt.state.get("docs", "d1"), undefined);
+      await rt.state.save("docs", "d2", "[1,2]");
+      await rt.state.save("docs", "d3", '"text"');
+      await rt.state.deleteBulk("docs", ["d2", "d3"]);
+      assert.deepEqual(await rt.state.getBulk("docs", ["d2", "d3"]), []);
+      // A value that is not JSON cannot be a document: refused in-band, naming the store and its index.
+      await rejectsCode(rt.state.save("docs", "bad", "not json"), Code.INVALID_ARGUMENT, /value must be JSON.*docs.*docs-index/);
+    });
+
+    it("Redis Stack: the sidecar refuses what daprd refuses (without contentType WRONGTYPE, no queryIndexName, 10-row default page)", async () => {
+      await rt.state.save("docs", "w1", '{"n":1}');
+      const raw = rawDaprClient(sidecar.port);
+      try {
+        await assert.rejects(raw.unary("GetState", { store_name: "docs", key: "w1" }), /WRONGTYPE/);
+        await assert.rejects(raw.unary("QueryStateAlpha1", { store_name: "docs", query: "{}", metadata: { contentType: "application/json" } }), /query index not found/);
+        for (let i = 0; i < 12; i++) await rt.state.save("docs", `ten${i}`, JSON.stringify({ n: 100 + i }));
+        const noLimit = await raw.unary("QueryStateAlpha1", { store_name: "docs", query: "{}", metadata: { contentType: "application/json", queryIndexName: "docs-index" } });
+        assert.equal(noLimit.results.length, 10);
+        assert.equal(noLimit.token, "");
+      } finally {
+        raw.close();
+        for (let i = 0; i < 12; i++) await rt.state.delete("docs", `ten${i}`);
+        await rt.state.delete("docs", "w1");
+      }
+    });
+
+    it("Redis Stack queries send queryIndexName and an explicit page.limit: 25 documents come back whole, limit pages", async () => {
+      for (let i = 1; i <= 25; i++) await rt.state.save("docs", `q${i}`, JSON.stringify({ n: i, kind: i % 2 ? "odd" : "even" }));
+      const all = await rt.state.query("docs", "{}", 0);
+      assert.equal(all.items.length, 25, "not cut at RediSearch's 10 rows");
+      const odd = await rt.state.query("docs", JSON.stringify({ filter: { EQ: { kind: "odd" } }, sort: [{ key: "n" }] }), 0);
+      assert.deepEqual(odd.items.map((i) => i.key), Array.from({ length: 13 }, (_, i) => `q${2 * i + 1}`));
+      const capped = await rt.state.query("docs", JSON.stringify({ filter: { GTE: { n: 1 } }, sort: [{ key: "n", order: "DESC" }] }), 2);
+      assert.deepEqual(capped.items.map((i) => i.key), ["q25", "q24"]);
       assert.ok(capped.token);
-      await rejectsCode(rt.state.query("s1", "{not json", 0), Code.INVALID_ARGUMENT, /query/);
+      await rejectsCode(rt.state.query("docs", JSON.stringify({ filter: { EQ: { other: 1 } } }), 0), Code.INTERNAL, /not indexed/);
+      await rejectsCode(rt.state.query("docs", "{not json", 0), Code.INVALID_ARGUMENT, /query/);
     });
 
     it("maps daprd's codes: unknown store INVALID_ARGUMENT, store without query support INTERNAL", async () => {
       await rejectsCode(rt.state.get("nope", "k"), Code.INVALID_ARGUMENT, /nope/);
-      await rejectsCode(rt.state.query("plain", "{}", 0), Code.INTERNAL, /does not support querying/);
+      await rejectsCode(rt.state.query("plain", "{}", 0), Code.INTERNAL, /redis-json server support is required/);
+      await rejectsCode(rt.state.query("mem", "{}", 0), Code.INTERNAL, /does not support querying/);
     });
   });
 
