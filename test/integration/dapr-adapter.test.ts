@@ -259,6 +259,21 @@ describe("dapr adapter against the test sidecar", () => {
       assert.equal((await rt.health()).status, "Healthy");
       await sub.close();
     });
+
+    it("a resubscribe answered INVALID_ARGUMENT 'subscriber is closed' (daprd reloading) is retried, not given up", async () => {
+      const got: string[] = [];
+      let errors = 0;
+      const sub = await rt.pubsub.subscribe("reload", { onEvent: (e) => got.push(e.id), onError: () => errors++ });
+      // stop() ends the stream UNKNOWN "stream closed", as daprd does on SIGTERM; then three resubscribes are refused.
+      sidecar.rejectNextSubscribes(3);
+      await sidecar.stop();
+      await sidecar.restart();
+      await waitFor(() => sidecar.broker.count("reload") === 1, "the adapter to resubscribe past the refusals", 8000);
+      await rt.pubsub.publish("reload", event({ id: "after-reload" }));
+      await waitFor(() => got.length === 1, "the event after the reload");
+      assert.equal(errors, 0, "the subscription was never reported dead");
+      await sub.close();
+    });
   });
 
   describe("jobs", () => {
@@ -366,6 +381,83 @@ describe("test sidecar protocol rules (dapr-facts.md)", () => {
     assert.deepEqual(sub.events.map((e) => Buffer.from(e.data).toString()), ["", "hi", '{"a":1}']);
     assert.equal(sub.events[0].type, "com.dapr.event.sent");
     sub.cancel();
+  });
+
+  it("maps delivery data like daprd: data_base64 exact, text/* and application/xml as strings, exactly application/json re-encoded, every other type EMPTY", async () => {
+    const sub = await raw.subscribe("map");
+    const json = '{"z":1,"a":"<&>","big":12345678901234567891}';
+    const cases: Array<[string, string, string]> = [
+      // [datacontenttype, data member of the published CloudEvent (JSON), data bytes delivered]
+      ["application/json", json, '{"a":"\\u003c\\u0026\\u003e","big":12345678901234567000,"z":1}'],
+      ["application/problem+json", json, ""],
+      ["application/vnd.x+json", json, ""],
+      ["text/json", json, ""],
+      ["application/atom+xml", '"<feed/>"', ""],
+      ["application/xml", '"<a/>"', "<a/>"],
+      ["text/plain", '"hi"', "hi"],
+    ];
+    for (const [i, [ct, data]] of cases.entries()) {
+      const ce = `{"specversion":"1.0","id":"m${i}","source":"urn:x","type":"t","datacontenttype":"${ct}","data":${data}}`;
+      await raw.unary("PublishEvent", { pubsub_name: "pubsub", topic: "map", data: Buffer.from(ce), data_content_type: "application/cloudevents+json" });
+    }
+    const b64 = Buffer.from(json).toString("base64");
+    const ce = `{"specversion":"1.0","id":"b64","source":"urn:x","type":"t","datacontenttype":"application/problem+json","data_base64":"${b64}"}`;
+    await raw.unary("PublishEvent", { pubsub_name: "pubsub", topic: "map", data: Buffer.from(ce), data_content_type: "application/cloudevents+json" });
+    await waitFor(() => sub.events.length === cases.length + 1, "every event");
+    for (const [i, [ct, , want]] of cases.entries()) assert.equal(Buffer.from(sub.events[i].data).toString(), want, ct);
+    assert.equal(Buffer.from(sub.events[cases.length].data).toString(), json, "data_base64 comes back byte for byte");
+    assert.equal(sub.events[cases.length].data_content_type, "application/problem+json");
+    sub.cancel();
+  });
+
+  it("answers protocol errors with daprd's codes: UNKNOWN for a missing or duplicate initial request", async () => {
+    const grpc = await import("@grpc/grpc-js");
+    const call = (raw.client as any).SubscribeTopicEventsAlpha1() as import("@grpc/grpc-js").ClientDuplexStream<any, any>;
+    const err = await new Promise<any>((resolve) => {
+      call.on("error", resolve);
+      call.on("data", () => undefined);
+      call.write({ event_processed: { id: "x", status: { status: "SUCCESS" } } });
+    });
+    assert.equal(err.code, grpc.status.UNKNOWN);
+    const sub = await raw.subscribe("dup");
+    const dup = await new Promise<any>((resolve) => {
+      sub.call.on("error", resolve);
+      sub.call.write({ initial_request: { pubsub_name: "pubsub", topic: "dup", metadata: {} } });
+    });
+    assert.equal(dup.code, grpc.status.UNKNOWN);
+    assert.match(dup.details, /duplicate initial request/);
+  });
+
+  it("refuses job names the Scheduler refuses (not a DNS-1123 subdomain) with INTERNAL, like daprd", async () => {
+    for (const name of ["nightly#1", "a..b", "x.", "Nightly", "caf\u00e9", "n".repeat(254)]) {
+      await assert.rejects(raw.unary("ScheduleJobAlpha1", { job: { name, due_time: "1h" }, overwrite: false }), (e: any) => {
+        assert.equal(e.code, 13, name);
+        assert.match(e.details, /failed to schedule job due to: .*job name is invalid/);
+        return true;
+      });
+    }
+    await raw.unary("ScheduleJobAlpha1", { job: { name: "nightly-1.report_x", due_time: "1h" }, overwrite: false });
+    await raw.unary("DeleteJobAlpha1", { name: "nightly-1.report_x" });
+  });
+
+  it("pubsub.in-memory never redelivers: an event unacked when its stream closes is gone", async () => {
+    const mem = await startTestDaprSidecar({ pubsubNames: ["pubsub"], pubsubKind: "in-memory" });
+    const memRaw = rawDaprClient(mem.port);
+    try {
+      const first = await memRaw.subscribe("once", { autoAck: false });
+      await memRaw.unary("PublishEvent", { pubsub_name: "pubsub", topic: "once", data: Buffer.from("x"), data_content_type: "text/plain" });
+      await waitFor(() => first.events.length === 1, "the delivery");
+      first.cancel();
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(mem.broker.backlog("once"), 0);
+      const second = await memRaw.subscribe("once");
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(second.events.length, 0);
+      second.cancel();
+    } finally {
+      memRaw.close();
+      await mem.close();
+    }
   });
 
   it("redelivers events that were not acked when their stream closed", async () => {

@@ -79,6 +79,13 @@ export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<
     },
     async save(store, key, value, opts = {}) {
       const etag = opts.etag;
+      // contrib state/redis creates a missing key whatever etag is given (its setDefaultQuery only compares with an
+      // existing version); the spec says an etag on a key that is not stored is a mismatch, as the embedded store and
+      // state.in-memory do. Checked here first; a delete racing between this read and the write is the one case
+      // where Redis still creates the key (docs/dapr.md "State").
+      if (etag !== undefined && etag !== "" && !(await get(store, key, opts.signal))) {
+        throw new GatewayError(Code.ABORTED, `etag mismatch for key ${key}: given ${etag}, but the key is not stored`);
+      }
       const index = queryIndexes.get(store);
       if (index !== undefined && !isJson(value)) {
         throw new GatewayError(
@@ -159,7 +166,9 @@ export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<
         // hands a token after every non-empty page, so a short page is the end too.
         if (cap > 0 || !token || results.length < want) break;
       }
-      return { items: cap > 0 ? items.slice(0, cap) : items, token: cap > 0 ? token : "" };
+      // Redis hands a token after the last page too; a page shorter than asked for is the end, so no token then.
+      const more = cap > 0 && token !== "" && items.length >= cap;
+      return { items: cap > 0 ? items.slice(0, cap) : items, token: more ? token : "" };
     },
   };
 }
