@@ -68,7 +68,7 @@ const isJsonCt = (md: Record<string, string> | undefined): boolean => md?.["cont
  *   TryGetQueryIndexName), filter and sort keys must be indexed, one sort key only, comparisons are numeric, and
  *   without `page.limit` the answer is the first 10 rows and no token; with one, a token (the next offset) comes
  *   after every non-empty page (`redis_query.go` Finalize/execute). Filter semantics reuse the embedded evaluator
- *   (RediSearch TEXT fields would also tokenize; the gateway's docs say to index exact-match fields as TAG).
+ *   (RediSearch TEXT fields would also tokenize: contrib builds a string EQ as the full-text match `@field:(value)`).
  */
 export function stateHandlers(rules: StateRules, appId: string, token: () => string | undefined): grpc.UntypedServiceImplementation {
   const data = new Map<string, Map<string, Entry>>();
