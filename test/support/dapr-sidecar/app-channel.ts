@@ -46,7 +46,11 @@ export function appChannel(o: AppChannelOptions): AppChannel {
     const HC = grpc.makeGenericClientConstructor(daprService("AppCallbackHealthCheck"), "AppCallbackHealthCheck");
     const CB = grpc.makeGenericClientConstructor(appCallbackWithJobEvent(), "AppCallback");
     const creds = grpc.credentials.createInsecure();
-    return (clients = { address, hc: new HC(address, creds), cb: new CB(address, creds) });
+    // A real daprd is another process: its channel must not share grpc-js's global subchannel pool with the test's
+    // own clients of the gateway, or a probe that found the port closed (TRANSIENT_FAILURE, backing off) would make
+    // the test's first calls fail UNAVAILABLE.
+    const opts = { "grpc.use_local_subchannel_pool": 1 };
+    return (clients = { address, hc: new HC(address, creds, opts), cb: new CB(address, creds, opts) });
   };
   // No metadata at all: daprd sends no token on these two calls.
   const call = (client: grpc.Client, method: string): Promise<grpc.ServiceError | null> =>

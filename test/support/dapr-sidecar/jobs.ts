@@ -94,7 +94,9 @@ export function jobHandlers(
     const V18 = grpc.makeGenericClientConstructor(appCallbackWithJobEvent(), "AppCallback");
     const Alpha = grpc.makeGenericClientConstructor(daprService("AppCallbackAlpha"), "AppCallbackAlpha");
     const creds = grpc.credentials.createInsecure();
-    return (clients = { address, v18: new V18(address, creds), alpha: new Alpha(address, creds) });
+    // Own subchannels, like a separate daprd process (see app-channel.ts).
+    const opts = { "grpc.use_local_subchannel_pool": 1 };
+    return (clients = { address, v18: new V18(address, creds, opts), alpha: new Alpha(address, creds, opts) });
   };
   const invoke = (client: grpc.Client, method: string, req: object): Promise<void> =>
     new Promise((resolve, reject) => {
