@@ -67,6 +67,23 @@ for (const fixture of runtimeFixtures) {
       }
     });
 
+    it("the Tier 0 state change payload keeps the spec's members and their order (service, key, action, value)", async () => {
+      const ps = gw().client("io.cloudevents.v1.Pubsub");
+      const sub = subscribe(ps, ["state.change"], withKey(KEY));
+      try {
+        await sub.ready();
+        const state = gw().client("platform.State");
+        const res = await unary(state, "SaveState", { service: "orders", key: "tier0", value: TRICKY_JSON, publish_change: true, include_value: true }, withKey(KEY));
+        assert.equal(res.status.success, true, res.status.message);
+        await sub.count(1);
+        const text = sub.got[0].cloudevent.text_data as string;
+        assert.deepEqual(Object.keys(JSON.parse(text)), ["service", "key", "action", "value"]);
+        assert.equal(text, JSON.stringify({ service: "orders", key: "tier0", action: "save", value: TRICKY_JSON }));
+      } finally {
+        sub.call.cancel();
+      }
+    });
+
     it("trigger names the Scheduler refuses (not a DNS-1123 subdomain) are refused in-band, naming the rule", async () => {
       const trigger = gw().client("platform.Trigger");
       for (const name of ["nightly#1", "a..b", "x.", "Nightly", "caf\u00e9", ".x", "-"]) {
