@@ -440,6 +440,53 @@ describe("test sidecar protocol rules (dapr-facts.md)", () => {
     await raw.unary("DeleteJobAlpha1", { name: "nightly-1.report_x" });
   });
 
+  it("delivers jobs only while the app is healthy, probing HealthCheck and listing subscriptions without a token", async () => {
+    const grpcJs = await import("@grpc/grpc-js");
+    const { appCallbackWithJobEvent, daprService } = await import("../../src/runtime/dapr/protos.js");
+    let healthy = false;
+    const seen: Array<{ method: string; token: unknown }> = [];
+    const app = new grpcJs.Server();
+    const record = (method: string, md: import("@grpc/grpc-js").Metadata): void => void seen.push({ method, token: md.get("dapr-api-token")[0] });
+    app.addService(daprService("AppCallbackHealthCheck"), {
+      HealthCheck: (call: any, cb: any) => {
+        record("HealthCheck", call.metadata);
+        cb(healthy ? null : { code: grpcJs.status.UNAVAILABLE, details: "not yet" }, {});
+      },
+    });
+    app.addService(appCallbackWithJobEvent(), {
+      ListTopicSubscriptions: (call: any, cb: any) => {
+        record("ListTopicSubscriptions", call.metadata);
+        cb(null, { subscriptions: [] });
+      },
+      OnJobEvent: (call: any, cb: any) => {
+        record("OnJobEvent", call.metadata);
+        cb(null, {});
+      },
+    });
+    const appPort = await new Promise<number>((resolve, reject) =>
+      app.bindAsync("127.0.0.1:0", grpcJs.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
+    const sc = await startTestDaprSidecar({ appAddress: `127.0.0.1:${appPort}`, appApiToken: "app-tok", appHealthCheck: { intervalMs: 30 } });
+    const scRaw = rawDaprClient(sc.port);
+    try {
+      await scRaw.unary("ScheduleJobAlpha1", { job: { name: "gated", due_time: "0s" }, overwrite: false });
+      await waitFor(() => seen.filter((c) => c.method === "HealthCheck").length >= 3, "three failed probes");
+      assert.equal(sc.appHealthy, false);
+      assert.equal(seen.some((c) => c.method === "OnJobEvent"), false, "no job while the app is unhealthy");
+      healthy = true;
+      await waitFor(() => seen.some((c) => c.method === "OnJobEvent"), "the job once the app is healthy", 5000);
+      const list = seen.find((c) => c.method === "ListTopicSubscriptions");
+      assert.ok(list, "ListTopicSubscriptions is called when the app turns healthy");
+      assert.equal(list.token, undefined);
+      assert.ok(seen.filter((c) => c.method === "HealthCheck").every((c) => c.token === undefined), "probes carry no token");
+      assert.equal(seen.find((c) => c.method === "OnJobEvent")!.token, "app-tok", "job callbacks carry the app token");
+    } finally {
+      scRaw.close();
+      await sc.close();
+      app.forceShutdown();
+    }
+  });
+
   it("pubsub.in-memory never redelivers: an event unacked when its stream closes is gone", async () => {
     const mem = await startTestDaprSidecar({ pubsubNames: ["pubsub"], pubsubKind: "in-memory" });
     const memRaw = rawDaprClient(mem.port);
