@@ -24,7 +24,7 @@ COPY --from=build /app/dist ./dist
 USER node
 EXPOSE 5000 8080
 # Exec form, no shell and no npm in between: node is PID 1 and receives SIGTERM itself; the gateway handles it
-# (src/main/cli.ts: drain, then exit within --shutdown-timeout-ms). Node reaps no zombies, but the gateway starts no
+# (src/main/cli.ts: drain, then exit within --shutdown-timeout). Node reaps no zombies, but the gateway starts no
 # child processes (worker threads only); add `docker run --init` / tini if you wrap it in a script that does.
 # ENTRYPOINT + CMD rather than one CMD so Kubernetes `args:` (deployment.yaml) replace only the flags.
 ENTRYPOINT ["node", "dist/src/main/cli.js"]
