@@ -8,6 +8,7 @@ import { rawDaprClient, type RawDaprClient } from "../support/dapr-sidecar/raw-c
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { freePort } from "../support/runtimes.js";
 import { validateGatewayOptions } from "../../src/main/options.js";
+import { validateServicesConfig } from "../../src/main/config.js";
 import { event, publish, subscribe, type Sub } from "./pubsub-support.js";
 
 const KEY = "gw-key";
@@ -217,5 +218,17 @@ describe("dapr runtime without APP_API_TOKEN", () => {
     } finally {
       if (saved !== undefined) process.env["APP_API_TOKEN"] = saved;
     }
+  });
+});
+
+describe("services config state.queryIndexName", () => {
+  it("is kept per service; one store cannot have two indexes; it must be a non-empty string", () => {
+    const reg = validateServicesConfig({ services: [{ name: "a", state: { storeName: "s", keys: [], queryIndexName: "idx" } }, { name: "b", state: { storeName: "s", keys: [], queryIndexName: "idx" } }] });
+    assert.equal(reg.get("a")?.state?.queryIndexName, "idx");
+    assert.throws(
+      () => validateServicesConfig({ services: [{ name: "a", state: { storeName: "s", keys: [], queryIndexName: "one" } }, { name: "b", state: { storeName: "s", keys: [], queryIndexName: "two" } }] }),
+      /service "b".state.queryIndexName: store s already uses query index "one"/,
+    );
+    assert.throws(() => validateServicesConfig({ services: [{ name: "a", state: { storeName: "s", keys: [], queryIndexName: 5 } }] }), /a.*state.*queryIndexName/);
   });
 });
