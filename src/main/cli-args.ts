@@ -32,8 +32,9 @@ Options (each has an environment variable; the flag wins):
   --dapr-grpc-port <port> Dapr sidecar gRPC port                        DAPR_GRPC_PORT (default 50001)
   -h, --help              print this help
 
-Dapr tokens come from DAPR_API_TOKEN (sent to the sidecar) and APP_API_TOKEN (required on sidecar callbacks).
-With no API key the gateway accepts every caller and refuses to bind a non-loopback host.
+Dapr tokens come from DAPR_API_TOKEN (sent to the sidecar) and APP_API_TOKEN (required on sidecar job callbacks).
+With no API key the gateway accepts every caller and refuses to bind a non-loopback host; the same holds for
+--sidecar dapr without APP_API_TOKEN (its job callbacks would accept anyone).
 `;
 
 /** A flag's value, else the environment variable's (an empty variable counts as unset), with where it came from. */

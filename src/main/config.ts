@@ -16,7 +16,12 @@ export interface ServiceConfig {
   /** Backend gRPC address; absent for non-dialable entries. `channels` overrides the pool size. */
   grpc?: { host: string; port: number; channels?: number };
   pubsub?: { pubsubName: string };
-  state?: { storeName: string; keys: string[] };
+  /**
+   * `queryIndexName`: with `--sidecar dapr`, the Redis Stack query index (one of the state component's
+   * `queryIndexes`) this store's queries use; it also makes the store keep JSON documents (docs/dapr.md "State").
+   * Ignored by the embedded runtime.
+   */
+  state?: { storeName: string; keys: string[]; queryIndexName?: string };
   jobs?: { crons: CronJobConfig[] };
 }
 
@@ -90,13 +95,14 @@ function validateEntry(raw: unknown, index: number, problems: Problems): Service
     const s = raw["state"];
     if (!isObject(s)) problems.push(`${where}.state: must be an object {storeName, keys}`);
     else {
-      checkKeys(s, ["storeName", "keys"], `${where}.state`, problems);
+      checkKeys(s, ["storeName", "keys", "queryIndexName"], `${where}.state`, problems);
       const storeName = str(s, "storeName", `${where}.state`, problems) ?? "";
+      const queryIndexName = s["queryIndexName"] === undefined ? undefined : str(s, "queryIndexName", `${where}.state`, problems);
       const keys = s["keys"] ?? [];
       if (!Array.isArray(keys) || keys.some((k) => typeof k !== "string")) {
         problems.push(`${where}.state.keys: must be a list of strings (got ${JSON.stringify(keys)})`);
       }
-      entry.state = { storeName, keys: Array.isArray(keys) ? (keys as string[]) : [] };
+      entry.state = { storeName, keys: Array.isArray(keys) ? (keys as string[]) : [], ...(queryIndexName ? { queryIndexName } : {}) };
     }
   }
   if (raw["jobs"] !== undefined) {
@@ -155,6 +161,15 @@ export function validateServicesConfig(doc: unknown, pubsubFlag?: string): Servi
   if (names.size > 1) {
     const parts = [...names].map(([n, who]) => `${n} (${who.join(", ")})`);
     problems.push(`pubsub.pubsubName must be the same for every entry; found ${parts.join(" vs ")}`);
+  }
+  const indexes = new Map<string, { index: string; service: string }>();
+  for (const s of services) {
+    const st = s.state;
+    if (!st?.queryIndexName) continue;
+    const earlier = indexes.get(st.storeName);
+    if (earlier && earlier.index !== st.queryIndexName) {
+      problems.push(`service "${s.name}".state.queryIndexName: store ${st.storeName} already uses query index "${earlier.index}" (service "${earlier.service}"); one store has one index`);
+    } else indexes.set(st.storeName, { index: st.queryIndexName, service: s.name });
   }
   if (problems.length > 0) {
     throw new GatewayError(Code.INVALID_ARGUMENT, `invalid services configuration:\n  - ${problems.join("\n  - ")}`);

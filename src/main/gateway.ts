@@ -96,12 +96,16 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       host: opts.daprHost,
       grpcPort: opts.daprGrpcPort,
       ...(opts.daprApiToken ? { apiToken: opts.daprApiToken } : {}),
+      queryIndexes: new Map(services.all.flatMap((s) => (s.state?.queryIndexName ? [[s.state.storeName, s.state.queryIndexName] as const] : []))),
     }));
   let closing = false;
   const ctx: GatewayContext = { options: opts, services, runtime, logger, metrics, isClosing: () => closing };
   if (opts.apiKeys.length === 0) logger.warn({ host: opts.host }, "no API key configured: every caller is accepted (loopback host only)");
   if (opts.forwardCredentialHeaders.length > 0) {
     logger.warn({ headers: opts.forwardCredentialHeaders }, "OVERRIDE: forwarding headers that look like credentials to backends (--forward-credential-header)");
+  }
+  if (opts.sidecar === "dapr" && !opts.appApiToken) {
+    logger.warn({ host: opts.host }, "no APP_API_TOKEN configured: Dapr job callbacks on the gRPC port accept any caller (loopback host only)");
   }
 
   const configOps = createConfigOps(services);

@@ -160,6 +160,15 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
   }
   const sidecar = o.sidecar ?? "embedded";
   if (sidecar !== "embedded" && sidecar !== "dapr") bad("sidecar", sidecar, "must be embedded or dapr");
+  const appApiToken = o.appApiToken ?? process.env["APP_API_TOKEN"] ?? undefined;
+  // Same rule as the API keys: with Dapr the gRPC port hosts the job callbacks (sidecar-callback-facility.ts), which
+  // take no x-api-key; without APP_API_TOKEN anyone who reaches the port could fire any trigger.
+  if (sidecar === "dapr" && !appApiToken && !isLoopbackHost(host)) {
+    throw new GatewayError(
+      Code.FAILED_PRECONDITION,
+      `refusing to serve on non-loopback host ${host} with --sidecar dapr and no APP_API_TOKEN: the Dapr job callbacks on the gRPC port would accept anyone; set APP_API_TOKEN (the same secret daprd's app token uses), or bind 127.0.0.1`,
+    );
+  }
   const logLevel = o.logLevel ?? "info";
   if (!LOG_LEVELS.includes(logLevel)) bad("logLevel", logLevel, `must be one of ${LOG_LEVELS.join(", ")}`);
   if (o.pubsubName !== undefined && (typeof o.pubsubName !== "string" || o.pubsubName === "")) {
@@ -231,7 +240,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     daprHost: o.daprHost ?? "127.0.0.1",
     daprGrpcPort: port("daprGrpcPort", o.daprGrpcPort ?? envDaprPort, 50001),
     daprApiToken: o.daprApiToken ?? process.env["DAPR_API_TOKEN"] ?? undefined,
-    appApiToken: o.appApiToken ?? process.env["APP_API_TOKEN"] ?? undefined,
+    appApiToken,
     logDestination: o.logDestination,
   });
 }

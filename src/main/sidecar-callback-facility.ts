@@ -29,8 +29,13 @@ function sameSecret(given: string, expected: string): boolean {
  *   OnJobEvent (daprd v1.18) runs the job handler; the other methods are UNIMPLEMENTED;
  * - `AppCallbackAlpha.OnJobEventAlpha1` (daprd up to v1.17) runs the job handler;
  * - `AppCallbackHealthCheck.HealthCheck` answers OK while the gateway is not shutting down.
- * These calls carry no `x-api-key`; with `appApiToken` ($APP_API_TOKEN) set, a call without that exact
- * `dapr-api-token` is rejected UNAUTHENTICATED. A job handler failure is returned as the call's error so daprd applies
+ * These calls carry no `x-api-key`. With `appApiToken` ($APP_API_TOKEN) set, a job callback without that exact
+ * `dapr-api-token` is rejected UNAUTHENTICATED. HealthCheck and ListTopicSubscriptions are answered without a token:
+ * daprd's gRPC app channel never sends one on them (dapr `pkg/channel/grpc/grpc_channel.go` HealthProbe and
+ * `pkg/runtime/pubsub/subscriptions.go` GetSubscriptionsGRPC; only sendJob calls AddAppTokenToContext), an app that
+ * refused them would never be marked healthy and daprd would never deliver its jobs, and both answers are constant
+ * (OK, an empty list), so they reveal nothing. Without a token the job callbacks are open to anyone who reaches the
+ * gRPC port, so options validation only allows a loopback host then (src/main/options.ts). A job handler failure is returned as the call's error so daprd applies
  * the job's failure policy; NOT_FOUND tells daprd not to retry.
  */
 export function createSidecarCallbackFacility(ctx: GatewayContext): Facility {
@@ -75,10 +80,8 @@ export function createSidecarCallbackFacility(ctx: GatewayContext): Facility {
         definition: appCallbackWithJobEvent(),
         auth: false,
         impl: {
-          ListTopicSubscriptions: async (_req: unknown, call: UnaryContext) => {
-            checkToken(call.metadata);
-            return { subscriptions: [] };
-          },
+          // No token check: daprd sends none here (see above).
+          ListTopicSubscriptions: async () => ({ subscriptions: [] }),
           OnJobEvent: onJobEvent,
         },
       },
@@ -87,10 +90,8 @@ export function createSidecarCallbackFacility(ctx: GatewayContext): Facility {
         definition: daprService("AppCallbackHealthCheck"),
         auth: false,
         impl: {
-          HealthCheck: async (_req: unknown, call: UnaryContext) => {
-            checkToken(call.metadata);
-            return {};
-          },
+          // No token check: daprd's HealthProbe sends none (see above).
+          HealthCheck: async () => ({}),
         },
       },
     ],

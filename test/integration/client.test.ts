@@ -5,7 +5,7 @@ import { CloudEvent } from "cloudevents";
 import { createGatewayClient, GatewayClientError, GatewayInvocationError, type GatewayClient } from "../../src/client/index.js";
 import { gatewayPackageDefinition } from "../../src/shared/protos.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
-import { runtimeFixtures } from "../support/runtimes.js";
+import { runtimeFixtures, QUERY_INDEX, QUERY_STORE } from "../support/runtimes.js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { nextMessage } from "../support/client-helpers.js";
 
@@ -38,6 +38,8 @@ for (const fixture of runtimeFixtures) {
           services: [
             { name: "orders", grpc: { host: "127.0.0.1", port: backend.port }, pubsub: { pubsubName: "pubsub" }, state: { storeName: "orders-store", keys: ["order.*"] } },
             { name: "shared-components", pubsub: { pubsubName: "pubsub" } },
+            // Queries need a query store on Dapr (Redis Stack with an index; docs/dapr.md "State").
+            { name: "catalog", state: { storeName: QUERY_STORE, keys: [], queryIndexName: QUERY_INDEX } },
           ],
         },
         rt.overrides,
@@ -54,7 +56,7 @@ for (const fixture of runtimeFixtures) {
 
     describe("auth", () => {
       it("sends the key on every call; no key or a wrong key is UNAUTHENTICATED", async () => {
-        assert.equal((await client.listConfigServices()).length, 2);
+        assert.equal((await client.listConfigServices()).length, 3);
         const anon = createGatewayClient({ address: gw.grpcAddress });
         const wrong = createGatewayClient({ address: gw.grpcAddress, apiKey: "nope" });
         try {
@@ -153,9 +155,10 @@ for (const fixture of runtimeFixtures) {
         for (const k of ["order.a", "order.b", "order.c"]) await client.saveState({ service: "orders", key: k, value: `value of ${k}` });
         const bulk = await client.getBulkState("orders", ["order.a", "order.b"]);
         assert.deepEqual(bulk.map((i) => [i.key, i.value]).sort(), [["order.a", "value of order.a"], ["order.b", "value of order.b"]]);
-        const all = await client.queryState({ service: "orders", query: {} });
-        assert.ok(all.items.some((i) => i.key === "order.c"), JSON.stringify(all.items));
-        const limited = await client.queryState({ service: "orders", query: "{}", limit: 1 });
+        for (const k of ["item.a", "item.b"]) await client.saveState({ service: "catalog", key: k, value: JSON.stringify({ name: k }) });
+        const all = await client.queryState({ service: "catalog", query: {} });
+        assert.ok(all.items.some((i) => i.key === "item.b"), JSON.stringify(all.items));
+        const limited = await client.queryState({ service: "catalog", query: "{}", limit: 1 });
         assert.equal(limited.items.length, 1);
         const del = await client.deleteState({ service: "orders", key: "order.c" });
         assert.equal(del.success, true);

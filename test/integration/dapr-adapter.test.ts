@@ -19,6 +19,7 @@ function runtimeOn(port: number, extra: { apiToken?: string; pubsubName?: string
     grpcPort: port,
     connectTimeoutMs: extra.connectTimeoutMs ?? 1000,
     resubscribeBackoff: { initialMs: 20, maxMs: 200 },
+    queryIndexes: new Map([["docs", "docs-index"]]),
     ...(extra.apiToken ? { apiToken: extra.apiToken } : {}),
   });
 }
@@ -45,7 +46,16 @@ describe("dapr adapter against the test sidecar", () => {
   let sidecar: TestDaprSidecar;
   let rt: DaprRuntime;
   before(async () => {
-    sidecar = await startTestDaprSidecar({ stateStores: ["s1", "plain"], nonQueryableStores: ["plain"], pubsubNames: ["pubsub"] });
+    sidecar = await startTestDaprSidecar({
+      stateStores: {
+        s1: { kind: "redis" },
+        plain: { kind: "redis" },
+        mem: { kind: "in-memory" },
+        docs: { kind: "redis-stack", queryIndexes: { "docs-index": ["n", "kind", "name"] } },
+      },
+      defaultStoreKind: null,
+      pubsubNames: ["pubsub"],
+    });
     rt = runtimeOn(sidecar.port);
     await rt.start();
   });
@@ -82,19 +92,87 @@ describe("dapr adapter against the test sidecar", () => {
       assert.deepEqual(await rt.state.getBulk("s1", ["b1", "b2"]), []);
     });
 
-    it("queries JSON values with the DSL, caps with limit and returns the token", async () => {
-      for (let i = 1; i <= 5; i++) await rt.state.save("s1", `q${i}`, JSON.stringify({ n: i, kind: i % 2 ? "odd" : "even" }));
-      const odd = await rt.state.query("s1", JSON.stringify({ filter: { EQ: { kind: "odd" } }, sort: [{ key: "n" }] }), 0);
-      assert.deepEqual(odd.items.map((i) => i.key), ["q1", "q3", "q5"]);
-      const capped = await rt.state.query("s1", JSON.stringify({ filter: { GTE: { n: 1 } }, sort: [{ key: "n", order: "DESC" }] }), 2);
-      assert.deepEqual(capped.items.map((i) => i.key), ["q5", "q4"]);
+    it("a value comes back byte-identical on redis and in-memory stores (no contentType is sent)", async () => {
+      // daprd would decode and re-encode a value sent with contentType application/json: keys sorted, <>& escaped,
+      // integers past 2^53 rounded. Without that metadata the bytes are stored as they are.
+      const value = '{"z":1,"a":12345678901234567891,"s":"<b>&amp;</b>","f":0.1234567891}';
+      for (const store of ["s1", "mem"]) {
+        await rt.state.save(store, "exact", value);
+        assert.equal((await rt.state.get(store, "exact"))?.value, value, store);
+        assert.deepEqual((await rt.state.getBulk(store, ["exact"])).map((i) => i.value), [value], store);
+      }
+      // The sidecar does re-encode when asked to (what the adapter avoids).
+      const raw = rawDaprClient(sidecar.port);
+      try {
+        await raw.unary("SaveState", { store_name: "mem", states: [{ key: "re", value: Buffer.from(value), metadata: { contentType: "application/json" } }] });
+        const back = await raw.unary("GetState", { store_name: "mem", key: "re" });
+        assert.equal(Buffer.from(back.data).toString(), '{"a":12345678901234567000,"f":0.1234567891,"s":"\\u003cb\\u003e\\u0026amp;\\u003c/b\\u003e","z":1}');
+      } finally {
+        raw.close();
+      }
+    });
+
+    it("redis etags are integers (a malformed one is INVALID_ARGUMENT); in-memory etags are uuids and a stale one on a missing key is ABORTED", async () => {
+      const e1 = await rt.state.save("s1", "v", "one");
+      assert.match(e1, /^\d+$/);
+      await rejectsCode(rt.state.save("s1", "v", "x", { etag: "not-a-number" }), Code.INVALID_ARGUMENT, /etag/);
+      const m1 = await rt.state.save("mem", "v", "one");
+      assert.match(m1, /^[0-9a-f-]{36}$/);
+      await rejectsCode(rt.state.save("mem", "missing", "x", { etag: m1 }), Code.ABORTED);
+    });
+
+    it("Redis Stack: JSON documents are saved, read, bulk read, deleted with their etag checked and bulk deleted", async () => {
+      const etag = await rt.state.save("docs", "d1", '{"name":"apple","n":1}');
+      assert.equal(etag, "1");
+      const got = await rt.state.get("docs", "d1");
+      assert.deepEqual(JSON.parse(got!.value), { name: "apple", n: 1 });
+      assert.deepEqual((await rt.state.getBulk("docs", ["d1", "nope"])).map((i) => i.key), ["d1"]);
+      await rejectsCode(rt.state.delete("docs", "d1", { etag: "7" }), Code.ABORTED);
+      assert.ok(await rt.state.get("docs", "d1"), "a stale etag deletes nothing");
+      await rt.state.delete("docs", "d1", { etag: "1" });
+      assert.equal(await rt.state.get("docs", "d1"), undefined);
+      await rt.state.save("docs", "d2", "[1,2]");
+      await rt.state.save("docs", "d3", '"text"');
+      await rt.state.deleteBulk("docs", ["d2", "d3"]);
+      assert.deepEqual(await rt.state.getBulk("docs", ["d2", "d3"]), []);
+      // A value that is not JSON cannot be a document: refused in-band, naming the store and its index.
+      await rejectsCode(rt.state.save("docs", "bad", "not json"), Code.INVALID_ARGUMENT, /value must be JSON.*docs.*docs-index/);
+    });
+
+    it("Redis Stack: the sidecar refuses what daprd refuses (without contentType WRONGTYPE, no queryIndexName, 10-row default page)", async () => {
+      await rt.state.save("docs", "w1", '{"n":1}');
+      const raw = rawDaprClient(sidecar.port);
+      try {
+        await assert.rejects(raw.unary("GetState", { store_name: "docs", key: "w1" }), /WRONGTYPE/);
+        await assert.rejects(raw.unary("QueryStateAlpha1", { store_name: "docs", query: "{}", metadata: { contentType: "application/json" } }), /query index not found/);
+        for (let i = 0; i < 12; i++) await rt.state.save("docs", `ten${i}`, JSON.stringify({ n: 100 + i }));
+        const noLimit = await raw.unary("QueryStateAlpha1", { store_name: "docs", query: "{}", metadata: { contentType: "application/json", queryIndexName: "docs-index" } });
+        assert.equal(noLimit.results.length, 10);
+        assert.equal(noLimit.token, "");
+      } finally {
+        raw.close();
+        for (let i = 0; i < 12; i++) await rt.state.delete("docs", `ten${i}`);
+        await rt.state.delete("docs", "w1");
+      }
+    });
+
+    it("Redis Stack queries send queryIndexName and an explicit page.limit: 25 documents come back whole, limit pages", async () => {
+      for (let i = 1; i <= 25; i++) await rt.state.save("docs", `q${i}`, JSON.stringify({ n: i, kind: i % 2 ? "odd" : "even" }));
+      const all = await rt.state.query("docs", "{}", 0);
+      assert.equal(all.items.length, 25, "not cut at RediSearch's 10 rows");
+      const odd = await rt.state.query("docs", JSON.stringify({ filter: { EQ: { kind: "odd" } }, sort: [{ key: "n" }] }), 0);
+      assert.deepEqual(odd.items.map((i) => i.key), Array.from({ length: 13 }, (_, i) => `q${2 * i + 1}`));
+      const capped = await rt.state.query("docs", JSON.stringify({ filter: { GTE: { n: 1 } }, sort: [{ key: "n", order: "DESC" }] }), 2);
+      assert.deepEqual(capped.items.map((i) => i.key), ["q25", "q24"]);
       assert.ok(capped.token);
-      await rejectsCode(rt.state.query("s1", "{not json", 0), Code.INVALID_ARGUMENT, /query/);
+      await rejectsCode(rt.state.query("docs", JSON.stringify({ filter: { EQ: { other: 1 } } }), 0), Code.INTERNAL, /not indexed/);
+      await rejectsCode(rt.state.query("docs", "{not json", 0), Code.INVALID_ARGUMENT, /query/);
     });
 
     it("maps daprd's codes: unknown store INVALID_ARGUMENT, store without query support INTERNAL", async () => {
       await rejectsCode(rt.state.get("nope", "k"), Code.INVALID_ARGUMENT, /nope/);
-      await rejectsCode(rt.state.query("plain", "{}", 0), Code.INTERNAL, /does not support querying/);
+      await rejectsCode(rt.state.query("plain", "{}", 0), Code.INTERNAL, /redis-json server support is required/);
+      await rejectsCode(rt.state.query("mem", "{}", 0), Code.INTERNAL, /does not support querying/);
     });
   });
 
@@ -179,6 +257,21 @@ describe("dapr adapter against the test sidecar", () => {
       assert.deepEqual(got, ["before", "after"]);
       assert.equal(errors, 0);
       assert.equal((await rt.health()).status, "Healthy");
+      await sub.close();
+    });
+
+    it("a resubscribe answered INVALID_ARGUMENT 'subscriber is closed' (daprd reloading) is retried, not given up", async () => {
+      const got: string[] = [];
+      let errors = 0;
+      const sub = await rt.pubsub.subscribe("reload", { onEvent: (e) => got.push(e.id), onError: () => errors++ });
+      // stop() ends the stream UNKNOWN "stream closed", as daprd does on SIGTERM; then three resubscribes are refused.
+      sidecar.rejectNextSubscribes(3);
+      await sidecar.stop();
+      await sidecar.restart();
+      await waitFor(() => sidecar.broker.count("reload") === 1, "the adapter to resubscribe past the refusals", 8000);
+      await rt.pubsub.publish("reload", event({ id: "after-reload" }));
+      await waitFor(() => got.length === 1, "the event after the reload");
+      assert.equal(errors, 0, "the subscription was never reported dead");
       await sub.close();
     });
   });
@@ -288,6 +381,130 @@ describe("test sidecar protocol rules (dapr-facts.md)", () => {
     assert.deepEqual(sub.events.map((e) => Buffer.from(e.data).toString()), ["", "hi", '{"a":1}']);
     assert.equal(sub.events[0].type, "com.dapr.event.sent");
     sub.cancel();
+  });
+
+  it("maps delivery data like daprd: data_base64 exact, text/* and application/xml as strings, exactly application/json re-encoded, every other type EMPTY", async () => {
+    const sub = await raw.subscribe("map");
+    const json = '{"z":1,"a":"<&>","big":12345678901234567891}';
+    const cases: Array<[string, string, string]> = [
+      // [datacontenttype, data member of the published CloudEvent (JSON), data bytes delivered]
+      ["application/json", json, '{"a":"\\u003c\\u0026\\u003e","big":12345678901234567000,"z":1}'],
+      ["application/problem+json", json, ""],
+      ["application/vnd.x+json", json, ""],
+      ["text/json", json, ""],
+      ["application/atom+xml", '"<feed/>"', ""],
+      ["application/xml", '"<a/>"', "<a/>"],
+      ["text/plain", '"hi"', "hi"],
+    ];
+    for (const [i, [ct, data]] of cases.entries()) {
+      const ce = `{"specversion":"1.0","id":"m${i}","source":"urn:x","type":"t","datacontenttype":"${ct}","data":${data}}`;
+      await raw.unary("PublishEvent", { pubsub_name: "pubsub", topic: "map", data: Buffer.from(ce), data_content_type: "application/cloudevents+json" });
+    }
+    const b64 = Buffer.from(json).toString("base64");
+    const ce = `{"specversion":"1.0","id":"b64","source":"urn:x","type":"t","datacontenttype":"application/problem+json","data_base64":"${b64}"}`;
+    await raw.unary("PublishEvent", { pubsub_name: "pubsub", topic: "map", data: Buffer.from(ce), data_content_type: "application/cloudevents+json" });
+    await waitFor(() => sub.events.length === cases.length + 1, "every event");
+    for (const [i, [ct, , want]] of cases.entries()) assert.equal(Buffer.from(sub.events[i].data).toString(), want, ct);
+    assert.equal(Buffer.from(sub.events[cases.length].data).toString(), json, "data_base64 comes back byte for byte");
+    assert.equal(sub.events[cases.length].data_content_type, "application/problem+json");
+    sub.cancel();
+  });
+
+  it("answers protocol errors with daprd's codes: UNKNOWN for a missing or duplicate initial request", async () => {
+    const grpc = await import("@grpc/grpc-js");
+    const call = (raw.client as any).SubscribeTopicEventsAlpha1() as import("@grpc/grpc-js").ClientDuplexStream<any, any>;
+    const err = await new Promise<any>((resolve) => {
+      call.on("error", resolve);
+      call.on("data", () => undefined);
+      call.write({ event_processed: { id: "x", status: { status: "SUCCESS" } } });
+    });
+    assert.equal(err.code, grpc.status.UNKNOWN);
+    const sub = await raw.subscribe("dup");
+    const dup = await new Promise<any>((resolve) => {
+      sub.call.on("error", resolve);
+      sub.call.write({ initial_request: { pubsub_name: "pubsub", topic: "dup", metadata: {} } });
+    });
+    assert.equal(dup.code, grpc.status.UNKNOWN);
+    assert.match(dup.details, /duplicate initial request/);
+  });
+
+  it("refuses job names the Scheduler refuses (not a DNS-1123 subdomain) with INTERNAL, like daprd", async () => {
+    for (const name of ["nightly#1", "a..b", "x.", "Nightly", "caf\u00e9", "n".repeat(254)]) {
+      await assert.rejects(raw.unary("ScheduleJobAlpha1", { job: { name, due_time: "1h" }, overwrite: false }), (e: any) => {
+        assert.equal(e.code, 13, name);
+        assert.match(e.details, /failed to schedule job due to: .*job name is invalid/);
+        return true;
+      });
+    }
+    await raw.unary("ScheduleJobAlpha1", { job: { name: "nightly-1.report_x", due_time: "1h" }, overwrite: false });
+    await raw.unary("DeleteJobAlpha1", { name: "nightly-1.report_x" });
+  });
+
+  it("delivers jobs only while the app is healthy, probing HealthCheck and listing subscriptions without a token", async () => {
+    const grpcJs = await import("@grpc/grpc-js");
+    const { appCallbackWithJobEvent, daprService } = await import("../../src/runtime/dapr/protos.js");
+    let healthy = false;
+    const seen: Array<{ method: string; token: unknown }> = [];
+    const app = new grpcJs.Server();
+    const record = (method: string, md: import("@grpc/grpc-js").Metadata): void => void seen.push({ method, token: md.get("dapr-api-token")[0] });
+    app.addService(daprService("AppCallbackHealthCheck"), {
+      HealthCheck: (call: any, cb: any) => {
+        record("HealthCheck", call.metadata);
+        cb(healthy ? null : { code: grpcJs.status.UNAVAILABLE, details: "not yet" }, {});
+      },
+    });
+    app.addService(appCallbackWithJobEvent(), {
+      ListTopicSubscriptions: (call: any, cb: any) => {
+        record("ListTopicSubscriptions", call.metadata);
+        cb(null, { subscriptions: [] });
+      },
+      OnJobEvent: (call: any, cb: any) => {
+        record("OnJobEvent", call.metadata);
+        cb(null, {});
+      },
+    });
+    const appPort = await new Promise<number>((resolve, reject) =>
+      app.bindAsync("127.0.0.1:0", grpcJs.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
+    const sc = await startTestDaprSidecar({ appAddress: `127.0.0.1:${appPort}`, appApiToken: "app-tok", appHealthCheck: { intervalMs: 30 } });
+    const scRaw = rawDaprClient(sc.port);
+    try {
+      await scRaw.unary("ScheduleJobAlpha1", { job: { name: "gated", due_time: "0s" }, overwrite: false });
+      await waitFor(() => seen.filter((c) => c.method === "HealthCheck").length >= 3, "three failed probes");
+      assert.equal(sc.appHealthy, false);
+      assert.equal(seen.some((c) => c.method === "OnJobEvent"), false, "no job while the app is unhealthy");
+      healthy = true;
+      await waitFor(() => seen.some((c) => c.method === "OnJobEvent"), "the job once the app is healthy", 5000);
+      const list = seen.find((c) => c.method === "ListTopicSubscriptions");
+      assert.ok(list, "ListTopicSubscriptions is called when the app turns healthy");
+      assert.equal(list.token, undefined);
+      assert.ok(seen.filter((c) => c.method === "HealthCheck").every((c) => c.token === undefined), "probes carry no token");
+      assert.equal(seen.find((c) => c.method === "OnJobEvent")!.token, "app-tok", "job callbacks carry the app token");
+    } finally {
+      scRaw.close();
+      await sc.close();
+      app.forceShutdown();
+    }
+  });
+
+  it("pubsub.in-memory never redelivers: an event unacked when its stream closes is gone", async () => {
+    const mem = await startTestDaprSidecar({ pubsubNames: ["pubsub"], pubsubKind: "in-memory" });
+    const memRaw = rawDaprClient(mem.port);
+    try {
+      const first = await memRaw.subscribe("once", { autoAck: false });
+      await memRaw.unary("PublishEvent", { pubsub_name: "pubsub", topic: "once", data: Buffer.from("x"), data_content_type: "text/plain" });
+      await waitFor(() => first.events.length === 1, "the delivery");
+      first.cancel();
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(mem.broker.backlog("once"), 0);
+      const second = await memRaw.subscribe("once");
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(second.events.length, 0);
+      second.cancel();
+    } finally {
+      memRaw.close();
+      await mem.close();
+    }
   });
 
   it("redelivers events that were not acked when their stream closed", async () => {

@@ -7,6 +7,8 @@ import { startTestDaprSidecar, type TestDaprSidecar } from "../support/dapr-side
 import { rawDaprClient, type RawDaprClient } from "../support/dapr-sidecar/raw-client.js";
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { freePort } from "../support/runtimes.js";
+import { validateGatewayOptions } from "../../src/main/options.js";
+import { validateServicesConfig } from "../../src/main/config.js";
 import { event, publish, subscribe, type Sub } from "./pubsub-support.js";
 
 const KEY = "gw-key";
@@ -37,7 +39,14 @@ describe("gateway on the dapr runtime (test sidecar)", () => {
   const clients: grpc.Client[] = [];
   before(async () => {
     const grpcPort = await freePort();
-    sidecar = await startTestDaprSidecar({ appAddress: `127.0.0.1:${grpcPort}`, apiToken: DAPR_TOKEN, appApiToken: APP_TOKEN, pubsubNames: ["pubsub"] });
+    sidecar = await startTestDaprSidecar({
+      appAddress: `127.0.0.1:${grpcPort}`,
+      apiToken: DAPR_TOKEN,
+      appApiToken: APP_TOKEN,
+      pubsubNames: ["pubsub"],
+      // dapr.io/enable-app-health-check: probes carry no token; jobs are delivered only once the app is healthy.
+      appHealthCheck: { intervalMs: 50 },
+    });
     gw = await startTestGateway({ sidecar: "dapr", daprGrpcPort: sidecar.port, grpcPort, daprApiToken: DAPR_TOKEN, appApiToken: APP_TOKEN, apiKeys: [KEY], services });
     raw = rawDaprClient(sidecar.port);
   });
@@ -91,24 +100,28 @@ describe("gateway on the dapr runtime (test sidecar)", () => {
     }
   });
 
-  it("app callbacks require the APP_API_TOKEN; ListTopicSubscriptions is empty; others are UNIMPLEMENTED", async () => {
+  it("job callbacks require the APP_API_TOKEN; HealthCheck and ListTopicSubscriptions answer without one (daprd sends none)", async () => {
     const cb = appClient(gw.grpcAddress, appCallbackWithJobEvent(), "AppCallback");
     const alpha = appClient(gw.grpcAddress, daprService("AppCallbackAlpha"), "AppCallbackAlpha");
     const hc = appClient(gw.grpcAddress, daprService("AppCallbackHealthCheck"), "AppCallbackHealthCheck");
     clients.push(cb, alpha, hc);
     const job = { name: "ghost", data: packString("{}"), method: "job/ghost", content_type: "" };
     for (const [client, method, req] of [
-      [cb, "ListTopicSubscriptions", {}],
       [cb, "OnJobEvent", job],
       [alpha, "OnJobEventAlpha1", job],
-      [hc, "HealthCheck", {}],
     ] as const) {
       await assert.rejects(unary(client, method, req), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED, `${method} without token`);
       await assert.rejects(unary(client, method, req, withToken("wrong")), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED, `${method} with a wrong token`);
     }
+    assert.deepEqual(await unary(cb, "ListTopicSubscriptions", {}), { subscriptions: [] });
+    assert.deepEqual(await unary(hc, "HealthCheck", {}), {});
     assert.deepEqual(await unary(cb, "ListTopicSubscriptions", {}, withToken(APP_TOKEN)), { subscriptions: [] });
-    assert.deepEqual(await unary(hc, "HealthCheck", {}, withToken(APP_TOKEN)), {});
     await assert.rejects(unary(cb, "OnInvoke", { id: "x", message: null }, withToken(APP_TOKEN)), (e: grpc.ServiceError) => e.code === grpc.status.UNIMPLEMENTED);
+  });
+
+  it("with app health checks on, the sidecar marks the gateway healthy and lists its (empty) subscriptions without a token", async () => {
+    await waitFor(() => sidecar.appHealthy, "the sidecar to mark the app healthy", 5000);
+    assert.deepEqual(sidecar.subscriptionListings[0], { ok: true });
   });
 
   it("a fired job reaches the gateway through OnJobEvent and publishes the trigger event", async () => {
@@ -171,5 +184,51 @@ describe("gateway on the dapr runtime (test sidecar)", () => {
       for (const s of subs) s.call.cancel();
     }
     await waitFor(() => sidecar.broker.count(topic) === 0, "the upstream stream to be released", 10_000);
+  });
+
+  it("without a Scheduler (daprd: scheduler clients are disabled) ScheduleTrigger fails in-band saying what to configure", async () => {
+    const grpcPort = await freePort();
+    const noSched = await startTestDaprSidecar({ appAddress: `127.0.0.1:${grpcPort}`, scheduler: false });
+    const g = await startTestGateway({ sidecar: "dapr", daprGrpcPort: noSched.port, grpcPort, apiKeys: [KEY], services });
+    try {
+      const res = await unary(g.client("platform.Trigger"), "ScheduleTrigger", { name: "no-sched", target_topic: "t", due_time: "1h" }, withKey(KEY));
+      assert.equal(res.status.success, false);
+      assert.match(res.status.message, /triggers need Dapr's Scheduler.*scheduler clients are disabled/);
+    } finally {
+      await g.close();
+      await noSched.close();
+    }
+  });
+});
+
+describe("dapr runtime without APP_API_TOKEN", () => {
+  it("refuses to start on a non-loopback host (the job callbacks would be open), starts on loopback", async () => {
+    const saved = process.env["APP_API_TOKEN"];
+    delete process.env["APP_API_TOKEN"];
+    try {
+      await assert.rejects(startTestGateway({ sidecar: "dapr", host: "0.0.0.0", apiKeys: [KEY], services }), (e: Error) => {
+        assert.match(e.message, /refusing to serve on non-loopback host 0\.0\.0\.0 with --sidecar dapr and no APP_API_TOKEN/);
+        return true;
+      });
+      // The same host with the token, or the embedded runtime without one, is fine (validation only, no bind).
+      assert.equal(validateGatewayOptions({ sidecar: "dapr", host: "0.0.0.0", apiKeys: [KEY], appApiToken: APP_TOKEN }).host, "0.0.0.0");
+      assert.equal(validateGatewayOptions({ sidecar: "embedded", host: "0.0.0.0", apiKeys: [KEY] }).host, "0.0.0.0");
+      const local = await startTestGateway({ sidecar: "dapr", daprGrpcPort: await freePort(), apiKeys: [KEY], services });
+      await local.close();
+    } finally {
+      if (saved !== undefined) process.env["APP_API_TOKEN"] = saved;
+    }
+  });
+});
+
+describe("services config state.queryIndexName", () => {
+  it("is kept per service; one store cannot have two indexes; it must be a non-empty string", () => {
+    const reg = validateServicesConfig({ services: [{ name: "a", state: { storeName: "s", keys: [], queryIndexName: "idx" } }, { name: "b", state: { storeName: "s", keys: [], queryIndexName: "idx" } }] });
+    assert.equal(reg.get("a")?.state?.queryIndexName, "idx");
+    assert.throws(
+      () => validateServicesConfig({ services: [{ name: "a", state: { storeName: "s", keys: [], queryIndexName: "one" } }, { name: "b", state: { storeName: "s", keys: [], queryIndexName: "two" } }] }),
+      /service "b".state.queryIndexName: store s already uses query index "one"/,
+    );
+    assert.throws(() => validateServicesConfig({ services: [{ name: "a", state: { storeName: "s", keys: [], queryIndexName: 5 } }] }), /a.*state.*queryIndexName/);
   });
 });

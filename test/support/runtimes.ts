@@ -44,6 +44,10 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** The Redis Stack store of the dapr fixture and its query index (the state suite's catalog service uses them). */
+export const QUERY_STORE = "catalog-store";
+export const QUERY_INDEX = "gateway-state";
+
 /**
  * The gateway on the Dapr adapter against the Dapr-protocol test sidecar (test/support/dapr-sidecar). daprd is told
  * the app port up front (`--app-port`); here the gateway's gRPC port is picked first and handed to both, so job
@@ -53,7 +57,14 @@ const dapr: RuntimeFixture = {
   name: "dapr",
   async setup() {
     const grpcPort = await freePort();
-    const sidecar = await startTestDaprSidecar({ appAddress: `127.0.0.1:${grpcPort}` });
+    const sidecar = await startTestDaprSidecar({
+      appAddress: `127.0.0.1:${grpcPort}`,
+      // Like deploy/dapr: app health checks on (jobs fire only once the gateway answers them, without a token),
+      // Redis for every store, and a Redis Stack store with the query index the state suite's catalog names.
+      appHealthCheck: { intervalMs: 50 },
+      stateStores: { [QUERY_STORE]: { kind: "redis-stack", queryIndexes: { [QUERY_INDEX]: ["name", "price", "stock", "tags.color"] } } },
+      defaultStoreKind: "redis",
+    });
     return {
       options: { sidecar: "dapr", daprHost: "127.0.0.1", daprGrpcPort: sidecar.port, grpcPort },
       sidecar,

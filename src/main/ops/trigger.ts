@@ -4,6 +4,7 @@ import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { JobRecord, JobSpec } from "../../runtime/jobs-port.js";
 import { isSchedulableTime, planJob } from "../../runtime/schedule/index.js";
+import { jobNameProblem } from "../../runtime/schedule/job-name.js";
 import type { GatewayContext } from "../context.js";
 import { createTriggerStats } from "./trigger-stats.js";
 
@@ -79,6 +80,8 @@ export function checkTriggerName(name: unknown): string {
   if (name.length > MAX_TRIGGER_NAME) throw invalidArgument("name", `is ${name.length} characters long; the limit is ${MAX_TRIGGER_NAME}`);
   // eslint-disable-next-line no-control-regex
   if (/[\s\u0000-\u001f\u007f/]/.test(name)) throw invalidArgument("name", `"${name}" must not contain whitespace, control characters or "/"`);
+  const problem = jobNameProblem(name);
+  if (problem) throw invalidArgument("name", problem);
   return name;
 }
 

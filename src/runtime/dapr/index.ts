@@ -11,6 +11,8 @@ export interface DaprRuntimeOptions extends RuntimeOptions, DaprConnectionOption
   resubscribeBackoff?: BackoffOptions;
   /** Deadline of the GetMetadata health probe, ms. Default 1000. */
   healthTimeoutMs?: number;
+  /** Redis Stack query index per state store name (services config `state.queryIndexName`); see ./state.ts. */
+  queryIndexes?: ReadonlyMap<string, string>;
 }
 
 /** The Dapr runtime: the Runtime ports over daprd's gRPC API, plus the job callback entry point. */
@@ -59,7 +61,7 @@ export function createDaprRuntime(opts: DaprRuntimeOptions): DaprRuntime {
   return {
     kind: "dapr",
     address: conn.address,
-    state: createDaprState(conn),
+    state: createDaprState(conn, opts.queryIndexes),
     pubsub,
     jobs,
     async start() {

@@ -37,10 +37,35 @@ function toRecord(job: DaprJob): JobRecord {
   return rec;
 }
 
+/**
+ * Deadline of Scheduler calls, ms. daprd itself waits up to 30 s for a configured but unreachable Scheduler before it
+ * answers; the gateway waits a little longer so it reports daprd's own error rather than a bare DEADLINE_EXCEEDED.
+ */
+export const SCHEDULER_CALL_TIMEOUT_MS = 35_000;
+
+/**
+ * daprd without a Scheduler answers INTERNAL "scheduler clients are disabled" (dapr `pkg/runtime/scheduler/internal/clients/clients.go` Next, wrapped by the jobs API):
+ * turn it into an error that says what to fix.
+ */
+function schedulerError(conn: DaprConnection, e: unknown): GatewayError {
+  const err = conn.translate(e);
+  if (/scheduler clients are disabled/i.test(err.rawMessage)) {
+    return new GatewayError(
+      Code.FAILED_PRECONDITION,
+      "triggers need Dapr's Scheduler, and the dapr sidecar has none configured (daprd: scheduler clients are disabled); run daprd with --scheduler-host-address, or the Scheduler service in Kubernetes",
+      { cause: e },
+    );
+  }
+  return err;
+}
+
 /** JobsPort over Dapr's Scheduler API (ScheduleJobAlpha1 with overwrite=false, Get/Delete/ListJobsAlpha1). */
 export function createDaprJobs(conn: DaprConnection): DaprJobs {
   let handler: JobHandler | undefined;
-  const call = <R>(method: string, req: object, signal?: AbortSignal): Promise<R> => conn.unary<R>(method, req, signal ? { signal } : {});
+  const call = <R>(method: string, req: object, signal?: AbortSignal): Promise<R> =>
+    conn.unary<R>(method, req, { timeoutMs: SCHEDULER_CALL_TIMEOUT_MS, ...(signal ? { signal } : {}) }).catch((e: unknown) => {
+      throw schedulerError(conn, e);
+    });
 
   const get = async (name: string, signal?: AbortSignal): Promise<JobRecord | undefined> => {
     try {

@@ -14,6 +14,25 @@ export interface DaprPubsub extends PubsubPort {
 }
 
 /**
+ * The CloudEvents JSON envelope the gateway publishes through daprd, with the data ALWAYS as `data_base64` (the
+ * event's own bytes). daprd decodes a stored event with float64 numbers and, on delivery, passes `data` only for
+ * text/* and application/xml (as the string) and for exactly application/json or application/cloudevents+json
+ * (re-encoded by Go's encoding/json: keys sorted, `<>&` escaped, big integers rounded); every other content type
+ * (`*+json`, `*+xml`, `text/json` objects, none) arrives EMPTY. `data_base64` is decoded to the original bytes for every
+ * content type (dapr `pkg/runtime/pubsub/subscriptions.go` GRPCEnvelopeFromSubscriptionMessage), so subscribers get
+ * the published bytes and `datacontenttype` unchanged.
+ */
+export function toDaprEnvelope(event: CloudEvent): Record<string, unknown> {
+  const out = cloudEventToJson(event);
+  if (out["data"] !== undefined) {
+    // cloudEventToJson writes `data` only for text_data (binary and proto data are data_base64 already).
+    delete out["data"];
+    out["data_base64"] = Buffer.from(event.text_data ?? "", "utf8").toString("base64");
+  }
+  return out;
+}
+
+/**
  * PubsubPort over Dapr: publish sends the event in the CloudEvents JSON format (`application/cloudevents+json`, so
  * daprd keeps its attributes); subscribe opens one `SubscribeTopicEventsAlpha1` stream per call (the broker makes it
  * one per topic per process) that survives sidecar restarts.
@@ -25,7 +44,7 @@ export function createDaprPubsub(conn: DaprConnection, pubsubName: string, logge
       return streams.size;
     },
     async publish(topic: string, event: CloudEvent, signal?: AbortSignal): Promise<void> {
-      const data = Buffer.from(JSON.stringify(cloudEventToJson(event)), "utf8");
+      const data = Buffer.from(JSON.stringify(toDaprEnvelope(event)), "utf8");
       await conn.unary(
         "PublishEvent",
         { pubsub_name: pubsubName, topic, data, data_content_type: "application/cloudevents+json", metadata: {} },

@@ -12,11 +12,13 @@ interface DaprItem {
 
 /** Most pages a no-limit query follows (each page is one QueryStateAlpha1 call). */
 const MAX_QUERY_PAGES = 1000;
+/** Rows per page when the caller set no limit: always explicit, since RediSearch stops at 10 rows without one. */
+export const QUERY_PAGE_SIZE = 100;
 
-/** JSON objects and arrays are saved with `contentType: application/json` so the store indexes them for queries. */
-function isJsonDocument(value: string): boolean {
-  const first = value.trimStart()[0];
-  if (first !== "{" && first !== "[") return false;
+const JSON_CONTENT_TYPE = { contentType: "application/json" } as const;
+const NO_METADATA = {} as const;
+
+function isJson(value: string): boolean {
   try {
     JSON.parse(value);
     return true;
@@ -36,12 +38,23 @@ function failedItem(store: string, item: DaprItem): GatewayError {
 /**
  * StatePort over Dapr's state API. Dapr's codes pass through (ABORTED on an etag mismatch, INVALID_ARGUMENT for a
  * malformed etag or unknown store, INTERNAL when the store cannot query); an unreachable sidecar is UNAVAILABLE.
+ *
+ * Two kinds of store, chosen per store name by `queryIndexes` (services config `state.queryIndexName`):
+ * - plain (no index): values go as bytes with NO `contentType`, so daprd stores and returns them byte for byte (with
+ *   `contentType: application/json` daprd decodes the value and the store re-encodes it: keys reordered, `<>&`
+ *   escaped, integers past 2^53 rounded; dapr `pkg/api/grpc/grpc.go` SaveState).
+ * - query stores (Redis Stack): every value must be JSON and every call (Save, Get, bulk Get, Delete, bulk Delete,
+ *   Query) carries `contentType: application/json`, because contrib `state/redis/redis.go` keeps such values as
+ *   RedisJSON documents and only reads them (and checks their etag on delete) when the same metadata comes back;
+ *   Query also carries `queryIndexName` (contrib `metadata/utils.go` TryGetQueryIndexName) and an explicit
+ *   `page.limit`, since RediSearch returns 10 rows and no token without one. The price: Redis re-encodes the JSON.
  */
-export function createDaprState(conn: DaprConnection): StatePort {
+export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<string, string> = new Map()): StatePort {
   const call = async <R>(method: string, req: object, signal?: AbortSignal): Promise<R> => conn.unary<R>(method, req, signal ? { signal } : {});
+  const metaOf = (store: string): Record<string, string> => (queryIndexes.has(store) ? JSON_CONTENT_TYPE : NO_METADATA);
 
   const get = async (store: string, key: string, signal?: AbortSignal): Promise<StoredItem | undefined> => {
-    const res = await call<{ data: Uint8Array; etag: string }>("GetState", { store_name: store, key }, signal);
+    const res = await call<{ data: Uint8Array; etag: string }>("GetState", { store_name: store, key, metadata: metaOf(store) }, signal);
     // Dapr answers a missing key with empty data and no etag.
     if ((!res.data || res.data.length === 0) && !res.etag) return undefined;
     return itemOf(key, res.data, res.etag);
@@ -51,7 +64,7 @@ export function createDaprState(conn: DaprConnection): StatePort {
     get,
     async getBulk(store, keys, signal) {
       if (keys.length === 0) return [];
-      const res = await call<{ items: DaprItem[] }>("GetBulkState", { store_name: store, keys: [...keys], parallelism: 0 }, signal);
+      const res = await call<{ items: DaprItem[] }>("GetBulkState", { store_name: store, keys: [...keys], parallelism: 0, metadata: metaOf(store) }, signal);
       const byKey = new Map<string, DaprItem>();
       for (const item of res.items ?? []) {
         if (item.error) throw failedItem(store, item);
@@ -66,6 +79,20 @@ export function createDaprState(conn: DaprConnection): StatePort {
     },
     async save(store, key, value, opts = {}) {
       const etag = opts.etag;
+      // contrib state/redis creates a missing key whatever etag is given (its setDefaultQuery only compares with an
+      // existing version); the spec says an etag on a key that is not stored is a mismatch, as the embedded store and
+      // state.in-memory do. Checked here first; a delete racing between this read and the write is the one case
+      // where Redis still creates the key (docs/dapr.md "State").
+      if (etag !== undefined && etag !== "" && !(await get(store, key, opts.signal))) {
+        throw new GatewayError(Code.ABORTED, `etag mismatch for key ${key}: given ${etag}, but the key is not stored`);
+      }
+      const index = queryIndexes.get(store);
+      if (index !== undefined && !isJson(value)) {
+        throw new GatewayError(
+          Code.INVALID_ARGUMENT,
+          `value must be JSON: state store ${store} is configured for query (queryIndexName ${index}) and keeps JSON documents`,
+        );
+      }
       await call(
         "SaveState",
         {
@@ -75,7 +102,7 @@ export function createDaprState(conn: DaprConnection): StatePort {
               key,
               value: Buffer.from(value, "utf8"),
               ...(etag !== undefined && etag !== "" ? { etag: { value: etag } } : {}),
-              metadata: isJsonDocument(value) ? { contentType: "application/json" } : {},
+              metadata: metaOf(store),
               options: { concurrency: etag ? "CONCURRENCY_FIRST_WRITE" : "CONCURRENCY_LAST_WRITE", consistency: "CONSISTENCY_UNSPECIFIED" },
             },
           ],
@@ -95,6 +122,7 @@ export function createDaprState(conn: DaprConnection): StatePort {
           store_name: store,
           key,
           ...(etag ? { etag: { value: etag } } : {}),
+          metadata: metaOf(store),
           options: { concurrency: etag ? "CONCURRENCY_FIRST_WRITE" : "CONCURRENCY_LAST_WRITE", consistency: "CONSISTENCY_UNSPECIFIED" },
         },
         opts.signal,
@@ -102,7 +130,7 @@ export function createDaprState(conn: DaprConnection): StatePort {
     },
     async deleteBulk(store, keys, signal) {
       if (keys.length === 0) return;
-      await call("DeleteBulkState", { store_name: store, states: keys.map((key) => ({ key })) }, signal);
+      await call("DeleteBulkState", { store_name: store, states: keys.map((key) => ({ key, metadata: metaOf(store) })) }, signal);
     },
     async query(store, query, limit, signal): Promise<QueryResult> {
       let parsed: Record<string, unknown>;
@@ -118,24 +146,29 @@ export function createDaprState(conn: DaprConnection): StatePort {
       const cap = limit > 0 ? limit : typeof page["limit"] === "number" && page["limit"] > 0 ? (page["limit"] as number) : 0;
       const items: StoredItem[] = [];
       let token = typeof page["token"] === "string" ? (page["token"] as string) : "";
+      const index = queryIndexes.get(store);
+      const metadata = index !== undefined ? { ...JSON_CONTENT_TYPE, queryIndexName: index } : JSON_CONTENT_TYPE;
       for (let pages = 0; pages < MAX_QUERY_PAGES; pages++) {
-        const want = cap > 0 ? cap - items.length : 0;
-        const body = { ...parsed, page: { ...page, ...(want > 0 ? { limit: want } : {}), ...(token ? { token } : {}) } };
-        if (want <= 0 && !token && Object.keys(page).length === 0) delete (body as Record<string, unknown>)["page"];
+        const want = cap > 0 ? cap - items.length : QUERY_PAGE_SIZE;
+        const body = { ...parsed, page: { ...page, limit: want, ...(token ? { token } : {}) } };
         const res = await call<{ results: DaprItem[]; token: string }>(
           "QueryStateAlpha1",
-          { store_name: store, query: JSON.stringify(body), metadata: { contentType: "application/json" } },
+          { store_name: store, query: JSON.stringify(body), metadata },
           signal,
         );
-        for (const r of res.results ?? []) {
+        const results = res.results ?? [];
+        for (const r of results) {
           if (r.error) throw failedItem(store, r);
           items.push(itemOf(r.key, r.data, r.etag));
         }
         token = res.token ?? "";
-        // With a limit the caller gets one page and its token; without one, follow the tokens to the end.
-        if (cap > 0 || !token || (res.results ?? []).length === 0) break;
+        // With a limit the caller gets one page and its token. Without one, follow the tokens to the end: Redis
+        // hands a token after every non-empty page, so a short page is the end too.
+        if (cap > 0 || !token || results.length < want) break;
       }
-      return { items: cap > 0 ? items.slice(0, cap) : items, token };
+      // Redis hands a token after the last page too; a page shorter than asked for is the end, so no token then.
+      const more = cap > 0 && token !== "" && items.length >= cap;
+      return { items: cap > 0 ? items.slice(0, cap) : items, token: more ? token : "" };
     },
   };
 }

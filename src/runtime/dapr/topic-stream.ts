@@ -17,6 +17,17 @@ export interface BackoffOptions {
 /** Codes after which resubscribing cannot succeed: the subscription is reported dead instead of retried. */
 const FATAL = new Set([Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.UNAUTHENTICATED, Code.PERMISSION_DENIED, Code.UNIMPLEMENTED]);
 
+/**
+ * Whether a failed resubscribe is worth retrying. daprd answers INVALID_ARGUMENT "failed deserializing metadata.
+ * Error: subscriber is closed" while it shuts down or reloads its components (dapr
+ * `pkg/runtime/processor/subscriber/subscriber.go`), and ends open streams UNKNOWN "stream closed" on SIGTERM: both
+ * are transient, so only the other FATAL codes give up.
+ */
+export function isRetryableResubscribe(err: GatewayError): boolean {
+  if (err.code === Code.INVALID_ARGUMENT && /subscriber is closed/i.test(err.rawMessage)) return true;
+  return !FATAL.has(err.code);
+}
+
 interface StreamResponse {
   initial_response?: object;
   event_message?: TopicEventRequest;
@@ -128,7 +139,7 @@ export class TopicStream {
         (e: unknown) => {
           if (this.closed) return;
           const err = GatewayError.from(e);
-          if (FATAL.has(err.code)) {
+          if (!isRetryableResubscribe(err)) {
             this.logger.error({ topic: this.topic, code: err.codeName, err: err.message }, "dapr subscription cannot be restored");
             this.closed = true;
             this.onDead(this);

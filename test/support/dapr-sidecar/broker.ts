@@ -36,8 +36,10 @@ export interface TestBroker {
   unacked(topic: string): number;
   /** Events held for redelivery because their stream closed before acking them. */
   backlog(topic: string): number;
-  /** End every stream (the sidecar stops): their unacked events go back to the backlog. */
+  /** End every stream (the sidecar stops) UNKNOWN "stream closed": their unacked events go back to the backlog. */
   dropAll(): void;
+  /** The next `n` initial requests are answered INVALID_ARGUMENT "... subscriber is closed". */
+  rejectNext(n: number): void;
 }
 
 /**
@@ -47,7 +49,10 @@ export interface TestBroker {
  * or DROP done, RETRY redelivered); events not acked when the stream closes are redelivered to the next stream of
  * the topic.
  */
-export function createTestBroker(opts: { token: () => string | undefined; knownPubsub: (name: string) => boolean }): TestBroker {
+export function createTestBroker(opts: { token: () => string | undefined; knownPubsub: (name: string) => boolean; redeliver?: boolean }): TestBroker {
+  // pubsub.in-memory never redelivers (neither on RETRY nor for a stream that closed unacked); Redis streams do.
+  const redeliver = opts.redeliver ?? true;
+  let rejecting = 0;
   const subs = new Set<Sub>();
   const backlogs = new Map<string, Delivery[]>();
   let delivered = 0;
@@ -63,6 +68,7 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
   };
 
   const requeue = (sub: Sub, d: Delivery): void => {
+    if (!redeliver) return;
     const k = keyOf(sub.pubsub, sub.topic);
     const list = backlogs.get(k) ?? [];
     list.push(d);
@@ -105,10 +111,17 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
       call.on("data", (msg: { initial_request?: any; event_processed?: any }) => {
         if (!sub) {
           const init = msg.initial_request;
-          if (!init) return fail(call, Code.INVALID_ARGUMENT, "initial request is required");
-          if (!init.pubsub_name) return fail(call, Code.INVALID_ARGUMENT, "pubsubName is required");
-          if (!init.topic) return fail(call, Code.INVALID_ARGUMENT, "topic is required");
+          // dapr pkg/api/grpc/subscribe.go: these come back as plain errors, so UNKNOWN; an unknown pubsub is
+          // INVALID_ARGUMENT; while daprd shuts down or reloads, pkg/runtime/processor/subscriber/subscriber.go
+          // answers INVALID_ARGUMENT "subscriber is closed".
+          if (!init) return fail(call, Code.UNKNOWN, "initial request is required");
+          if (!init.pubsub_name) return fail(call, Code.UNKNOWN, "pubsubName is required");
+          if (!init.topic) return fail(call, Code.UNKNOWN, "topic is required");
           if (!opts.knownPubsub(init.pubsub_name)) return fail(call, Code.INVALID_ARGUMENT, `pubsub ${init.pubsub_name} is not found`);
+          if (rejecting > 0) {
+            rejecting--;
+            return fail(call, Code.INVALID_ARGUMENT, "failed deserializing metadata. Error: subscriber is closed");
+          }
           sub = { call, pubsub: init.pubsub_name, topic: init.topic, pending: new Map(), closed: false };
           subs.add(sub);
           call.write({ initial_response: {} });
@@ -118,13 +131,13 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
           for (const d of backlog ?? []) send(sub, d);
           return;
         }
-        if (msg.initial_request) return close(sub, status(Code.INVALID_ARGUMENT, "received multiple subscription initialization requests"));
+        if (msg.initial_request) return close(sub, status(Code.UNKNOWN, "duplicate initial request received"));
         const done = msg.event_processed;
         if (!done) return;
         const d = sub.pending.get(done.id);
         if (!d) return; // unknown or already acked: daprd ignores it
         sub.pending.delete(done.id);
-        if (done.status?.status === "RETRY" && d.attempts < 3) setImmediate(() => send(sub!, d));
+        if (redeliver && done.status?.status === "RETRY" && d.attempts < 3) setImmediate(() => send(sub!, d));
       });
       const gone = (): void => {
         if (sub) close(sub);
@@ -142,7 +155,11 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
     unacked: (topic) => [...subs].filter((s) => s.topic === topic).reduce((n, s) => n + s.pending.size, 0),
     backlog: (topic) => [...backlogs.entries()].filter(([k]) => k.endsWith(`\u0000${topic}`)).reduce((n, [, l]) => n + l.length, 0),
     dropAll() {
-      for (const sub of [...subs]) close(sub, status(Code.UNAVAILABLE, "sidecar shutting down"));
+      // On SIGTERM daprd ends open streams UNKNOWN "stream closed".
+      for (const sub of [...subs]) close(sub, status(Code.UNKNOWN, "stream closed"));
+    },
+    rejectNext(n) {
+      rejecting = n;
     },
   };
 }

@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { Code } from "../../../src/shared/code.js";
 import { GatewayError } from "../../../src/shared/gateway-error.js";
 import { objectToStruct } from "../../../src/runtime/dapr/struct.js";
+import { goJsonMarshal } from "./go-json.js";
 
 /** A CloudEvent in the JSON format, as the broker stores it. */
 export type Envelope = Record<string, unknown>;
@@ -56,17 +57,24 @@ export function envelopeOf(req: { pubsub_name: string; topic: string; data: Uint
 }
 
 /**
- * The TopicEventRequest daprd streams for an envelope. `data`: data_base64 decoded; JSON types as JSON bytes; text/*
- * as the string's bytes; ANY OTHER content type (including none) arrives EMPTY. Every non-core attribute goes in
- * `extensions`.
+ * The TopicEventRequest daprd streams for an envelope (dapr `pkg/runtime/pubsub/subscriptions.go`
+ * GRPCEnvelopeFromSubscriptionMessage with contrib `contenttype/utils.go`; the stored event was decoded with float64
+ * numbers first): `data_base64` decoded to its bytes; otherwise `data` only for string content types (text/*,
+ * application/xml; a non-string value there is undeliverable, sent here as empty) as the string's bytes, and for
+ * EXACTLY application/json or application/cloudevents+json re-encoded by encoding/json (keys sorted, `<>&` escaped);
+ * ANY OTHER content type (`*+json`, `*+xml`, none) arrives EMPTY. Every non-core attribute goes in `extensions`.
  */
 export function topicEventOf(env: Envelope, topic: string, pubsubName: string): object {
   const ct = typeof env["datacontenttype"] === "string" ? (env["datacontenttype"] as string) : "";
+  const base = ct.split(";")[0]!.trim().toLowerCase();
   let data = Buffer.alloc(0);
   if (typeof env["data_base64"] === "string") data = Buffer.from(env["data_base64"] as string, "base64");
-  else if (env["data"] !== undefined && isJson(ct)) data = Buffer.from(JSON.stringify(env["data"]), "utf8");
-  else if (env["data"] !== undefined && ct.toLowerCase().startsWith("text/")) {
-    data = Buffer.from(typeof env["data"] === "string" ? (env["data"] as string) : JSON.stringify(env["data"]), "utf8");
+  else if (env["data"] !== undefined && env["data"] !== null) {
+    if (base.startsWith("text/") || base === "application/xml") {
+      if (typeof env["data"] === "string") data = Buffer.from(env["data"] as string, "utf8");
+    } else if (base === "application/json" || base === "application/cloudevents+json") {
+      data = Buffer.from(goJsonMarshal(JSON.stringify(env["data"])), "utf8");
+    }
   }
   const extensions: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(env)) if (!CORE.has(k)) extensions[k] = v;

@@ -2,12 +2,12 @@ import * as grpc from "@grpc/grpc-js";
 import { Code } from "../../../src/shared/code.js";
 import { GatewayError } from "../../../src/shared/gateway-error.js";
 import { createMemoryScheduler } from "../../../src/runtime/embedded/scheduler.js";
-import { createMemoryStateStore } from "../../../src/runtime/embedded/state-store.js";
 import { daprService } from "../../../src/runtime/dapr/protos.js";
 import { createTestBroker, type TestBroker } from "./broker.js";
 import { envelopeOf } from "./events.js";
 import { jobHandlers, type JobCallback } from "./jobs.js";
-import { stateHandlers } from "./state.js";
+import { appChannel } from "./app-channel.js";
+import { stateHandlers, type StoreComponent, type StoreKind } from "./state.js";
 import { status, unaryHandler } from "./status.js";
 
 /** Options of the Dapr-protocol test sidecar. */
@@ -18,10 +18,20 @@ export interface TestDaprSidecarOptions {
   appId?: string;
   /** Pub/sub component names; undefined = any name is a component. */
   pubsubNames?: readonly string[];
-  /** State store component names; undefined = any name is a component. */
-  stateStores?: readonly string[];
-  /** Stores without query support: QueryStateAlpha1 fails INTERNAL. */
-  nonQueryableStores?: readonly string[];
+  /** State store components by name (kind, query indexes). */
+  stateStores?: Record<string, StoreComponent>;
+  /** Kind of a store name not in `stateStores`; null = such a name is an unknown store. Default "redis". */
+  defaultStoreKind?: StoreKind | null;
+  /** Pub/sub component kind: "redis" redelivers unacked events to the next stream, "in-memory" never does. Default "redis". */
+  pubsubKind?: "redis" | "in-memory";
+  /** false = daprd runs without a Scheduler: every job RPC fails INTERNAL "scheduler clients are disabled". */
+  scheduler?: boolean;
+  /**
+   * `dapr.io/enable-app-health-check`: probe the app's AppCallbackHealthCheck/HealthCheck (WITHOUT a token, like
+   * daprd) every `intervalMs`, unhealthy after `threshold` failures; jobs are delivered only while it is healthy.
+   * Absent: the app counts as healthy (daprd without app health checks).
+   */
+  appHealthCheck?: { intervalMs?: number; threshold?: number };
   /** Required `dapr-api-token` on every call (daprd's DAPR_API_TOKEN). */
   apiToken?: string;
   /** Sent as `dapr-api-token` on app callbacks (daprd's APP_API_TOKEN). */
@@ -44,6 +54,15 @@ export interface TestDaprSidecar {
   readonly publishedCount: number;
   /** Point job callbacks at the app (e.g. once the gateway's gRPC port is known). */
   setAppAddress(address: string | (() => string | undefined)): void;
+  /** Whether daprd considers the app healthy (app health checks). */
+  readonly appHealthy: boolean;
+  /** Calls of ListTopicSubscriptions made to the app, with whether they succeeded. */
+  readonly subscriptionListings: Array<{ ok: boolean; code?: number }>;
+  /**
+   * The next `n` SubscribeTopicEventsAlpha1 initial requests fail INVALID_ARGUMENT "failed deserializing metadata.
+   * Error: subscriber is closed", as daprd answers while it shuts down or reloads.
+   */
+  rejectNextSubscribes(n: number): void;
   /** The next PublishEvent fails with INTERNAL (daprd's publish error). */
   failNextPublish(message?: string): void;
   /** Stop serving: streams break, the port closes; state, jobs and the redelivery backlog survive. */
@@ -65,23 +84,28 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
   let appAddress = o.appAddress;
   const token = (): string | undefined => o.apiToken;
   const knownPubsub = (name: string): boolean => !o.pubsubNames || o.pubsubNames.includes(name);
-  const broker = createTestBroker({ token, knownPubsub });
-  const store = createMemoryStateStore();
+  const broker = createTestBroker({ token, knownPubsub, redeliver: (o.pubsubKind ?? "redis") === "redis" });
   const scheduler = createMemoryScheduler();
   let server: grpc.Server | undefined;
   let port = o.port ?? 0;
   let failNext: string | undefined;
   let published = 0;
+  const app = appChannel({
+    address: () => (typeof appAddress === "function" ? appAddress() : appAddress),
+    running: () => server !== undefined,
+    ...(o.appHealthCheck ? { healthCheck: o.appHealthCheck } : {}),
+  });
   const jobs = jobHandlers(
     scheduler,
-    { address: () => (typeof appAddress === "function" ? appAddress() : appAddress), token: () => o.appApiToken },
+    { address: app.address, token: () => o.appApiToken, healthy: () => app.healthy, whenHealthy: app.whenHealthy },
     token,
     () => server !== undefined,
+    o.scheduler !== false,
   );
 
   const h = (fn: (req: any) => Promise<object>) => unaryHandler(token, fn);
   const impl: grpc.UntypedServiceImplementation = {
-    ...stateHandlers(store, { ...(o.stateStores ? { stores: o.stateStores } : {}), ...(o.nonQueryableStores ? { nonQueryable: o.nonQueryableStores } : {}) }, token),
+    ...stateHandlers({ ...(o.stateStores ? { stores: o.stateStores } : {}), defaultKind: o.defaultStoreKind === null ? undefined : (o.defaultStoreKind ?? "redis") }, appId, token),
     ...jobs.handlers,
     PublishEvent: h(async (req: { pubsub_name: string; topic: string; data: Uint8Array; data_content_type: string }) => {
       if (!req.pubsub_name) throw new GatewayError(Code.INVALID_ARGUMENT, "pubsub name is empty");
@@ -103,11 +127,11 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
       runtime_version: "1.17.0-test-sidecar",
       registered_components: [
         ...(o.pubsubNames ?? ["pubsub"]).map((name) => ({ name, type: "pubsub.redis", version: "v1", capabilities: [] })),
-        ...(o.stateStores ?? []).map((name) => ({
+        ...Object.entries(o.stateStores ?? {}).map(([name, c]) => ({
           name,
-          type: "state.redis",
+          type: c.kind === "in-memory" ? "state.in-memory" : "state.redis",
           version: "v1",
-          capabilities: o.nonQueryableStores?.includes(name) ? ["ETAG", "TRANSACTIONAL"] : ["ETAG", "TRANSACTIONAL", "QUERY_API"],
+          capabilities: c.kind === "redis-stack" ? ["ETAG", "TRANSACTIONAL", "QUERY_API"] : ["ETAG", "TRANSACTIONAL"],
         })),
       ],
       subscriptions: broker.list().map((s) => ({ pubsub_name: s.pubsub, topic: s.topic, metadata: {}, dead_letter_topic: "", type: "STREAMING" })),
@@ -132,11 +156,13 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
       s.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
     );
     server = s;
+    app.start();
   };
   const stop = async (): Promise<void> => {
     const s = server;
     if (!s) return;
     server = undefined;
+    app.stop();
     broker.dropAll();
     s.forceShutdown();
   };
@@ -150,6 +176,13 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
       return server !== undefined;
     },
     broker,
+    get appHealthy() {
+      return app.healthy;
+    },
+    subscriptionListings: app.listings,
+    rejectNextSubscribes(n) {
+      broker.rejectNext(n);
+    },
     jobCallbacks: jobs.callbacks,
     get publishedCount() {
       return published;
@@ -169,6 +202,7 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
       await stop();
       scheduler.close();
       jobs.close();
+      app.close();
     },
   };
 }

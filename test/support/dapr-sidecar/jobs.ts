@@ -47,6 +47,30 @@ export interface AppChannel {
   address(): string | undefined;
   /** Sent as `dapr-api-token` on callbacks ($APP_API_TOKEN). */
   token(): string | undefined;
+  /** Whether daprd considers the app healthy (jobs are delivered only then). */
+  healthy(): boolean;
+  /** Wait (bounded) for the app to turn healthy. */
+  whenHealthy(timeoutMs: number): Promise<boolean>;
+}
+
+/** k8s.io/apimachinery `validation.IsDNS1123Subdomain`: at most 253 characters of dot-separated RFC 1123 labels. */
+function isDns1123Subdomain(s: string): boolean {
+  return s.length > 0 && s.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(s);
+}
+
+/**
+ * The Scheduler's job name check (go-etcd-cron `internal/api/validator/validator.go` Validator.JobName on the full
+ * `app||<namespace>||<app id>||<name>` key): strip `_`, `:`, `-` and spaces, then every `||` segment must be a DNS-1123
+ * subdomain. (It lower-cases first; the gateway is stricter and refuses upper case itself, so this sidecar refuses it
+ * too, as the issue's reading of v1.18.3 says.) daprd returns the refusal INTERNAL "failed to schedule job due to:
+ * rpc error: code = Unknown desc = ..." (dapr `pkg/api/universal/jobs.go` scheduleJob wraps the Scheduler's error).
+ */
+function jobNameError(name: string): string | undefined {
+  const sanitized = `app||default||app||${name}`.replace(/[_: -]/g, "");
+  for (const seg of sanitized.split("||")) {
+    if (!isDns1123Subdomain(seg)) return `job name is invalid "${sanitized}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`;
+  }
+  return undefined;
 }
 
 /**
@@ -59,6 +83,7 @@ export function jobHandlers(
   app: AppChannel,
   token: () => string | undefined,
   running: () => boolean,
+  schedulerConfigured = true,
 ): { handlers: grpc.UntypedServiceImplementation; callbacks: JobCallback[]; close(): void } {
   const callbacks: JobCallback[] = [];
   let clients: { address: string; v18: grpc.Client; alpha: grpc.Client } | undefined;
@@ -69,7 +94,9 @@ export function jobHandlers(
     const V18 = grpc.makeGenericClientConstructor(appCallbackWithJobEvent(), "AppCallback");
     const Alpha = grpc.makeGenericClientConstructor(daprService("AppCallbackAlpha"), "AppCallbackAlpha");
     const creds = grpc.credentials.createInsecure();
-    return (clients = { address, v18: new V18(address, creds), alpha: new Alpha(address, creds) });
+    // Own subchannels, like a separate daprd process (see app-channel.ts).
+    const opts = { "grpc.use_local_subchannel_pool": 1 };
+    return (clients = { address, v18: new V18(address, creds, opts), alpha: new Alpha(address, creds, opts) });
   };
   const invoke = (client: grpc.Client, method: string, req: object): Promise<void> =>
     new Promise((resolve, reject) => {
@@ -83,6 +110,12 @@ export function jobHandlers(
 
   scheduler.setHandler(async (name, data) => {
     const address = app.address();
+    // daprd delivers jobs only while the app is healthy (pkg/runtime/runtime.go appHealthChanged ->
+    // jobsManager.StartApp); the Scheduler keeps the firing until then. Held here for a bounded time.
+    if (running() && !app.healthy() && !(await app.whenHealthy(10_000))) {
+      callbacks.push({ name, code: "APP_UNHEALTHY", via: "none" });
+      throw new GatewayError(Code.UNAVAILABLE, `cannot deliver job ${name}: the app is not healthy`);
+    }
     if (!running() || !address) {
       callbacks.push({ name, code: "UNAVAILABLE", via: "none" });
       throw new GatewayError(Code.UNAVAILABLE, `cannot deliver job ${name}: ${running() ? "no app address" : "sidecar stopped"}`);
@@ -108,7 +141,13 @@ export function jobHandlers(
     }
   });
 
-  const h = (fn: (req: any) => Promise<object>) => unaryHandler(token, fn);
+  // No Scheduler: pkg/runtime/scheduler/internal/clients/clients.go Next fails "scheduler clients are disabled",
+  // which the jobs API returns INTERNAL.
+  const h = (fn: (req: any) => Promise<object>) =>
+    unaryHandler(token, async (req) => {
+      if (!schedulerConfigured) throw new GatewayError(Code.INTERNAL, "failed to schedule job due to: scheduler clients are disabled");
+      return fn(req);
+    });
   return {
     callbacks,
     close() {
@@ -121,6 +160,8 @@ export function jobHandlers(
         const job = req.job;
         if (!job) throw new GatewayError(Code.INVALID_ARGUMENT, "job is required");
         if (!job.name) throw new GatewayError(Code.INVALID_ARGUMENT, "job name is required");
+        const badName = jobNameError(job.name);
+        if (badName) throw new GatewayError(Code.INTERNAL, `failed to schedule job due to: rpc error: code = Unknown desc = ${badName}`);
         await scheduler.schedule(
           {
             name: job.name,

@@ -1,15 +1,34 @@
+import { randomUUID } from "node:crypto";
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../../../src/shared/code.js";
 import { GatewayError } from "../../../src/shared/gateway-error.js";
-import type { StatePort } from "../../../src/runtime/state-port.js";
+import { parseQuery, type Filter, type JsonValue } from "../../../src/runtime/embedded/query/index.js";
+import { comparator, matches } from "../../../src/runtime/embedded/query/evaluate.js";
+import { goJsonMarshal, jsoniterFastestMarshal } from "./go-json.js";
 import { unaryHandler } from "./status.js";
 
-/** Which stores exist and which can query. */
+/**
+ * A state store component kind, as daprd loads it:
+ * - `in-memory` (contrib `state/in-memory`): uuid etags, an etag on a missing key is a mismatch, no query.
+ * - `redis` (contrib `state/redis`, server without RedisJSON/RediSearch): integer etags, no query.
+ * - `redis-stack` (`state/redis` on Redis Stack): integer etags, values saved with `contentType: application/json`
+ *   become RedisJSON documents, queries through `queryIndexes`.
+ */
+export type StoreKind = "in-memory" | "redis" | "redis-stack";
+
+/** One state store component. */
+export interface StoreComponent {
+  kind: StoreKind;
+  /** redis-stack `queryIndexes`: index name -> indexed JSON paths (e.g. "name", "tags.color"). */
+  queryIndexes?: Record<string, string[]>;
+}
+
+/** Which stores exist. */
 export interface StateRules {
-  /** Store names daprd has components for; undefined = any name. */
-  stores?: readonly string[];
-  /** Stores without query support (e.g. Redis without RediSearch). */
-  nonQueryable?: readonly string[];
+  /** Store components by name; a name not listed gets `defaultKind` (or is unknown when `defaultKind` is absent). */
+  stores?: Record<string, StoreComponent>;
+  /** Kind of any store name not in `stores`; undefined = such names are unknown stores. Default "redis". */
+  defaultKind?: StoreKind;
 }
 
 interface StateItem {
@@ -19,64 +38,204 @@ interface StateItem {
   metadata?: Record<string, string>;
 }
 
-/**
- * Dapr's state RPCs over a StatePort (the embedded store), with daprd's error codes: unknown store
- * INVALID_ARGUMENT, etag mismatch ABORTED (from the store), store without query support INTERNAL. Queries see every
- * value the embedded store can read as JSON (real Redis with RediSearch indexes only values saved with
- * `contentType: application/json`, which the adapter sets for JSON documents).
- */
-export function stateHandlers(store: StatePort, rules: StateRules, token: () => string | undefined): grpc.UntypedServiceImplementation {
-  const checkStore = (name: string): void => {
-    if (!name) throw new GatewayError(Code.INVALID_ARGUMENT, "state store name is empty");
-    if (rules.stores && !rules.stores.includes(name)) throw new GatewayError(Code.INVALID_ARGUMENT, `state store ${name} is not found`);
-  };
-  const text = (b: Uint8Array | undefined): string => Buffer.from(b ?? []).toString("utf8");
-  const h = (fn: (req: any) => Promise<object>) => unaryHandler(token, fn);
+interface Entry {
+  /** Stored bytes (plain value) or JSON text of a RedisJSON document's `data`. */
+  value: string;
+  /** A RedisJSON document (saved with contentType application/json on redis-stack). */
+  json: boolean;
+  etag: string;
+}
 
+/** RediSearch's answer without `page.limit`: 10 rows (contrib `state/redis/redis_query.go` Finalize adds no LIMIT). */
+const REDISEARCH_DEFAULT_ROWS = 10;
+
+const isJsonCt = (md: Record<string, string> | undefined): boolean => md?.["contentType"] === "application/json";
+
+/**
+ * Dapr's state RPCs with daprd's behaviour per store kind (see StoreKind), including its awkward parts:
+ * - keys are stored as `<app id>||<key>`; a key containing `||` is INVALID_ARGUMENT (dapr `pkg/components/state`
+ *   GetModifiedStateKey);
+ * - with `contentType: application/json` daprd decodes the value (dapr `pkg/api/grpc/grpc.go` SaveState; a value
+ *   that is not JSON fails with the raw decode error, so UNKNOWN) and the store re-encodes it: in-memory with
+ *   encoding/json, redis with json-iterator's fastest mode;
+ * - etag errors: mismatch ABORTED, malformed INVALID_ARGUMENT (contrib `state/errors.go` ETagMismatch/ETagInvalid
+ *   mapped by daprd); redis: an etag on a missing key CREATES it (`setDefaultQuery` Lua), any delete error is ABORTED
+ *   (`redis.go` Delete);
+ * - redis-stack: a JSON document read without the contentType metadata, or a plain value read with it, fails
+ *   WRONGTYPE (INTERNAL); a delete without it skips the document's etag check (`redis.go` Get/getJSON/Delete);
+ * - Query: INTERNAL "state store does not support querying" on stores that cannot; on redis-stack metadata
+ *   `queryIndexName` must name one of the `queryIndexes` (`redis.go` Query, contrib `metadata/utils.go`
+ *   TryGetQueryIndexName), filter and sort keys must be indexed, one sort key only, comparisons are numeric, and
+ *   without `page.limit` the answer is the first 10 rows and no token; with one, a token (the next offset) comes
+ *   after every non-empty page (`redis_query.go` Finalize/execute). Filter semantics reuse the embedded evaluator
+ *   (RediSearch TEXT fields would also tokenize: contrib builds a string EQ as the full-text match `@field:(value)`).
+ */
+export function stateHandlers(rules: StateRules, appId: string, token: () => string | undefined): grpc.UntypedServiceImplementation {
+  const data = new Map<string, Map<string, Entry>>();
+  const defaultKind = "defaultKind" in rules ? rules.defaultKind : "redis";
+
+  const component = (name: string): StoreComponent => {
+    if (!name) throw new GatewayError(Code.INVALID_ARGUMENT, "state store name is empty");
+    const c = rules.stores?.[name] ?? (defaultKind ? { kind: defaultKind } : undefined);
+    if (!c) throw new GatewayError(Code.INVALID_ARGUMENT, `state store ${name} is not found`);
+    return c;
+  };
+  const table = (name: string): Map<string, Entry> => {
+    let t = data.get(name);
+    if (!t) data.set(name, (t = new Map()));
+    return t;
+  };
+  const storedKey = (key: string): string => {
+    if (!key) throw new GatewayError(Code.INVALID_ARGUMENT, "state key is empty");
+    if (key.includes("||")) throw new GatewayError(Code.INVALID_ARGUMENT, `input key/keyPrefix '${key}' can't contain '||'`);
+    return `${appId}||${key}`;
+  };
+  const wrongType = (): GatewayError => new GatewayError(Code.INTERNAL, "fail to get state: WRONGTYPE Operation against a key holding the wrong kind of value");
+  const mismatch = (why: string): GatewayError => new GatewayError(Code.ABORTED, `possible etag mismatch. error from state store: ${why}`);
+
+  /** What GetState answers for one stored key (throws WRONGTYPE like redis-stack). */
+  const read = (c: StoreComponent, e: Entry | undefined, md: Record<string, string> | undefined): { data: Buffer; etag: string } => {
+    if (c.kind === "redis-stack" && e && e.json !== isJsonCt(md)) throw wrongType();
+    if (c.kind === "redis-stack" && !e && isJsonCt(md)) return { data: Buffer.alloc(0), etag: "" };
+    return e ? { data: Buffer.from(e.value, "utf8"), etag: e.etag } : { data: Buffer.alloc(0), etag: "" };
+  };
+
+  const save = (store: string, c: StoreComponent, s: StateItem): void => {
+    const key = storedKey(s.key);
+    const t = table(store);
+    const raw = Buffer.from(s.value ?? []).toString("utf8");
+    let value = raw;
+    const jsonCt = isJsonCt(s.metadata);
+    if (jsonCt) {
+      try {
+        // SaveState json.Unmarshal of the value; its error is returned as is (gRPC UNKNOWN).
+        JSON.parse(raw);
+      } catch (e) {
+        throw new GatewayError(Code.UNKNOWN, (e as Error).message);
+      }
+      value = c.kind === "in-memory" ? goJsonMarshal(raw) : jsoniterFastestMarshal(raw);
+    }
+    const etag = s.etag?.value;
+    const current = t.get(key);
+    if (c.kind === "in-memory") {
+      if (etag !== undefined && etag !== "" && (!current || current.etag !== etag)) throw mismatch(`etag ${etag} does not match`);
+      t.set(key, { value, json: false, etag: randomUUID() });
+      return;
+    }
+    // redis / redis-stack: integer versions.
+    if (etag !== undefined && etag !== "" && !/^-?\d+$/.test(etag)) {
+      throw new GatewayError(Code.INVALID_ARGUMENT, `invalid etag value: strconv.Atoi: parsing "${etag}": invalid syntax`);
+    }
+    if (etag && current && current.etag !== etag) throw mismatch(`failed to set key ${key}: ERR Error running script: version mismatch`);
+    const json = c.kind === "redis-stack" && jsonCt;
+    t.set(key, { value, json, etag: String(current ? Number(current.etag) + 1 : 1) });
+  };
+
+  const del = (store: string, c: StoreComponent, key: string, etag: string | undefined, md: Record<string, string> | undefined): void => {
+    const k = storedKey(key);
+    const t = table(store);
+    const current = t.get(k);
+    if (c.kind === "in-memory") {
+      if (etag && (!current || current.etag !== etag)) throw mismatch(`etag ${etag} does not match`);
+      t.delete(k);
+      return;
+    }
+    if (etag && !/^-?\d+$/.test(etag)) throw mismatch(`ERR Error running script: invalid etag ${etag}`);
+    // delDefaultQuery reads the hash's version; on a RedisJSON document that read fails and the script deletes
+    // anyway: without the contentType metadata the document's etag is NOT checked.
+    const checked = current && !(c.kind === "redis-stack" && current.json && !isJsonCt(md));
+    if (etag && checked && current.etag !== etag) throw mismatch("ERR Error running script: version mismatch");
+    t.delete(k);
+  };
+
+  const query = (store: string, c: StoreComponent, text: string, md: Record<string, string> | undefined): { results: object[]; token: string } => {
+    if (c.kind !== "redis-stack") {
+      throw new GatewayError(Code.INTERNAL, c.kind === "redis" ? `failed query in state store ${store}: redis-json server support is required for query capability` : "state store does not support querying");
+    }
+    const index = md?.["queryIndexName"];
+    if (!index) throw new GatewayError(Code.INTERNAL, `failed query in state store ${store}: query index not found`);
+    const paths = c.queryIndexes?.[index];
+    if (!paths) throw new GatewayError(Code.INTERNAL, `failed query in state store ${store}: query index schema "${index}" not found`);
+    let raw: { page?: { limit?: number; token?: string } } & Record<string, unknown>;
+    try {
+      raw = JSON.parse(text) as typeof raw;
+    } catch (e) {
+      throw new GatewayError(Code.INTERNAL, `failed query in state store ${store}: ${(e as Error).message}`);
+    }
+    const { page: rawPage, ...rest } = raw;
+    const q = parseQuery(JSON.stringify(rest));
+    const fail = (why: string): GatewayError => new GatewayError(Code.INTERNAL, `failed query in state store ${store}: ${why}`);
+    const indexed = (path: string[]): void => {
+      if (!paths.includes(path.join("."))) throw fail(`JSON path "${path.join(".")}" is not indexed`);
+    };
+    const visit = (f: Filter): void => {
+      if ("filters" in f) return f.filters.forEach(visit);
+      indexed(f.path);
+      if ("value" in f && ["GT", "GTE", "LT", "LTE"].includes(f.op) && typeof f.value === "string") {
+        throw fail(`unsupported type of value ${f.value}; string type not permitted`);
+      }
+    };
+    if (q.filter) visit(q.filter);
+    if (q.sort.length > 1) throw fail("multiple SORTBY steps are not allowed. Sort multiple fields in a single step");
+    for (const k of q.sort) indexed(k.path);
+    const prefix = `${appId}||`;
+    const rows: Array<{ key: string; json: JsonValue; item: Entry }> = [];
+    for (const [k, e] of table(store)) {
+      // FT.SEARCH sees RedisJSON documents only.
+      if (!e.json || !k.startsWith(prefix)) continue;
+      const json = JSON.parse(e.value) as JsonValue;
+      if (!q.filter || matches(q.filter, json)) rows.push({ key: k.slice(prefix.length), json, item: e });
+    }
+    rows.sort(comparator(q.sort));
+    const limit = typeof rawPage?.limit === "number" ? rawPage.limit : 0;
+    let offset = 0;
+    if (limit > 0 && rawPage?.token) {
+      if (!/^\d+$/.test(rawPage.token)) throw fail(`strconv.ParseInt: parsing "${rawPage.token}": invalid syntax`);
+      offset = Number(rawPage.token);
+    }
+    const page = rows.slice(offset, offset + (limit > 0 ? limit : REDISEARCH_DEFAULT_ROWS));
+    return {
+      results: page.map((r) => ({ key: r.key, data: Buffer.from(r.item.value, "utf8"), etag: r.item.etag, error: "" })),
+      token: limit > 0 && page.length > 0 ? String(offset + page.length) : "",
+    };
+  };
+
+  const h = (fn: (req: any) => Promise<object>) => unaryHandler(token, fn);
   return {
-    GetState: h(async (req: { store_name: string; key: string }) => {
-      checkStore(req.store_name);
-      const item = await store.get(req.store_name, req.key);
-      return item ? { data: Buffer.from(item.value, "utf8"), etag: item.etag } : { data: Buffer.alloc(0), etag: "" };
+    GetState: h(async (req: { store_name: string; key: string; metadata?: Record<string, string> }) => {
+      const c = component(req.store_name);
+      return read(c, table(req.store_name).get(storedKey(req.key)), req.metadata);
     }),
-    GetBulkState: h(async (req: { store_name: string; keys: string[] }) => {
-      checkStore(req.store_name);
-      const found = new Map((await store.getBulk(req.store_name, req.keys)).map((i) => [i.key, i]));
+    GetBulkState: h(async (req: { store_name: string; keys: string[]; metadata?: Record<string, string> }) => {
+      const c = component(req.store_name);
       return {
-        items: req.keys.map((key) => {
-          const i = found.get(key);
-          return { key, data: i ? Buffer.from(i.value, "utf8") : Buffer.alloc(0), etag: i?.etag ?? "", error: "" };
+        items: (req.keys ?? []).map((key) => {
+          try {
+            return { key, ...read(c, table(req.store_name).get(storedKey(key)), req.metadata), error: "" };
+          } catch (e) {
+            return { key, data: Buffer.alloc(0), etag: "", error: (e as Error).message };
+          }
         }),
       };
     }),
     SaveState: h(async (req: { store_name: string; states: StateItem[] }) => {
-      checkStore(req.store_name);
-      for (const s of req.states ?? []) {
-        if (!s.key) throw new GatewayError(Code.INVALID_ARGUMENT, "state key is empty");
-        const etag = s.etag?.value;
-        await store.save(req.store_name, s.key, text(s.value), etag ? { etag } : {});
-      }
+      const c = component(req.store_name);
+      for (const s of req.states ?? []) save(req.store_name, c, s);
       return {};
     }),
-    DeleteState: h(async (req: { store_name: string; key: string; etag?: { value: string } | null }) => {
-      checkStore(req.store_name);
-      const etag = req.etag?.value;
-      await store.delete(req.store_name, req.key, etag ? { etag } : {});
+    DeleteState: h(async (req: { store_name: string; key: string; etag?: { value: string } | null; metadata?: Record<string, string> }) => {
+      const c = component(req.store_name);
+      del(req.store_name, c, req.key, req.etag?.value, req.metadata);
       return {};
     }),
     DeleteBulkState: h(async (req: { store_name: string; states: StateItem[] }) => {
-      checkStore(req.store_name);
-      await store.deleteBulk(req.store_name, (req.states ?? []).map((s) => s.key));
+      const c = component(req.store_name);
+      for (const s of req.states ?? []) del(req.store_name, c, s.key, s.etag?.value, s.metadata);
       return {};
     }),
-    QueryStateAlpha1: h(async (req: { store_name: string; query: string }) => {
-      checkStore(req.store_name);
-      if (rules.nonQueryable?.includes(req.store_name)) throw new GatewayError(Code.INTERNAL, "state store does not support querying");
-      const res = await store.query(req.store_name, req.query, 0);
-      return {
-        results: res.items.map((i) => ({ key: i.key, data: Buffer.from(i.value, "utf8"), etag: i.etag, error: "" })),
-        token: res.token,
-      };
+    QueryStateAlpha1: h(async (req: { store_name: string; query: string; metadata?: Record<string, string> }) => {
+      const c = component(req.store_name);
+      return query(req.store_name, c, req.query, req.metadata);
     }),
   };
 }
