@@ -17,6 +17,8 @@ const nav = document.getElementById("nav");
 const who = document.getElementById("who");
 let current;
 let signInMessage = "";
+/** True while the sign-in form checks a key: its 401 is the form's answer, not a session that ended. */
+let checking = false;
 
 function showSignIn(message = signInMessage) {
   current?.unmount?.();
@@ -48,14 +50,17 @@ function showSignIn(message = signInMessage) {
       session.signInWithToken(value);
     } else {
       session.signInWithKey(value);
+      checking = true;
       try {
         // Any keyed route tells whether the gateway takes this key.
         await api("/v1/gateway/list-services");
       } catch (err) {
+        checking = false;
         session.signOut();
         const refused = err instanceof ApiError && err.status === 401;
         return status.set("error", refused ? "Sign-in failed: the gateway refused this key (UNAUTHENTICATED)." : `Sign-in failed: ${err.message}`);
       }
+      checking = false;
     }
     signInMessage = "";
     if (!location.hash || location.hash === "#signin") location.hash = session.get()?.kind === "token" ? "#topics" : "#services";
@@ -97,7 +102,7 @@ document.getElementById("signout").addEventListener("click", () => {
   showSignIn();
 });
 whenUnauthenticated(() => {
-  if (!session.get()) return;
+  if (checking || !session.get()) return;
   session.signOut();
   showSignIn("The gateway no longer accepts this key: sign in again.");
 });

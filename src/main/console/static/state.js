@@ -3,6 +3,16 @@ import { api, ApiError, keyPath } from "./api.js";
 import { field, h, pretty, replace, statusLine, submitOnCtrlEnter } from "./dom.js";
 import { eventFeed } from "./topics.js";
 
+/** A stored value for display: pretty-printed when it is JSON text, else as it is. */
+function prettyText(v) {
+  if (typeof v !== "string") return pretty(v);
+  try {
+    return pretty(JSON.parse(v));
+  } catch {
+    return v;
+  }
+}
+
 /** Mount the State page. */
 export function mount(root) {
   const names = h("datalist", { id: "state-services" });
@@ -10,6 +20,7 @@ export function mount(root) {
   const key = h("input", { type: "text", name: "key", autocomplete: "off", required: true });
   const etag = h("input", { type: "text", name: "etag", autocomplete: "off", placeholder: "(none: last write wins)" });
   const value = submitOnCtrlEnter(h("textarea", { rows: 6, name: "value", class: "code", spellcheck: "false" }));
+  value.value = "";
   const publish = h("input", { type: "checkbox", name: "publish_change", id: "publish-change" });
   const status = statusLine();
   const getB = h("button", { type: "button", name: "get" }, "Get");
@@ -20,7 +31,7 @@ export function mount(root) {
     { class: "card", "aria-labelledby": "kv-title" },
     h("h3", { id: "kv-title" }, "Key"),
     h("div", { class: "row" }, field("Service", service), field("Key", key), field("ETag", etag, "Filled by Get and Save; a stale one makes Save or Delete fail.")),
-    field("Value (JSON; Ctrl+Enter saves)", value),
+    field("Value (text, e.g. JSON; Ctrl+Enter saves)", value, "Stored as the exact text you type."),
     h("div", { class: "check" }, publish, h("label", { for: "publish-change" }, "Publish a change notification (state.change)")),
     h("div", { class: "buttons" }, getB, saveB, delB),
     status.el,
@@ -40,7 +51,7 @@ export function mount(root) {
     if (!need()) return;
     try {
       const r = await api(path());
-      value.value = pretty(r.value);
+      value.value = r.value ?? "";
       etag.value = r.etag ?? "";
       status.set("ok", `Read ${r.key} (etag ${r.etag || "none"}).`);
     } catch (e) {
@@ -53,13 +64,7 @@ export function mount(root) {
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     if (!need()) return;
-    let v;
-    try {
-      v = JSON.parse(value.value);
-    } catch (err) {
-      return status.set("error", `value is not valid JSON: ${err.message}`), value.focus();
-    }
-    const body = { service: service.value.trim(), key: key.value, value: v, publish_change: publish.checked };
+    const body = { service: service.value.trim(), key: key.value, value: value.value, publish_change: publish.checked };
     if (etag.value) body.etag = etag.value;
     try {
       const r = await api("/v1/state/save-state", { method: "POST", body });
@@ -113,7 +118,7 @@ export function mount(root) {
               "table",
               {},
               h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Key"), h("th", { scope: "col" }, "Value"), h("th", { scope: "col" }, "ETag"))),
-              h("tbody", {}, r.items.map((it) => h("tr", {}, h("td", {}, h("code", {}, it.key)), h("td", {}, h("pre", {}, pretty(it.value))), h("td", {}, it.etag)))),
+              h("tbody", {}, r.items.map((it) => h("tr", {}, h("td", {}, h("code", {}, it.key)), h("td", {}, h("pre", {}, prettyText(it.value))), h("td", {}, it.etag)))),
             ),
       );
     } catch (err) {

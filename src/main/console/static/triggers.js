@@ -16,6 +16,7 @@ function when(t) {
 /** Mount the Triggers page. */
 export function mount(root) {
   const status = statusLine();
+  status.el.id = "trigger-list-status";
   const table = h("div", { class: "table-wrap" });
   const name = h("input", { type: "text", name: "name", autocomplete: "off", required: true });
   const topic = h("input", { type: "text", name: "target_topic", autocomplete: "off", required: true });
