@@ -7,6 +7,7 @@ import chromium from "@sparticuz/chromium";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
+import { startTcpProxy } from "../support/tcp-proxy.js";
 
 const KEY = "console-key";
 const PHONE = { width: 390, height: 844 };
@@ -35,19 +36,19 @@ describe("web console at /console in headless Chromium", () => {
     await page.setViewport(DESKTOP);
     return page;
   };
-  const signIn = async (page: Page, key = KEY): Promise<void> => {
-    await page.goto(`${gw.http}/console`);
+  const signIn = async (page: Page, key = KEY, origin = gw.http): Promise<void> => {
+    await page.goto(`${origin}/console`);
     await page.waitForSelector("input[name=secret]");
     await page.type("input[name=secret]", key);
     await page.keyboard.press("Enter");
   };
-  const text = (page: Page, selector: string): Promise<string> => page.$eval(selector, (el) => (el as HTMLElement).innerText);
+  const text = (page: Page, selector: string): Promise<string> => page.$eval(selector, (el) => (el as any).innerText);
   /** Wait until the element's text matches; fails with the text it last had. */
   const waitText = async (page: Page, selector: string, re: RegExp, timeout = 8000): Promise<string> => {
     try {
-      await page.waitForFunction((s: string, src: string, flags: string) => new RegExp(src, flags).test((document.querySelector(s) as HTMLElement | null)?.innerText ?? ""), { timeout }, selector, re.source, re.flags);
+      await page.waitForFunction((s: string, src: string, flags: string) => new RegExp(src, flags).test(((globalThis as any).document.querySelector(s) as any)?.innerText ?? ""), { timeout }, selector, re.source, re.flags);
     } catch (e) {
-      const got = await page.$eval(selector, (el) => (el as HTMLElement).innerText).catch(() => "(no such element)");
+      const got = await page.$eval(selector, (el) => (el as any).innerText).catch(() => "(no such element)");
       throw new Error(`${selector} never matched ${re}: ${got.slice(0, 500)}`, { cause: e });
     }
     return text(page, selector);
@@ -65,10 +66,22 @@ describe("web console at /console in headless Chromium", () => {
     await page.close();
     assert.deepEqual(left, [], "the page logged errors");
   };
+  /** Publish one JSON CloudEvent through the REST API, as another client would. */
+  const publish = async (topic: string, id: string, data: unknown): Promise<void> => {
+    const r = await fetch(`${gw.http}/v1/pubsub/${topic}`, {
+      method: "POST",
+      headers: { "x-api-key": KEY, "content-type": "application/cloudevents+json" },
+      body: JSON.stringify({ specversion: "1.0", id, source: "urn:test:other-client", type: "test.event", data }),
+    });
+    assert.equal(r.status, 200, await r.text());
+  };
+  /** The ids of the events a feed shows, oldest first. */
+  const feedIds = (page: Page): Promise<string[]> =>
+    page.$$eval(".feed li.event pre", (pres) => pres.map((p) => JSON.parse((p as any).innerText).id as string).reverse());
   /** Horizontal overflow at phone width: the page must not scroll sideways. */
   const fitsPhone = async (page: Page): Promise<void> => {
     await page.setViewport(PHONE);
-    const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    const over = await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth - (globalThis as any).document.documentElement.clientWidth);
     await page.setViewport(DESKTOP);
     assert.ok(over <= 1, `the page is ${over}px wider than a 390px phone screen`);
   };
@@ -115,7 +128,7 @@ describe("web console at /console in headless Chromium", () => {
     const msg = await waitText(page, ".signin .status", /refused this key/);
     assert.match(msg, /UNAUTHENTICATED/);
     assert.equal(await page.$("#nav:not([hidden])"), null, "no page navigation without a key");
-    assert.equal(await page.evaluate(() => sessionStorage.length), 0, "the refused key is not kept");
+    assert.equal(await page.evaluate(() => (globalThis as any).sessionStorage.length), 0, "the refused key is not kept");
     await screenshot(page, "signin-refused");
     // The browser itself reports the 401 response of the check; that is the refusal, not a page error.
     await done(page, [/status of 401/]);
@@ -125,7 +138,7 @@ describe("web console at /console in headless Chromium", () => {
     const page = await newPage();
     await signIn(page);
     await page.waitForSelector("button[data-service=orders]");
-    assert.equal(await page.evaluate(() => sessionStorage.getItem("platform-gateway.console.key")), KEY);
+    assert.equal(await page.evaluate(() => (globalThis as any).sessionStorage.getItem("platform-gateway.console.key")), KEY);
     await page.click("button[data-service=orders]");
     await page.waitForSelector("button[data-method='ops.v1.Admin/Ping']");
     // The method list shows kinds (WatchOrders streams).
@@ -134,9 +147,9 @@ describe("web console at /console in headless Chromium", () => {
     await page.focus("button[data-method='ops.v1.Admin/Ping']");
     await page.keyboard.press("Enter");
     await page.waitForSelector("textarea[name=request]");
-    assert.deepEqual(JSON.parse(await page.$eval("textarea[name=request]", (t) => (t as HTMLTextAreaElement).value)), { text: "" }, "skeleton from the input schema");
+    assert.deepEqual(JSON.parse(await page.$eval("textarea[name=request]", (t) => (t as any).value)), { text: "" }, "skeleton from the input schema");
     assert.match(await text(page, ".schemas"), /count\s+int64/);
-    await page.$eval("textarea[name=request]", (t) => ((t as HTMLTextAreaElement).value = ""));
+    await page.$eval("textarea[name=request]", (t) => ((t as any).value = ""));
     await page.type("textarea[name=request]", '{"text": "hello from the console"}');
     assert.match(await text(page, "pre.cmd"), /curl -sS -X POST '.*\/v1\/gateway\/invoke'.*"requestData":\{"text":"hello from the console"\}/s);
     assert.doesNotMatch(await text(page, ".detail"), new RegExp(KEY), "the key is never printed in the commands");
@@ -149,7 +162,7 @@ describe("web console at /console in headless Chromium", () => {
     assert.deepEqual(JSON.parse(reply), { text: "hello from the console", count: "1" });
     assert.match(await text(page, ".call .status"), /^OK in \d+ ms/);
     // An in-band error is shown as such.
-    await page.$eval("textarea[name=request]", (t) => ((t as HTMLTextAreaElement).value = '{"nope": 1}'));
+    await page.$eval("textarea[name=request]", (t) => ((t as any).value = '{"nope": 1}'));
     await page.click(".call button[type=submit]");
     assert.match(await waitText(page, ".call .status", /INVALID_ARGUMENT/), /nope/);
     await screenshot(page, "services");
@@ -178,12 +191,12 @@ describe("web console at /console in headless Chromium", () => {
 
     // Publish form: a relative source is refused before anything is sent, with the gateway's message.
     await page.type("input[name=topic]", "console.orders");
-    await page.$eval("input[name=source]", (i) => ((i as HTMLInputElement).value = ""));
+    await page.$eval("input[name=source]", (i) => ((i as any).value = ""));
     await page.type("input[name=source]", "a/b");
     await page.click("form[aria-labelledby=pub-title] button[type=submit]");
     assert.match(await waitText(page, "form[aria-labelledby=pub-title] .status", /absolute URI/), /cloudevent\.source 'a\/b' is not an absolute URI/);
-    await page.$eval("input[name=source]", (i) => ((i as HTMLInputElement).value = "urn:console:test"));
-    await page.$eval("input[name=id]", (i) => ((i as HTMLInputElement).value = "from-console-1"));
+    await page.$eval("input[name=source]", (i) => ((i as any).value = "urn:console:test"));
+    await page.$eval("input[name=id]", (i) => ((i as any).value = "from-console-1"));
     await page.click("form[aria-labelledby=pub-title] button[type=submit]");
     await waitText(page, "form[aria-labelledby=pub-title] .status", /Published to console\.orders/);
     await waitText(page, ".feed .events", /from-console-1/);
@@ -207,7 +220,7 @@ describe("web console at /console in headless Chromium", () => {
     await page.click("input[name=publish_change]");
     await page.click("button[name=save]");
     await waitText(page, "form[aria-labelledby=kv-title] .status", /Saved cart\/7/);
-    const etag = await page.$eval("input[name=etag]", (i) => (i as HTMLInputElement).value);
+    const etag = await page.$eval("input[name=etag]", (i) => (i as any).value);
     assert.notEqual(etag, "");
     await waitText(page, ".feed .events", /state-saved[\s\S]*"key": "cart\/7"/);
     // The REST API sees what the console saved.
@@ -215,12 +228,12 @@ describe("web console at /console in headless Chromium", () => {
     assert.equal(stored.value, '{"items": 3}');
     assert.equal(stored.etag, etag);
     // Read it back in a clean form.
-    await page.$eval("textarea[name=value]", (t) => ((t as HTMLTextAreaElement).value = ""));
-    await page.$eval("input[name=etag]", (i) => ((i as HTMLInputElement).value = ""));
+    await page.$eval("textarea[name=value]", (t) => ((t as any).value = ""));
+    await page.$eval("input[name=etag]", (i) => ((i as any).value = ""));
     await page.click("button[name=get]");
     await waitText(page, "form[aria-labelledby=kv-title] .status", /Read cart\/7/);
-    assert.equal(await page.$eval("textarea[name=value]", (t) => (t as HTMLTextAreaElement).value), '{"items": 3}');
-    assert.equal(await page.$eval("input[name=etag]", (i) => (i as HTMLInputElement).value), etag);
+    assert.equal(await page.$eval("textarea[name=value]", (t) => (t as any).value), '{"items": 3}');
+    assert.equal(await page.$eval("input[name=etag]", (i) => (i as any).value), etag);
     // A query lists it.
     await page.click("form[aria-labelledby=query-title] button[type=submit]");
     assert.match(await waitText(page, ".results", /cart\/7/), /"items": 3/);
@@ -246,15 +259,15 @@ describe("web console at /console in headless Chromium", () => {
     const listed = (await (await fetch(`${gw.http}/v1/trigger`, { headers: { "x-api-key": KEY } })).json()) as { triggers: Array<{ name: string }> };
     assert.deepEqual(listed.triggers.map((t) => t.name), ["console-nightly"]);
     // A bad schedule is reported in-band, naming the field.
-    await page.$eval("input[name=name]", (i) => ((i as HTMLInputElement).value = "console-bad"));
-    await page.$eval("input[name=schedule]", (i) => ((i as HTMLInputElement).value = "*/5 * * * *"));
+    await page.$eval("input[name=name]", (i) => ((i as any).value = "console-bad"));
+    await page.$eval("input[name=schedule]", (i) => ((i as any).value = "*/5 * * * *"));
     await page.click("form[aria-labelledby=sched-title] button[type=submit]");
     assert.match(await waitText(page, "form[aria-labelledby=sched-title] .status", /INVALID_ARGUMENT/), /schedule/);
     await screenshot(page, "triggers");
     await fitsPhone(page);
     await page.click("button[aria-label='Delete trigger console-nightly']");
     await waitText(page, "#trigger-list-status", /Deleted console-nightly/);
-    await page.waitForFunction(() => !document.querySelector("tr[data-trigger=console-nightly]"), { timeout: 5000 });
+    await page.waitForFunction(() => !(globalThis as any).document.querySelector("tr[data-trigger=console-nightly]"), { timeout: 5000 });
     const after = (await (await fetch(`${gw.http}/v1/trigger`, { headers: { "x-api-key": KEY } })).json()) as { triggers: unknown[] };
     assert.deepEqual(after.triggers, []);
     // The gateway answers the bad schedule with HTTP 400; the browser reports that response itself.
@@ -274,6 +287,61 @@ describe("web console at /console in headless Chromium", () => {
     assert.match(await text(page, "[data-figure=sse] dd"), /^\d+$/);
     await screenshot(page, "health");
     await fitsPhone(page);
+    await done(page);
+  });
+
+  it("resumes a tail across a dropped connection with nothing lost or duplicated", async () => {
+    const proxy = await startTcpProxy(gw.gateway.httpPort);
+    const page = await newPage();
+    try {
+      const origin = `http://127.0.0.1:${proxy.port}`;
+      await signIn(page, KEY, origin);
+      await page.waitForSelector("#nav a[data-page=topics]");
+      await page.click("#nav a[data-page=topics]");
+      await page.waitForSelector("input[name=tail-topics]");
+      await page.type("input[name=tail-topics]", "console.resume");
+      await page.keyboard.press("Enter");
+      await waitText(page, ".feed .conn", /^live$/);
+      for (let n = 1; n <= 3; n++) await publish("console.resume", `r${n}`, { n });
+      await waitText(page, ".feed .count", /^3 events$/);
+      proxy.dropAll();
+      await waitText(page, ".feed .conn", /^reconnecting$/);
+      // Published while the page is cut off: the reconnect (Last-Event-ID) must replay them.
+      for (let n = 4; n <= 6; n++) await publish("console.resume", `r${n}`, { n });
+      await waitText(page, ".feed .conn", /^live$/, 10_000);
+      for (let n = 7; n <= 8; n++) await publish("console.resume", `r${n}`, { n });
+      await waitText(page, ".feed .count", /^8 events$/, 10_000);
+      assert.deepEqual(await feedIds(page), ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"]);
+    } finally {
+      proxy.close();
+    }
+    // The cut itself is reported by the browser as a failed stream request: that is the event under test.
+    await done(page, [/(request failed: |Failed to load resource: net::ERR_).*\/v1\/pubsub\/events/]);
+  });
+
+  it("signs in with a browser token: tails its topic, while keyed pages and publishing say they need a key", async () => {
+    const r = await fetch(`${gw.http}/v1/pubsub/tokens`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify({ topics: ["console.tok"], ttl_seconds: 600 }) });
+    const { token } = (await r.json()) as { token: string };
+    const page = await newPage();
+    await page.goto(`${gw.http}/console/`);
+    await page.waitForSelector("select[name=kind]");
+    await page.select("select[name=kind]", "token");
+    await page.type("input[name=secret]", token);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("input[name=tail-topics]");
+    assert.equal(await page.$eval("input[name=tail-topics]", (i) => (i as any).value), "console.tok", "the token's topic is prefilled");
+    assert.match(await text(page, "#who-text"), /Token for console\.tok/);
+    assert.equal(await page.$eval("form[aria-labelledby=pub-title] button[type=submit]", (b) => (b as any).disabled), true);
+    await page.click("form[aria-labelledby=tail-title] button[type=submit]");
+    await waitText(page, ".feed .conn", /^live$/);
+    await publish("console.tok", "tok-1", { ok: true });
+    await waitText(page, ".feed .events", /tok-1/);
+    // A topic outside the token is refused by the console before any request.
+    await page.$eval("input[name=tail-topics]", (i) => ((i as any).value = "other"));
+    await page.click("form[aria-labelledby=tail-title] button[type=submit]");
+    assert.match(await waitText(page, ".feed .status", /does not allow topic 'other'/), /allows console\.tok/);
+    await page.click("#nav a[data-page=state]");
+    await waitText(page, ".page-state", /needs an API key/);
     await done(page);
   });
 });

@@ -135,6 +135,7 @@ export function mount(root) {
     );
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
+      updateCommands();
       let requestData;
       try {
         requestData = JSON.parse(request.value || "{}");
@@ -200,7 +201,10 @@ export function mount(root) {
           "ul",
           { class: "picklist", "aria-label": `Methods of ${service}` },
           ms.map((m) => {
-            const b = h("button", { type: "button", class: "pick", "data-method": m.fullName, title: m.fullName }, h("span", {}, m.name), h("span", { class: `badge kind-${m.streamingType}` }, kindLabel(m.streamingType)));
+            // A name two services share is shown with its service (the call uses the full name either way).
+            const shared = ms.filter((o) => o.name === m.name).length > 1;
+            const label = shared ? `${m.fullName.split("/")[0].split(".").pop()}.${m.name}` : m.name;
+            const b = h("button", { type: "button", class: "pick", "data-method": m.fullName, title: m.fullName }, h("span", {}, label), h("span", { class: `badge kind-${m.streamingType}` }, kindLabel(m.streamingType)));
             b.addEventListener("click", () => {
               for (const o of methods.querySelectorAll("button")) o.setAttribute("aria-pressed", String(o === b));
               showMethod(service, m);

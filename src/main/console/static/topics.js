@@ -93,15 +93,17 @@ export function mount(root) {
     h("button", { type: "submit", disabled: !canPublish }, "Publish"),
     pubStatus.el,
   );
-  source.addEventListener("input", () => {
+  const checkSource = () => {
     const p = sourceProblem(source.value);
     source.setCustomValidity(p);
     source.setAttribute("aria-invalid", String(p !== ""));
-  });
+    return p;
+  };
+  source.addEventListener("input", checkSource);
   pubForm.addEventListener("submit", async (e) => {
     e.preventDefault();
     if (topic.value.trim() === "") return pubStatus.set("error", "topic must not be empty"), topic.focus();
-    const problem = sourceProblem(source.value);
+    const problem = checkSource();
     if (problem) return pubStatus.set("error", problem), source.focus();
     if (type.value.trim() === "") return pubStatus.set("error", "cloudevent.type must not be empty"), type.focus();
     let payload;
