@@ -9,7 +9,9 @@ function when(t) {
   const d = new Date(t);
   if (Number.isNaN(d.getTime())) return t;
   const s = Math.round((d.getTime() - Date.now()) / 1000);
-  const rel = Math.abs(s) < 1 ? "now" : s > 0 ? `in ${s} s` : `${-s} s ago`;
+  const a = Math.abs(s);
+  const span = a < 120 ? `${a} s` : a < 7200 ? `${Math.round(a / 60)} min` : a < 172800 ? `${Math.round(a / 3600)} h` : `${Math.round(a / 86400)} d`;
+  const rel = a < 1 ? "now" : s > 0 ? `in ${span}` : `${span} ago`;
   return `${d.toLocaleString()} (${rel})`;
 }
 
@@ -71,13 +73,14 @@ export function mount(root) {
                   return h(
                     "tr",
                     { "data-trigger": t.name },
-                    h("td", {}, h("code", {}, t.name)),
-                    h("td", {}, t.target_topic),
-                    h("td", {}, plan),
-                    h("td", {}, when(t.next_fire_time)),
-                    h("td", {}, when(t.last_fire_time)),
-                    h("td", { class: "num" }, String(t.times_fired ?? 0)),
-                    h("td", {}, when(t.expires_at)),
+                    // data-label: the column name, shown beside each value when the table stacks on a phone.
+                    h("td", { "data-label": "Name" }, h("code", {}, t.name)),
+                    h("td", { "data-label": "Topic" }, t.target_topic),
+                    h("td", { "data-label": "Schedule" }, plan),
+                    h("td", { "data-label": "Next fire" }, when(t.next_fire_time)),
+                    h("td", { "data-label": "Last fire" }, when(t.last_fire_time)),
+                    h("td", { class: "num", "data-label": "Fired" }, String(t.times_fired ?? 0)),
+                    h("td", { "data-label": "Expires" }, when(t.expires_at)),
                     h("td", {}, del),
                   );
                 }),
