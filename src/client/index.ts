@@ -23,3 +23,4 @@ export {
 } from "./cloudevent.js";
 export type { CallOptions } from "./transport.js";
 export type * from "./types.js";
+export { subscribeWeb, type WebSubscribeOptions, type WebSubscription, type WebEventMessage } from "./web.js";

@@ -166,7 +166,8 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
   if (!Array.isArray(corsOrigins) || corsOrigins.some((c) => typeof c !== "string" || !(c === "*" || /^https?:\/\/[^\s/]+$/.test(c)))) {
     bad("corsOrigins", corsOrigins, "must be a list of origins like https://app.example.com (scheme, host, optional port) or *");
   }
-  if (o.tokenSecret !== undefined && (typeof o.tokenSecret !== "string" || o.tokenSecret.length < 16)) {
+  const tokenSecret = o.tokenSecret ?? (process.env["GATEWAY_TOKEN_SECRET"] || undefined);
+  if (tokenSecret !== undefined && (typeof tokenSecret !== "string" || tokenSecret.length < 16)) {
     throw new GatewayError(Code.INVALID_ARGUMENT, "option tokenSecret must be a string of at least 16 characters");
   }
   const envDaprPort = process.env["DAPR_GRPC_PORT"] ? Number(process.env["DAPR_GRPC_PORT"]) : undefined;
@@ -190,7 +191,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     channelsPerBackend: positive("channelsPerBackend", o.channelsPerBackend, 4),
     subscriptionLingerMs: nonNegativeInt("subscriptionLingerMs", o.subscriptionLingerMs, 2000),
     sweepIntervalMs: positive("sweepIntervalMs", o.sweepIntervalMs, 5000),
-    tokenSecret: o.tokenSecret ?? (process.env["GATEWAY_TOKEN_SECRET"] || undefined),
+    tokenSecret,
     corsOrigins: Object.freeze([...corsOrigins]) as string[],
     pubsubHistoryEvents: nonNegativeInt("pubsubHistoryEvents", o.pubsubHistoryEvents, 1000),
     pubsubHistoryAgeMs: positive("pubsubHistoryAgeMs", o.pubsubHistoryAgeMs, 60_000),

@@ -1,12 +1,12 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer as createHttpServer, type Server } from "node:http";
-import { createServer as createNetServer, connect, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
 import chromium from "@sparticuz/chromium";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
+import { startProxy } from "../support/web.js";
 
 const KEY = "browser-key";
 
@@ -38,36 +38,6 @@ window.startWs = (url, protocols, topics, reconnect) => {
   open();
 };
 </script>`;
-
-/** A TCP proxy in front of the gateway that can drop every connection, as a server restart or network cut would. */
-function startProxy(target: number): Promise<{ port: number; dropAll(): void; close(): void }> {
-  const sockets = new Set<Socket>();
-  const server = createNetServer((client) => {
-    const upstream = connect(target, "127.0.0.1");
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on("close", () => sockets.delete(s));
-      s.on("error", () => undefined);
-    }
-    client.pipe(upstream).pipe(client);
-    client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.destroy());
-  });
-  return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () =>
-      resolve({
-        port: (server.address() as AddressInfo).port,
-        dropAll: () => {
-          for (const s of sockets) s.destroy();
-        },
-        close: () => {
-          for (const s of sockets) s.destroy();
-          server.close();
-        },
-      }),
-    ),
-  );
-}
 
 function servePage(): Promise<{ server: Server; origin: string }> {
   const server = createHttpServer((_req, res) => {

@@ -60,6 +60,15 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
     assert.match((await c.next((f) => f.op === "error" && f.id === 9, "topic error")).message, /topics\[0\]/);
   });
 
+  it("a plain GET of the WebSocket route is 426; SSE without a topic is 400 naming it", async () => {
+    const r = await fetch(`${gw.http}/v1/pubsub/ws`);
+    assert.equal(r.status, 426);
+    assert.match(((await r.json()) as any).message, /WebSocket upgrade/);
+    const s = await connectSse(gw.http, "", { "x-api-key": KEY });
+    assert.equal(s.status, 400);
+    assert.match(s.messages[0]!.data, /topic/);
+  });
+
   it("WebSocket: an oversize frame closes the socket with 1009", async () => {
     const small = await startTestGateway({ apiKeys: [KEY], maxBodyBytes: 1024 });
     try {
@@ -206,5 +215,69 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
     await assert.rejects(connectWs(gw.http, { key: KEY, origin: "http://evil.example" }), (e: any) => e.status === 403);
     const w = await ws({ key: KEY, origin: ORIGIN });
     w.ws.terminate();
+  });
+
+  it("metrics by transport: subscribers, deliveries, history size", async () => {
+    const c = await ws();
+    c.send({ op: "subscribe", topics: ["m"] });
+    await c.next((f) => f.op === "subscribed", "subscribed");
+    const s = await connectSse(gw.http, "topic=m", { "x-api-key": KEY });
+    await waitFor(() => s.lastId !== undefined, "SSE live");
+    const wsBefore = (await metric(gw.http, "platform_pubsub_web_deliveries_total", '{transport="websocket"}')) ?? 0;
+    const sseBefore = (await metric(gw.http, "platform_pubsub_web_deliveries_total", '{transport="sse"}')) ?? 0;
+    await publish("m", 1);
+    await waitFor(() => c.events().length === 1 && s.events().length === 1, "delivered");
+    assert.equal(await metric(gw.http, "platform_pubsub_web_deliveries_total", '{transport="websocket"}'), wsBefore + 1);
+    assert.equal(await metric(gw.http, "platform_pubsub_web_deliveries_total", '{transport="sse"}'), sseBefore + 1);
+    assert.ok(((await metric(gw.http, "platform_pubsub_web_subscribers", '{transport="websocket"}')) ?? 0) >= 1);
+    assert.ok(((await metric(gw.http, "platform_pubsub_web_subscribers", '{transport="sse"}')) ?? 0) >= 1);
+    assert.ok(((await metric(gw.http, "platform_pubsub_history_events")) ?? 0) >= 1);
+    s.abort();
+  });
+
+  it("shutdown ends WebSockets with 1001 shutdown and SSE streams with event: end, and close() does not wait on them", async () => {
+    const g = await startTestGateway({ apiKeys: [KEY] });
+    const c = await connectWs(g.http, { key: KEY });
+    c.send({ op: "subscribe", topics: ["bye"] });
+    await c.next((f) => f.op === "subscribed", "subscribed");
+    const s = await connectSse(g.http, "topic=bye", { "x-api-key": KEY });
+    await waitFor(() => s.lastId !== undefined, "SSE live");
+    const started = Date.now();
+    await g.close();
+    assert.ok(Date.now() - started < 3000, `closed in ${Date.now() - started} ms`);
+    assert.deepEqual(await c.closed(), { code: 1001, reason: "shutdown" });
+    await waitFor(() => s.messages.some((m) => m.event === "end"), "SSE end");
+    assert.deepEqual(JSON.parse(s.messages.find((m) => m.event === "end")!.data), { reason: "shutdown" });
+  });
+
+  it("a runtime that refuses a topic gives an UNAVAILABLE error frame / 503; an upstream that breaks ends web subscribers with upstream-failed", async () => {
+    const g = await startTestGateway({ apiKeys: [KEY] });
+    const port = g.gateway.context.runtime.pubsub;
+    const original = port.subscribe.bind(port);
+    const breakers = new Map<string, (e: Error) => void>();
+    port.subscribe = async (topic, handlers, signal) => {
+      if (topic === "refused") throw new Error("no such topic here");
+      if (handlers.onError) breakers.set(topic, handlers.onError);
+      return original(topic, handlers, signal);
+    };
+    try {
+      const c = await connectWs(g.http, { key: KEY });
+      c.send({ op: "subscribe", topics: ["refused"], id: 1 });
+      const err = await c.next((f) => f.id === 1, "refusal");
+      assert.equal(err.code, "UNAVAILABLE");
+      assert.match(err.message, /refused/);
+      const s = await connectSse(g.http, "topic=refused", { "x-api-key": KEY });
+      assert.equal(s.status, 503);
+      c.send({ op: "subscribe", topics: ["breaks"], id: 2 });
+      await c.next((f) => f.id === 2 && f.op === "subscribed", "subscribed");
+      const s2 = await connectSse(g.http, "topic=breaks", { "x-api-key": KEY });
+      await waitFor(() => s2.lastId !== undefined, "SSE live");
+      breakers.get("breaks")!(new Error("sidecar went away"));
+      assert.deepEqual(await c.closed(), { code: 4002, reason: "upstream-failed: breaks" });
+      await waitFor(() => s2.messages.some((m) => m.event === "end"), "SSE end");
+      assert.deepEqual(JSON.parse(s2.messages.find((m) => m.event === "end")!.data), { reason: "upstream-failed: breaks" });
+    } finally {
+      await g.close();
+    }
   });
 });

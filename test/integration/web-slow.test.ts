@@ -1,4 +1,5 @@
 import { after, before, describe, it } from "node:test";
+import { connect } from "node:net";
 import assert from "node:assert/strict";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
@@ -76,5 +77,32 @@ describe("web pub/sub: a WebSocket subscriber that stops reading", () => {
     if (closed.code === 4008) assert.equal(closed.reason, "slow");
     assert.ok(slow.events().length < sent, "the slow one did not get everything");
     console.log(`# ${sent} events x ${OTHERS} subscribers in ${elapsed} ms; slow reaped after ${reapedAt}`);
+  });
+
+  it("an SSE subscriber that stops reading is closed slow past 1024 events buffered in the gateway", async () => {
+    const before = (await metric(gw.http, "platform_pubsub_web_reaped_total", '{transport="sse",reason="slow"}')) ?? 0;
+    const sock = connect(gw.gateway.httpPort, "127.0.0.1");
+    await new Promise((r) => sock.once("connect", r));
+    sock.write(`GET /v1/pubsub/events?topic=sse-slow HTTP/1.1\r\nhost: x\r\nx-api-key: ${KEY}\r\n\r\n`);
+    let head = "";
+    await new Promise<void>((resolve) => {
+      const onData = (d: Buffer): void => {
+        head += d.toString();
+        if (head.includes("id: ")) {
+          sock.off("data", onData);
+          resolve();
+        }
+      };
+      sock.on("data", onData);
+    });
+    assert.match(head, /^HTTP\/1\.1 200/);
+    sock.pause();
+    let reapedAt = 0;
+    for (let sent = 0; sent < 30_000 && !reapedAt; sent++) {
+      await gw.gateway.context.runtime.pubsub.publish("sse-slow", event(sent));
+      if (sent % 200 === 199 && ((await metric(gw.http, "platform_pubsub_web_reaped_total", '{transport="sse",reason="slow"}')) ?? 0) > before) reapedAt = sent;
+    }
+    assert.ok(reapedAt >= 1024, `reaped after ${reapedAt} events, not before the bound`);
+    sock.destroy();
   });
 });

@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { parseCli } from "../../src/main/cli-args.js";
+import { validateGatewayOptions } from "../../src/main/options.js";
 
 describe("command line and environment", () => {
   it("a flag wins over its environment variable", () => {
@@ -26,5 +27,30 @@ describe("command line and environment", () => {
   it("--help is reported, unknown flags throw", () => {
     assert.equal(parseCli(["--help"], {}), "help");
     assert.throws(() => parseCli(["--nope"], {}), /nope/);
+  });
+
+  it("web pub/sub flags and variables: token secret, CORS origins, history bounds, nominal event size", () => {
+    assert.deepEqual(
+      parseCli(["--token-secret", "s".repeat(16), "--cors-origin", "https://a.example", "--cors-origin", "http://127.0.0.1:3000", "--pubsub-history-events", "50", "--pubsub-history-age", "1000", "--pubsub-event-bytes", "256"], {}),
+      { tokenSecret: "s".repeat(16), corsOrigins: ["https://a.example", "http://127.0.0.1:3000"], pubsubHistoryEvents: 50, pubsubHistoryAgeMs: 1000, pubsubEventBytes: 256 },
+    );
+    assert.deepEqual(parseCli([], { GATEWAY_CORS_ORIGINS: "https://a.example, *", GATEWAY_TOKEN_SECRET: "t".repeat(20), GATEWAY_PUBSUB_HISTORY_AGE_MS: "5" }), {
+      corsOrigins: ["https://a.example", "*"],
+      tokenSecret: "t".repeat(20),
+      pubsubHistoryAgeMs: 5,
+    });
+    assert.throws(() => parseCli(["--pubsub-history-events", "many"], {}), /--pubsub-history-events must be an integer/);
+  });
+
+  it("bad web pub/sub options name the option", () => {
+    assert.throws(() => validateGatewayOptions({ corsOrigins: ["a.example"] }), /corsOrigins/);
+    assert.throws(() => validateGatewayOptions({ tokenSecret: "short" }), /tokenSecret must be a string of at least 16 characters/);
+    assert.throws(() => validateGatewayOptions({ pubsubEventBytes: 0 }), /pubsubEventBytes/);
+    assert.throws(() => validateGatewayOptions({ pubsubHistoryEvents: -1 }), /pubsubHistoryEvents/);
+    const o = validateGatewayOptions({});
+    assert.equal(o.pubsubHistoryEvents, 1000);
+    assert.equal(o.pubsubHistoryAgeMs, 60_000);
+    assert.equal(o.pubsubEventBytes, 1024);
+    assert.deepEqual(o.corsOrigins, []);
   });
 });

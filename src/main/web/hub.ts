@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 import { SubscribeFailure, TopicHistory, type Broker, type EndReason, type FanoutHandle } from "../../broker/index.js";
 import { cloudEventToJson } from "../../shared/cloudevent-json.js";
 import type { CloudEvent } from "../../shared/cloudevent.js";
-import { invalidArgument } from "../../shared/gateway-error.js";
+import { Code } from "../../shared/code.js";
+import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { Logger } from "../logger.js";
 
 /**
@@ -103,6 +104,19 @@ export interface WebHub {
   close(): void;
 }
 
+/**
+ * A broker SubscribeFailure as a GatewayError, as gRPC Subscribe maps it: the runtime's own code for an upstream
+ * refusal (UNAVAILABLE when it has none), UNAVAILABLE for a closing broker.
+ */
+export function subscribeError(e: unknown): GatewayError {
+  if (!(e instanceof SubscribeFailure)) return GatewayError.from(e);
+  const code = e.kind === "upstream" ? GatewayError.from(e.cause, Code.UNAVAILABLE).code : Code.UNAVAILABLE;
+  return new GatewayError(code === Code.INTERNAL || code === Code.UNKNOWN ? Code.UNAVAILABLE : code, e.message, { cause: e });
+}
+
+/** Topics the hub follows at once (live or lingering); past it a lingering one is dropped, else RESOURCE_EXHAUSTED. */
+export const MAX_WEB_TOPICS = 10_000;
+
 const POSITION = /^([0-9a-f]{12})-(\d{1,15})$/;
 
 /** Create the hub. */
@@ -154,6 +168,18 @@ export function createWebHub(options: WebHubOptions): WebHub {
   }
 
   function open(name: string): WebTopic {
+    if (topics.size >= MAX_WEB_TOPICS) {
+      // Make room by dropping the oldest topic nobody holds (it only lingers for resume).
+      let victim: WebTopic | undefined;
+      for (const x of topics.values()) {
+        if (x.refs === 0) {
+          victim = x;
+          break;
+        }
+      }
+      if (!victim) throw new GatewayError(Code.RESOURCE_EXHAUSTED, `the gateway follows ${MAX_WEB_TOPICS} web topics already`);
+      drop(victim);
+    }
     const t: WebTopic = {
       name,
       refs: 0,
@@ -226,7 +252,14 @@ export function createWebHub(options: WebHubOptions): WebHub {
       const held: WebTopic[] = [];
       for (const name of names) {
         let t = topics.get(name);
-        if (!t || t.state === "dead") t = open(name);
+        if (!t || t.state === "dead") {
+          try {
+            t = open(name);
+          } catch (e) {
+            for (const h of held) releaseOne(h.name);
+            throw e;
+          }
+        }
         t.refs++;
         if (t.linger) {
           clearTimeout(t.linger);

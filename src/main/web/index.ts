@@ -3,7 +3,9 @@ import type { Broker } from "../../broker/index.js";
 import type { Authenticator } from "../auth.js";
 import type { GatewayContext, HealthEntry } from "../context.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import { json, type Route } from "../rest/router.js";
+import { Code } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import { errorBody, json, type Route } from "../rest/router.js";
 import { createOriginPolicy, createTokenIssuer } from "./access.js";
 import { createWebHub } from "./hub.js";
 import { mountSse, type SseFront } from "./sse.js";
@@ -70,6 +72,17 @@ export function createWebPubsub(ctx: GatewayContext, broker: Broker, ops: Pubsub
         method: "POST",
         path: "/v1/pubsub/tokens",
         handler: async (req) => json(await tokens.issue(req.json())),
+      },
+      {
+        // A plain GET (no Upgrade header) reaches the REST table: say what the route wants.
+        method: "GET",
+        path: "/v1/pubsub/ws",
+        auth: false,
+        handler: async () => ({
+          status: 426,
+          headers: { upgrade: "websocket" },
+          body: errorBody(new GatewayError(Code.FAILED_PRECONDITION, "GET /v1/pubsub/ws is a WebSocket endpoint: send a WebSocket upgrade request")),
+        }),
       },
     ],
     mount(app) {

@@ -1,9 +1,9 @@
 import type uws from "uWebSockets.js";
 import type { EndReason } from "../../broker/index.js";
 import { Code } from "../../shared/code.js";
-import { GatewayError } from "../../shared/gateway-error.js";
+import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import { authenticate, checkTopics, type Grant } from "./access.js";
-import type { TopicFanout, WebEvent } from "./hub.js";
+import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
 /** Topics one SSE request may name. */
@@ -18,7 +18,7 @@ interface SseSub {
   topics: string[];
   grant: Grant;
   closed: boolean;
-  /** Events handed to uWS since the response last had nothing buffered. */
+  /** Events handed to uWS since the response last had nothing buffered (the bound counts these). */
   backlog: number;
   blocked: boolean;
   timer: NodeJS.Timeout | null;
@@ -76,8 +76,11 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     if (!ok && !sub.blocked) {
       sub.blocked = true;
       sub.backlog = 1;
+      // uWS calls this after each partial drain; it does not say how much is left (HttpResponse has no buffered
+      // amount). A two-byte comment probes it: its write succeeds only when nothing is buffered any more.
       sub.res.onWritable(() => {
-        // uWS drained what it buffered: the backlog is gone.
+        if (!sub.blocked || sub.closed) return true;
+        if (!sub.res.write(":\n\n")) return false;
         sub.blocked = false;
         sub.backlog = 0;
         return true;
@@ -139,6 +142,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
       if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
       const grant = await authenticate(deps, apiKey, query.get("token") ?? undefined);
+      if (query.getAll("topic").length === 0) throw invalidArgument("topic", "query parameter is required: ?topic=a&topic=b");
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;
       const since = sinceText ? hub.parsePosition(lastEventIdHeader ? "Last-Event-ID" : "lastEventId", sinceText) : undefined;
@@ -175,8 +179,9 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
         s.timer.unref();
       }
     })().catch((e: unknown) => {
-      metrics.refused.inc({ transport: "sse", code: GatewayError.from(e).codeName });
-      if (!aborted && !sub) refuse(res, e, cors);
+      const err = subscribeError(e);
+      metrics.refused.inc({ transport: "sse", code: err.codeName });
+      if (!aborted && !sub) refuse(res, err, cors);
     });
   });
 

@@ -1,11 +1,11 @@
 import type uws from "uWebSockets.js";
 import type { EndReason } from "../../broker/index.js";
-import { Code } from "../../shared/code.js";
+import { Code, codeFromName } from "../../shared/code.js";
 import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
-import type { TopicFanout, WebEvent } from "./hub.js";
+import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
 /** WebSocket close codes the gateway sends (4000-4999 is the private range). */
@@ -161,7 +161,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     const ce = msg["cloudevent"];
     if (typeof ce !== "object" || ce === null || Array.isArray(ce)) throw invalidArgument("cloudevent", "is required: a CloudEvents JSON object");
     const status = await ops.publish(topic, cloudEventFromJson(ce as Record<string, unknown>, "cloudevent"));
-    if (!status.success) throw new GatewayError(Code[status.status as keyof typeof Code] ?? Code.UNKNOWN, status.message);
+    if (!status.success) throw new GatewayError(codeFromName(status.status) ?? Code.UNKNOWN, status.message);
   }
 
   async function handle(ws: Ws, data: WsData, text: string): Promise<void> {
@@ -193,7 +193,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
           throw invalidArgument("op", `must be subscribe, unsubscribe or publish, got ${JSON.stringify(m["op"])?.slice(0, 64)}`);
       }
     } catch (e) {
-      throw Object.assign(GatewayError.from(e), { echo });
+      throw Object.assign(subscribeError(e), { echo });
     }
   }
 

@@ -1,0 +1,67 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { subscribeWeb, Code, type WebEventMessage } from "../../src/client/index.js";
+import type { CloudEvent } from "../../src/shared/cloudevent.js";
+import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
+import { startProxy } from "../support/web.js";
+
+const KEY = "client-web-key";
+
+function event(n: number): CloudEvent {
+  return { id: `e${n}`, source: "urn:c", spec_version: "1.0", type: "t", attributes: { datacontenttype: { ce_string: "application/json" } }, text_data: JSON.stringify({ n }), data: "text_data" } as CloudEvent;
+}
+
+describe("client: subscribeWeb over WebSocket and SSE from Node", () => {
+  let gw: TestGateway;
+  let proxy: Awaited<ReturnType<typeof startProxy>>;
+  before(async () => {
+    gw = await startTestGateway({ apiKeys: [KEY], tokenSecret: "client-web-secret-0123456789" });
+    proxy = await startProxy(gw.gateway.httpPort);
+  });
+  after(async () => {
+    proxy.close();
+    await gw.close();
+  });
+  const publish = async (topic: string, from: number, to: number): Promise<void> => {
+    for (let n = from; n <= to; n++) await gw.gateway.context.runtime.pubsub.publish(topic, event(n));
+  };
+
+  for (const transport of ["websocket", "sse"] as const) {
+    it(`${transport}: delivers in order and resumes after its connection is cut, nothing lost or duplicated`, async () => {
+      const topic = `cw-${transport}`;
+      const got: WebEventMessage[] = [];
+      const recoveries: boolean[] = [];
+      const sub = subscribeWeb({
+        url: `http://127.0.0.1:${proxy.port}`,
+        transport,
+        topics: [topic],
+        apiKey: KEY,
+        reconnect: { initialDelayMs: 20, maxDelayMs: 50 },
+        onEvent: (e) => got.push(e),
+        onRecovery: (r) => recoveries.push(r),
+      });
+      await waitFor(() => sub.position !== undefined, "live");
+      await publish(topic, 1, 5);
+      await waitFor(() => got.length === 5, "5 events");
+      const at = sub.position;
+      proxy.dropAll();
+      await publish(topic, 6, 10);
+      await waitFor(() => got.length === 10, "10 events after the reconnect", 8000);
+      assert.deepEqual(got.map((e) => (e.cloudevent["data"] as { n: number }).n), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      assert.ok(at !== undefined);
+      assert.ok(recoveries.includes(true), `resumed exactly (${JSON.stringify(recoveries)})`);
+      sub.close();
+      assert.equal(await sub.ended, null);
+    });
+  }
+
+  it("a refusal ends the subscription with the gateway's code", async () => {
+    const sub = subscribeWeb({ url: gw.http, transport: "sse", topics: ["x"], apiKey: "wrong", onEvent: () => undefined });
+    const err = await sub.ended;
+    assert.equal(err?.code, Code.UNAUTHENTICATED);
+    const ws = subscribeWeb({ url: gw.http, transport: "websocket", topics: ["x"], apiKey: "wrong", onEvent: () => undefined });
+    assert.equal((await ws.ended)?.code, Code.UNAUTHENTICATED);
+    assert.throws(() => subscribeWeb({ url: "ftp://x", transport: "sse", topics: ["x"], onEvent: () => undefined }), /url/);
+  });
+});
+
