@@ -1,5 +1,6 @@
 import * as grpc from "@grpc/grpc-js";
 import { createBackend, type Backend, type BackendOptions } from "./backend.js";
+import type { BackendSchema } from "./schema.js";
 
 /** One dialable service as the registry needs it. */
 export interface BackendConfig {
@@ -18,6 +19,8 @@ export interface BackendRegistryOptions {
   maxReceiveBytes: number;
   /** Passed to every backend (logging hooks, reflection timing). */
   backend?: Partial<Pick<BackendOptions, "reflectionTimeoutMs" | "minRefreshIntervalMs" | "onSchema">>;
+  /** Told, with the service name, whenever a backend's schema loaded or changed (e.g. to route its services). */
+  onSchemaOf?(service: string, schema: BackendSchema): void;
   /** Connectivity changes, for logs. */
   onStateChange?(service: string, index: number, state: grpc.connectivityState): void;
 }
@@ -50,6 +53,14 @@ export function createBackendRegistry(configs: readonly BackendConfig[], opts: B
       c.name,
       createBackend({
         ...opts.backend,
+        ...(opts.onSchemaOf
+          ? {
+              onSchema: (e: Parameters<NonNullable<BackendOptions["onSchema"]>>[0]) => {
+                opts.backend?.onSchema?.(e);
+                if (e.schema) opts.onSchemaOf!(c.name, e.schema);
+              },
+            }
+          : {}),
         name: c.name,
         host: c.host,
         port: c.port,

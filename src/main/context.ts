@@ -30,6 +30,12 @@ export interface Facility {
   grpc?: Record<string, import("./grpc/server.js").ServiceImpl>;
   /** Extra gRPC services with their own definitions (e.g. Dapr app callbacks), bound with the same auth wrapper unless `auth` is false. */
   extraGrpc?: Array<{ definition: import("@grpc/grpc-js").ServiceDefinition; impl: import("./grpc/server.js").ServiceImpl; auth?: boolean }>;
+  /** Given the gateway's gRPC server once its own services are bound (e.g. to register proxied backend methods). */
+  bindGrpc?(server: import("@grpc/grpc-js").Server, binding: import("./grpc/proxy.js").ProxyBinding): void;
+  /** More services and files for the gateway's reflection service (read on every reflection request). */
+  reflection?(): import("./grpc/proxy.js").ReflectionSource;
+  /** uWS handlers beside the REST routes (WebSocket paths), attached before the server listens. */
+  appHooks?: import("./rest/router.js").AppHook[];
   /** REST routes. */
   routes?: import("./rest/router.js").Route[];
   /** Mount native uWS handlers (WebSocket, streaming) on the REST app before it listens. */

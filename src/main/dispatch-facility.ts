@@ -3,7 +3,12 @@ import { createBackendRegistry } from "../backends/registry.js";
 import type { Facility, GatewayContext } from "./context.js";
 import { createMetadataFilter } from "./forward-metadata.js";
 import { gatewayGrpc } from "./grpc/gateway.js";
-import { createDispatchOps, type DispatchOps } from "./ops/dispatch.js";
+import { backendNamed, createDispatchOps, type DispatchOps } from "./ops/dispatch.js";
+import { invokeStreamGrpc } from "./grpc/invoke-stream.js";
+import { createGrpcProxy } from "./grpc/proxy.js";
+import { invokeStreamRoutes } from "./rest/invoke-stream.js";
+import { invokeWsHook } from "./rest/invoke-ws.js";
+import type { InvokeStreamDeps } from "./ops/invoke-stream.js";
 import { gatewayRoutes } from "./rest/gateway.js";
 import { grpcReflectionRoutes } from "./rest/grpc-reflection.js";
 import { createConverter } from "../workers/converter.js";
@@ -14,10 +19,20 @@ import { createConverter } from "../workers/converter.js";
  */
 export function createDispatchFacility(ctx: GatewayContext): Facility {
   const { logger, options } = ctx;
+  const filter = createMetadataFilter(options.forwardHeaders);
+  // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
+  const proxy = createGrpcProxy({
+    backends: { get: (name) => backends.get(name) },
+    filter,
+    logger,
+    invokeDeadlineMs: options.invokeDeadlineMs,
+    calls: ctx.metrics.counter("platform_grpc_proxy_calls_total", "Calls forwarded by the transparent gRPC proxy, by method kind and status code name", ["kind", "code"]),
+  });
   const backends = createBackendRegistry(
     ctx.services.dialable.map((s) => ({ name: s.name, host: s.grpc!.host, port: s.grpc!.port, ...(s.grpc!.channels ? { channels: s.grpc!.channels } : {}) })),
     {
       channelsPerBackend: options.channelsPerBackend,
+      onSchemaOf: (service, schema) => proxy.sync(service, schema),
       maxReceiveBytes: 64 * 1024 * 1024,
       backend: {
         onSchema: ({ schema, error, version }) => {
@@ -38,7 +53,6 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
     threads: options.workerThreads,
     maxQueue: options.workerMaxQueue,
   });
-  const filter = createMetadataFilter(options.forwardHeaders);
   const ops = createDispatchOps({
     services: ctx.services,
     backends,
@@ -63,11 +77,29 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
     },
   };
 
+  const streamDeps: InvokeStreamDeps = {
+    backendOf: (service) => backendNamed({ services: ctx.services, backends }, service),
+    converter,
+    invokeDeadlineMs: options.invokeDeadlineMs,
+    invocations: ctx.metrics.counter("platform_gateway_stream_invocations_total", "Streamed invocations (InvokeStream, invoke-stream, invoke-ws) by method kind and outcome code name", ["kind", "code"]),
+    duration: ctx.metrics.histogram("platform_gateway_stream_duration_seconds", "Duration of streamed invocations in seconds, by method kind and outcome code name", ["kind", "code"]),
+    messages: ctx.metrics.counter("platform_gateway_stream_messages_total", "Messages moved by streamed invocations, by method kind and direction (request or response)", ["kind", "direction"]),
+  };
+  const tracker = {
+    add: () => void inflight++,
+    done: () => {
+      if (--inflight === 0) idle?.();
+    },
+  };
+
   let closed: Promise<void> | undefined;
   let destroyed = false;
   return {
-    grpc: { "platform.Gateway": gatewayGrpc(counted, filter) },
-    routes: [...gatewayRoutes(counted, filter), ...grpcReflectionRoutes(counted, filter)],
+    grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter, tracker) } },
+    bindGrpc: (server, binding) => proxy.bind(server, binding),
+    appHooks: [invokeWsHook(streamDeps, filter, tracker)],
+    reflection: () => proxy.reflection(),
+    routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {
       backends.connect();
       for (const name of backends.names) {
@@ -78,7 +110,11 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
       }
     },
     async health() {
-      return { "grpc-channel-pool": backends.health() };
+      const conflicts = proxy.conflicts();
+      return {
+        "grpc-channel-pool": backends.health(),
+        ...(conflicts.length > 0 ? { "grpc-proxy": { status: "Degraded" as const, description: conflicts.join("; ") } } : {}),
+      };
     },
     close() {
       return (closed ??= (async () => {

@@ -135,9 +135,12 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   }
   const noAuth = { ...bindDeps, auth: createAuthenticator([]) };
   for (const f of facilities) for (const extra of f.extraGrpc ?? []) bindService(server, extra.definition, extra.impl, extra.auth === false ? noAuth : bindDeps);
+  const reserved = [...GATEWAY_SERVICES, "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"];
+  for (const f of facilities) f.bindGrpc?.(server, { admit: (md) => admit(bindDeps, md), reserved });
   addReflectionService(server, {
     files: gatewayFileDescriptors(),
     services: [...GATEWAY_SERVICES],
+    extra: () => facilities.flatMap((f) => (f.reflection ? [f.reflection()] : [])),
     admit: (md) => {
       const refused = admit(bindDeps, md);
       return refused ? toStatusObject(refused) : undefined;
@@ -187,6 +190,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       maxBodyBytes: opts.maxBodyBytes,
       isClosing: () => closing,
       mount: (app) => facilities.forEach((f) => f.mountUws?.(app)),
+      appHooks: facilities.flatMap((f) => f.appHooks ?? []),
       requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
       latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
     });

@@ -16,6 +16,11 @@ export interface ReflectionServiceOptions {
   services: readonly string[];
   /** Which protocol versions to serve. Default both. */
   versions?: ReadonlyArray<"v1" | "v1alpha">;
+  /**
+   * More services and files that change at run time (the proxied backends'), read on every request; the index is
+   * rebuilt only when a source's `version` changed. Files whose name is already known are ignored.
+   */
+  extra?: () => ReadonlyArray<{ version: number; files: readonly Uint8Array[]; services: readonly string[] }>;
   /** Called with each call's metadata; a returned status refuses the call (e.g. a missing x-api-key). */
   admit?: (metadata: grpc.Metadata) => Partial<grpc.StatusObject> | undefined;
 }
@@ -121,7 +126,23 @@ function reflectionDefinitions(): Record<"v1" | "v1alpha", grpc.ServiceDefinitio
 
 /** Add the reflection service(s) to a grpc-js server. */
 export function addReflectionService(server: grpc.Server, opts: ReflectionServiceOptions): void {
-  const index = buildIndex(opts.files);
+  const own = { index: buildIndex(opts.files), services: opts.services };
+  let merged = own;
+  let mergedKey = "";
+  // The gateway's own files come first, so a backend cannot replace one of them.
+  const current = (): { index: Index; services: readonly string[] } => {
+    const extra = opts.extra?.() ?? [];
+    if (extra.length === 0) return own;
+    const key = extra.map((e) => e.version).join(",");
+    if (key !== mergedKey) {
+      mergedKey = key;
+      merged = {
+        index: buildIndex([...opts.files, ...extra.flatMap((e) => e.files)]),
+        services: [...opts.services, ...extra.flatMap((e) => e.services)],
+      };
+    }
+    return merged;
+  };
   const defs = reflectionDefinitions();
   const handler = (call: grpc.ServerDuplexStream<ReflectionRequest, Record<string, unknown>>): void => {
     const refused = opts.admit?.(call.metadata);
@@ -130,7 +151,8 @@ export function addReflectionService(server: grpc.Server, opts: ReflectionServic
       return;
     }
     call.on("data", (req: ReflectionRequest) => {
-      call.write(answer(index, opts.services, req));
+      const { index, services } = current();
+      call.write(answer(index, services, req));
     });
     call.on("end", () => call.end());
     call.on("error", () => undefined);

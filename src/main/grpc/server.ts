@@ -19,8 +19,10 @@ export interface UnaryContext {
 export type UnaryMethod = (req: any, ctx: UnaryContext) => Promise<unknown>;
 /** A server-streaming handler; owns the call once invoked (auth and closing already checked). */
 export type ServerStreamMethod = (call: grpc.ServerWritableStream<any, any>) => void;
+/** A client- or bidi-streaming handler; owns the call once invoked (auth and closing already checked). */
+export type DuplexMethod = (call: grpc.ServerDuplexStream<any, any>) => void;
 /** Handlers of one gRPC service by method name. Methods left out answer UNIMPLEMENTED. */
-export type ServiceImpl = Record<string, UnaryMethod | ServerStreamMethod>;
+export type ServiceImpl = Record<string, UnaryMethod | ServerStreamMethod | DuplexMethod>;
 
 const RAW = Symbol("rawResponses");
 
@@ -96,8 +98,16 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
       continue;
     }
     if (def.requestStream) {
+      const duplex = h as DuplexMethod | undefined;
       handlers[name] = (call: grpc.ServerDuplexStream<unknown, unknown>) => {
-        call.emit("error", toStatusObject(new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)));
+        deps.requests.inc({ method, code: "STARTED" });
+        const refused = admit(deps, call.metadata) ?? (duplex ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`));
+        if (refused) {
+          deps.requests.inc({ method, code: refused.codeName });
+          call.emit("error", toStatusObject(refused));
+          return;
+        }
+        duplex!(call);
       };
       continue;
     }

@@ -73,17 +73,19 @@ function failed(e: unknown): InvokeResult {
   return { success: false, status: err.codeName, message: err.rawMessage, responseData: "" };
 }
 
+/** The dialable backend a caller's `service` names; INVALID_ARGUMENT or NOT_FOUND naming it otherwise. */
+export function backendNamed(deps: Pick<DispatchDeps, "services" | "backends">, service: unknown): Backend {
+  const name = requireString("service", service);
+  const b = deps.backends.get(name);
+  if (b) return b;
+  if (deps.services.get(name)) throw new GatewayError(Code.NOT_FOUND, `service ${name} is registered without a gRPC address, so it cannot be invoked`);
+  throw new GatewayError(Code.NOT_FOUND, `service ${name} is not registered`);
+}
+
 /** Create the operations over the backends and a converter. */
 export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   const { backends, converter } = deps;
-
-  const backendOf = (service: unknown): Backend => {
-    const name = requireString("service", service);
-    const b = backends.get(name);
-    if (b) return b;
-    if (deps.services.get(name)) throw new GatewayError(Code.NOT_FOUND, `service ${name} is registered without a gRPC address, so it cannot be invoked`);
-    throw new GatewayError(Code.NOT_FOUND, `service ${name} is not registered`);
-  };
+  const backendOf = (service: unknown): Backend => backendNamed(deps, service);
 
   const invokeOrThrow = async (input: InvokeInput, backend: Backend): Promise<InvokeResult> => {
     const methodName = requireString("method", input.method);

@@ -25,14 +25,29 @@ export interface RestRequest {
   json(): Record<string, unknown>;
 }
 
-/** What a handler answers. `body` is sent as JSON unless `raw` is given. */
+/** What a handler answers. `body` is sent as JSON unless `raw` is given, or `stream` writes the body itself. */
 export interface RestReply {
   status?: number;
   body?: unknown;
   raw?: Uint8Array | string;
   contentType?: string;
   headers?: Record<string, string>;
+  /** A streamed body (chunked): called once the status and headers are written; it must call `out.end()`. */
+  stream?: (out: RestStream) => void;
 }
+
+/** A streamed response body with backpressure (uWS buffers a refused write; `onWritable` says when it drained). */
+export interface RestStream {
+  /** Write a chunk; false when the client is behind (the chunk is kept: wait for `onWritable` before the next). */
+  write(chunk: string): boolean;
+  /** Called once, when the buffered output drained after a `write` that returned false. */
+  onWritable(cb: () => void): void;
+  /** End the body. Safe after the client went away (then it does nothing). */
+  end(chunk?: string): void;
+}
+
+/** Extra uWS handlers (e.g. WebSocket routes) a facility attaches to the REST server's app before it listens. */
+export type AppHook = (app: uws.TemplatedApp, deps: RestServerDeps) => void;
 
 /** One route. `path` segments in braces are parameters; `{name+}` takes the rest of the path. */
 export interface Route {
@@ -166,6 +181,8 @@ export interface RestServerDeps {
   latency: HistogramMetric<"route" | "method" | "status">;
   /** Mount extra native handlers (e.g. WebSocket routes) on the app; uWS tries them before the catch-all route. */
   mount?(app: uws.TemplatedApp): void;
+  /** Attached to the uWS app before the catch-all HTTP handler (WebSocket routes). */
+  appHooks?: readonly AppHook[];
 }
 
 /** A listening REST server. */
@@ -209,6 +226,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
   const open = new Set<uws.HttpResponse>();
   const app = uws.App();
   deps.mount?.(app);
+  for (const hook of deps.appHooks ?? []) hook(app, deps);
 
   app.any("/*", (res, req) => {
     const started = performance.now();
@@ -241,6 +259,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
       // While shutting down, end kept-alive connections after this response instead of waiting for an idle timeout.
       if (deps.isClosing()) closeConnection = true;
       const status = reply.status ?? 200;
+      if (reply.stream) return void streamReply(reply, status, closeConnection);
       const payload = reply.raw ?? JSON.stringify(reply.body ?? null);
       res.cork(() => {
         res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
@@ -250,6 +269,41 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
       });
       deps.requests.inc({ route: routeName, method, status });
       deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
+    };
+    // A streamed body: `done` only once it ends, so the request counts as in flight (and shutdown can close it).
+    const streamReply = (reply: RestReply, status: number, closeConnection: boolean): void => {
+      done = false;
+      inflight++;
+      open.add(res);
+      res.cork(() => {
+        res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
+        res.writeHeader("content-type", reply.contentType ?? "application/json");
+        for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
+      });
+      reply.stream!({
+        write(chunk) {
+          if (done) return true;
+          let ok = true;
+          res.cork(() => (ok = res.write(chunk)));
+          return ok;
+        },
+        onWritable(cb) {
+          if (done) return;
+          res.onWritable(() => {
+            cb();
+            return true;
+          });
+        },
+        end(chunk) {
+          if (done) return;
+          done = true;
+          inflight--;
+          open.delete(res);
+          res.cork(() => res.end(chunk ?? "", closeConnection || deps.isClosing()));
+          deps.requests.inc({ route: routeName, method, status });
+          deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
+        },
+      });
     };
     const fail = (e: unknown, closeConnection = false): void => {
       const err = GatewayError.from(e);

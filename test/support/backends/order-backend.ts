@@ -33,6 +33,8 @@ export interface OrderBackend {
   readonly received: ReceivedCall[];
   /** Calls the backend saw cancelled (by the caller or by the deadline) while sleeping. */
   readonly cancelled: string[];
+  /** Messages WatchOrders has written so far (its flow control: it waits for drain, so this stays bounded). */
+  readonly watchWritten: { count: number };
   /** Stop serving (connections dropped). */
   stop(): void;
   /** Serve again on the same port. */
@@ -67,6 +69,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
   const received: ReceivedCall[] = [];
   const cancelled: string[] = [];
   let pings = 0;
+  const watchWritten = { count: 0 };
 
   const record = (path: string, call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }): void => {
     const d = call.getDeadline();
@@ -118,8 +121,87 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
     ListOrders: unary(order + "ListOrders", async () => encode("shop.v1.ListOrdersResponse", { orders: [{ orderId: "a" }, { orderId: "b" }] })),
     WatchOrders: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
       record(order + "WatchOrders", call);
-      for (const id of ["w1", "w2", "w3"]) call.write(encode("shop.v1.Order", { orderId: id }));
-      call.end();
+      const id = (fromBinary(msg("shop.v1.GetOrderRequest"), call.request) as unknown as { orderId: string }).orderId;
+      // "count:N[:fail]" streams N orders (16 KiB each when "big:N") honouring backpressure, then ends OK (or ABORTED);
+      // "forever" streams one order every 10 ms until cancelled; anything else streams w1, w2, w3.
+      const m = /^(count|big):(\d+)(:fail)?$/.exec(id);
+      if (id === "forever") {
+        let i = 0;
+        const t = setInterval(() => call.write(encode("shop.v1.Order", { orderId: `f${++i}` })), 10);
+        call.once("cancelled", () => {
+          clearInterval(t);
+          cancelled.push(id);
+        });
+        return;
+      }
+      if (!m) {
+        for (const w of ["w1", "w2", "w3"]) call.write(encode("shop.v1.Order", { orderId: w }));
+        call.end();
+        return;
+      }
+      const n = Number(m[2]);
+      const note = m[1] === "big" ? "x".repeat(16 * 1024) : undefined;
+      let i = 0;
+      let stopped = false;
+      call.once("cancelled", () => {
+        stopped = true;
+        cancelled.push(id);
+      });
+      const pump = (): void => {
+        while (!stopped && i < n) {
+          i++;
+          watchWritten.count++;
+          const ok = call.write(encode("shop.v1.Order", { orderId: `o${i}`, ...(note ? { pickupStore: note } : {}) }));
+          if (!ok) return void call.once("drain", pump);
+        }
+        if (stopped) return;
+        if (m[3]) call.emit("error", { code: grpc.status.ABORTED, details: `failed after ${n} orders` });
+        else call.end();
+      };
+      pump();
+    },
+    // Collects every order; an order id "fail:<CODE>:<text>" fails the call with it. Answers the orders in order.
+    UploadOrders: (call: grpc.ServerReadableStream<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      record(order + "UploadOrders", call);
+      const ids: string[] = [];
+      let failed = false;
+      call.once("cancelled", () => cancelled.push("upload"));
+      call.on("data", (b: Buffer) => {
+        const id = (fromBinary(msg("shop.v1.Order"), b) as unknown as { orderId: string }).orderId;
+        const fail = /^fail:([A-Z_]+):(.*)$/s.exec(id);
+        if (fail && !failed) {
+          failed = true;
+          cb({ code: grpc.status[fail[1] as keyof typeof grpc.status], details: fail[2] });
+        }
+        ids.push(id);
+      });
+      call.on("end", () => failed || cb(null, encode("shop.v1.ListOrdersResponse", { orders: ids.map((orderId) => ({ orderId })) })));
+    },
+    // Echoes each order as "echo:<id>"; "fail:<CODE>:<text>" fails the call mid-stream; "end" ends it OK early.
+    SyncOrders: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
+      record(order + "SyncOrders", call);
+      let done = false;
+      call.once("cancelled", () => {
+        done = true;
+        cancelled.push("sync");
+      });
+      call.on("data", (b: Buffer) => {
+        if (done) return;
+        const id = (fromBinary(msg("shop.v1.Order"), b) as unknown as { orderId: string }).orderId;
+        const fail = /^fail:([A-Z_]+):(.*)$/s.exec(id);
+        if (fail) {
+          done = true;
+          call.emit("error", { code: grpc.status[fail[1] as keyof typeof grpc.status], details: fail[2] });
+          return;
+        }
+        if (id === "end") {
+          done = true;
+          call.end();
+          return;
+        }
+        call.write(encode("shop.v1.Order", { orderId: `echo:${id}` }));
+      });
+      call.on("end", () => done || call.end());
     },
   };
   const admin = "/ops.v1.Admin/";
@@ -155,6 +237,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
     port,
     received,
     cancelled,
+    watchWritten,
     stop() {
       server?.forceShutdown();
       server = undefined;

@@ -1,0 +1,70 @@
+import type * as grpc from "@grpc/grpc-js";
+import type { MetadataFilter } from "../forward-metadata.js";
+import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
+import type { DuplexMethod } from "./server.js";
+
+interface InvokeStreamRequest {
+  service: string;
+  method: string;
+  request_data: string;
+}
+
+function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined {
+  const d = call.getDeadline();
+  const ms = d instanceof Date ? d.getTime() : d;
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/**
+ * `platform.Gateway/InvokeStream`: a thin shell over startInvokeStream. Flow control both ways: the inbound stream
+ * is paused while a request message is being converted and sent (so a slow backend slows the caller), and the
+ * backend is not read while grpc-js's write buffer is full (`write()` false until `drain`).
+ */
+export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter, tracker: { add(): void; done(): void }): DuplexMethod {
+  return (call: grpc.ServerDuplexStream<InvokeStreamRequest, unknown>) => {
+    tracker.add();
+    let handle: ReturnType<typeof startInvokeStream> | undefined;
+    let finished = false;
+    call.on("error", () => undefined);
+    call.on("drain", () => handle?.resume());
+    call.once("cancelled", () => {
+      if (finished) return;
+      if (handle) handle.cancel("the caller cancelled the call");
+      else {
+        finished = true;
+        tracker.done();
+      }
+    });
+    call.on("data", (req: InvokeStreamRequest) => {
+      if (!handle) {
+        handle = startInvokeStream(
+          deps,
+          { service: req.service, method: req.method, requestData: req.request_data, metadata: filter.fromGrpc(call.metadata), deadline: deadlineOf(call) },
+          {
+            message: (json) => call.write({ response_data: json }),
+            end(status) {
+              finished = true;
+              tracker.done();
+              call.removeAllListeners("data");
+              call.write({ status });
+              call.end();
+            },
+          },
+        );
+        return;
+      }
+      call.pause();
+      handle.write(req.request_data).finally(() => call.resume());
+    });
+    call.on("end", () => {
+      if (handle) handle.end();
+      else {
+        // The caller half-closed without a first request.
+        finished = true;
+        tracker.done();
+        call.write({ status: { success: false, status: "INVALID_ARGUMENT", message: "the first request must name service and method" } });
+        call.end();
+      }
+    });
+  };
+}

@@ -1,0 +1,209 @@
+import * as grpc from "@grpc/grpc-js";
+import type { Backend } from "../../backends/backend.js";
+import type { BackendRegistry } from "../../backends/registry.js";
+import type { BackendSchema } from "../../backends/schema.js";
+import { openStreamCall } from "../../backends/stream-call.js";
+import { Code, codeName } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import type { MetadataFilter } from "../forward-metadata.js";
+import type { Logger } from "../logger.js";
+import type { CounterMetric } from "../metrics.js";
+import { kindOf, type MethodKind } from "../ops/invoke-stream.js";
+import { toStatusObject } from "./server.js";
+
+/** What the proxy needs from the gateway's gRPC server setup. */
+export interface ProxyBinding {
+  /** Shutdown gate and x-api-key check; a GatewayError refuses the call. */
+  admit(md: grpc.Metadata): GatewayError | undefined;
+  /** Service names the gateway serves itself (its own services and reflection): never proxied. */
+  reserved: readonly string[];
+}
+
+/** What the merged reflection service serves besides the gateway's own protos. */
+export interface ReflectionSource {
+  /** Changes whenever files or services change. */
+  version: number;
+  files: readonly Uint8Array[];
+  services: readonly string[];
+}
+
+/** Options of the transparent proxy. */
+export interface ProxyOptions {
+  /** The registered backends (looked up per call, so a registry created later works). */
+  backends: Pick<BackendRegistry, "get">;
+  filter: MetadataFilter;
+  logger: Logger;
+  /** Default deadline of a unary call without one, ms. */
+  invokeDeadlineMs: number;
+  /** Proxied calls by method kind and status code name. */
+  calls: CounterMetric<"kind" | "code">;
+}
+
+/** The transparent gRPC proxy: backend services served on the gateway's port, bytes in, bytes out. */
+export interface GrpcProxy {
+  /** Attach to the gateway's server (before or after it listens). */
+  bind(server: grpc.Server, binding: ProxyBinding): void;
+  /**
+   * A backend's schema loaded or changed: route its services. A service another backend (or the gateway) already
+   * exposes is not routed and is reported in `conflicts()` and an error log naming both.
+   */
+  sync(backend: string, schema: BackendSchema): void;
+  /** Current conflicts, each naming the service and both owners. Empty when none. */
+  conflicts(): readonly string[];
+  /** The backends' files and routed services, for the gateway's reflection service. */
+  reflection(): ReflectionSource;
+}
+
+const identity = (b: Buffer): Buffer => b;
+const GRPC_TYPE: Record<MethodKind, string> = { unary: "unary", "server-streaming": "serverStream", "client-streaming": "clientStream", "bidi-streaming": "bidi" };
+
+function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined {
+  const d = call.getDeadline();
+  const ms = d instanceof Date ? d.getTime() : d;
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+function status(code: Code, details: string, metadata?: grpc.Metadata): Partial<grpc.StatusObject> {
+  return { code: code as number as grpc.status, details, metadata: metadata ?? new grpc.Metadata() };
+}
+
+/** Create the proxy over the backend registry. */
+export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
+  const { backends, filter, logger } = opts;
+  let server: grpc.Server | undefined;
+  let binding: ProxyBinding | undefined;
+  /** service -> owning backend */
+  const owner = new Map<string, string>();
+  /** backend -> its schema and the paths registered for it */
+  const routed = new Map<string, { schema: BackendSchema; services: string[]; paths: string[] }>();
+  /** service -> the backend refused it and the message naming both */
+  const conflicts = new Map<string, { loser: string; message: string }>();
+  let version = 0;
+  let pending: Array<[string, BackendSchema]> = [];
+
+  const backendFor = (name: string): Backend => backends.get(name)!;
+
+  const handlerFor = (backendName: string, path: string, kind: MethodKind): grpc.UntypedHandleCall => {
+    const refuse = (md: grpc.Metadata): Partial<grpc.StatusObject> | undefined => {
+      const refused = binding!.admit(md);
+      if (!refused) return undefined;
+      opts.calls.inc({ kind, code: refused.codeName });
+      return toStatusObject(refused);
+    };
+    if (kind === "unary") {
+      return (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+        const refused = refuse(call.metadata);
+        if (refused) return callback(refused);
+        const ac = new AbortController();
+        let done = false;
+        call.once("cancelled", () => done || ac.abort());
+        const deadline = deadlineOf(call) ?? Date.now() + opts.invokeDeadlineMs;
+        void backendFor(backendName)
+          .call(path, call.request, filter.fromGrpc(call.metadata), deadline, ac.signal)
+          .then((o) => {
+            done = true;
+            opts.calls.inc({ kind, code: o.ok ? "OK" : codeName(o.code) });
+            if (o.ok) callback(null, o.bytes);
+            else callback(status(o.code, o.message));
+          });
+      };
+    }
+    // Streaming kinds: the backend is read only while the caller's write buffer has room, and the caller's stream is
+    // paused while one request is on its way to the backend, so neither side buffers more than one message here.
+    return (call: grpc.ServerDuplexStream<Buffer, Buffer>, callback?: grpc.sendUnaryData<Buffer>) => {
+      const refused = refuse(call.metadata);
+      if (refused) return void (callback ? callback(refused) : call.emit("error", refused));
+      let ended = false;
+      let response: Buffer | undefined;
+      const backendCall = openStreamCall(backendFor(backendName), path, filter.fromGrpc(call.metadata), deadlineOf(call) ?? Infinity, {
+        onMessage(bytes) {
+          if (kind === "client-streaming") {
+            response = bytes;
+            backendCall.read();
+          } else if (call.write(bytes)) backendCall.read();
+          else call.once("drain", () => backendCall.read());
+        },
+        onStatus(code, details, trailers) {
+          ended = true;
+          opts.calls.inc({ kind, code: codeName(code) });
+          if (callback) {
+            if (code !== Code.OK) callback(status(code, details, trailers));
+            else if (response === undefined) callback(status(Code.UNIMPLEMENTED, "No message received"));
+            else callback(null, response, trailers);
+            return;
+          }
+          if (code !== Code.OK) call.emit("error", status(code, details, trailers));
+          else call.end(trailers);
+        },
+      });
+      call.on("error", () => undefined);
+      call.once("cancelled", () => ended || backendCall.cancel("Cancelled on client"));
+      backendCall.read();
+      if (kind === "server-streaming") {
+        const req = (call as unknown as { request: Buffer }).request;
+        void backendCall.write(req);
+        backendCall.end();
+        return;
+      }
+      call.on("data", (bytes: Buffer) => {
+        call.pause();
+        void backendCall.write(bytes).then(() => call.resume());
+      });
+      call.on("end", () => backendCall.end());
+    };
+  };
+
+  const apply = (backendName: string, schema: BackendSchema): void => {
+    const srv = server!;
+    const reserved = new Set(binding!.reserved);
+    const prev = routed.get(backendName);
+    for (const p of prev?.paths ?? []) srv.unregister(p);
+    for (const s of prev?.services ?? []) if (owner.get(s) === backendName) owner.delete(s);
+    for (const [s, c] of conflicts) if (c.loser === backendName) conflicts.delete(s);
+    const services: string[] = [];
+    const paths: string[] = [];
+    for (const service of schema.services) {
+      const other = reserved.has(service) ? "the gateway itself" : owner.get(service);
+      if (other !== undefined && other !== backendName) {
+        const msg = `service ${service} is exposed by both ${other === "the gateway itself" ? other : `backend ${other}`} and backend ${backendName}; it is proxied to ${other === "the gateway itself" ? "neither backend" : `${other} only`}`;
+        conflicts.set(service, { loser: backendName, message: msg });
+        logger.error({ service, backends: [other, backendName] }, msg);
+        continue;
+      }
+      owner.set(service, backendName);
+      services.push(service);
+      for (const m of schema.methods) {
+        if (!m.fullName.startsWith(service + "/")) continue;
+        const kind = kindOf(m);
+        srv.register(m.path, handlerFor(backendName, m.path, kind), identity, identity, GRPC_TYPE[kind]);
+        paths.push(m.path);
+      }
+    }
+    routed.set(backendName, { schema, services, paths });
+    version++;
+    logger.info({ backend: backendName, services }, "backend services proxied");
+  };
+
+  return {
+    bind(srv, b) {
+      server = srv;
+      binding = b;
+      for (const [name, schema] of pending) apply(name, schema);
+      pending = [];
+    },
+    sync(backendName, schema) {
+      if (!server) pending.push([backendName, schema]);
+      else apply(backendName, schema);
+    },
+    conflicts: () => [...conflicts.values()].map((c) => c.message),
+    reflection() {
+      const files: Uint8Array[] = [];
+      const services: string[] = [];
+      for (const r of routed.values()) {
+        files.push(...r.schema.set.files);
+        services.push(...r.services);
+      }
+      return { version, files, services };
+    },
+  };
+}
