@@ -6,7 +6,7 @@ import { join } from "node:path";
 import chromium from "@sparticuz/chromium";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
-import { startTestGateway, type TestGateway } from "../support/gateway.js";
+import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
 
 const KEY = "console-key";
@@ -165,6 +165,25 @@ describe("web console at /console in headless Chromium", () => {
     await page.$eval("textarea[name=request]", (t) => ((t as any).value = '{"nope": 1}'));
     await page.click(".call button[type=submit]");
     assert.match(await waitText(page, ".call .status", /INVALID_ARGUMENT/), /nope/);
+    const grpcurl = await page.$$eval("pre.cmd", (p) => (p[1] as any).innerText as string);
+    assert.match(grpcurl, /grpcurl -plaintext .*-d '\{"nope":1\}'.* ops\.v1\.Admin\/Ping$/s);
+
+    // A server-streaming method: messages show as they arrive, and Stop cancels the backend call.
+    await page.click("button[data-method='shop.v1.OrderService/WatchOrders']");
+    await page.waitForSelector(".call button[type=submit]:not([disabled])");
+    assert.match(await text(page, ".call button[type=submit]"), /Call and stream/);
+    await page.$eval("textarea[name=request]", (t) => ((t as any).value = '{"orderId": "forever"}'));
+    await page.click(".call button[type=submit]");
+    await waitText(page, "pre.reply", /"orderId": "f3"/);
+    assert.match(await text(page, ".call .status"), /^Streaming… \d+ messages/);
+    await page.click(".call button.secondary");
+    await waitText(page, ".call .status", /^Stopped\.$/);
+    await waitFor(() => backend.cancelled.includes("forever"), "the backend stream cancelled");
+    await page.$eval("textarea[name=request]", (t) => ((t as any).value = "{}"));
+    await page.click(".call button[type=submit]");
+    await waitText(page, ".call .status", /^OK: 3 messages$/);
+    assert.deepEqual((await text(page, "pre.reply")).match(/"orderId": "w\d"/g), ['"orderId": "w1"', '"orderId": "w2"', '"orderId": "w3"']);
+    assert.match(await text(page, "pre.cmd"), /\/v1\/gateway\/invoke-stream/);
     await screenshot(page, "services");
     await fitsPhone(page);
     await done(page);

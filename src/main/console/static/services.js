@@ -115,8 +115,10 @@ export function mount(root) {
       const route = m.streamingType === "server" ? "invoke-stream" : "invoke";
       const rest = JSON.stringify({ service, method: m.fullName, requestData: body });
       curl.textContent = `curl -sS -X POST ${shq(`${location.origin}/v1/gateway/${route}`)} \\\n  -H "x-api-key: $GATEWAY_API_KEY" -H 'content-type: application/json' \\\n  -d ${shq(rest)}`;
-      const rpc = JSON.stringify({ service, method: m.fullName, request_data: typeof body === "string" ? body : JSON.stringify(body) });
-      grpcurl.textContent = `grpcurl -plaintext -H "x-api-key: $GATEWAY_API_KEY" \\\n  -d ${shq(rpc)} \\\n  ${location.hostname}:\${GATEWAY_GRPC_PORT:-5000} platform.Gateway/Invoke`;
+      // The gateway's gRPC port forwards backend methods as they are (transparent proxy) and its reflection lists
+      // them, so grpcurl calls the method by its own name. The browser cannot know that port: 5000 is the default.
+      const rpc = typeof body === "string" ? body : JSON.stringify(body);
+      grpcurl.textContent = `grpcurl -plaintext -H "x-api-key: $GATEWAY_API_KEY" \\\n  -d ${shq(rpc)} \\\n  ${location.hostname}:\${GATEWAY_GRPC_PORT:-5000} ${m.fullName}`;
     };
     request.addEventListener("input", updateCommands);
     updateCommands();
@@ -128,7 +130,7 @@ export function mount(root) {
       { class: "call", "aria-label": `Call ${m.fullName}` },
       field("Request (JSON; Ctrl+Enter calls)", request),
       h("div", { class: "buttons" }, submit, cancel),
-      callable ? null : h("p", { class: "status info" }, `${kindLabel(m.streamingType)} methods take a stream of requests: call them with a client library or grpcurl.`),
+      callable ? null : h("p", { class: "status info" }, `${kindLabel(m.streamingType)} methods take a stream of requests: call them with grpcurl (below), the client library's invokeStream() or the WebSocket front /v1/gateway/invoke-ws.`),
       callStatus.el,
       h("h4", {}, "Reply"),
       reply,
