@@ -139,6 +139,15 @@ describe("web console at /console in headless Chromium", () => {
     await signIn(page);
     await page.waitForSelector("button[data-service=orders]");
     assert.equal(await page.evaluate(() => (globalThis as any).sessionStorage.getItem("platform-gateway.console.key")), KEY);
+    // Keyboard: the skip link comes before the header; Enter on it moves focus to the page title and stays on the page.
+    await page.focus(".top h1 a");
+    await page.keyboard.down("Shift");
+    await page.keyboard.press("Tab");
+    await page.keyboard.up("Shift");
+    assert.equal(await page.evaluate(() => (globalThis as any).document.activeElement.className), "skip");
+    await page.keyboard.press("Enter");
+    assert.equal(await page.evaluate(() => (globalThis as any).document.activeElement.id), "title-services");
+    assert.equal(await page.evaluate(() => (globalThis as any).location.hash), "#services");
     await page.click("button[data-service=orders]");
     await page.waitForSelector("button[data-method='ops.v1.Admin/Ping']");
     // The method list shows kinds (WatchOrders streams).
@@ -284,7 +293,9 @@ describe("web console at /console in headless Chromium", () => {
     assert.match(await waitText(page, "form[aria-labelledby=sched-title] .status", /INVALID_ARGUMENT/), /schedule/);
     await screenshot(page, "triggers");
     await fitsPhone(page);
-    await page.click("button[aria-label='Delete trigger console-nightly']");
+    // From the keyboard: the 5 s refresh keeps the focus on the button.
+    await page.focus("button[aria-label='Delete trigger console-nightly']");
+    await page.keyboard.press("Enter");
     await waitText(page, "#trigger-list-status", /Deleted console-nightly/);
     await page.waitForFunction(() => !(globalThis as any).document.querySelector("tr[data-trigger=console-nightly]"), { timeout: 5000 });
     const after = (await (await fetch(`${gw.http}/v1/trigger`, { headers: { "x-api-key": KEY } })).json()) as { triggers: unknown[] };
@@ -294,13 +305,15 @@ describe("web console at /console in headless Chromium", () => {
   });
 
   it("shows health entries and live figures parsed from /metrics", async () => {
+    const r = await fetch(`${gw.http}/v1/gateway/invoke`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify({ service: "orders", method: "Ping", requestData: { text: "for metrics" } }) });
+    assert.equal(((await r.json()) as { success: boolean }).success, true);
     const page = await newPage();
     await signIn(page);
     await page.waitForSelector("#nav a[data-page=health]");
     await page.click("#nav a[data-page=health]");
     await waitText(page, ".overall", /Healthy|Degraded/);
     assert.match(await text(page, "table"), /sidecar/);
-    // Earlier tests invoked Ping: p50 is a number, and the rates appear after the second scrape.
+    // Ping was invoked: p50 is a number, and the rates appear after the second scrape.
     assert.match(await waitText(page, "[data-figure=p50] dd", /\d/), /ms|s$/);
     await waitText(page, "[data-figure=invokes] dd", /^\d/, 6000);
     assert.match(await text(page, "[data-figure=sse] dd"), /^\d+$/);

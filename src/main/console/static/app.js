@@ -96,6 +96,11 @@ function route() {
   root.querySelector("h2")?.setAttribute("tabindex", "-1");
 }
 
+// The skip link moves focus without touching location.hash, which names the page.
+document.querySelector(".skip").addEventListener("click", (e) => {
+  e.preventDefault();
+  (main.querySelector("h2") ?? main).focus();
+});
 document.getElementById("signout").addEventListener("click", () => {
   session.signOut();
   signInMessage = "";

@@ -37,11 +37,18 @@ export function mount(root) {
     fStatus.el,
   );
 
+  let shown = "";
   const load = async () => {
     try {
       const r = await api("/v1/trigger");
       if (!r.status?.success) return status.set("error", `${r.status?.status}: ${r.status?.message}`);
       const rows = r.triggers ?? [];
+      // The refresh must not pull the focus from under a keyboard user: keep the table while nothing changed and
+      // the focus is in it, and otherwise put the focus back on the same control.
+      const snapshot = JSON.stringify(rows);
+      const focused = table.contains(document.activeElement) ? document.activeElement.getAttribute("aria-label") : null;
+      if (focused !== null && snapshot === shown) return;
+      shown = snapshot;
       replace(
         table,
         rows.length === 0
@@ -87,6 +94,7 @@ export function mount(root) {
               ),
             ),
       );
+      if (focused) table.querySelector(`[aria-label="${CSS.escape(focused)}"]`)?.focus();
     } catch (e) {
       status.set("error", `Cannot list triggers: ${e.message}`);
     }
