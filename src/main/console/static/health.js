@@ -76,7 +76,7 @@ export function mount(root) {
         entries,
         h(
           "table",
-          {},
+          { class: "health-table" },
           h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Entry"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col" }, "Description"))),
           h(
             "tbody",
