@@ -187,7 +187,7 @@ describe("web console at /console in headless Chromium", () => {
     assert.match(await text(page, ".call .status"), /^Streaming… \d+ messages/);
     await page.click(".call button.secondary");
     await waitText(page, ".call .status", /^Stopped\.$/);
-    await waitFor(() => backend.cancelled.includes("forever"), "the backend stream cancelled");
+    await waitFor(() => backend.cancelled.includes("forever"), "the backend stream cancelled", 15_000);
     await page.$eval("textarea[name=request]", (t) => ((t as any).value = "{}"));
     await page.click(".call button[type=submit]");
     await waitText(page, ".call .status", /^OK: 3 messages$/);
