@@ -12,6 +12,7 @@ import { addReflectionService } from "./grpc/reflection-service.js";
 import { gatewayFileDescriptors } from "../shared/descriptors.js";
 import { installStrictCompressedFlag } from "./grpc/strict-decoding.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
+import { consoleRoutes } from "./console/index.js";
 import { runHealthChecks } from "./health.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -168,6 +169,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   ];
   const routes: Route[] = [
     ...facilities.flatMap((f) => f.routes ?? []),
+    ...consoleRoutes(),
     {
       method: "GET",
       path: "/health",
