@@ -10,6 +10,7 @@ import { createDispatchFacility } from "./dispatch-facility.js";
 import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
 import { gatewayFileDescriptors } from "../shared/descriptors.js";
+import { messageTimeoutInterceptor } from "./grpc/message-timeout.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
 import { runHealthChecks } from "./health.js";
 import { createLogger, type Logger } from "./logger.js";
@@ -126,6 +127,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   const server = new grpc.Server({
     "grpc.max_receive_message_length": opts.maxBodyBytes,
     "grpc.max_send_message_length": 64 * 1024 * 1024,
+    // grpc-js advertises no limit (2^32-1) unless told; each stream holds buffers and a handler.
+    "grpc.max_concurrent_streams": opts.grpcMaxConcurrentStreams,
+    interceptors: [messageTimeoutInterceptor(opts.grpcMessageTimeoutMs, bindDeps.requests)],
   });
   const pkg = gatewayPackageDefinition();
   for (const name of GATEWAY_SERVICES) {
