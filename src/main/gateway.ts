@@ -10,6 +10,7 @@ import { createDispatchFacility } from "./dispatch-facility.js";
 import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
 import { gatewayFileDescriptors } from "../shared/descriptors.js";
+import { guardResetFloods } from "./grpc/reset-guard.js";
 import { messageTimeoutInterceptor } from "./grpc/message-timeout.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
 import { runHealthChecks } from "./health.js";
@@ -183,6 +184,10 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   try {
     await runtime.start();
     grpcPort = await bindGrpc(opts.grpcPort, opts.host, server);
+    guardResetFloods(server, {
+      logger,
+      rotated: metrics.counter("platform_grpc_connections_rotated_total", "gRPC connections closed gracefully because their client reset streams near the HTTP/2 reset-flood limit", []),
+    });
     rest = await startRestServer(opts.host, opts.httpPort, routes, {
       auth,
       logger,
