@@ -192,6 +192,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       auth,
       logger,
       maxBodyBytes: opts.maxBodyBytes,
+      writeStallTimeoutMs: opts.writeStallTimeoutMs,
       isClosing: () => closing,
       requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
       latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
