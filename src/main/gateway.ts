@@ -10,7 +10,7 @@ import { createDispatchFacility } from "./dispatch-facility.js";
 import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
 import { gatewayFileDescriptors } from "../shared/descriptors.js";
-import { guardResetFloods } from "./grpc/reset-guard.js";
+import { guardResetFloods, guardWriteStalls } from "./grpc/session-guards.js";
 import { messageTimeoutInterceptor } from "./grpc/message-timeout.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
 import { runHealthChecks } from "./health.js";
@@ -181,12 +181,18 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
 
   let rest: RestServer | undefined;
   let grpcPort: number;
+  let stopStallGuard = noop;
   try {
     await runtime.start();
     grpcPort = await bindGrpc(opts.grpcPort, opts.host, server);
     guardResetFloods(server, {
       logger,
       rotated: metrics.counter("platform_grpc_connections_rotated_total", "gRPC connections closed gracefully because their client reset streams near the HTTP/2 reset-flood limit", []),
+    });
+    stopStallGuard = guardWriteStalls(server, {
+      logger,
+      stallTimeoutMs: opts.writeStallTimeoutMs,
+      stalled: metrics.counter("platform_grpc_streams_stalled_total", "gRPC streams reset because their client read none of a reply for the write-stall timeout", []),
     });
     rest = await startRestServer(opts.host, opts.httpPort, routes, {
       auth,
@@ -226,6 +232,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     rest?.stopListening();
     rest?.closeInflight();
     server.forceShutdown();
+    stopStallGuard();
     for (const f of facilities) f.destroy?.();
     void release();
   };

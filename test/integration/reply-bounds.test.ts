@@ -1,5 +1,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import http2 from "node:http2";
 import net from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { startTestGateway, unary, withKey, type TestGateway } from "../support/gateway.js";
@@ -101,7 +102,7 @@ describe("reply bounds", () => {
       const port = Number(new URL(big.http).port);
       const path = `/v1/state/big/query?query=${encodeURIComponent("{}")}`;
       const rssBefore = process.memoryUsage().rss;
-      const clients = Array.from({ length: 20 }, () => nonReader(port, path, 1, 1500));
+      const clients = Array.from({ length: 12 }, () => nonReader(port, path, 1, 4000));
       for (let i = 0; i < 5; i++) {
         const t = performance.now();
         await (await fetch(`${big.http}/health`)).arrayBuffer();
@@ -111,11 +112,27 @@ describe("reply bounds", () => {
       // Each connection was closed after 600 ms without progress, its reply cut short (~7.5 MiB were due).
       const received = await Promise.race([
         Promise.all(clients),
-        new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the gateway did not close the non-reading connections")), 8000)),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the gateway did not close the non-reading connections")), 12_000)),
       ]);
       for (const n of received) assert.ok(n < 7 * 1024 * KIB, `a stalled client still got ${n} bytes`);
       const grown = (process.memoryUsage().rss - rssBefore) / (1024 * KIB);
       assert.ok(grown < 400, `RSS grew ${grown.toFixed(0)} MiB`);
+      // gRPC: a raw HTTP/2 client asks QueryState for the same page and never reads; the stream is reset.
+      const session = http2.connect(`http://${big.grpcAddress}`);
+      session.on("error", () => undefined);
+      const body = Buffer.concat([Buffer.from([0x0a, 3]), Buffer.from("big"), Buffer.from([0x12, 2]), Buffer.from("{}")]);
+      const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, body.length]), body]);
+      const st = session.request({ ":method": "POST", ":path": "/platform.State/QueryState", "content-type": "application/grpc", te: "trailers", "x-api-key": KEY });
+      st.on("error", () => undefined);
+      st.end(frame);
+      st.pause();
+      const rst = await Promise.race([
+        new Promise<number>((resolve) => st.on("close", () => resolve(st.rstCode ?? -1))),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the gRPC stream that does not read was not reset")), 8000)),
+      ]);
+      session.destroy();
+      assert.equal(rst, http2.constants.NGHTTP2_CANCEL);
+      assert.ok(big.logs.some((l) => String(l["msg"]).startsWith("gRPC stream reset: its client read none of the reply")));
       // The gateway still answers a reader in full.
       const res = await fetch(`${big.http}${path}`, { headers: { "x-api-key": KEY } });
       assert.equal(((await res.json()) as { items: unknown[] }).items.length, 3);

@@ -39,12 +39,65 @@ export interface ResetGuardOptions {
  */
 export function guardResetFloods(server: grpc.Server, opts: ResetGuardOptions): void {
   const rotateAfter = opts.rotateAfter ?? NGHTTP2_RESET_BURST / 2;
+  onSession(server, opts.logger, (session) => watch(session, rotateAfter, opts));
+}
+
+/**
+ * Run `fn` for every HTTP/2 session the gRPC server accepts. grpc-js does not expose its sessions, so this reaches its
+ * http2 servers through the `http2Servers` map (grpc-js 1.14); when that is missing it logs a warning.
+ */
+function onSession(server: grpc.Server, logger: Logger, fn: (session: http2.ServerHttp2Session) => void): void {
   const servers = (server as unknown as { http2Servers?: Map<http2.Http2Server, unknown> }).http2Servers;
   if (!(servers instanceof Map)) {
-    opts.logger.warn({}, "gRPC reset guard unavailable: this grpc-js version does not expose its http2 servers; a burst of cancels may close a connection");
+    logger.warn({}, "gRPC session guards unavailable: this grpc-js version does not expose its http2 servers");
     return;
   }
-  for (const h2 of servers.keys()) h2.on("session", (session: http2.ServerHttp2Session) => watch(session, rotateAfter, opts));
+  for (const h2 of servers.keys()) h2.on("session", fn);
+}
+
+/** Options of the write-stall guard. */
+export interface WriteStallOptions {
+  logger: Logger;
+  /** A stream whose buffered reply makes no progress for this long is reset, ms. */
+  stallTimeoutMs: number;
+  /** Streams reset by the guard. */
+  stalled: CounterMetric<never>;
+}
+
+/**
+ * Bound what a gRPC stream that does not read can hold. A reply written to a stream whose client does not read waits
+ * in the stream's buffers (flow control) for as long as the stream lives, and a client with no deadline keeps it
+ * forever. Every second or so, each stream with buffered reply bytes is checked; one whose buffer has not shrunk for
+ * `stallTimeoutMs` is reset (RST_STREAM CANCEL), which frees the buffer, and this is logged and counted.
+ */
+export function guardWriteStalls(server: grpc.Server, opts: WriteStallOptions): () => void {
+  const watched = new Map<http2.ServerHttp2Stream, { size: number; since: number }>();
+  onSession(server, opts.logger, (session) => {
+    session.on("stream", (stream: http2.ServerHttp2Stream) => {
+      watched.set(stream, { size: 0, since: performance.now() });
+      stream.once("close", () => watched.delete(stream));
+    });
+  });
+  const sweep = setInterval(() => {
+    const now = performance.now();
+    for (const [stream, w] of watched) {
+      const size = stream.bufferSize;
+      if (size === 0 || size < w.size) {
+        // Empty or draining: the client reads.
+        w.size = size;
+        w.since = now;
+        continue;
+      }
+      w.size = size;
+      if (now - w.since < opts.stallTimeoutMs) continue;
+      watched.delete(stream);
+      opts.stalled.inc({});
+      opts.logger.warn({ bufferedBytes: size, stalledMs: Math.round(now - w.since) }, "gRPC stream reset: its client read none of the reply for the write-stall timeout");
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    }
+  }, Math.min(1000, Math.max(50, opts.stallTimeoutMs / 4)));
+  sweep.unref();
+  return () => clearInterval(sweep);
 }
 
 function watch(session: http2.ServerHttp2Session, rotateAfter: number, opts: ResetGuardOptions): void {
