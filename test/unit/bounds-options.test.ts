@@ -8,7 +8,7 @@ describe("reply and HTTP/2 bound options", () => {
     const o = validateGatewayOptions({});
     assert.equal(o.maxReplyBytes, 8 * 1024 * 1024);
     assert.equal(o.writeStallTimeoutMs, 10_000);
-    assert.equal(o.grpcMaxConcurrentStreams, 100);
+    assert.equal(o.grpcMaxConcurrentStreams, 1000);
     assert.equal(o.grpcMessageTimeoutMs, 10_000);
   });
 
