@@ -18,6 +18,10 @@ Options (each has an environment variable; the flag wins):
   --api-key <key>         accepted x-api-key, repeatable                GATEWAY_API_KEYS (comma-separated)
   --log-level <level>     ${LOG_LEVELS.join("|")}   GATEWAY_LOG_LEVEL (default info)
   --max-body-bytes <n>    largest REST body and gRPC request message    GATEWAY_MAX_BODY_BYTES (default 4194304)
+  --max-reply-bytes <n>   largest reply body; query pages cut to fit    GATEWAY_MAX_REPLY_BYTES (default 8388608)
+  --write-stall-timeout <ms> close a REST connection that reads nothing  GATEWAY_WRITE_STALL_TIMEOUT_MS (default 10000)
+  --grpc-max-streams <n>  concurrent gRPC streams per connection        GATEWAY_GRPC_MAX_STREAMS (default 1000)
+  --grpc-message-timeout <ms> wait for a unary request message          GATEWAY_GRPC_MESSAGE_TIMEOUT_MS (default 10000)
   --forward-header <h>    header forwarded to backends, repeatable      GATEWAY_FORWARD_HEADERS (comma-separated)
   --forward-credential-header <h>  override: forward a --forward-header whose name looks like a credential
                           (auth, token, key, secret, ...), repeatable   GATEWAY_FORWARD_CREDENTIAL_HEADERS (logged as a warning)
@@ -69,6 +73,10 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "api-key": { type: "string", multiple: true },
       "log-level": { type: "string" },
       "max-body-bytes": { type: "string" },
+      "max-reply-bytes": { type: "string" },
+      "write-stall-timeout": { type: "string" },
+      "grpc-max-streams": { type: "string" },
+      "grpc-message-timeout": { type: "string" },
       "forward-header": { type: "string", multiple: true },
       "forward-credential-header": { type: "string", multiple: true },
       "shutdown-timeout": { type: "string" },
@@ -105,6 +113,10 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("apiKeys", values["api-key"] ?? list(from("", "GATEWAY_API_KEYS")));
   set("logLevel", str("log-level", "GATEWAY_LOG_LEVEL") as LogLevel | undefined);
   set("maxBodyBytes", int(from("max-body-bytes", "GATEWAY_MAX_BODY_BYTES")));
+  set("maxReplyBytes", int(from("max-reply-bytes", "GATEWAY_MAX_REPLY_BYTES")));
+  set("writeStallTimeoutMs", int(from("write-stall-timeout", "GATEWAY_WRITE_STALL_TIMEOUT_MS")));
+  set("grpcMaxConcurrentStreams", int(from("grpc-max-streams", "GATEWAY_GRPC_MAX_STREAMS")));
+  set("grpcMessageTimeoutMs", int(from("grpc-message-timeout", "GATEWAY_GRPC_MESSAGE_TIMEOUT_MS")));
   set("forwardHeaders", values["forward-header"] ?? list(from("", "GATEWAY_FORWARD_HEADERS")));
   set("forwardCredentialHeaders", values["forward-credential-header"] ?? list(from("", "GATEWAY_FORWARD_CREDENTIAL_HEADERS")));
   set("shutdownTimeoutMs", int(from("shutdown-timeout", "GATEWAY_SHUTDOWN_TIMEOUT_MS")));

@@ -11,6 +11,8 @@ import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
 import { gatewayFileDescriptors } from "../shared/descriptors.js";
 import { installStrictCompressedFlag } from "./grpc/strict-decoding.js";
+import { guardResetFloods, guardWriteStalls } from "./grpc/session-guards.js";
+import { messageTimeoutInterceptor } from "./grpc/message-timeout.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
 import { consoleRoutes } from "./console/index.js";
 import { runHealthChecks } from "./health.js";
@@ -136,6 +138,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   const server = new grpc.Server({
     "grpc.max_receive_message_length": opts.maxBodyBytes,
     "grpc.max_send_message_length": 64 * 1024 * 1024,
+    // grpc-js advertises no limit (2^32-1) unless told; each stream holds buffers and a handler.
+    "grpc.max_concurrent_streams": opts.grpcMaxConcurrentStreams,
+    interceptors: [messageTimeoutInterceptor(opts.grpcMessageTimeoutMs, bindDeps.requests)],
   });
   const pkg = gatewayPackageDefinition();
   for (const name of GATEWAY_SERVICES) {
@@ -190,13 +195,24 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
 
   let rest: RestServer | undefined;
   let grpcPort: number;
+  let stopStallGuard = noop;
   try {
     await runtime.start();
     grpcPort = await bindGrpc(opts.grpcPort, opts.host, server);
+    guardResetFloods(server, {
+      logger,
+      rotated: metrics.counter("platform_grpc_connections_rotated_total", "gRPC connections closed gracefully because their client reset streams near the HTTP/2 reset-flood limit", []),
+    });
+    stopStallGuard = guardWriteStalls(server, {
+      logger,
+      stallTimeoutMs: opts.writeStallTimeoutMs,
+      stalled: metrics.counter("platform_grpc_streams_stalled_total", "gRPC streams reset because their client read none of a reply for the write-stall timeout", []),
+    });
     rest = await startRestServer(opts.host, opts.httpPort, routes, {
       auth,
       logger,
       maxBodyBytes: opts.maxBodyBytes,
+      writeStallTimeoutMs: opts.writeStallTimeoutMs,
       isClosing: () => closing,
       appHooks: facilities.flatMap((f) => f.appHooks ?? []),
       requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
@@ -231,6 +247,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     rest?.stopListening();
     rest?.closeInflight();
     server.forceShutdown();
+    stopStallGuard();
     for (const f of facilities) f.destroy?.();
     void release();
   };

@@ -28,6 +28,14 @@ export interface GatewayOptions {
   maxBodyBytes?: number;
   /** Most triggers that may exist at once (configured crons included); past it ScheduleTrigger fails RESOURCE_EXHAUSTED. Default 10000. */
   maxTriggers?: number;
+  /** Largest REST or gRPC reply body the gateway builds, in bytes; query pages are cut to fit, bulk get beyond it is refused. Default 8 MiB. */
+  maxReplyBytes?: number;
+  /** REST: a reply whose client accepts no bytes for this long has its connection closed, ms. Default 10000. */
+  writeStallTimeoutMs?: number;
+  /** gRPC: concurrent streams per HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). Default 1000: a client multiplexes its Subscribe streams on one connection. */
+  grpcMaxConcurrentStreams?: number;
+  /** gRPC: a unary call whose request message has not fully arrived this long after its headers ends DEADLINE_EXCEEDED, ms. Default 10000. */
+  grpcMessageTimeoutMs?: number;
   /** Bound on graceful shutdown in ms: in-flight work gets this long before streams are ended. Default 10000. */
   shutdownTimeoutMs?: number;
   /** Request headers forwarded to backends on invoke (tracing/correlation only). Default: see DEFAULT_FORWARD_HEADERS. */
@@ -130,6 +138,12 @@ function positive(field: string, v: unknown, dflt: number): number {
   return v;
 }
 
+function positiveInt(field: string, v: unknown, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0) bad(field, v, "must be a positive integer");
+  return v;
+}
+
 function nonNegativeInt(field: string, v: unknown, dflt: number): number {
   if (v === undefined) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) bad(field, v, "must be a non-negative integer");
@@ -221,6 +235,10 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     apiKeys: Object.freeze([...apiKeys]) as string[],
     logLevel,
     maxBodyBytes: positive("maxBodyBytes", o.maxBodyBytes, 4 * 1024 * 1024),
+    maxReplyBytes: positiveInt("maxReplyBytes", o.maxReplyBytes, 8 * 1024 * 1024),
+    writeStallTimeoutMs: positive("writeStallTimeoutMs", o.writeStallTimeoutMs, 10_000),
+    grpcMaxConcurrentStreams: positiveInt("grpcMaxConcurrentStreams", o.grpcMaxConcurrentStreams, 1000),
+    grpcMessageTimeoutMs: positive("grpcMessageTimeoutMs", o.grpcMessageTimeoutMs, 10_000),
     shutdownTimeoutMs: positive("shutdownTimeoutMs", o.shutdownTimeoutMs, 10_000),
     maxTriggers: positive("maxTriggers", o.maxTriggers, 10_000),
     forwardHeaders: Object.freeze(forwardHeaders) as string[],

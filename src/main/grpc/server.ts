@@ -58,6 +58,15 @@ function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined 
   return Number.isFinite(ms) ? ms : undefined;
 }
 
+/**
+ * The status a call aborted by grpc-js ended with, as the caller saw it: its deadline passed, or it cancelled. What
+ * the handler returned afterwards never reached the caller, so it is not counted as OK.
+ */
+function abortedCode(call: { getDeadline(): grpc.Deadline }): string {
+  const deadline = deadlineOf(call);
+  return deadline !== undefined && deadline <= Date.now() ? "DEADLINE_EXCEEDED" : "CANCELLED";
+}
+
 /** A grpc-js status object from a GatewayError (what `callback(err)` and stream `error` take). */
 export function toStatusObject(e: GatewayError): Partial<grpc.StatusObject> {
   return { code: e.code as number as grpc.status, details: e.rawMessage, metadata: new grpc.Metadata() };
@@ -120,16 +129,17 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
       let settled = false;
       const finish = (err: GatewayError | null, res?: unknown): void => {
         settled = true;
-        const code = err ? err.codeName : "OK";
+        const code = ac?.signal.aborted ? abortedCode(call) : err ? err.codeName : "OK";
         deps.requests.inc({ method, code });
         deps.latency.observe({ method, code }, (performance.now() - started) / 1000);
         if (err) callback(toStatusObject(err));
         else callback(null, res);
       };
+      let ac: AbortController | undefined;
       const refused =
         admit(deps, call.metadata) ?? (unary ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)) ?? decodeFailureOf(call.request);
       if (refused) return finish(refused);
-      const ac = new AbortController();
+      ac = new AbortController();
       // grpc-js also emits "cancelled" when the stream closes after the response: abort only calls still running.
       call.once("cancelled", () => settled || ac.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call")));
       deps.inflight.count++;

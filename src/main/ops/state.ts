@@ -4,6 +4,7 @@ import type { QueryResult, StoredItem } from "../../runtime/state-port.js";
 import { parseQuery } from "../../runtime/embedded/query/index.js";
 import { isAbsoluteUri } from "../cloudevent-validate.js";
 import type { GatewayContext } from "../context.js";
+import { boundQueryPage, checkBulkReply } from "./reply-bound.js";
 import { createChangeNotifier, tierOf, type ChangeAction, type ChangeNotice, type ChangeNotifier } from "./state-notify.js";
 import type { ChangeInput, DeleteBulkResult, DeleteBulkStateInput, DeleteStateInput, QueryStateInput, SaveStateInput } from "./state-types.js";
 import { echo } from "../../shared/echo.js";
@@ -115,7 +116,9 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
 
     async getBulk(service, keys, signal) {
       const store = storeOf(service);
-      return state.getBulk(store, requireKeys(keys), signal);
+      const items = await state.getBulk(store, requireKeys(keys), signal);
+      checkBulkReply(items, ctx.options.maxReplyBytes);
+      return items;
     },
 
     async deleteBulk(req, signal) {
@@ -146,9 +149,11 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
       if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) throw invalidArgument("limit", `must be a non-negative integer, got ${String(limit)}`);
       // Validate here so a malformed query gets the same answer whatever the runtime.
       const opened = pageTokens.open(store, text);
-      parseQuery(opened);
-      const res = await state.query(store, opened, limit, signal);
-      return { ...res, token: pageTokens.seal(store, text, res.token) };
+      const parsed = parseQuery(opened);
+      const result = await state.query(store, opened, limit, signal);
+      // The embedded store's tokens are offsets, so a page over the reply bound can end early with a token.
+      const page = boundQueryPage(result, ctx.options.maxReplyBytes, ctx.runtime.kind === "embedded" ? parsed.offset : undefined);
+      return { ...page, token: pageTokens.seal(store, text, page.token) };
     },
   };
 }

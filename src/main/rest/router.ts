@@ -4,6 +4,7 @@ import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { Authenticator } from "../auth.js";
 import { checkHead } from "./head-limits.js";
+import { STREAM_THRESHOLD_BYTES, writeReply, type PendingReply } from "./reply-writer.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { echo } from "../../shared/echo.js";
@@ -183,6 +184,8 @@ export interface RestServerDeps {
   auth: Authenticator;
   logger: Logger;
   maxBodyBytes: number;
+  /** Close a connection whose client accepts no reply bytes for this long, ms. Default 10000. */
+  writeStallTimeoutMs?: number;
   isClosing(): boolean;
   requests: CounterMetric<"route" | "method" | "status">;
   latency: HistogramMetric<"route" | "method" | "status">;
@@ -253,7 +256,10 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     let routeName = "unmatched";
     inflight++;
     open.add(res);
+    /** The reply still being streamed, if any. */
+    let writing: PendingReply | undefined;
     res.onAborted(() => {
+      writing?.aborted();
       if (done) return;
       done = true;
       inflight--;
@@ -272,12 +278,21 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
       const status = reply.status ?? 200;
       if (reply.stream) return void streamReply(reply, status, closeConnection);
       const payload = reply.raw ?? JSON.stringify(reply.body ?? null);
-      res.cork(() => {
+      const writeHead = (): void => {
         res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
         res.writeHeader("content-type", reply.contentType ?? "application/json");
         for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
-        res.end(payload, closeConnection);
-      });
+      };
+      if (!closeConnection && payload.length > STREAM_THRESHOLD_BYTES) {
+        // A large reply goes out as the client reads it; the response stays open (and closable) until then.
+        open.add(res);
+        writing = writeReply(res, writeHead, typeof payload === "string" ? Buffer.from(payload) : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength), { stallTimeoutMs: deps.writeStallTimeoutMs ?? 10_000, onFinish: () => open.delete(res) });
+      } else {
+        res.cork(() => {
+          writeHead();
+          res.end(payload, closeConnection);
+        });
+      }
       deps.requests.inc({ route: routeName, method, status });
       deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
     };

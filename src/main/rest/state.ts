@@ -4,6 +4,7 @@ import type { StoredItem } from "../../runtime/state-port.js";
 import type { StateOps } from "../ops/state.js";
 import { deleteBulkMessage, okStatus } from "../ops/state-status.js";
 import { json, type RestRequest, type Route } from "./router.js";
+import { jsonItemsBody } from "./json-items.js";
 import { deleteBodyFromJson, saveStateFromJson } from "./state-body.js";
 import { echo } from "../../shared/echo.js";
 
@@ -61,13 +62,13 @@ export function stateRoutes(ops: StateOps): Route[] {
       path: "/v1/state/{service}/query",
       handler: async (req) => {
         const r = await ops.query({ service: req.params["service"]!, query: param(req, "query") ?? "", limit: intParam(req, "limit") }, req.signal);
-        return json({ items: r.items.map(toItem), token: r.token });
+        return { raw: await jsonItemsBody(r.items, r.token, req.signal) };
       },
     },
     {
       method: "GET",
       path: "/v1/state/{service}/bulk",
-      handler: async (req) => json({ items: (await ops.getBulk(req.params["service"]!, keysParam(req), req.signal)).map(toItem) }),
+      handler: async (req) => ({ raw: await jsonItemsBody(await ops.getBulk(req.params["service"]!, keysParam(req), req.signal), undefined, req.signal) }),
     },
     {
       method: "DELETE",

@@ -26,8 +26,10 @@ function parseValue(value: string): JsonValue | undefined {
 export function executeQuery(query: Query, items: Iterable<StoredItem>, limit = 0): QueryResult {
   if (!Number.isSafeInteger(limit) || limit < 0) throw new GatewayError(Code.INVALID_ARGUMENT, `limit must be a non-negative integer, got ${limit}`);
   const rows: Array<{ key: string; json: JsonValue | undefined; item: StoredItem }> = [];
+  // Values are parsed only when a filter or a sort looks into them: `{}` over large values must not parse them all.
+  const needsJson = query.filter !== undefined || query.sort.length > 0;
   for (const item of items) {
-    const json = parseValue(item.value);
+    const json = needsJson ? parseValue(item.value) : undefined;
     if (query.filter && (json === undefined || !matches(query.filter, json))) continue;
     rows.push({ key: item.key, json, item });
   }
