@@ -43,7 +43,9 @@ function split(text: string): { query: Record<string, unknown>; token: string } 
   const page = query["page"];
   if (typeof page !== "object" || page === null || Array.isArray(page)) return { query, token: "" };
   const { token, ...rest } = page as Record<string, unknown>;
-  return { query: { ...query, page: rest }, token: typeof token === "string" ? token : "" };
+  // `{}` and `{"page":{"token":...}}` are the same query: a page left empty by removing its token is dropped.
+  const { page: _page, ...withoutPage } = query;
+  return { query: Object.keys(rest).length > 0 ? { ...query, page: rest } : withoutPage, token: typeof token === "string" ? token : "" };
 }
 
 /** Page tokens under a fresh random key (`key` for tests). */
