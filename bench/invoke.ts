@@ -2,7 +2,7 @@
  * InvokeJson through the gateway against a direct grpc-js call to the same backend, in the same run: concurrency 1
  * and 64, 1 KB and 64 KB messages; added p50/p99 latency and the throughput ratio. Also REST invoke-json against
  * gRPC InvokeJson. Backend and gateway run in child processes. The load comes from several load processes
- * (bench/invoke/load-child.ts: raw node:http2 streams for gRPC, a keep-alive node:http agent for REST; 2 by default,
+ * (bench/invoke/load-child.ts: raw node:http2 streams for gRPC, raw keep-alive HTTP/1.1 sockets for REST; 2 by default,
  * INVOKE_LOAD_PROCS=N) so the client is not the bottleneck it measures; each figure set reports the load client's CPU
  * per call beside the gateway's (issue 16). This process only orchestrates.
  *
@@ -278,7 +278,7 @@ export async function runInvokeBench(opts: InvokeBenchOptions = {}): Promise<Fig
           for (const [path, m] of [["direct", d], ["gRPC InvokeJson", g], ["REST invoke-json", r]] as const) {
             figures.push({
               id: `client-cpu-${path.split(" ")[0]!.toLowerCase()}-${id}`,
-              label: `Load-client CPU per call, ${path}, ${kb}, concurrency ${concurrency} (${concurrency === 1 ? 1 : nProcs} process${concurrency === 1 || nProcs === 1 ? "" : "es"})`,
+              label: `Load-client CPU per call, ${path}, ${kb}, concurrency ${concurrency} (${concurrency === 1 ? "1 process, interleaved: the mean over the three paths" : `${nProcs} process${nProcs === 1 ? "" : "es"}`})`,
               value: m.clientCpuUs,
               unit: "us",
               better: "lower",
