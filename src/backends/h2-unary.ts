@@ -46,6 +46,14 @@ const HTTP_TO_GRPC: Record<number, Code> = {
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
 
+/** A stream reset without a gRPC status, as grpc-js reports it. */
+const RST_TO_GRPC: Record<number, [Code, string]> = {
+  [http2.constants.NGHTTP2_REFUSED_STREAM]: [Code.UNAVAILABLE, "Stream refused by server"],
+  [http2.constants.NGHTTP2_CANCEL]: [Code.CANCELLED, "Call cancelled"],
+  [http2.constants.NGHTTP2_ENHANCE_YOUR_CALM]: [Code.RESOURCE_EXHAUSTED, "Bandwidth exhausted or memory limit exceeded"],
+  [http2.constants.NGHTTP2_INADEQUATE_SECURITY]: [Code.PERMISSION_DENIED, "Protocol not secure enough"],
+};
+
 function decodeMessage(v: unknown): string {
   if (typeof v !== "string") return "";
   try {
@@ -68,6 +76,9 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
   let cursor = 0;
   let closed = false;
   const sessionConnected = new WeakSet<http2.ClientHttp2Session>();
+  /** The last connection error, for the UNAVAILABLE message. */
+  let lastError = "";
+  const limit = opts.maxReceiveBytes < 0 ? Infinity : opts.maxReceiveBytes;
 
   const session = (i: number, fresh: boolean): http2.ClientHttp2Session => {
     let s = sessions[i];
@@ -79,7 +90,10 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
     const drop = (): void => {
       if (sessions[i] === mine) sessions[i] = undefined;
     };
-    s.on("error", drop);
+    s.on("error", (e: Error) => {
+      lastError = e.message;
+      drop();
+    });
     s.on("close", drop);
     s.on("goaway", drop);
     s.once("connect", () => sessionConnected.add(mine));
@@ -151,7 +165,7 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
           head = null;
           if (h[0] !== 0) return fail(Code.INTERNAL, "Received a compressed message, but no compression was negotiated");
           need = h.readUInt32BE(1);
-          if (need > opts.maxReceiveBytes) return fail(Code.RESOURCE_EXHAUSTED, `Received message larger than max (${need} vs ${opts.maxReceiveBytes})`);
+          if (need > limit) return fail(Code.RESOURCE_EXHAUSTED, `Received message larger than max (${need} vs ${opts.maxReceiveBytes})`);
           chunk = h.subarray(5);
           parts = [];
           have = 0;
@@ -202,11 +216,18 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
         if (Date.now() >= deadline) return resolve({ ok: false, code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
         return attempt(index, true, path, request, headers, deadline, signal, resolve, true);
       }
-      if (!gotBytes) return finish({ ok: false, code: Code.UNAVAILABLE, message: `backend ${opts.address} is unavailable: the connection closed before a response` });
-      if (httpStatus !== 200 && grpcStatus === undefined) {
+      if (!gotBytes && (sess.destroyed || sess.closed || !sessionConnected.has(sess))) {
+        return finish({ ok: false, code: Code.UNAVAILABLE, message: `backend ${opts.address} is unavailable: ${lastError || "the connection closed before a response"}` });
+      }
+      if (httpStatus !== 200 && grpcStatus === undefined && gotBytes) {
         return finish({ ok: false, code: HTTP_TO_GRPC[httpStatus] ?? Code.UNKNOWN, message: `Received HTTP status code ${httpStatus}` });
       }
-      if (grpcStatus === undefined) return finish({ ok: false, code: Code.INTERNAL, message: `the backend closed the stream without a gRPC status (RST_STREAM code ${code})` });
+      if (grpcStatus === undefined) {
+        // No status: grpc-js's mapping of how the stream ended.
+        if (sess.destroyed || sess.closed) return finish({ ok: false, code: Code.UNAVAILABLE, message: `Connection dropped (backend ${opts.address})` });
+        const [c, text] = RST_TO_GRPC[code ?? -1] ?? [Code.INTERNAL, `Received RST_STREAM with code ${code}`];
+        return finish({ ok: false, code: c, message: text });
+      }
       if (grpcStatus !== 0) return finish({ ok: false, code: (grpcStatus in Code ? grpcStatus : Code.UNKNOWN) as Code, message: grpcMessage });
       if (extra) return finish({ ok: false, code: Code.UNIMPLEMENTED, message: "Too many responses received" });
       if (response === null) return finish({ ok: false, code: Code.UNIMPLEMENTED, message: "No message received" });

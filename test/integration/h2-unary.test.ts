@@ -149,7 +149,7 @@ describe("h2-unary client", () => {
       const o = await c.call("/t.T/Echo", Buffer.alloc(0), new grpc.Metadata(), soon());
       assert.equal(o.ok, false);
       assert.equal(!o.ok && o.code, Code.UNAVAILABLE);
-      assert.match(!o.ok ? o.message : "", new RegExp(`127\\.0\\.0\\.1:${dead}`));
+      assert.match(!o.ok ? o.message : "", new RegExp(`127\\.0\\.0\\.1:${dead} is unavailable: .*ECONNREFUSED`));
     } finally {
       c.close();
     }
@@ -178,12 +178,18 @@ describe("h2-unary client", () => {
     }
   });
 
-  it("maps a non-200 HTTP status without grpc-status as gRPC does, and refuses a compressed message", async () => {
+  it("maps a non-200 HTTP status, a reset and a dropped connection without grpc-status as grpc-js does, and refuses a compressed message", async () => {
     const h = http2.createServer();
     h.on("stream", (stream, headers) => {
+      stream.on("error", () => undefined); // the resets below are on purpose
       if (headers[":path"] === "/busy") {
         stream.respond({ ":status": 503 });
         stream.end();
+      } else if (headers[":path"] === "/reset") {
+        stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      } else if (headers[":path"] === "/drop") {
+        stream.respond({ ":status": 200, "content-type": "application/grpc" });
+        stream.write(Buffer.from([0, 0, 0, 0, 9, 1]), () => stream.session?.destroy());
       } else {
         stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
         stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
@@ -197,6 +203,9 @@ describe("h2-unary client", () => {
       const z = await c.call("/zip", Buffer.alloc(0), new grpc.Metadata(), soon());
       assert.equal(!z.ok && z.code, Code.INTERNAL);
       assert.match(!z.ok ? z.message : "", /compressed/);
+      assert.deepEqual(await c.call("/reset", Buffer.alloc(0), new grpc.Metadata(), soon()), { ok: false, code: Code.INTERNAL, message: "Received RST_STREAM with code 2" });
+      const d = await c.call("/drop", Buffer.alloc(0), new grpc.Metadata(), soon());
+      assert.equal(!d.ok && d.code, Code.UNAVAILABLE, JSON.stringify(d));
     } finally {
       c.close();
       await new Promise<void>((r) => h.close(() => r()));
