@@ -115,6 +115,8 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
   ): void => {
     let stream: http2.ClientHttp2Stream;
     let sess: http2.ClientHttp2Session;
+    // The timeout the backend gets is what is left now (a retry sends less than the first attempt did).
+    if (Number.isFinite(deadline)) headers["grpc-timeout"] = timeoutHeader(deadline - Date.now());
     try {
       sess = session(index, fresh);
       stream = sess.request(headers, { endStream: false });
@@ -253,7 +255,6 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
         headers["content-type"] = "application/grpc";
         headers["te"] = "trailers";
         headers["grpc-accept-encoding"] = "identity";
-        if (Number.isFinite(left)) headers["grpc-timeout"] = timeoutHeader(left);
         cursor = cursor + 1 >= sessions.length ? 0 : cursor + 1;
         attempt(cursor, false, path, framed, headers, deadline, signal, resolve, false);
       });
