@@ -13,6 +13,8 @@ export interface H2UnaryOptions {
   connections: number;
   /** Largest response message accepted, bytes. */
   maxReceiveBytes: number;
+  /** How long a connection has to answer a PING after a call on it ran into its deadline, ms. Default 10000. */
+  probeTimeoutMs?: number;
 }
 
 /**
@@ -45,6 +47,9 @@ const HTTP_TO_GRPC: Record<number, Code> = {
 };
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
+
+/** How long a connection has to answer a PING after a call on it ran into its deadline. */
+const PROBE_MS = 10_000;
 
 /** A stream reset without a gRPC status, as grpc-js reports it. */
 const RST_TO_GRPC: Record<number, [Code, string]> = {
@@ -84,7 +89,8 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
     let s = sessions[i];
     if (s && !fresh && !s.closed && !s.destroyed) return s;
     if (s && !s.closed) s.close();
-    // No keep-alive pings of our own: the grpc-js pool watches the backend; a dead connection fails its streams.
+    // No periodic keep-alive pings: a reset connection fails its streams, and a call that runs into its deadline
+    // probes its connection (probe below), so a silently dead one is replaced instead of timing out every call.
     s = http2.connect(authority, { settings: { enablePush: false } });
     const mine = s;
     const drop = (): void => {
@@ -100,6 +106,25 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
     s.unref();
     sessions[i] = s;
     return s;
+  };
+
+  /** Ping a connection after a call on it timed out; no answer in time and it is closed (the next call reconnects). */
+  const probing = new WeakSet<http2.ClientHttp2Session>();
+  const probe = (s: http2.ClientHttp2Session): void => {
+    if (probing.has(s) || s.closed || s.destroyed) return;
+    probing.add(s);
+    const timer = setTimeout(() => s.destroy(), opts.probeTimeoutMs ?? PROBE_MS);
+    timer.unref();
+    try {
+      s.ping((err) => {
+        clearTimeout(timer);
+        probing.delete(s);
+        if (err) s.destroy();
+      });
+    } catch {
+      clearTimeout(timer);
+      s.destroy();
+    }
   };
 
   const attempt = (
@@ -148,7 +173,12 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
       if (!stream.closed) stream.close(NGHTTP2_CANCEL);
     };
     const onAbort = (): void => fail(Code.CANCELLED, "Cancelled on client");
-    const timer = Number.isFinite(deadline) ? setTimeout(() => fail(Code.DEADLINE_EXCEEDED, "Deadline exceeded"), Math.max(0, deadline - Date.now())) : undefined;
+    const timer = Number.isFinite(deadline)
+      ? setTimeout(() => {
+          fail(Code.DEADLINE_EXCEEDED, "Deadline exceeded");
+          probe(sess);
+        }, Math.max(0, deadline - Date.now()))
+      : undefined;
     signal?.addEventListener("abort", onAbort, { once: true });
 
     const onMessage = (m: Buffer): void => {

@@ -178,6 +178,41 @@ describe("h2-unary client", () => {
     }
   });
 
+  it("replaces a connection that stopped answering after a call on it ran into its deadline", async () => {
+    // A TCP relay to the backend whose first connection can be frozen: bytes stop flowing both ways, nothing is closed.
+    const pairs: { client: net.Socket; upstream: net.Socket }[] = [];
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(port, "127.0.0.1");
+      client.pipe(upstream);
+      upstream.pipe(client);
+      client.on("error", () => undefined);
+      upstream.on("error", () => undefined);
+      pairs.push({ client, upstream });
+    });
+    await new Promise<void>((r) => relay.listen(0, "127.0.0.1", r));
+    const c = createH2UnaryClient({ address: `127.0.0.1:${(relay.address() as net.AddressInfo).port}`, connections: 1, maxReceiveBytes: 1024, probeTimeoutMs: 200 });
+    try {
+      assert.equal((await c.call("/t.T/Echo", Buffer.from("a"), new grpc.Metadata(), soon())).ok, true);
+      const frozen = pairs[0]!;
+      frozen.client.unpipe(frozen.upstream);
+      frozen.upstream.unpipe(frozen.client);
+      frozen.client.pause();
+      const t = await c.call("/t.T/Echo", Buffer.from("b"), new grpc.Metadata(), soon(150));
+      assert.deepEqual(t, { ok: false, code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
+      // The PING after the timeout goes unanswered; 200 ms later the connection is dropped and the next call dials anew.
+      await new Promise((r) => setTimeout(r, 400));
+      assert.deepEqual(await c.call("/t.T/Echo", Buffer.from("c"), new grpc.Metadata(), soon()), { ok: true, bytes: Buffer.from("c") });
+      assert.equal(pairs.length, 2, "a second connection was made");
+    } finally {
+      c.close();
+      for (const p of pairs) {
+        p.client.destroy();
+        p.upstream.destroy();
+      }
+      await new Promise<void>((r) => relay.close(() => r()));
+    }
+  });
+
   it("maps a non-200 HTTP status, a reset and a dropped connection without grpc-status as grpc-js does, and refuses a compressed message", async () => {
     const h = http2.createServer();
     h.on("stream", (stream, headers) => {
