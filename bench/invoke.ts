@@ -1,14 +1,17 @@
 /**
  * InvokeJson through the gateway against a direct grpc-js call to the same backend, in the same run: concurrency 1
  * and 64, 1 KB and 64 KB messages; added p50/p99 latency and the throughput ratio. Also REST invoke-json against
- * gRPC InvokeJson. Backend and gateway run in child processes; this process only generates load.
+ * gRPC InvokeJson. Backend and gateway run in child processes. The load comes from several load processes
+ * (bench/invoke/load-child.ts: raw node:http2 streams for gRPC, raw keep-alive HTTP/1.1 sockets for REST; 2 by default,
+ * INVOKE_LOAD_PROCS=N) so the client is not the bottleneck it measures; each figure set reports the load client's CPU
+ * per call beside the gateway's (issue 16). This process only orchestrates.
  *
  *   npx tsx bench/invoke.ts [--quick | --dry-run]
  *
  * Targets (issue 3): added p50 at concurrency 1 under 150 us for 1 KB; throughput at 64 at least 0.45 of direct.
  */
 import { fork, type ChildProcess } from "node:child_process";
-import http from "node:http";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
@@ -17,6 +20,7 @@ import { protosDir, SHOP_PROTO } from "../test/support/protos/descriptors.js";
 import type { Figure, RunMode } from "./lib/schema.js";
 import { summarize, type Summary } from "./lib/stats.js";
 import type { Suite } from "./lib/suite.js";
+import type { RunCommand, RunResult, Target } from "./invoke/load-child.js";
 
 /** Options of runInvokeBench. */
 export interface InvokeBenchOptions {
@@ -24,17 +28,21 @@ export interface InvokeBenchOptions {
   mode?: RunMode;
   /** Shorthand for mode "quick". */
   quick?: boolean;
+  /** Load-generating child processes for concurrency 64. Default 2 (env INVOKE_LOAD_PROCS). */
+  loadProcs?: number;
   /** Stop early (remaining cases are skipped). */
   signal?: AbortSignal;
   /** Progress lines. */
   log?: (line: string) => void;
 }
 
-type Caller = () => Promise<unknown>;
-
 interface Measured {
   latency: Summary; // microseconds
   rps: number;
+  /** Load-client CPU per call, us (every load process summed). */
+  clientCpuUs: number;
+  /** Gateway CPU per call, us (/proc/<pid>/stat; NaN where unreadable or for the direct path). */
+  gatewayCpuUs: number;
 }
 
 function startChild(args: string[]): Promise<{ child: ChildProcess; ready: Record<string, number> }> {
@@ -46,6 +54,51 @@ function startChild(args: string[]): Promise<{ child: ChildProcess; ready: Recor
     child.once("message", (m: { ready: Record<string, number> }) => resolve({ child, ready: m.ready }));
     child.once("exit", (code) => reject(new Error(`bench child ${args.join(" ")} exited with ${code}`)));
   });
+}
+
+/** A load-generating child (bench/invoke/load-child.ts) and a way to run commands on it. */
+interface LoadProc {
+  child: ChildProcess;
+  run(cmd: Omit<RunCommand, "id">): Promise<RunResult>;
+}
+
+async function startLoadProc(targets: Target[]): Promise<LoadProc> {
+  const child = fork(fileURLToPath(new URL("./invoke/load-child.ts", import.meta.url)), [], {
+    execArgv: ["--import", "tsx"],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  const waiting = new Map<number, (r: RunResult) => void>();
+  let ids = 0;
+  await new Promise<void>((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`load child exited with ${code}`)));
+    child.on("message", (m: { ready?: boolean; result?: RunResult }) => {
+      if (m.ready) resolve();
+      if (m.result) {
+        waiting.get(m.result.id)?.(m.result);
+        waiting.delete(m.result.id);
+      }
+    });
+    child.send({ init: targets });
+  });
+  return {
+    child,
+    run: (cmd) =>
+      new Promise<RunResult>((resolve) => {
+        const id = ++ids;
+        waiting.set(id, resolve);
+        child.send({ run: { ...cmd, id } });
+      }),
+  };
+}
+
+/** CPU time (user + system) of a process so far, us; NaN off Linux. */
+function cpuOf(pid: number | undefined): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return ((Number(f[11]) + Number(f[12])) * 1e6) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return NaN;
+  }
 }
 
 /** An Order of about `bytes` of proto3 JSON, in a shape that proto-loader objects and proto3 JSON share. */
@@ -60,50 +113,65 @@ function orderOfSize(bytes: number): Record<string, unknown> {
   return order;
 }
 
-async function measure(call: Caller, concurrency: number, count: number, signal?: AbortSignal): Promise<Measured> {
-  const samples: number[] = [];
-  let next = 0;
-  const started = performance.now();
-  const worker = async (): Promise<void> => {
-    while (next < count && !signal?.aborted) {
-      next++;
-      const t = performance.now();
-      await call();
-      samples.push((performance.now() - t) * 1000);
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  const seconds = (performance.now() - started) / 1000;
-  return { latency: summarize(samples), rps: samples.length / seconds };
+/** A gRPC message with its 5-byte length prefix, base64 for IPC. */
+function framed(bytes: Buffer): string {
+  const out = Buffer.alloc(5 + bytes.length);
+  out.writeUInt32BE(bytes.length, 1);
+  bytes.copy(out, 5);
+  return out.toString("base64");
 }
 
-/** Sequential calls rotating through `calls`; throughput is each path's calls over its own busy time. */
-async function measureInterleaved(calls: Caller[], count: number, signal?: AbortSignal): Promise<Measured[]> {
-  const samples = calls.map(() => [] as number[]);
-  for (let i = 0; i < count && !signal?.aborted; i++) {
-    for (let j = 0; j < calls.length; j++) {
-      const t = performance.now();
-      await calls[j]!();
-      samples[j]!.push((performance.now() - t) * 1000);
-    }
-  }
-  return samples.map((s) => ({ latency: summarize(s), rps: s.length / (s.reduce((a, b) => a + b, 0) / 1e6) }));
+function check(r: RunResult[]): void {
+  const errors = r.reduce((a, x) => a + x.errors, 0);
+  if (errors > 0) throw new Error(`${errors} calls failed; first: ${r.find((x) => x.firstError)?.firstError}`);
 }
 
-function unaryCall(client: grpc.Client, method: string, req: unknown): Promise<any> {
-  return new Promise((resolve, reject) =>
-    (client as unknown as Record<string, Function>)[method]!.call(client, req, (e: grpc.ServiceError | null, r: unknown) => (e ? reject(e) : resolve(r))),
+/** `concurrency` callers on one target, split over the load processes, all started together. */
+async function measure(procs: LoadProc[], target: string, concurrency: number, count: number, gatewayPid: number | undefined): Promise<Measured> {
+  const used = procs.slice(0, Math.max(1, Math.min(procs.length, concurrency)));
+  const g0 = cpuOf(gatewayPid);
+  const rs = await Promise.all(
+    used.map((p, i) => {
+      const share = Math.floor(concurrency / used.length) + (i < concurrency % used.length ? 1 : 0);
+      const calls = Math.floor(count / used.length) + (i < count % used.length ? 1 : 0);
+      return p.run({ targets: [target], concurrency: share, count: calls, interleaved: false });
+    }),
   );
+  const g = cpuOf(gatewayPid) - g0;
+  check(rs);
+  const samples = rs.flatMap((r) => r.samples[target]!);
+  const wall = Math.max(...rs.map((r) => r.wallMs));
+  return {
+    latency: summarize(samples),
+    rps: samples.length / (wall / 1000),
+    clientCpuUs: rs.reduce((a, r) => a + r.cpuUs, 0) / samples.length,
+    gatewayCpuUs: gatewayPid === undefined ? NaN : g / samples.length,
+  };
 }
+
+/** Sequential calls rotating through `targets` in one load process; throughput is each path's calls over its own busy time. */
+async function measureInterleaved(proc: LoadProc, targets: string[], count: number): Promise<Measured[]> {
+  const r = await proc.run({ targets, concurrency: 1, count, interleaved: true });
+  check([r]);
+  return targets.map((t) => ({
+    latency: summarize(r.samples[t]!),
+    rps: r.samples[t]!.length / (r.busyMs[t]! / 1000),
+    clientCpuUs: r.cpuUs / (r.samples[t]!.length * targets.length),
+    gatewayCpuUs: NaN,
+  }));
+}
+
+const us = (v: number): string => (Number.isFinite(v) ? `${v.toFixed(0)} us` : "n/a");
 
 /** Run the benchmark and return its figures (microseconds for latency, req/s for throughput). */
 export async function runInvokeBench(opts: InvokeBenchOptions = {}): Promise<Figure[]> {
   const mode: RunMode = opts.mode ?? (opts.quick ? "quick" : "full");
   const log = opts.log ?? (() => undefined);
+  const nProcs = Math.max(1, opts.loadProcs ?? (Number(process.env["INVOKE_LOAD_PROCS"]) || 2));
   // Quick mode keeps every case and figure with fewer calls, so the whole `npm run bench -- --quick` stays near a minute.
   const n1 = mode === "full" ? 4000 : mode === "quick" ? 400 : 20;
-  const n64 = mode === "full" ? 20000 : mode === "quick" ? 2000 : 64;
-  const warmup = mode === "full" ? 400 : mode === "quick" ? 120 : 8;
+  const n64 = mode === "full" ? 20000 : mode === "quick" ? 3000 : 64;
+  const warmup = mode === "full" ? 1000 : mode === "quick" ? 300 : 8;
   const children: ChildProcess[] = [];
   const figures: Figure[] = [];
   try {
@@ -111,117 +179,117 @@ export async function runInvokeBench(opts: InvokeBenchOptions = {}): Promise<Fig
     children.push(backend.child);
     const gateway = await startChild(["gateway", String(backend.ready["port"])]);
     children.push(gateway.child);
+    const gwPid = gateway.child.pid;
 
     const shop = loadSync(SHOP_PROTO, { includeDirs: [protosDir], longs: String, enums: String, oneofs: true, defaults: false });
-    const Direct = grpc.makeGenericClientConstructor(shop["shop.v1.OrderService"] as grpc.ServiceDefinition, "OrderService");
-    const direct = new Direct(`127.0.0.1:${backend.ready["port"]}`, grpc.credentials.createInsecure());
-    const Gw = grpc.makeGenericClientConstructor(gatewayPackageDefinition()["platform.Gateway"] as grpc.ServiceDefinition, "Gateway");
-    const gw = new Gw(`127.0.0.1:${gateway.ready["grpcPort"]}`, grpc.credentials.createInsecure());
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-    const restPort = gateway.ready["httpPort"]!;
-    const rest = (body: string): Promise<void> =>
-      new Promise((resolve, reject) => {
-        const req = http.request({ host: "127.0.0.1", port: restPort, method: "POST", path: "/v1/gateway/invoke-json", agent, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on("data", (c: Buffer) => chunks.push(c));
-          res.on("end", () => {
-            const r = JSON.parse(Buffer.concat(chunks).toString()) as { success: boolean; message: string };
-            if (!r.success) reject(new Error(r.message));
-            else resolve();
-          });
-        });
-        req.on("error", reject);
-        req.end(body);
-      });
+    const putOrder = (shop["shop.v1.OrderService"] as grpc.ServiceDefinition)["PutOrder"]!;
+    const invokeJson = (gatewayPackageDefinition()["platform.Gateway"] as grpc.ServiceDefinition)["InvokeJson"]!;
+    const bPort = backend.ready["port"]!;
+    const gPort = gateway.ready["grpcPort"]!;
+    const hPort = gateway.ready["httpPort"]!;
 
     for (const size of [1024, 64 * 1024]) {
       const order = orderOfSize(size);
       const json = JSON.stringify(order);
       const kb = `${Math.round(size / 1024)}KB`;
-      const viaDirect: Caller = () => unaryCall(direct, "PutOrder", order);
-      const viaGateway: Caller = async () => {
-        const r = await unaryCall(gw, "InvokeJson", { service: "orders", method: "PutOrder", request_data: json });
-        if (!r.success) throw new Error(`${r.status}: ${r.message}`);
-      };
-      const restBody = JSON.stringify({ service: "orders", method: "PutOrder", request_data: json });
-      const viaRest: Caller = () => rest(restBody);
-      // Warm up every path (JIT, schema fetch, connections).
-      for (const c of [viaDirect, viaGateway, viaRest]) await measure(c, 8, warmup);
+      const targets: Target[] = [
+        { name: "direct", kind: "grpc", port: bPort, path: putOrder.path, body: framed(putOrder.requestSerialize(order)), check: "none" },
+        { name: "grpc", kind: "grpc", port: gPort, path: invokeJson.path, body: framed(invokeJson.requestSerialize({ service: "orders", method: "PutOrder", request_data: json })), check: "invoke" },
+        { name: "rest", kind: "rest", port: hPort, path: "/v1/gateway/invoke-json", body: Buffer.from(JSON.stringify({ service: "orders", method: "PutOrder", request_data: json })).toString("base64"), check: "rest-invoke" },
+      ];
+      const procs = await Promise.all(Array.from({ length: nProcs }, () => startLoadProc(targets)));
+      try {
+        // Warm up every path in every load process (JIT, schema fetch, connections).
+        for (const t of ["direct", "grpc", "rest"]) await measure(procs, t, 8 * nProcs, warmup, undefined);
 
-      for (const concurrency of [1, 64]) {
-        if (opts.signal?.aborted) break;
-        const count = concurrency === 1 ? n1 : n64;
-        const scaled = size > 4096 ? Math.max(10, Math.round(count / 8)) : count;
-        let d: Measured, g: Measured, r: Measured;
-        if (concurrency === 1) {
-          // Interleaved call by call, so a noisy neighbour hits all three paths alike.
-          log(`invoke ${kb} c=1: direct / gateway gRPC / gateway REST, interleaved`);
-          [d, g, r] = await measureInterleaved([viaDirect, viaGateway, viaRest], scaled, opts.signal) as [Measured, Measured, Measured];
-        } else {
-          log(`invoke ${kb} c=${concurrency}: direct`);
-          d = await measure(viaDirect, concurrency, scaled, opts.signal);
-          log(`invoke ${kb} c=${concurrency}: gateway gRPC InvokeJson`);
-          g = await measure(viaGateway, concurrency, scaled, opts.signal);
-          log(`invoke ${kb} c=${concurrency}: gateway REST invoke-json`);
-          r = await measure(viaRest, concurrency, scaled, opts.signal);
+        for (const concurrency of [1, 64]) {
+          if (opts.signal?.aborted) break;
+          const count = concurrency === 1 ? n1 : n64;
+          const scaled = size > 4096 ? Math.max(10, Math.round(count / 8)) : count;
+          let d: Measured, g: Measured, r: Measured;
+          if (concurrency === 1) {
+            // Interleaved call by call in one load process, so a noisy neighbour hits all three paths alike.
+            log(`invoke ${kb} c=1: direct / gateway gRPC / gateway REST, interleaved`);
+            [d, g, r] = (await measureInterleaved(procs[0]!, ["direct", "grpc", "rest"], scaled)) as [Measured, Measured, Measured];
+          } else {
+            log(`invoke ${kb} c=${concurrency}: direct, ${nProcs} load processes`);
+            d = await measure(procs, "direct", concurrency, scaled, undefined);
+            log(`invoke ${kb} c=${concurrency}: gateway gRPC InvokeJson`);
+            g = await measure(procs, "grpc", concurrency, scaled, gwPid);
+            log(`invoke ${kb} c=${concurrency}: gateway REST invoke-json`);
+            r = await measure(procs, "rest", concurrency, scaled, gwPid);
+          }
+          const id = `${kb}-c${concurrency}`;
+          const p50Added = g.latency.p50 - d.latency.p50;
+          const note =
+            `n=${g.latency.n}; direct p50 ${d.latency.p50.toFixed(0)} us, p99 ${d.latency.p99.toFixed(0)} us; gateway p50 ${g.latency.p50.toFixed(0)} us, p99 ${g.latency.p99.toFixed(0)} us; ` +
+            `client CPU/call: direct ${us(d.clientCpuUs)}, gRPC ${us(g.clientCpuUs)}, REST ${us(r.clientCpuUs)}; gateway CPU/call: gRPC ${us(g.gatewayCpuUs)}, REST ${us(r.gatewayCpuUs)}`;
+          figures.push({
+            id: `added-p50-${id}`,
+            label: `InvokeJson added p50 latency, ${kb}, concurrency ${concurrency}`,
+            value: p50Added,
+            unit: "us",
+            better: "lower",
+            baseline: { label: "direct gRPC call p50", value: d.latency.p50 },
+            ratio: g.latency.p50 / d.latency.p50,
+            ...(kb === "1KB" && concurrency === 1 ? { target: { text: "added p50 < 150 us", met: p50Added < 150 } } : {}),
+            note,
+          });
+          figures.push({
+            id: `added-p99-${id}`,
+            label: `InvokeJson added p99 latency, ${kb}, concurrency ${concurrency}`,
+            value: g.latency.p99 - d.latency.p99,
+            unit: "us",
+            better: "lower",
+            baseline: { label: "direct gRPC call p99", value: d.latency.p99 },
+            ratio: g.latency.p99 / d.latency.p99,
+          });
+          figures.push({
+            id: `throughput-${id}`,
+            label: `InvokeJson throughput, ${kb}, concurrency ${concurrency}`,
+            value: g.rps,
+            unit: "req/s",
+            better: "higher",
+            baseline: { label: "direct gRPC call", value: d.rps },
+            ratio: g.rps / d.rps,
+            ...(concurrency === 64 ? { target: { text: "ratio >= 0.45", met: g.rps / d.rps >= 0.45 } } : {}),
+          });
+          figures.push({
+            id: `rest-vs-grpc-p50-${id}`,
+            label: `REST invoke-json p50 vs gRPC InvokeJson, ${kb}, concurrency ${concurrency}`,
+            value: r.latency.p50,
+            unit: "us",
+            better: "lower",
+            baseline: { label: "gRPC InvokeJson p50", value: g.latency.p50 },
+            ratio: r.latency.p50 / g.latency.p50,
+            note: `REST p99 ${r.latency.p99.toFixed(0)} us`,
+          });
+          figures.push({
+            id: `rest-vs-grpc-throughput-${id}`,
+            label: `REST invoke-json throughput vs gRPC InvokeJson, ${kb}, concurrency ${concurrency}`,
+            value: r.rps,
+            unit: "req/s",
+            better: "higher",
+            baseline: { label: "gRPC InvokeJson", value: g.rps },
+            ratio: r.rps / g.rps,
+          });
+          // Bench honesty (issue 16): what the load client spends per call, beside what the gateway spends. A client
+          // that costs as much as the gateway per call measures itself.
+          for (const [path, m] of [["direct", d], ["gRPC InvokeJson", g], ["REST invoke-json", r]] as const) {
+            figures.push({
+              id: `client-cpu-${path.split(" ")[0]!.toLowerCase()}-${id}`,
+              label: `Load-client CPU per call, ${path}, ${kb}, concurrency ${concurrency} (${concurrency === 1 ? "1 process, interleaved: the mean over the three paths" : `${nProcs} process${nProcs === 1 ? "" : "es"}`})`,
+              value: m.clientCpuUs,
+              unit: "us",
+              better: "lower",
+              ...(Number.isFinite(m.gatewayCpuUs) ? { baseline: { label: "gateway CPU per call", value: m.gatewayCpuUs }, ratio: m.clientCpuUs / m.gatewayCpuUs } : {}),
+            });
+          }
         }
-        const id = `${kb}-c${concurrency}`;
-        const p50Added = g.latency.p50 - d.latency.p50;
-        const note = `n=${g.latency.n}; direct p50 ${d.latency.p50.toFixed(0)} us, p99 ${d.latency.p99.toFixed(0)} us; gateway p50 ${g.latency.p50.toFixed(0)} us, p99 ${g.latency.p99.toFixed(0)} us`;
-        figures.push({
-          id: `added-p50-${id}`,
-          label: `InvokeJson added p50 latency, ${kb}, concurrency ${concurrency}`,
-          value: p50Added,
-          unit: "us",
-          better: "lower",
-          baseline: { label: "direct grpc-js call p50", value: d.latency.p50 },
-          ratio: g.latency.p50 / d.latency.p50,
-          ...(kb === "1KB" && concurrency === 1 ? { target: { text: "added p50 < 150 us", met: p50Added < 150 } } : {}),
-          note,
-        });
-        figures.push({
-          id: `added-p99-${id}`,
-          label: `InvokeJson added p99 latency, ${kb}, concurrency ${concurrency}`,
-          value: g.latency.p99 - d.latency.p99,
-          unit: "us",
-          better: "lower",
-          baseline: { label: "direct grpc-js call p99", value: d.latency.p99 },
-          ratio: g.latency.p99 / d.latency.p99,
-        });
-        figures.push({
-          id: `throughput-${id}`,
-          label: `InvokeJson throughput, ${kb}, concurrency ${concurrency}`,
-          value: g.rps,
-          unit: "req/s",
-          better: "higher",
-          baseline: { label: "direct grpc-js call", value: d.rps },
-          ratio: g.rps / d.rps,
-          ...(concurrency === 64 ? { target: { text: "ratio >= 0.45", met: g.rps / d.rps >= 0.45 } } : {}),
-        });
-        figures.push({
-          id: `rest-vs-grpc-p50-${id}`,
-          label: `REST invoke-json p50 vs gRPC InvokeJson, ${kb}, concurrency ${concurrency}`,
-          value: r.latency.p50,
-          unit: "us",
-          better: "lower",
-          baseline: { label: "gRPC InvokeJson p50", value: g.latency.p50 },
-          ratio: r.latency.p50 / g.latency.p50,
-          note: `REST p99 ${r.latency.p99.toFixed(0)} us`,
-        });
-        figures.push({
-          id: `rest-vs-grpc-throughput-${id}`,
-          label: `REST invoke-json throughput vs gRPC InvokeJson, ${kb}, concurrency ${concurrency}`,
-          value: r.rps,
-          unit: "req/s",
-          better: "higher",
-          baseline: { label: "gRPC InvokeJson", value: g.rps },
-          ratio: r.rps / g.rps,
-        });
+      } finally {
+        for (const p of procs) p.child.disconnect();
       }
     }
-    direct.close();
-    gw.close();
-    agent.destroy();
   } finally {
     for (const c of children) c.disconnect();
   }

@@ -124,6 +124,41 @@ describe("web fan-out suite (dry run: 20 subscribers per system, real processes 
   });
 });
 
+describe("invoke suite (dry run: backend, gateway and two load processes over real sockets)", () => {
+  let dir: string;
+  let run: { code: number; stdout: string; stderr: string };
+  let result: RunResult;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "bench-smoke-invoke-"));
+    run = await runBench(["--dry-run", "--only", "invoke", "--name", "invoke", "--out-dir", dir, "--markdown", "none"]);
+    if (run.code === 0) result = JSON.parse(await readFile(join(dir, "invoke.json"), "utf8")) as RunResult;
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("drives every path from the load processes without errors and reports client CPU per call beside the gateway's", () => {
+    assert.equal(run.code, 0, `bench failed:\n${run.stderr}\n${run.stdout}`);
+    assert.deepEqual(checkRunResult(result), []);
+    assert.deepEqual(result.suites.map((s) => [s.name, s.status]), [["invoke", "ok"]]);
+    assert.match(run.stderr, /invoke 1KB c=64: direct, 2 load processes/);
+    const figs = new Map(result.suites[0]!.figures.map((f) => [f.id, f]));
+    for (const size of ["1KB", "64KB"]) {
+      for (const c of [1, 64]) {
+        assert.ok(figs.get(`throughput-${size}-c${c}`)!.value > 0, `throughput-${size}-c${c}`);
+        for (const path of ["direct", "grpc", "rest"]) {
+          const f = figs.get(`client-cpu-${path}-${size}-c${c}`);
+          assert.ok(f, `figure client-cpu-${path}-${size}-c${c} missing (have ${[...figs.keys()].join(", ")})`);
+          assert.ok(Number.isFinite(f.value) && f.value > 0, `${f.id} = ${f.value}`);
+          // At concurrency 64 the gateway's own CPU per call (read from /proc) is the baseline of the gateway paths.
+          if (c === 64 && path !== "direct" && process.platform === "linux") assert.equal(f.baseline?.label, "gateway CPU per call", f.id);
+        }
+      }
+    }
+  });
+});
+
 describe("bench harness wiring", () => {
   it("--list loads every suite (an external suite that has not landed is 'not available', not a crash)", async () => {
     const r = await runBench(["--list"]);

@@ -1,0 +1,249 @@
+/**
+ * The raw node:http2 unary client that carries invoke's backend calls (src/backends/h2-unary.ts), over real sockets
+ * against a grpc-js server and a bare HTTP/2 server: the outcomes must be the ones grpc-js's own client gives.
+ */
+import assert from "node:assert/strict";
+import http2 from "node:http2";
+import net from "node:net";
+import { after, before, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { createH2UnaryClient, type H2UnaryClient } from "../../src/backends/h2-unary.js";
+import { Code } from "../../src/shared/code.js";
+
+const id = (b: Buffer): Buffer => b;
+const method = (path: string): grpc.MethodDefinition<Buffer, Buffer> => ({
+  path,
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: id,
+  requestDeserialize: id,
+  responseSerialize: id,
+  responseDeserialize: id,
+});
+const SERVICE: grpc.ServiceDefinition = {
+  Echo: method("/t.T/Echo"),
+  Slow: method("/t.T/Slow"),
+  Fail: method("/t.T/Fail"),
+  Big: method("/t.T/Big"),
+  Meta: method("/t.T/Meta"),
+};
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+describe("h2-unary client", () => {
+  let server: grpc.Server;
+  let port: number;
+  let client: H2UnaryClient;
+  const slowCancelled: string[] = [];
+
+  before(async () => {
+    server = new grpc.Server();
+    server.addService(SERVICE, {
+      Echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request),
+      Slow: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+        const t = setTimeout(() => cb(null, Buffer.from("late")), 5000);
+        call.on("cancelled", () => {
+          clearTimeout(t);
+          slowCancelled.push(call.request.toString());
+        });
+      },
+      Fail: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
+        cb({ code: grpc.status.FAILED_PRECONDITION, details: "stock is 0 for sku-1 (ünïcode, 100%)" }),
+      Big: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, Buffer.alloc(64 * 1024, 7)),
+      Meta: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
+        cb(null, Buffer.from(JSON.stringify({ tenant: call.metadata.get("x-tenant"), timeout: call.getDeadline() !== Infinity }))),
+    });
+    port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
+    client = createH2UnaryClient({ address: `127.0.0.1:${port}`, connections: 2, maxReceiveBytes: 16 * 1024 });
+  });
+  after(() => {
+    client.close();
+    server.forceShutdown();
+  });
+
+  const soon = (ms = 5000): number => Date.now() + ms;
+
+  it("returns the response bytes; many concurrent calls over the kept connections", async () => {
+    const outs = await Promise.all(Array.from({ length: 50 }, (_, i) => client.call("/t.T/Echo", Buffer.from(`m${i}`), new grpc.Metadata(), soon())));
+    outs.forEach((o, i) => assert.deepEqual(o, { ok: true, bytes: Buffer.from(`m${i}`) }));
+  });
+
+  it("reassembles a response split across DATA frames and accepts an empty message", async () => {
+    const big = createH2UnaryClient({ address: `127.0.0.1:${port}`, connections: 1, maxReceiveBytes: 1 << 20 });
+    try {
+      const o = await big.call("/t.T/Big", Buffer.alloc(0), new grpc.Metadata(), soon());
+      assert.equal(o.ok, true);
+      assert.equal(o.ok && o.bytes.length, 64 * 1024);
+      assert.equal(o.ok && o.bytes.every((b) => b === 7), true);
+      const e = await big.call("/t.T/Echo", Buffer.alloc(0), new grpc.Metadata(), soon());
+      assert.deepEqual(e, { ok: true, bytes: Buffer.alloc(0) });
+    } finally {
+      big.close();
+    }
+  });
+
+  it("forwards metadata and the deadline as grpc-timeout", async () => {
+    const md = new grpc.Metadata();
+    md.set("x-tenant", "acme");
+    const o = await client.call("/t.T/Meta", Buffer.alloc(0), md, soon());
+    assert.equal(o.ok, true);
+    assert.deepEqual(JSON.parse(o.ok ? o.bytes.toString() : "{}"), { tenant: ["acme"], timeout: true });
+  });
+
+  it("reports the backend's status and its (percent-encoded) message", async () => {
+    const o = await client.call("/t.T/Fail", Buffer.alloc(0), new grpc.Metadata(), soon());
+    assert.deepEqual(o, { ok: false, code: Code.FAILED_PRECONDITION, message: "stock is 0 for sku-1 (ünïcode, 100%)" });
+  });
+
+  it("reports UNIMPLEMENTED for a method the backend does not have", async () => {
+    const o = await client.call("/t.T/Nope", Buffer.alloc(0), new grpc.Metadata(), soon());
+    assert.equal(o.ok, false);
+    assert.equal(!o.ok && o.code, Code.UNIMPLEMENTED);
+  });
+
+  it("refuses a response over maxReceiveBytes with RESOURCE_EXHAUSTED naming both sizes", async () => {
+    const o = await client.call("/t.T/Big", Buffer.alloc(0), new grpc.Metadata(), soon());
+    assert.deepEqual(o, { ok: false, code: Code.RESOURCE_EXHAUSTED, message: `Received message larger than max (${64 * 1024} vs ${16 * 1024})` });
+  });
+
+  it("ends a call at its deadline with DEADLINE_EXCEEDED and cancels it on the backend", async () => {
+    const t = performance.now();
+    const o = await client.call("/t.T/Slow", Buffer.from("deadline"), new grpc.Metadata(), soon(150));
+    const took = performance.now() - t;
+    assert.deepEqual(o, { ok: false, code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
+    assert.ok(took >= 100 && took < 2000, `took ${took} ms`);
+    for (let i = 0; i < 100 && !slowCancelled.includes("deadline"); i++) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(slowCancelled.includes("deadline"), "the backend saw the call cancelled");
+  });
+
+  it("answers a deadline already past without calling", async () => {
+    const o = await client.call("/t.T/Echo", Buffer.alloc(0), new grpc.Metadata(), Date.now() - 1);
+    assert.deepEqual(o, { ok: false, code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
+  });
+
+  it("cancels on the caller's abort with CANCELLED, and the backend sees the cancellation", async () => {
+    const ac = new AbortController();
+    const p = client.call("/t.T/Slow", Buffer.from("abort"), new grpc.Metadata(), soon(), ac.signal);
+    setTimeout(() => ac.abort(), 100);
+    assert.deepEqual(await p, { ok: false, code: Code.CANCELLED, message: "Cancelled on client" });
+    for (let i = 0; i < 100 && !slowCancelled.includes("abort"); i++) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(slowCancelled.includes("abort"), "the backend saw the call cancelled");
+    const pre = new AbortController();
+    pre.abort();
+    const o = await client.call("/t.T/Echo", Buffer.alloc(0), new grpc.Metadata(), soon(), pre.signal);
+    assert.equal(!o.ok && o.code, Code.CANCELLED);
+  });
+
+  it("reports UNAVAILABLE naming the address when nothing listens, within the deadline", async () => {
+    const dead = await freePort();
+    const c = createH2UnaryClient({ address: `127.0.0.1:${dead}`, connections: 1, maxReceiveBytes: 1024 });
+    try {
+      const o = await c.call("/t.T/Echo", Buffer.alloc(0), new grpc.Metadata(), soon());
+      assert.equal(o.ok, false);
+      assert.equal(!o.ok && o.code, Code.UNAVAILABLE);
+      assert.match(!o.ok ? o.message : "", new RegExp(`127\\.0\\.0\\.1:${dead} is unavailable: .*ECONNREFUSED`));
+    } finally {
+      c.close();
+    }
+  });
+
+  it("reconnects after the backend restarts on the same port", async () => {
+    const p2 = await freePort();
+    const start = async (): Promise<grpc.Server> => {
+      const s = new grpc.Server();
+      s.addService(SERVICE, { Echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request) });
+      await new Promise<void>((resolve, reject) => s.bindAsync(`127.0.0.1:${p2}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+      return s;
+    };
+    const c = createH2UnaryClient({ address: `127.0.0.1:${p2}`, connections: 1, maxReceiveBytes: 1024 });
+    let s = await start();
+    try {
+      assert.equal((await c.call("/t.T/Echo", Buffer.from("a"), new grpc.Metadata(), soon())).ok, true);
+      s.forceShutdown();
+      const down = await c.call("/t.T/Echo", Buffer.from("b"), new grpc.Metadata(), soon());
+      assert.equal(!down.ok && down.code, Code.UNAVAILABLE);
+      s = await start();
+      assert.deepEqual(await c.call("/t.T/Echo", Buffer.from("c"), new grpc.Metadata(), soon()), { ok: true, bytes: Buffer.from("c") });
+    } finally {
+      c.close();
+      s.forceShutdown();
+    }
+  });
+
+  it("replaces a connection that stopped answering after a call on it ran into its deadline", async () => {
+    // A TCP relay to the backend whose first connection can be frozen: bytes stop flowing both ways, nothing is closed.
+    const pairs: { client: net.Socket; upstream: net.Socket }[] = [];
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(port, "127.0.0.1");
+      client.pipe(upstream);
+      upstream.pipe(client);
+      client.on("error", () => undefined);
+      upstream.on("error", () => undefined);
+      pairs.push({ client, upstream });
+    });
+    await new Promise<void>((r) => relay.listen(0, "127.0.0.1", r));
+    const c = createH2UnaryClient({ address: `127.0.0.1:${(relay.address() as net.AddressInfo).port}`, connections: 1, maxReceiveBytes: 1024, probeTimeoutMs: 200 });
+    try {
+      assert.equal((await c.call("/t.T/Echo", Buffer.from("a"), new grpc.Metadata(), soon())).ok, true);
+      const frozen = pairs[0]!;
+      frozen.client.unpipe(frozen.upstream);
+      frozen.upstream.unpipe(frozen.client);
+      frozen.client.pause();
+      const t = await c.call("/t.T/Echo", Buffer.from("b"), new grpc.Metadata(), soon(150));
+      assert.deepEqual(t, { ok: false, code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
+      // The PING after the timeout goes unanswered; 200 ms later the connection is dropped and the next call dials anew.
+      await new Promise((r) => setTimeout(r, 400));
+      assert.deepEqual(await c.call("/t.T/Echo", Buffer.from("c"), new grpc.Metadata(), soon()), { ok: true, bytes: Buffer.from("c") });
+      assert.equal(pairs.length, 2, "a second connection was made");
+    } finally {
+      c.close();
+      for (const p of pairs) {
+        p.client.destroy();
+        p.upstream.destroy();
+      }
+      await new Promise<void>((r) => relay.close(() => r()));
+    }
+  });
+
+  it("maps a non-200 HTTP status, a reset and a dropped connection without grpc-status as grpc-js does, and refuses a compressed message", async () => {
+    const h = http2.createServer();
+    h.on("stream", (stream, headers) => {
+      stream.on("error", () => undefined); // the resets below are on purpose
+      if (headers[":path"] === "/busy") {
+        stream.respond({ ":status": 503 });
+        stream.end();
+      } else if (headers[":path"] === "/reset") {
+        stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      } else if (headers[":path"] === "/drop") {
+        stream.respond({ ":status": 200, "content-type": "application/grpc" });
+        stream.write(Buffer.from([0, 0, 0, 0, 9, 1]), () => stream.session?.destroy());
+      } else {
+        stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(Buffer.from([1, 0, 0, 0, 1, 9]));
+      }
+    });
+    await new Promise<void>((r) => h.listen(0, "127.0.0.1", r));
+    const c = createH2UnaryClient({ address: `127.0.0.1:${(h.address() as net.AddressInfo).port}`, connections: 1, maxReceiveBytes: 1024 });
+    try {
+      assert.deepEqual(await c.call("/busy", Buffer.alloc(0), new grpc.Metadata(), soon()), { ok: false, code: Code.UNAVAILABLE, message: "Received HTTP status code 503" });
+      const z = await c.call("/zip", Buffer.alloc(0), new grpc.Metadata(), soon());
+      assert.equal(!z.ok && z.code, Code.INTERNAL);
+      assert.match(!z.ok ? z.message : "", /compressed/);
+      assert.deepEqual(await c.call("/reset", Buffer.alloc(0), new grpc.Metadata(), soon()), { ok: false, code: Code.INTERNAL, message: "Received RST_STREAM with code 2" });
+      const d = await c.call("/drop", Buffer.alloc(0), new grpc.Metadata(), soon());
+      assert.equal(!d.ok && d.code, Code.UNAVAILABLE, JSON.stringify(d));
+    } finally {
+      c.close();
+      await new Promise<void>((r) => h.close(() => r()));
+    }
+  });
+});
