@@ -58,8 +58,10 @@ export function createPageTokens(key: Buffer = randomBytes(32)): PageTokens {
       if (token === "") return text;
       const dot = token.lastIndexOf(".");
       const inner = token.slice(0, Math.max(dot, 0));
-      const given = Buffer.from(token.slice(dot + 1), "base64url");
-      if (dot <= 0 || given.length !== MAC_BYTES || !timingSafeEqual(given, mac(store, query, inner))) {
+      const macText = token.slice(dot + 1);
+      const given = Buffer.from(macText, "base64url");
+      // Re-encoding refuses the other spellings of the same bytes (base64url's last character carries unused bits).
+      if (dot <= 0 || given.length !== MAC_BYTES || given.toString("base64url") !== macText || !timingSafeEqual(given, mac(store, query, inner))) {
         throw invalidArgument("query page.token", `"${echo(token)}" is not a token this gateway issued for this query`);
       }
       return JSON.stringify({ ...query, page: { ...(query["page"] as object), token: inner } });
