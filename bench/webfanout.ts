@@ -205,8 +205,9 @@ async function memoryAfterGc(s: Server): Promise<{ rss: number; heap: number }> 
   }
   // Let the allocator hand freed pages back before sampling RSS.
   await sleep(300);
-  const heap = (JSON.parse(readFileSync(s.memFile, "utf8")) as { heapUsed: number }).heapUsed;
-  return { rss: rssBytes(s.pid), heap };
+  const m = JSON.parse(readFileSync(s.memFile, "utf8")) as { heapUsed: number; heapTotal: number; external: number };
+  if (process.env["WEBFANOUT_MEMDEBUG"]) process.stderr.write(`[mem] ${JSON.stringify(m)} rss ${rssBytes(s.pid)}\n`);
+  return { rss: rssBytes(s.pid), heap: m.heapUsed };
 }
 
 async function stopServer(s: Server): Promise<void> {
@@ -546,7 +547,7 @@ export async function runWebFanoutBench(options: WebFanoutOptions = {}): Promise
         const x = await measureWeb(sys, n, { quick, dryRun });
         runs.get(sys)!.push(x);
         log(
-          `${LABEL[sys]}, ${n} subscribers${reps > 1 ? ` (${rep + 1}/${reps})` : ""}: ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, ${Math.round(x.deliveriesPerSec)}/s, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${Math.round(x.idleBytesPerSubscriber)} B/idle sub, ${x.delivered}/${x.expected}`,
+          `${LABEL[sys]}, ${n} subscribers${reps > 1 ? ` (${rep + 1}/${reps})` : ""}: ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, ${Math.round(x.deliveriesPerSec)}/s, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${Math.round(x.idleBytesPerSubscriber)} B/idle sub (heap ${Math.round(x.idleHeapBytesPerSubscriber ?? 0)} B), ${x.delivered}/${x.expected}`,
         );
       }
     }

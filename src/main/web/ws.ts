@@ -164,7 +164,8 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
         for (const e of resume.events) if (ws.send(e.wsFrame, false) === 2) dropped = true;
       }
       for (const t of fresh) ws.subscribe(t);
-      data.topics = data.topics.length === 0 ? fresh : data.topics.concat(fresh);
+      // concat makes an exact-size array (`fresh` came from filter, which reserves room as it grows).
+      data.topics = data.topics.concat(fresh);
       if (dropped) end(ws, CLOSE.slow, "slow", "slow");
     });
   }
