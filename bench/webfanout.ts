@@ -156,7 +156,8 @@ async function startServer(system: WebSystem, dryRun: boolean): Promise<Server> 
   const gatewayArgs = ["--grpc-port", "0", "--http-port", "0", "--log-level", "info"];
   // Every server gets the same GC hook (bench/webfanout/gc-preload.cjs), so idle memory is sampled after a full GC.
   const memDir = mkdtempSync(join(tmpdir(), "webfanout-"));
-  const gcArgs = ["--expose-gc", "--require", join(here, "webfanout/gc-preload.cjs")];
+  // WEBFANOUT_NODE_ARGS: extra node flags for the servers, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile them.
+  const gcArgs = ["--expose-gc", "--require", join(here, "webfanout/gc-preload.cjs"), ...(process.env["WEBFANOUT_NODE_ARGS"]?.split(" ").filter(Boolean) ?? [])];
   const args =
     system === "uws"
       ? [...gcArgs, join(here, "webfanout/uws-baseline.cjs")]

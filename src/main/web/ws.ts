@@ -4,7 +4,7 @@ import { Code, codeFromName } from "../../shared/code.js";
 import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import { allows, authenticate, checkTopics, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
+import { allows, checkTopics, keyGrant, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
@@ -227,28 +227,40 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       const protocolHeader = req.getHeader("sec-websocket-protocol");
       const extensions = req.getHeader("sec-websocket-extensions");
       const origin = req.getHeader("origin") || undefined;
-      const apiKey = req.getHeader("x-api-key") || undefined;
-      const query = new URLSearchParams(req.getQuery() ?? "");
+      const offered = protocolHeader.split(",").map((p) => p.trim()).filter(Boolean);
+      const tokenProtocol = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX));
+      const token = new URLSearchParams(req.getQuery() ?? "").get("token") ?? tokenProtocol?.slice(TOKEN_PROTOCOL_PREFIX.length);
+      // A browser that offered protocols fails the handshake unless one is selected.
+      const selected = offered.includes(WS_PROTOCOL) ? WS_PROTOCOL : (tokenProtocol ?? "");
+      const refused = (e: unknown): void => {
+        metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
+        refuse(res, e);
+      };
+      try {
+        if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
+        if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
+        if (token === undefined || token === "") {
+          // x-api-key is checked synchronously: upgrade at once, with no per-connection closure or abort handler.
+          return void res.upgrade(newData(keyGrant(deps, req.getHeader("x-api-key") || undefined)), key, selected, extensions, context);
+        }
+      } catch (e) {
+        return refused(e);
+      }
+      // A token is verified asynchronously (jose): the request must watch for the client going away meanwhile.
       let aborted = false;
       res.onAborted(() => {
         aborted = true;
       });
-      const offered = protocolHeader.split(",").map((p) => p.trim()).filter(Boolean);
-      const tokenProtocol = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX));
-      const token = query.get("token") ?? tokenProtocol?.slice(TOKEN_PROTOCOL_PREFIX.length);
-      // A browser that offered protocols fails the handshake unless one is selected.
-      const selected = offered.includes(WS_PROTOCOL) ? WS_PROTOCOL : (tokenProtocol ?? "");
-      void (async () => {
-        if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-        if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
-        const grant = await authenticate(deps, apiKey, token);
-        if (aborted) return;
-        const data: WsData = { grant, topics: NO_TOPICS, pending: null, inflight: 0, state: OPEN };
-        res.cork(() => res.upgrade(data, key, selected, extensions, context));
-      })().catch((e: unknown) => {
-        metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
-        if (!aborted) refuse(res, e);
-      });
+      deps.tokens.verify(token).then(
+        (grant) => {
+          if (aborted) return;
+          if (deps.isClosing()) return refused(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
+          res.cork(() => res.upgrade(newData(grant), key, selected, extensions, context));
+        },
+        (e: unknown) => {
+          if (!aborted) refused(e);
+        },
+      );
     },
     open(ws) {
       const data = ws.getUserData();
@@ -302,6 +314,11 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
 
 /** The topics of a socket that holds none: one shared empty array. */
 const NO_TOPICS: readonly string[] = Object.freeze([]);
+
+/** A new socket's state. */
+function newData(grant: Grant): WsData {
+  return { grant, topics: NO_TOPICS, pending: null, inflight: 0, state: OPEN };
+}
 
 /** Token expiry for every socket at once: sockets grouped by expiry time, one timer for the earliest group. */
 interface ExpiryWheel<T> {
