@@ -16,8 +16,12 @@
  * Each count runs 3 times at 1,000 and twice at 10,000 (once when quick), the order of the systems rotating per
  * repetition; figures are per-field medians.
  *
- * Run alone: `npx tsx bench/webfanout.ts [--quick | --dry-run] [--subs 1000,10000] [--systems uws,ws,sse,grpc]
- * [--reps n]` (uws is needed: every figure is a ratio to it).
+ * Idle memory is sampled after a full GC in the server (bench/webfanout/gc-preload.cjs, `--expose-gc`, SIGUSR2).
+ * `grpc-go` and `grpc-go-nobdp` (not in the default set) run gRPC Subscribe with the peers' Go load client.
+ *
+ * Run alone: `npx tsx bench/webfanout.ts [--quick | --dry-run] [--subs 1000,10000]
+ * [--systems uws,ws,sse,grpc,grpc-go,grpc-go-nobdp] [--reps n]` (uws is needed: every figure is a ratio to it).
+ * Env: WEBFANOUT_NODE_ARGS (extra node flags for the servers), WEBFANOUT_MEMDEBUG=1, FANOUTLOAD (Go client path).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
