@@ -16,11 +16,16 @@
  * Each count runs 3 times at 1,000 and twice at 10,000 (once when quick), the order of the systems rotating per
  * repetition; figures are per-field medians.
  *
- * Run alone: `npx tsx bench/webfanout.ts [--quick | --dry-run] [--subs 1000,10000] [--systems uws,ws,sse,grpc]
- * [--reps n]` (uws is needed: every figure is a ratio to it).
+ * Idle memory is sampled after a full GC in the server (bench/webfanout/gc-preload.cjs, `--expose-gc`, SIGUSR2).
+ * `grpc-go` and `grpc-go-nobdp` (not in the default set) run gRPC Subscribe with the peers' Go load client.
+ *
+ * Run alone: `npx tsx bench/webfanout.ts [--quick | --dry-run] [--subs 1000,10000]
+ * [--systems uws,ws,sse,grpc,grpc-go,grpc-go-nobdp] [--reps n]` (uws is needed: every figure is a ratio to it).
+ * Env: WEBFANOUT_NODE_ARGS (extra node flags for the servers), WEBFANOUT_MEMDEBUG=1, FANOUTLOAD (Go client path).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
@@ -36,7 +41,17 @@ const PER_CLIENT = 2500;
 const PAD = "x".repeat(256);
 
 /** The systems measured, in run order. */
-export type WebSystem = "uws" | "ws" | "sse" | "grpc";
+export type WebSystem = "uws" | "ws" | "sse" | "grpc" | GoSystem;
+/**
+ * gRPC Subscribe measured by the peers harness' Go load client (../shared/peers/go/fanoutload, built at
+ * FANOUTLOAD or /tmp/perf/build/bin/fanoutload), invoked as ../shared/peers/run_fanout.py does: grpc-go clients, one
+ * connection per subscriber. "grpc-go" keeps grpc-go's default BDP estimation, which sends a PING with the window
+ * updates after data arrives, so the server reads and ACKs pings while delivering (the shape of the issue's 30 us
+ * figure); "grpc-go-nobdp" passes -grpc-static-window (fixed 1 MiB windows, no BDP pings).
+ */
+export type GoSystem = "grpc-go" | "grpc-go-nobdp";
+const GO_SYSTEMS: readonly WebSystem[] = ["grpc-go", "grpc-go-nobdp"];
+const FANOUTLOAD = process.env["FANOUTLOAD"] ?? "/tmp/perf/build/bin/fanoutload";
 
 /** Options of runWebFanoutBench. */
 export interface WebFanoutOptions {
@@ -67,6 +82,8 @@ export interface WebMeasured {
   p50Us: number;
   p99Us: number;
   idleBytesPerSubscriber: number;
+  /** V8 heap in use per idle subscriber after a full GC (0 where not measured: the Go-client cases). */
+  idleHeapBytesPerSubscriber?: number;
   delivered: number;
   expected: number;
   /** Bytes of one delivered message (WebSocket payload, SSE data line, gRPC message), 0 when not sampled. */
@@ -134,22 +151,31 @@ interface Server {
   httpPort: number;
   /** The gateway's gRPC port (0 for the bare uWS server). */
   grpcPort: number;
+  /** Where gc-preload.cjs writes process.memoryUsage() on SIGUSR2. */
+  memFile: string;
 }
 
 /** Start a server process and read its ports from its first lines of stdout. */
 async function startServer(system: WebSystem, dryRun: boolean): Promise<Server> {
   const gatewayArgs = ["--grpc-port", "0", "--http-port", "0", "--log-level", "info"];
+  // Every server gets the same GC hook (bench/webfanout/gc-preload.cjs), so idle memory is sampled after a full GC.
+  const memDir = mkdtempSync(join(tmpdir(), "webfanout-"));
+  // WEBFANOUT_NODE_ARGS: extra node flags for the servers, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile them.
+  const gcArgs = ["--expose-gc", "--require", join(here, "webfanout/gc-preload.cjs"), ...(process.env["WEBFANOUT_NODE_ARGS"]?.split(" ").filter(Boolean) ?? [])];
   const args =
     system === "uws"
-      ? [join(here, "webfanout/uws-baseline.cjs")]
+      ? [...gcArgs, join(here, "webfanout/uws-baseline.cjs")]
       : dryRun
-        ? ["--import", "tsx", join(root, "src/main/cli.ts"), ...gatewayArgs]
-        : [join(root, "dist/src/main/cli.js"), ...gatewayArgs];
-  const env: NodeJS.ProcessEnv = { ...process.env, TOPIC, GATEWAY_CONFIG: "" };
+        ? [...gcArgs, "--import", "tsx", join(root, "src/main/cli.ts"), ...gatewayArgs]
+        : [...gcArgs, join(root, "dist/src/main/cli.js"), ...gatewayArgs];
+  const env: NodeJS.ProcessEnv = { ...process.env, TOPIC, GATEWAY_CONFIG: "", BENCH_MEM_FILE: join(memDir, "mem.json") };
   delete env["GATEWAY_API_KEYS"];
   const proc = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"], env });
   live.add(proc);
-  proc.once("exit", () => live.delete(proc));
+  proc.once("exit", () => {
+    live.delete(proc);
+    rmSync(memDir, { recursive: true, force: true });
+  });
   const ports = await new Promise<{ httpPort: number; grpcPort: number }>((resolve, reject) => {
     let buf = "";
     const t = setTimeout(() => reject(new Error(`${system} server did not report its port`)), 30_000);
@@ -170,7 +196,23 @@ async function startServer(system: WebSystem, dryRun: boolean): Promise<Server> 
       reject(new Error(`${system} server exited with ${code}`));
     });
   });
-  return { proc, pid: proc.pid!, ...ports };
+  return { proc, pid: proc.pid!, memFile: env["BENCH_MEM_FILE"]!, ...ports };
+}
+
+/** Idle memory of a server after a full GC (gc-preload.cjs): RSS from /proc, V8 heap in use from the process. */
+async function memoryAfterGc(s: Server): Promise<{ rss: number; heap: number }> {
+  rmSync(s.memFile, { force: true });
+  s.proc.kill("SIGUSR2");
+  const by = Date.now() + 10_000;
+  while (!existsSync(s.memFile)) {
+    if (Date.now() > by) throw new Error("the server did not answer the GC signal in 10 s");
+    await sleep(50);
+  }
+  // Let the allocator hand freed pages back before sampling RSS.
+  await sleep(300);
+  const m = JSON.parse(readFileSync(s.memFile, "utf8")) as { heapUsed: number; heapTotal: number; external: number };
+  if (process.env["WEBFANOUT_MEMDEBUG"]) process.stderr.write(`[mem] ${JSON.stringify(m)} rss ${rssBytes(s.pid)}\n`);
+  return { rss: rssBytes(s.pid), heap: m.heapUsed };
 }
 
 async function stopServer(s: Server): Promise<void> {
@@ -281,6 +323,7 @@ export function schedule(subs: number, quick: boolean, dryRun: boolean): { event
 /** Measure one system at one subscriber count with a fresh server. */
 export async function measureWeb(system: WebSystem, subs: number, opts: { quick?: boolean; dryRun?: boolean } = {}): Promise<WebMeasured> {
   const { events, spacingMs } = schedule(subs, opts.quick ?? false, opts.dryRun ?? false);
+  if (GO_SYSTEMS.includes(system)) return measureGo(system as GoSystem, subs, events, spacingMs, opts.dryRun ?? false);
   const server = await startServer(system, opts.dryRun ?? false);
   const children: ChildProcess[] = [];
   let publisher: Publisher | undefined;
@@ -289,7 +332,7 @@ export async function measureWeb(system: WebSystem, subs: number, opts: { quick?
     // Warm the publish path (no subscriber yet), then take the idle baseline.
     for (let i = 0; i < 20; i++) await publisher.publish(-1 - i);
     await sleep(300);
-    const rss0 = rssBytes(server.pid);
+    const mem0 = await memoryAfterGc(server);
     children.push(...startClients(system, server, subs));
     const openBy = Date.now() + 60_000 + subs * 5;
     for (let s = await totals(children); s.ready < subs; s = await totals(children)) {
@@ -297,7 +340,7 @@ export async function measureWeb(system: WebSystem, subs: number, opts: { quick?
       await sleep(100);
     }
     await sleep(500);
-    const rss1 = rssBytes(server.pid);
+    const mem1 = await memoryAfterGc(server);
     // Warm-up events that reach every subscriber before the measured window.
     const warm = 5;
     for (let i = 0; i < warm; i++) await publisher.publish(i);
@@ -343,7 +386,8 @@ export async function measureWeb(system: WebSystem, subs: number, opts: { quick?
       deliveriesPerSec: delivered / ((lastAt - t0) / 1000),
       p50Us: quantile(latencies, 0.5),
       p99Us: quantile(latencies, 0.99),
-      idleBytesPerSubscriber: (rss1 - rss0) / subs,
+      idleBytesPerSubscriber: (mem1.rss - mem0.rss) / subs,
+      idleHeapBytesPerSubscriber: (mem1.heap - mem0.heap) / subs,
       delivered,
       expected,
       msgBytes: s.msgBytes || base.msgBytes,
@@ -353,6 +397,51 @@ export async function measureWeb(system: WebSystem, subs: number, opts: { quick?
     await sleep(200);
     for (const c of children) c.kill();
     publisher?.close();
+    await stopServer(server);
+  }
+}
+
+/** gRPC Subscribe against a fresh gateway, driven by the Go load client exactly as ../shared/peers/run_fanout.py does. */
+async function measureGo(system: GoSystem, subs: number, events: number, spacingMs: number, dryRun: boolean): Promise<WebMeasured> {
+  if (!existsSync(FANOUTLOAD)) throw new Error(`${system} needs the peers' Go load client at ${FANOUTLOAD} (build: ../shared/peers/build.sh, or set FANOUTLOAD)`);
+  const server = await startServer("grpc", dryRun);
+  try {
+    const argv = ["-system", "grpc", "-addr", `127.0.0.1:${server.grpcPort}`, "-subs", String(subs), "-conns", String(subs), "-events", String(events), "-spacing-ms", String(spacingMs), "-server-pid", String(server.pid), "-label", `gateway/conn/${subs}`, "-topic", TOPIC];
+    if (system === "grpc-go-nobdp") argv.push("-grpc-static-window");
+    const out = await new Promise<string>((resolve, reject) => {
+      const p = spawn(FANOUTLOAD, argv, { stdio: ["ignore", "pipe", "pipe"] });
+      live.add(p);
+      let stdout = "";
+      let stderr = "";
+      p.stdout!.on("data", (c: Buffer) => (stdout += c.toString()));
+      p.stderr!.on("data", (c: Buffer) => (stderr = (stderr + c.toString()).slice(-2000)));
+      const t = setTimeout(() => p.kill("SIGKILL"), 600_000);
+      p.once("exit", (code) => {
+        clearTimeout(t);
+        live.delete(p);
+        if (code === 0) resolve(stdout);
+        else reject(new Error(`fanoutload exited ${code}: ${stderr}`));
+      });
+    });
+    const line = out.split("\n").filter((l) => l.startsWith("{")).pop();
+    if (!line) throw new Error("fanoutload printed no result");
+    const r = JSON.parse(line) as Record<string, number>;
+    return {
+      system,
+      subs,
+      serverCpuUsPerDelivery: r["server_cpu_us_per_delivery"]!,
+      clientCpuUsPerDelivery: r["client_cpu_us_per_delivery"]!,
+      deliveriesPerSec: r["deliveries_per_s"]!,
+      p50Us: r["p50_us"]!,
+      p99Us: r["p99_us"]!,
+      // fanoutload samples RSS without a GC: comparable with the peers' figures, not with this bench's others.
+      idleBytesPerSubscriber: r["server_rss_idle_bytes_per_sub"]!,
+      idleHeapBytesPerSubscriber: 0,
+      delivered: r["delivered"]!,
+      expected: r["expected"]!,
+      msgBytes: r["delivered_msg_bytes"]!,
+    };
+  } finally {
     await stopServer(server);
   }
 }
@@ -373,6 +462,7 @@ export function medianOf(xs: WebMeasured[]): WebMeasured & { cpuRange?: [number,
     p50Us: med((x) => x.p50Us),
     p99Us: med((x) => x.p99Us),
     idleBytesPerSubscriber: med((x) => x.idleBytesPerSubscriber),
+    idleHeapBytesPerSubscriber: med((x) => x.idleHeapBytesPerSubscriber ?? 0),
     delivered: xs.reduce((a, x) => a + x.delivered, 0),
     expected: xs.reduce((a, x) => a + x.expected, 0),
     msgBytes: Math.max(...xs.map((x) => x.msgBytes)),
@@ -380,7 +470,14 @@ export function medianOf(xs: WebMeasured[]): WebMeasured & { cpuRange?: [number,
   };
 }
 
-const LABEL: Record<WebSystem, string> = { uws: "bare uWS native publish", ws: "gateway WebSocket", sse: "gateway SSE", grpc: "gateway gRPC Subscribe" };
+const LABEL: Record<WebSystem, string> = {
+  uws: "bare uWS native publish",
+  ws: "gateway WebSocket",
+  sse: "gateway SSE",
+  grpc: "gateway gRPC Subscribe",
+  "grpc-go": "gateway gRPC Subscribe (grpc-go clients, BDP pings)",
+  "grpc-go-nobdp": "gateway gRPC Subscribe (grpc-go clients, no BDP pings)",
+};
 
 /** Figures for one subscriber count: every gateway transport against bare uWS, and WebSocket against gRPC Subscribe. */
 export function webFigures(n: number, m: Partial<Record<WebSystem, WebMeasured>> & { uws: WebMeasured }, events: string): object[] {
@@ -389,7 +486,7 @@ export function webFigures(n: number, m: Partial<Record<WebSystem, WebMeasured>>
   const range = (x: WebMeasured & { cpuRange?: [number, number] }): string => (x.cpuRange ? ` [${x.cpuRange[0].toFixed(2)}-${x.cpuRange[1].toFixed(2)} us]` : "");
   const note = (x: WebMeasured): string =>
     `median of repetitions: server CPU/delivery ${x.serverCpuUsPerDelivery.toFixed(2)}${range(x)} vs bare uWS ${m.uws.serverCpuUsPerDelivery.toFixed(2)}${range(m.uws)} us; ${LABEL[x.system]} delivered ${x.delivered}/${x.expected} (${m.uws.delivered}/${m.uws.expected} bare uWS), ${x.msgBytes} B per message (${m.uws.msgBytes} B bare uWS); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${m.uws.clientCpuUsPerDelivery.toFixed(2)} bare uWS); ${events}`;
-  for (const sys of ["ws", "sse", "grpc"] as const) {
+  for (const sys of ["ws", "sse", "grpc", "grpc-go", "grpc-go-nobdp"] as const) {
     const x = m[sys];
     if (!x) continue;
     figs.push(
@@ -398,18 +495,31 @@ export function webFigures(n: number, m: Partial<Record<WebSystem, WebMeasured>>
       { id: `${sys}-p50-latency-${n}`, label: `${LABEL[sys]}: p50 publish-to-delivery, ${n} subscribers`, value: x.p50Us, unit: "us", better: "lower", baseline: { ...uws, value: m.uws.p50Us } },
       { id: `${sys}-p99-latency-${n}`, label: `${LABEL[sys]}: p99 publish-to-delivery, ${n} subscribers`, value: x.p99Us, unit: "us", better: "lower", baseline: { ...uws, value: m.uws.p99Us } },
       { id: `${sys}-client-cpu-per-delivery-${n}`, label: `${LABEL[sys]}: load client CPU per delivery, ${n} subscribers`, value: x.clientCpuUsPerDelivery, unit: "us", better: "lower", baseline: { ...uws, value: m.uws.clientCpuUsPerDelivery } },
-      { id: `${sys}-idle-bytes-per-subscriber-${n}`, label: `${LABEL[sys]}: server RSS per idle subscriber, ${n} subscribers`, value: x.idleBytesPerSubscriber, unit: "bytes", better: "lower", baseline: { ...uws, value: m.uws.idleBytesPerSubscriber } },
+      {
+        id: `${sys}-idle-bytes-per-subscriber-${n}`,
+        label: `${LABEL[sys]}: server RSS per idle subscriber, ${n} subscribers`,
+        value: x.idleBytesPerSubscriber,
+        unit: "bytes",
+        better: "lower",
+        baseline: { ...uws, value: m.uws.idleBytesPerSubscriber },
+        note: GO_SYSTEMS.includes(sys)
+          ? "sampled by the Go client without a GC (the peers' method)"
+          : `after a full GC (--expose-gc); V8 heap in use ${Math.round(x.idleHeapBytesPerSubscriber ?? 0)} B per subscriber (bare uWS ${Math.round(m.uws.idleHeapBytesPerSubscriber ?? 0)} B)`,
+      },
     );
   }
-  if (m.ws && m.grpc) {
+  const clients: Record<string, string> = { grpc: "node:http2 clients, no pings", "grpc-go": "grpc-go clients with BDP pings", "grpc-go-nobdp": "grpc-go clients, static windows" };
+  for (const g of ["grpc", "grpc-go", "grpc-go-nobdp"] as const) {
+    const x = m[g];
+    if (!m.ws || !x) continue;
     figs.push({
-      id: `ws-vs-grpc-cpu-per-delivery-${n}`,
-      label: `gateway WebSocket vs gRPC Subscribe: server CPU per delivery, ${n} subscribers`,
+      id: `ws-vs-${g}-cpu-per-delivery-${n}`,
+      label: `gateway WebSocket vs ${LABEL[g]}: server CPU per delivery, ${n} subscribers`,
       value: m.ws.serverCpuUsPerDelivery,
       unit: "us",
       better: "lower",
-      baseline: { label: LABEL.grpc, value: m.grpc.serverCpuUsPerDelivery },
-      note: `one connection per subscriber for both; ${events}`,
+      baseline: { label: LABEL[g], value: x.serverCpuUsPerDelivery },
+      note: `one connection per subscriber for both (gRPC: ${clients[g]}); ${events}`,
     });
   }
   // A baseline that measured nothing (CPU below the 10 ms clock tick on a dry run, no latency sample) gives no ratio:
@@ -442,7 +552,7 @@ export async function runWebFanoutBench(options: WebFanoutOptions = {}): Promise
         const x = await measureWeb(sys, n, { quick, dryRun });
         runs.get(sys)!.push(x);
         log(
-          `${LABEL[sys]}, ${n} subscribers${reps > 1 ? ` (${rep + 1}/${reps})` : ""}: ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, ${Math.round(x.deliveriesPerSec)}/s, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${Math.round(x.idleBytesPerSubscriber)} B/idle sub, ${x.delivered}/${x.expected}`,
+          `${LABEL[sys]}, ${n} subscribers${reps > 1 ? ` (${rep + 1}/${reps})` : ""}: ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, ${Math.round(x.deliveriesPerSec)}/s, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${Math.round(x.idleBytesPerSubscriber)} B/idle sub (heap ${Math.round(x.idleHeapBytesPerSubscriber ?? 0)} B), ${x.delivered}/${x.expected}`,
         );
       }
     }

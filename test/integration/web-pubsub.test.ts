@@ -206,6 +206,24 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
     assert.match(again.messages[0]!.data, /token expired/);
   });
 
+  it("token expiry is per socket with one shared timer: a socket that left early is forgotten, later expiries still fire, an earlier one added later re-arms", async () => {
+    // Expiries are whole seconds (JWT exp): ttl 3 and ttl 1 fall in different groups, added in that order so the
+    // later-added earlier group must re-arm the shared timer.
+    const late = await ws({ token: await token(gw, { topics: ["wheel"], ttl_seconds: 3 }) });
+    const t1 = await token(gw, { topics: ["wheel"], ttl_seconds: 1 });
+    const early = await ws({ token: t1 });
+    const leaves = await ws({ token: t1 });
+    leaves.ws.close(1000, "bye");
+    assert.equal((await leaves.closed(2000)).code, 1000);
+    const started = Date.now();
+    assert.deepEqual(await early.closed(3000), { code: 4001, reason: "token-expired" });
+    assert.equal(late.close, undefined, "the ttl-3 socket is still open when the ttl-1 one expires");
+    late.send({ op: "subscribe", topics: ["wheel"], id: "w" });
+    await late.next((f) => f.op === "subscribed", "still usable");
+    assert.deepEqual(await late.closed(4000), { code: 4001, reason: "token-expired" });
+    assert.ok(Date.now() - started >= 900, "the ttl-3 socket expired after the ttl-1 one, not with it");
+  });
+
   it("CORS: an allowed Origin gets Access-Control-Allow-Origin; another is refused 403 on SSE and on the WebSocket upgrade", async () => {
     const ok = await connectSse(gw.http, "topic=c", { "x-api-key": KEY, origin: ORIGIN });
     assert.equal(ok.status, 200);

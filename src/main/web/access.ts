@@ -110,6 +110,11 @@ export async function authenticate(
   token: string | undefined,
 ): Promise<Grant> {
   if (token !== undefined && token !== "") return deps.tokens.verify(token);
+  return keyGrant(deps, apiKey);
+}
+
+/** The grant of a request without a token, decided synchronously: x-api-key (UNAUTHENTICATED when missing or wrong). */
+export function keyGrant(deps: { auth: Authenticator }, apiKey: string | undefined): Grant {
   if (!deps.auth.check(apiKey)) throw new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key (browsers: pass a token from POST /v1/pubsub/tokens as ?token=)");
   return KEY_GRANT;
 }

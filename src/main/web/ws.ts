@@ -4,7 +4,7 @@ import { Code, codeFromName } from "../../shared/code.js";
 import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import { allows, authenticate, checkTopics, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
+import { allows, checkTopics, keyGrant, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
@@ -17,18 +17,29 @@ export const MAX_WS_TOPICS = 256;
 export const MAX_WS_INFLIGHT = 32;
 /** How long a socket closed with a close frame may take to read it before it is dropped. */
 const END_GRACE_MS = 2000;
+/** Longest a socket may sit past the bound before the sweep sees it, when few bytes flow (see checkBackpressure). */
+export const SLOW_SWEEP_MS = 200;
 
+/** Socket states (one small integer instead of several booleans: per-socket memory is what an idle subscriber costs). */
+const OPEN = 0;
+const ENDING = 1;
+const CLOSED = 2;
+
+/**
+ * What the gateway keeps per WebSocket, beyond uWS's own socket (docs/web-pubsub.md, "Memory per subscriber"). It is
+ * kept small on purpose: an idle subscriber costs this object, one exact-size topics array and one entry in the `open`
+ * set. Topic membership for delivery is uWS's own subscription (no per-topic sets of sockets), token expiry is one
+ * shared timer for all sockets (no timer per socket), and no closure is created per socket.
+ */
 interface WsData {
   grant: Grant;
-  /** Live topics (subscribed in uWS and holding a hub reference). Arrays, not Sets: most sockets hold one or two
-   * topics, and per-socket memory is what an idle subscriber costs (docs/web-pubsub.md). */
-  topics: string[];
-  /** Topics being acquired. */
-  pending: string[];
+  /** Live topics (subscribed in uWS and holding a hub reference), an exact-size array replaced on change: most
+   * sockets hold one or two topics, and a pushed-to array would reserve room for 17. */
+  topics: readonly string[];
+  /** Topics being acquired; null (no array) when none. */
+  pending: readonly string[] | null;
   inflight: number;
-  closed: boolean;
-  ending: boolean;
-  timer: NodeJS.Timeout | null;
+  state: number;
 }
 
 type Ws = uws.WebSocket<WsData>;
@@ -45,83 +56,82 @@ export interface WsFront {
 /** Mount `/v1/pubsub/ws` on `app`. */
 export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: PubsubOps): WsFront {
   const { hub, metrics, boundBytes } = deps;
-  const byTopic = new Map<string, Set<Ws>>();
   const open = new Set<Ws>();
-  const dirty = new Set<string>();
-  let checkScheduled = false;
+  const expiry = createExpiryWheel<Ws>((ws) => end(ws, CLOSE.tokenExpired, "token-expired", "token-expired"));
+  /** Bytes published (per subscriber) since the last sweep, and whether a sweep is scheduled. */
+  let sinceSweep = 0;
+  let sweepImmediate = false;
+  let sweepTimer: NodeJS.Timeout | null = null;
 
   const send = (ws: Ws, data: WsData, frame: object): void => {
-    if (!data.closed) ws.send(JSON.stringify(frame), false);
+    if (data.state !== CLOSED) ws.send(JSON.stringify(frame), false);
   };
 
   function end(ws: Ws, code: number, reason: string, metricReason: string): void {
     const data = ws.getUserData();
-    if (data.closed || data.ending) return;
-    data.ending = true;
+    if (data.state !== OPEN) return;
+    data.state = ENDING;
     metrics.reaped.inc({ transport: "websocket", reason: metricReason });
     ws.end(code, reason);
     // end() sends a close frame a reader that stopped may never take: drop the connection after a grace.
-    setTimeout(() => {
-      if (!data.closed) ws.close();
-    }, END_GRACE_MS).unref();
+    setTimeout(() => dropIfOpen(ws), END_GRACE_MS).unref();
+  }
+
+  function dropIfOpen(ws: Ws): void {
+    if (ws.getUserData().state !== CLOSED) ws.close();
   }
 
   /**
-   * The per-subscriber bound, checked once per loop turn for the topics that got events: a socket holding more than
-   * `boundBytes` in uWS backpressure is closed `slow`. uWS's own hard limit (twice the bound) never drops silently
-   * before this runs unless one turn alone pushes a whole bound to one socket.
+   * The per-subscriber bound: a socket holding more than `boundBytes` in uWS backpressure is closed `slow`. Checking
+   * every subscriber after every event would cost one native call per delivery, so the sweep runs once half a bound
+   * has been published since the last one (no socket can then have grown by more than that, so none reaches uWS's
+   * own hard limit of twice the bound unless one loop turn alone publishes a whole bound), and otherwise at most
+   * SLOW_SWEEP_MS after an event, so a socket past the bound is closed within that time.
    */
-  function checkBackpressure(): void {
-    checkScheduled = false;
-    for (const topic of dirty) {
-      for (const ws of byTopic.get(topic) ?? []) {
-        const data = ws.getUserData();
-        if (!data.closed && !data.ending && ws.getBufferedAmount() > boundBytes) end(ws, CLOSE.slow, "slow", "slow");
-      }
+  function sweep(): void {
+    sweepImmediate = false;
+    if (sweepTimer) clearTimeout(sweepTimer);
+    sweepTimer = null;
+    sinceSweep = 0;
+    for (const ws of open) {
+      if (ws.getUserData().state === OPEN && ws.getBufferedAmount() > boundBytes) end(ws, CLOSE.slow, "slow", "slow");
     }
-    dirty.clear();
   }
 
   const fanout: TopicFanout = {
     deliver(event: WebEvent) {
-      const subs = byTopic.get(event.topic);
-      if (!subs || subs.size === 0) return 0;
-      app.publish(event.topic, event.wsFrame, false);
-      dirty.add(event.topic);
-      if (!checkScheduled) {
-        checkScheduled = true;
-        setImmediate(checkBackpressure);
+      // uWS's own subscription is the membership record: no per-topic set of sockets to keep in step.
+      const n = app.numSubscribers(event.topic);
+      if (n === 0) return 0;
+      const frame = event.wsFrame;
+      app.publish(event.topic, frame, false);
+      sinceSweep += frame.length;
+      if (sinceSweep * 2 >= boundBytes) {
+        if (!sweepImmediate) {
+          sweepImmediate = true;
+          setImmediate(sweep);
+        }
+      } else if (!sweepTimer && !sweepImmediate) {
+        sweepTimer = setTimeout(sweep, SLOW_SWEEP_MS);
+        sweepTimer.unref();
       }
-      return subs.size;
+      return n;
     },
     endTopic(topic, reason: EndReason) {
-      const subs = byTopic.get(topic);
-      if (!subs) return;
-      for (const ws of [...subs]) {
+      // Rare (an upstream failure, shutdown): a scan of the open sockets beats a per-topic index every socket pays for.
+      for (const ws of [...open]) {
+        const data = ws.getUserData();
+        if (!data.topics.includes(topic) && !data.pending?.includes(topic)) continue;
         if (reason.kind === "shutdown") end(ws, CLOSE.shutdown, "shutdown", "shutdown");
         else end(ws, CLOSE.upstreamFailed, `upstream-failed: ${topic}`.slice(0, 120), reason.kind);
       }
     },
   };
 
-  function live(ws: Ws, data: WsData, topic: string): void {
-    ws.subscribe(topic);
-    data.topics.push(topic);
-    let set = byTopic.get(topic);
-    if (!set) byTopic.set(topic, (set = new Set()));
-    set.add(ws);
-  }
-
-  function leave(ws: Ws | null, data: WsData, topic: string): void {
-    const i = data.topics.indexOf(topic);
-    if (i === -1) return;
-    data.topics.splice(i, 1);
-    if (ws && !data.closed) ws.unsubscribe(topic);
-    const set = byTopic.get(topic);
-    if (set && ws) {
-      set.delete(ws);
-      if (set.size === 0) byTopic.delete(topic);
-    }
+  function leave(ws: Ws, data: WsData, topic: string): void {
+    if (!data.topics.includes(topic)) return;
+    data.topics = data.topics.filter((t) => t !== topic);
+    if (data.state !== CLOSED) ws.unsubscribe(topic);
     hub.release(topic);
   }
 
@@ -130,17 +140,18 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     const sinceText = msg["since"];
     if (sinceText !== undefined && typeof sinceText !== "string") throw invalidArgument("since", "must be a position string");
     const since = sinceText === undefined ? undefined : hub.parsePosition("since", sinceText);
-    const fresh = [...new Set(topics)].filter((t) => !data.topics.includes(t) && !data.pending.includes(t));
-    if (data.topics.length + data.pending.length + fresh.length > MAX_WS_TOPICS) {
+    const fresh = [...new Set(topics)].filter((t) => !data.topics.includes(t) && !data.pending?.includes(t));
+    if (data.topics.length + (data.pending?.length ?? 0) + fresh.length > MAX_WS_TOPICS) {
       throw new GatewayError(Code.RESOURCE_EXHAUSTED, `a WebSocket may hold at most ${MAX_WS_TOPICS} topics`);
     }
-    data.pending.push(...fresh);
+    data.pending = data.pending ? [...data.pending, ...fresh] : fresh;
     try {
       await hub.acquire(fresh);
     } finally {
-      data.pending = data.pending.filter((t) => !fresh.includes(t));
+      const rest = data.pending.filter((t) => !fresh.includes(t));
+      data.pending = rest.length > 0 ? rest : null;
     }
-    if (data.closed || data.ending) {
+    if (data.state !== OPEN) {
       for (const t of fresh) hub.release(t);
       return;
     }
@@ -152,7 +163,9 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       if (resume?.recovered) {
         for (const e of resume.events) if (ws.send(e.wsFrame, false) === 2) dropped = true;
       }
-      for (const t of fresh) live(ws, data, t);
+      for (const t of fresh) ws.subscribe(t);
+      // concat makes an exact-size array (`fresh` came from filter, which reserves room as it grows).
+      data.topics = data.topics.concat(fresh);
       if (dropped) end(ws, CLOSE.slow, "slow", "slow");
     });
   }
@@ -214,41 +227,50 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       const protocolHeader = req.getHeader("sec-websocket-protocol");
       const extensions = req.getHeader("sec-websocket-extensions");
       const origin = req.getHeader("origin") || undefined;
-      const apiKey = req.getHeader("x-api-key") || undefined;
-      const query = new URLSearchParams(req.getQuery() ?? "");
+      const offered = protocolHeader.split(",").map((p) => p.trim()).filter(Boolean);
+      const tokenProtocol = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX));
+      const token = new URLSearchParams(req.getQuery() ?? "").get("token") ?? tokenProtocol?.slice(TOKEN_PROTOCOL_PREFIX.length);
+      // A browser that offered protocols fails the handshake unless one is selected.
+      const selected = offered.includes(WS_PROTOCOL) ? WS_PROTOCOL : (tokenProtocol ?? "");
+      const refused = (e: unknown): void => {
+        metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
+        refuse(res, e);
+      };
+      try {
+        if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
+        if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
+        if (token === undefined || token === "") {
+          // x-api-key is checked synchronously: upgrade at once, with no per-connection closure or abort handler.
+          return void res.upgrade(newData(keyGrant(deps, req.getHeader("x-api-key") || undefined)), key, selected, extensions, context);
+        }
+      } catch (e) {
+        return refused(e);
+      }
+      // A token is verified asynchronously (jose): the request must watch for the client going away meanwhile.
       let aborted = false;
       res.onAborted(() => {
         aborted = true;
       });
-      const offered = protocolHeader.split(",").map((p) => p.trim()).filter(Boolean);
-      const tokenProtocol = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX));
-      const token = query.get("token") ?? tokenProtocol?.slice(TOKEN_PROTOCOL_PREFIX.length);
-      // A browser that offered protocols fails the handshake unless one is selected.
-      const selected = offered.includes(WS_PROTOCOL) ? WS_PROTOCOL : (tokenProtocol ?? "");
-      void (async () => {
-        if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-        if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
-        const grant = await authenticate(deps, apiKey, token);
-        if (aborted) return;
-        const data: WsData = { grant, topics: [], pending: [], inflight: 0, closed: false, ending: false, timer: null };
-        res.cork(() => res.upgrade(data, key, selected, extensions, context));
-      })().catch((e: unknown) => {
-        metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
-        if (!aborted) refuse(res, e);
-      });
+      deps.tokens.verify(token).then(
+        (grant) => {
+          if (aborted) return;
+          if (deps.isClosing()) return refused(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
+          res.cork(() => res.upgrade(newData(grant), key, selected, extensions, context));
+        },
+        (e: unknown) => {
+          if (!aborted) refused(e);
+        },
+      );
     },
     open(ws) {
       const data = ws.getUserData();
       open.add(ws);
       metrics.subscribers.inc({ transport: "websocket" });
-      if (data.grant.expiresAt !== null) {
-        data.timer = setTimeout(() => end(ws, CLOSE.tokenExpired, "token-expired", "token-expired"), Math.max(0, data.grant.expiresAt - Date.now()));
-        data.timer.unref();
-      }
+      if (data.grant.expiresAt !== null) expiry.add(ws, data.grant.expiresAt);
     },
     message(ws, message, isBinary) {
       const data = ws.getUserData();
-      if (data.ending) return;
+      if (data.state !== OPEN) return;
       if (message.byteLength > deps.maxFrameBytes) return end(ws, 1009, `frame larger than ${deps.maxFrameBytes} bytes`, "oversize");
       if (isBinary) return send(ws, data, { op: "error", code: "INVALID_ARGUMENT", message: "frame must be a text frame holding one JSON object" });
       if (data.inflight >= MAX_WS_INFLIGHT) {
@@ -266,18 +288,13 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     },
     close(ws) {
       const data = ws.getUserData();
-      data.closed = true;
+      data.state = CLOSED;
       open.delete(ws);
-      if (data.timer) clearTimeout(data.timer);
+      if (data.grant.expiresAt !== null) expiry.remove(ws, data.grant.expiresAt);
       metrics.subscribers.dec({ transport: "websocket" });
       const held = data.topics;
-      data.topics = [];
-      for (const t of held) {
-        const set = byTopic.get(t);
-        set?.delete(ws);
-        if (set?.size === 0) byTopic.delete(t);
-        hub.release(t);
-      }
+      data.topics = NO_TOPICS;
+      for (const t of held) hub.release(t);
     },
   });
 
@@ -287,7 +304,82 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       return open.size;
     },
     closeAll() {
+      expiry.clear();
+      if (sweepTimer) clearTimeout(sweepTimer);
+      sweepTimer = null;
       for (const ws of [...open]) end(ws, CLOSE.shutdown, "shutdown", "shutdown");
+    },
+  };
+}
+
+/** The topics of a socket that holds none: one shared empty array. */
+const NO_TOPICS: readonly string[] = Object.freeze([]);
+
+/** A new socket's state. */
+function newData(grant: Grant): WsData {
+  return { grant, topics: NO_TOPICS, pending: null, inflight: 0, state: OPEN };
+}
+
+/** Token expiry for every socket at once: sockets grouped by expiry time, one timer for the earliest group. */
+interface ExpiryWheel<T> {
+  add(item: T, at: number): void;
+  remove(item: T, at: number): void;
+  clear(): void;
+}
+
+/**
+ * One timer for all token expiries instead of one per socket (a Node timer is a few hundred bytes). Tokens expire on
+ * whole seconds (JWT `exp`), so sockets fall into few groups; each group is a Set so a closing socket leaves at once.
+ */
+function createExpiryWheel<T>(expire: (item: T) => void): ExpiryWheel<T> {
+  const groups = new Map<number, Set<T>>();
+  let timer: NodeJS.Timeout | null = null;
+  let timerAt = Infinity;
+
+  function arm(): void {
+    let next = Infinity;
+    for (const at of groups.keys()) next = Math.min(next, at);
+    if (next === timerAt) return;
+    if (timer) clearTimeout(timer);
+    timer = null;
+    timerAt = next;
+    if (next === Infinity) return;
+    // setTimeout holds at most 2^31-1 ms; a later expiry re-arms when this fires.
+    timer = setTimeout(fire, Math.min(Math.max(0, next - Date.now()), 2 ** 31 - 1));
+    timer.unref();
+  }
+
+  function fire(): void {
+    timer = null;
+    timerAt = Infinity;
+    const now = Date.now();
+    const due: Set<T>[] = [];
+    for (const [at, set] of groups) {
+      if (at <= now) {
+        due.push(set);
+        groups.delete(at);
+      }
+    }
+    for (const set of due) for (const item of set) expire(item);
+    arm();
+  }
+
+  return {
+    add(item, at) {
+      let set = groups.get(at);
+      if (!set) groups.set(at, (set = new Set()));
+      set.add(item);
+      if (at < timerAt) arm();
+    },
+    remove(item, at) {
+      const set = groups.get(at);
+      if (!set?.delete(item) || set.size > 0) return;
+      groups.delete(at);
+      if (at === timerAt) arm();
+    },
+    clear() {
+      groups.clear();
+      arm();
     },
   };
 }
