@@ -4,7 +4,7 @@ import { Code, codeFromName } from "../../shared/code.js";
 import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import { allows, authenticate, checkTopics, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
+import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
@@ -220,14 +220,12 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       res.onAborted(() => {
         aborted = true;
       });
-      const offered = protocolHeader.split(",").map((p) => p.trim()).filter(Boolean);
-      const tokenProtocol = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX));
-      const token = query.get("token") ?? tokenProtocol?.slice(TOKEN_PROTOCOL_PREFIX.length);
-      // A browser that offered protocols fails the handshake unless one is selected.
-      const selected = offered.includes(WS_PROTOCOL) ? WS_PROTOCOL : (tokenProtocol ?? "");
+      const host = req.getHeader("host");
+      const { credentials, selected } = parseOfferedProtocols(protocolHeader, WS_PROTOCOL, TOKEN_PROTOCOL_PREFIX);
+      const token = query.get("token") ?? credentials[0];
       void (async () => {
         if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-        if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
+        if (!deps.origins.allowed(origin, host)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
         const grant = await authenticate(deps, apiKey, token);
         if (aborted) return;
         const data: WsData = { grant, topics: [], pending: [], inflight: 0, closed: false, ending: false, timer: null };
