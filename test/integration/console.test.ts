@@ -355,6 +355,12 @@ describe("web console at /console in headless Chromium", () => {
     await waitText(page, "pre.reply", /"orderId": "echo:b3"/);
     assert.deepEqual((await text(page, "pre.reply")).match(/echo:b\d/g), ["echo:b1", "echo:b2", "echo:b3"]);
     await screenshot(page, "services-bidi");
+    // The form itself, close up, at both widths (the full page is mostly the long schema tables).
+    for (const [vp, w] of [[DESKTOP, 1280], [PHONE, 390]] as const) {
+      await page.setViewport(vp);
+      await (await page.$("form.call"))!.screenshot({ path: join(shots, `services-bidi-form-${w}.png`) });
+    }
+    await page.setViewport(DESKTOP);
     const cancelledBefore = backend.cancelled.filter((c) => c === "sync").length;
     await page.click(".call button[data-action=stop]");
     await waitText(page, ".call .status", /^CANCELLED: .*\(after 3 messages\)$/);
