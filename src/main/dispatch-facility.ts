@@ -10,6 +10,7 @@ import { invokeStreamGrpc } from "./grpc/invoke-stream.js";
 import { createGrpcProxy } from "./grpc/proxy.js";
 import { invokeStreamRoutes } from "./rest/invoke-stream.js";
 import { invokeWsHook } from "./rest/invoke-ws.js";
+import { createOriginPolicy } from "./web/access.js";
 import type { InvokeStreamDeps } from "./ops/invoke-stream.js";
 import { gatewayRoutes } from "./rest/gateway.js";
 import { grpcReflectionRoutes } from "./rest/grpc-reflection.js";
@@ -94,7 +95,7 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
   return {
     grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter) } },
     bindGrpc: (server, binding) => proxy.bind(server, binding),
-    appHooks: [invokeWsHook(streamDeps, filter)],
+    appHooks: [invokeWsHook(streamDeps, filter, createOriginPolicy(options.corsOrigins))],
     reflection: () => proxy.reflection(),
     routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {

@@ -304,6 +304,79 @@ describe("web console at /console in headless Chromium", () => {
     await done(page, [/status of 400 .*\/v1\/trigger\/console-bad/]);
   });
 
+  it("calls client- and bidi-streaming methods over the WebSocket: replies as they arrive, send more, End, Stop cancels", async () => {
+    const page = await newPage();
+    await signIn(page);
+    await page.waitForSelector("button[data-service=orders]");
+    await page.click("button[data-service=orders]");
+    await page.waitForSelector("button[data-method='shop.v1.OrderService/UploadOrders']");
+    assert.match(await text(page, ".methods"), /UploadOrders\s*client streaming/);
+    assert.match(await text(page, ".methods"), /SyncOrders\s*bidi streaming/);
+
+    // Client-streaming: several messages, one per line, prefilled with the schema skeleton; Ctrl+Enter sends them all.
+    await page.focus("button[data-method='shop.v1.OrderService/UploadOrders']");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("textarea[name=requests]");
+    const prefilled = (await page.$eval("textarea[name=requests]", (t) => (t as any).value as string)).split("\n");
+    assert.equal(prefilled.length, 2, "two skeleton lines hint at several messages");
+    assert.equal(JSON.parse(prefilled[0]!).order_id, "", "each line is the input schema's skeleton");
+    assert.equal(JSON.parse(prefilled[0]!).big_signed, "0");
+    await page.$eval("textarea[name=requests]", (t) => ((t as any).value = ""));
+    await page.type("textarea[name=requests]", '{"orderId": "u1"}\n{"orderId": "u2"}\n\n{"orderId": "u3"}');
+    const cmds = await page.$$eval("pre.cmd", (p) => p.map((e) => (e as any).innerText as string));
+    assert.match(cmds[0]!, /websocat -n -H "x-api-key: \$GATEWAY_API_KEY" 'ws:\/\/127\.0\.0\.1:\d+\/v1\/gateway\/invoke-ws'$/);
+    assert.match(cmds[0]!, /'\{"op":"start","service":"orders","method":"shop\.v1\.OrderService\/UploadOrders"\}' \\\n  '\{"op":"send","requestData":\{"orderId":"u1"\}\}'.*'\{"op":"send","requestData":\{"orderId":"u3"\}\}' \\\n  '\{"op":"end"\}'/s);
+    assert.match(cmds[1]!, /-d '\{"orderId":"u1"\}\n\{"orderId":"u2"\}\n\{"orderId":"u3"\}' .* shop\.v1\.OrderService\/UploadOrders$/s);
+    assert.doesNotMatch(await text(page, ".detail"), new RegExp(KEY), "the key is never printed in the commands");
+    await page.focus("textarea[name=requests]");
+    await page.keyboard.down("Control");
+    await page.keyboard.press("Enter");
+    await page.keyboard.up("Control");
+    await waitText(page, ".call .status", /^OK: 1 message$/);
+    const upload = await text(page, "pre.reply");
+    assert.deepEqual(JSON.parse(upload.replace(/^\/\/ message 1\n/, "")), { orders: [{ orderId: "u1" }, { orderId: "u2" }, { orderId: "u3" }] });
+    // Bad input is refused in the page, naming the line.
+    await page.$eval("textarea[name=requests]", (t) => ((t as any).value = '{"orderId": "ok"}\n[1]'));
+    await page.click(".call button[type=submit]");
+    assert.match(await waitText(page, ".call .status", /not valid/), /line 2 must be a JSON object/);
+
+    // Bidi, kept open: each echo shows as it arrives, more messages go on the same call, Stop cancels it mid-stream.
+    await page.click("button[data-method='shop.v1.OrderService/SyncOrders']");
+    await waitText(page, ".detail h3", /SyncOrders/);
+    await page.waitForSelector("textarea[name=requests]");
+    await page.$eval("textarea[name=requests]", (t) => ((t as any).value = '{"orderId": "b1"}\n{"orderId": "b2"}'));
+    await page.click("input[name=keep-open]");
+    await page.click(".call button[type=submit]");
+    await waitText(page, "pre.reply", /"orderId": "echo:b2"/);
+    assert.match(await text(page, ".call .status"), /^Streaming… 2 messages$/);
+    assert.equal(await text(page, ".call button[type=submit]"), "Send");
+    await page.$eval("textarea[name=requests]", (t) => ((t as any).value = '{"orderId": "b3"}'));
+    await page.click(".call button[type=submit]");
+    await waitText(page, "pre.reply", /"orderId": "echo:b3"/);
+    assert.deepEqual((await text(page, "pre.reply")).match(/echo:b\d/g), ["echo:b1", "echo:b2", "echo:b3"]);
+    await screenshot(page, "services-bidi");
+    // The form itself, close up, at both widths (the full page is mostly the long schema tables).
+    for (const [vp, w] of [[DESKTOP, 1280], [PHONE, 390]] as const) {
+      await page.setViewport(vp);
+      await (await page.$("form.call"))!.screenshot({ path: join(shots, `services-bidi-form-${w}.png`) });
+    }
+    await page.setViewport(DESKTOP);
+    const cancelledBefore = backend.cancelled.filter((c) => c === "sync").length;
+    await page.click(".call button[data-action=stop]");
+    await waitText(page, ".call .status", /^CANCELLED: .*\(after 3 messages\)$/);
+    await waitFor(() => backend.cancelled.filter((c) => c === "sync").length === cancelledBefore + 1, "the backend bidi call cancelled", 10_000);
+    assert.equal(await page.$eval(".call button[data-action=stop]", (b) => (b as any).hidden), true, "Stop hides once the call is over");
+
+    // Bidi ended by the user: End requests half-closes, the backend ends, the status is OK.
+    await page.$eval("textarea[name=requests]", (t) => ((t as any).value = '{"orderId": "b4"}'));
+    await page.click(".call button[type=submit]");
+    await waitText(page, "pre.reply", /"orderId": "echo:b4"/);
+    await page.click(".call button[data-action=end]");
+    await waitText(page, ".call .status", /^OK: 1 message$/);
+    await fitsPhone(page);
+    await done(page);
+  });
+
   it("shows health entries and live figures parsed from /metrics", async () => {
     const r = await fetch(`${gw.http}/v1/gateway/invoke`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify({ service: "orders", method: "Ping", requestData: { text: "for metrics" } }) });
     assert.equal(((await r.json()) as { success: boolean }).success, true);

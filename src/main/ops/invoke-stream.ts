@@ -211,12 +211,14 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
 
   const handle: InvokeStreamHandle = {
     write(requestData) {
+      // Decided now, not when the chain gets here: writes made before end() are sent even while the method resolves.
+      const afterEnd = halfClosed;
       const next = requestChain.then(async () => {
         if (!(await ready) || ended) return;
         if (!method!.clientStreaming) {
           throw new GatewayError(Code.INVALID_ARGUMENT, `method ${method!.fullName} is ${kind}: only the first request may carry request_data`);
         }
-        if (halfClosed) throw new GatewayError(Code.FAILED_PRECONDITION, "request_data after the end of the request stream");
+        if (afterEnd) throw new GatewayError(Code.FAILED_PRECONDITION, "request_data after the end of the request stream");
         await sendRequest(dataOf(requestData) || "{}");
       });
       requestChain = next.catch(fail);

@@ -1,11 +1,18 @@
-import { Code } from "../../shared/code.js";
+import { STATUS_CODES } from "node:http";
+import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import type { Authenticator } from "../auth.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle, type StreamStatus } from "../ops/invoke-stream.js";
+import { parseOfferedProtocols, type OriginPolicy } from "../web/access.js";
 import { errorBody, type AppHook } from "./router.js";
 
 /** The WebSocket path of streamed invocations (every method kind). */
 export const INVOKE_WS_PATH = "/v1/gateway/invoke-ws";
+/** The subprotocol invoke-ws speaks, selected when offered. */
+export const INVOKE_WS_PROTOCOL = "invoke.v1";
+/** Prefix of the offered subprotocol that carries the API key, base64url-encoded (browsers cannot set x-api-key). */
+export const KEY_PROTOCOL_PREFIX = "key.";
 /** Request messages accepted but not yet sent to the backend; past it the caller is too far ahead. */
 export const WS_MAX_PENDING_REQUESTS = 64;
 /** Output buffered for a slow reader before the backend stops being read. */
@@ -21,8 +28,10 @@ interface Conn {
 }
 
 /**
- * `GET /v1/gateway/invoke-ws` (WebSocket, `x-api-key` on the upgrade request): one invocation per connection,
- * any method kind. Text frames, JSON objects:
+ * `GET /v1/gateway/invoke-ws` (WebSocket): one invocation per connection, any method kind. The API key comes from
+ * `x-api-key` on the upgrade request or, for browsers, from an offered subprotocol `key.<base64url(key)>` next to
+ * `invoke.v1` (then selected); both at once, or two keys, are refused as ambiguous. A browser Origin must be same-origin
+ * or allowed by `--cors-origin`, as on the pub/sub WebSocket. Text frames, JSON objects:
  * - in: `{"op":"start","service","method","requestData"?}` first; then `{"op":"send","requestData"}` (client and bidi
  *   streaming), `{"op":"end"}` (no more requests), `{"op":"cancel"}`.
  * - out: `{"op":"result","result":{...}}` per backend message, then `{"op":"status","status":{success,status,message}}`
@@ -31,7 +40,7 @@ interface Conn {
  * the backend is not read while more than 64 KiB wait for the client; more than 64 unsent requests end the call
  * RESOURCE_EXHAUSTED (uWS cannot pause reading a WebSocket). Closing the socket cancels the backend call.
  */
-export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter): AppHook {
+export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, origins: OriginPolicy): AppHook {
   return (app, rest) => {
     app.ws<Conn>(INVOKE_WS_PATH, {
       maxPayloadLength: rest.maxBodyBytes,
@@ -42,16 +51,22 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter): Ap
       upgrade(res, req, context) {
         const headers: Record<string, string> = {};
         req.forEach((k, v) => (headers[k] = v));
-        const refused = rest.isClosing()
-          ? new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down")
-          : rest.auth.check(headers["x-api-key"])
-            ? undefined
-            : new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key");
+        const offered = parseOfferedProtocols(headers["sec-websocket-protocol"] ?? "", INVOKE_WS_PROTOCOL, KEY_PROTOCOL_PREFIX);
+        // It may carry the key: never kept with the headers the metadata allow-list reads.
+        delete headers["sec-websocket-protocol"];
+        const origin = headers["origin"] || undefined;
+        let refused: GatewayError | undefined;
+        if (rest.isClosing()) refused = new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
+        else if (!origins.allowed(origin, headers["host"])) refused = new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (same origin or --cors-origin)`);
+        else refused = checkCredential(rest.auth, headers["x-api-key"], offered.credentials);
         if (refused) {
-          res.cork(() => res.writeStatus(refused.code === Code.UNAVAILABLE ? "503 Service Unavailable" : "401 Unauthorized").writeHeader("content-type", "application/json").end(JSON.stringify(errorBody(refused))));
+          const status = httpStatusOf(refused.code);
+          res.cork(() => res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`).writeHeader("content-type", "application/json").end(JSON.stringify(errorBody(refused))));
           return;
         }
-        res.upgrade<Conn>({ headers, pending: 0, closed: false, blocked: false }, headers["sec-websocket-key"]!, headers["sec-websocket-protocol"] ?? "", headers["sec-websocket-extensions"] ?? "", context);
+        // Select invoke.v1 when offered; never echo a key value back as the selected protocol.
+        const selected = offered.selected.startsWith(KEY_PROTOCOL_PREFIX) ? "" : offered.selected;
+        res.upgrade<Conn>({ headers, pending: 0, closed: false, blocked: false }, headers["sec-websocket-key"]!, selected, headers["sec-websocket-extensions"] ?? "", context);
       },
       message(ws, message) {
         const c = ws.getUserData();
@@ -129,4 +144,25 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter): Ap
       },
     });
   };
+}
+
+/**
+ * The refusal for an upgrade's credential, or undefined when it is accepted: exactly one of `x-api-key` (one value) and
+ * one `key.<base64url>` subprotocol, checked by the authenticator (constant time). Never echoes the key.
+ */
+export function checkCredential(auth: Authenticator, header: string | undefined, protocolKeys: readonly string[]): GatewayError | undefined {
+  const unauthenticated = (why: string): GatewayError => new GatewayError(Code.UNAUTHENTICATED, why);
+  if (!auth.enabled) return undefined;
+  if (protocolKeys.length > 1) return unauthenticated("the API key is offered more than once as a key.* subprotocol (ambiguous); offer exactly one");
+  if (protocolKeys.length === 1 && header !== undefined && header !== "") {
+    return unauthenticated("two credentials (x-api-key and a key.* subprotocol) are ambiguous; send exactly one");
+  }
+  if (protocolKeys.length === 1) {
+    const encoded = protocolKeys[0]!;
+    if (!/^[A-Za-z0-9_-]+$/.test(encoded)) return unauthenticated("the key.* subprotocol must carry the API key base64url-encoded (A-Z a-z 0-9 - _, no padding)");
+    return auth.check(Buffer.from(encoded, "base64url").toString("utf8")) ? undefined : unauthenticated("missing or invalid API key (key.* subprotocol)");
+  }
+  // Repeated headers arrive joined with ", ": never pick one of two keys (as the REST router).
+  if (header?.includes(",")) return unauthenticated("x-api-key is given more than once; send exactly one key");
+  return auth.check(header) ? undefined : unauthenticated("missing or invalid x-api-key (browsers: offer the subprotocols invoke.v1 and key.<base64url key>)");
 }

@@ -88,10 +88,50 @@ export function createTokenIssuer(secret: string | undefined): TokenIssuer {
 export const WS_PROTOCOL = "pubsub.v1";
 export const TOKEN_PROTOCOL_PREFIX = "token.";
 
-/** Browser-origin policy: `--cors-origin` values; `*` allows any. A request without Origin (not a browser) passes. */
+/**
+ * The credential a client offered as WebSocket subprotocols, and the subprotocol to select. Browsers cannot set headers
+ * on a WebSocket upgrade, so a credential travels as an extra offered value `<prefix><credential>` next to the protocol
+ * the gateway speaks. `credentials` holds every such value (callers refuse more than one where that matters).
+ */
+export interface OfferedProtocols {
+  /** The credential parts (after the prefix) of every offered value starting with the prefix, in offer order. */
+  credentials: string[];
+  /** What to echo in Sec-WebSocket-Protocol: `protocol` when offered, else the first credential value, else "". */
+  selected: string;
+}
+
+/** Parse a Sec-WebSocket-Protocol header (comma-separated offers) for `protocol` and `<credentialPrefix>` values. */
+export function parseOfferedProtocols(header: string, protocol: string, credentialPrefix: string): OfferedProtocols {
+  const offered = header.split(",").map((p) => p.trim()).filter(Boolean);
+  const withCredential = offered.filter((p) => p.startsWith(credentialPrefix));
+  // A browser that offered protocols fails the handshake unless one of them is selected.
+  const selected = offered.includes(protocol) ? protocol : (withCredential[0] ?? "");
+  return { credentials: withCredential.map((p) => p.slice(credentialPrefix.length)), selected };
+}
+
+/**
+ * Browser-origin policy: `--cors-origin` values; `*` allows any. A request without Origin (not a browser) passes, and
+ * so does a same-origin one (the Origin's host:port equals the Host header): a page served by the gateway itself (the
+ * console) talking back to it is not a cross-site request, whatever the allow-list says.
+ */
 export interface OriginPolicy {
-  /** Whether this Origin header value may connect. */
-  allowed(origin: string | undefined): boolean;
+  /** Whether this Origin header value may connect to a request whose Host header is `host`. */
+  allowed(origin: string | undefined, host?: string): boolean;
+}
+
+/** Whether `origin` (scheme://host[:port]) names the host the request was sent to. */
+export function sameOrigin(origin: string, host: string | undefined): boolean {
+  if (!host) return false;
+  let u: URL;
+  try {
+    u = new URL(origin);
+  } catch {
+    return false; // "null" (sandboxed or file pages) and garbage are never same-origin
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") return false;
+  // URL drops a scheme's default port; Host keeps what the client sent, so compare both spellings.
+  const h = host.toLowerCase();
+  return u.host === h || (u.port === "" && `${u.hostname}:${u.protocol === "https:" ? 443 : 80}` === h);
 }
 
 /** The origin policy over the allow-list. */
@@ -99,7 +139,7 @@ export function createOriginPolicy(origins: readonly string[]): OriginPolicy {
   const set = new Set(origins.map((o) => o.toLowerCase().replace(/\/$/, "")));
   const any = set.has("*");
   return {
-    allowed: (origin) => origin === undefined || origin === "" || any || set.has(origin.toLowerCase()),
+    allowed: (origin, host) => origin === undefined || origin === "" || any || set.has(origin.toLowerCase()) || sameOrigin(origin, host),
   };
 }
 

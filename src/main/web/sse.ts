@@ -144,7 +144,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
   // CORS preflight, for browsers that send one (EventSource itself does not; fetch-based readers with headers do).
   app.options("/v1/pubsub/events", (res, req) => {
     const origin = req.getHeader("origin");
-    const allowed = origin !== "" && deps.origins.allowed(origin);
+    const allowed = origin !== "" && deps.origins.allowed(origin, req.getHeader("host"));
     res.cork(() => {
       res.writeStatus(allowed ? "204 No Content" : "403 Forbidden");
       if (allowed) {
@@ -160,6 +160,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
 
   app.get("/v1/pubsub/events", (res, req) => {
     const origin = req.getHeader("origin") || undefined;
+    const host = req.getHeader("host");
     const apiKey = req.getHeader("x-api-key") || undefined;
     const lastEventIdHeader = req.getHeader("last-event-id") || undefined;
     const query = new URLSearchParams(req.getQuery() ?? "");
@@ -169,10 +170,10 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       aborted = true;
       if (sub) detach(sub);
     });
-    const cors: Record<string, string> = origin && deps.origins.allowed(origin) ? { "access-control-allow-origin": origin, vary: "Origin" } : {};
+    const cors: Record<string, string> = origin && deps.origins.allowed(origin, host) ? { "access-control-allow-origin": origin, vary: "Origin" } : {};
     void (async () => {
       if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-      if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
+      if (!deps.origins.allowed(origin, host)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
       const grant = await authenticate(deps, apiKey, query.get("token") ?? undefined);
       if (query.getAll("topic").length === 0) throw invalidArgument("topic", "query parameter is required: ?topic=a&topic=b");
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];

@@ -4,7 +4,7 @@ import { Code, codeFromName } from "../../shared/code.js";
 import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import { allows, checkTopics, keyGrant, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
+import { allows, checkTopics, keyGrant, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
@@ -227,18 +227,16 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       const protocolHeader = req.getHeader("sec-websocket-protocol");
       const extensions = req.getHeader("sec-websocket-extensions");
       const origin = req.getHeader("origin") || undefined;
-      const offered = protocolHeader.split(",").map((p) => p.trim()).filter(Boolean);
-      const tokenProtocol = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX));
-      const token = new URLSearchParams(req.getQuery() ?? "").get("token") ?? tokenProtocol?.slice(TOKEN_PROTOCOL_PREFIX.length);
-      // A browser that offered protocols fails the handshake unless one is selected.
-      const selected = offered.includes(WS_PROTOCOL) ? WS_PROTOCOL : (tokenProtocol ?? "");
+      const host = req.getHeader("host");
+      const { credentials, selected } = parseOfferedProtocols(protocolHeader, WS_PROTOCOL, TOKEN_PROTOCOL_PREFIX);
+      const token = new URLSearchParams(req.getQuery() ?? "").get("token") ?? credentials[0];
       const refused = (e: unknown): void => {
         metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
         refuse(res, e);
       };
       try {
         if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-        if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
+        if (!deps.origins.allowed(origin, host)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
         if (token === undefined || token === "") {
           // x-api-key is checked synchronously: upgrade at once, with no per-connection closure or abort handler.
           return void res.upgrade(newData(keyGrant(deps, req.getHeader("x-api-key") || undefined)), key, selected, extensions, context);

@@ -63,8 +63,10 @@ function showSignIn(message = signInMessage) {
       checking = false;
     }
     signInMessage = "";
+    // Setting the hash fires hashchange, which routes: routing here too would mount the page twice, and a click on the
+    // first copy (a test, a quick user) would land on a node the second mount just replaced.
     if (!location.hash || location.hash === "#signin") location.hash = session.get()?.kind === "token" ? "#topics" : "#services";
-    route();
+    else route();
   });
   replace(main, form);
   secret.focus();

@@ -1,7 +1,8 @@
 // Services: dialable backends, their methods and schemas, and a call form (unary through /v1/gateway/invoke,
-// server-streaming through /v1/gateway/invoke-stream as NDJSON).
+// server-streaming through /v1/gateway/invoke-stream as NDJSON, client- and bidi-streaming through the WebSocket
+// /v1/gateway/invoke-ws with the key offered as a subprotocol).
 import { api, ApiError, session } from "./api.js";
-import { copyButton, field, h, pretty, replace, statusLine, submitOnCtrlEnter } from "./dom.js";
+import { copyButton, field, h, pretty, replace, statusLine, submitOnCtrlEnter, uid } from "./dom.js";
 
 /** Well-known types whose proto3 JSON form is not an object. */
 const WELL_KNOWN = {
@@ -99,6 +100,11 @@ export function mount(root) {
       replace(detail, h("p", { class: "status error" }, `Cannot read the schema: ${e.message}`));
       return;
     }
+    const streamsRequests = m.streamingType === "client" || m.streamingType === "bidi";
+    if (streamsRequests) {
+      mountRequestStream(detail, service, m, input, output);
+      return;
+    }
     const request = submitOnCtrlEnter(h("textarea", { rows: 10, spellcheck: "false", class: "code", name: "request" }));
     request.value = pretty(skeleton(input));
     const callStatus = statusLine();
@@ -122,15 +128,13 @@ export function mount(root) {
     };
     request.addEventListener("input", updateCommands);
     updateCommands();
-    const callable = m.streamingType === "unary" || m.streamingType === "server";
-    const submit = h("button", { type: "submit", disabled: !callable }, m.streamingType === "server" ? "Call and stream" : "Call");
+    const submit = h("button", { type: "submit" }, m.streamingType === "server" ? "Call and stream" : "Call");
     const cancel = h("button", { type: "button", class: "secondary", hidden: true }, "Stop");
     const form = h(
       "form",
       { class: "call", "aria-label": `Call ${m.fullName}` },
       field("Request (JSON; Ctrl+Enter calls)", request),
       h("div", { class: "buttons" }, submit, cancel),
-      callable ? null : h("p", { class: "status info" }, `${kindLabel(m.streamingType)} methods take a stream of requests: call them with grpcurl (below), the client library's invokeStream() or the WebSocket front /v1/gateway/invoke-ws.`),
       callStatus.el,
       h("h4", {}, "Reply"),
       reply,
@@ -237,6 +241,198 @@ export function mount(root) {
     }
   })();
   return { unmount: () => calls.abort() };
+
+  /**
+   * The form of a client- or bidi-streaming method: request messages one JSON object per line, sent over one
+   * WebSocket invocation; replies show as they arrive; End half-closes, Stop cancels, the final status closes it.
+   */
+  function mountRequestStream(detail, service, m, input, output) {
+    const requests = submitOnCtrlEnter(h("textarea", { rows: 6, spellcheck: "false", class: "code", name: "requests" }));
+    const line = JSON.stringify(skeleton(input));
+    requests.value = `${line}\n${line}`;
+    const keepOpen = h("input", { type: "checkbox", name: "keep-open", id: uid("keep") });
+    const callStatus = statusLine();
+    const reply = h("pre", { class: "reply", "aria-live": "polite", tabindex: "0" });
+    const wsCmd = h("pre", { class: "cmd" });
+    const grpcurl = h("pre", { class: "cmd" });
+    const submit = h("button", { type: "submit" }, "Start and send");
+    const endButton = h("button", { type: "button", class: "secondary", "data-action": "end", hidden: true }, "End requests");
+    const stop = h("button", { type: "button", class: "secondary", "data-action": "stop", hidden: true }, "Stop");
+    /** The open invocation: { send(frame), ended } or null. */
+    let live = null;
+
+    const messages = () => {
+      const out = [];
+      const lines = requests.value.split("\n");
+      for (let i = 0; i < lines.length; i++) {
+        const text = lines[i].trim();
+        if (!text) continue;
+        let v;
+        try {
+          v = JSON.parse(text);
+        } catch (err) {
+          throw new Error(`line ${i + 1} is not valid JSON: ${err.message}`);
+        }
+        if (typeof v !== "object" || v === null || Array.isArray(v)) throw new Error(`line ${i + 1} must be a JSON object`);
+        out.push(v);
+      }
+      if (out.length > MAX_STREAM_MESSAGES) throw new Error(`at most ${MAX_STREAM_MESSAGES} messages per send (got ${out.length})`);
+      return out;
+    };
+    const updateCommands = () => {
+      let list;
+      try {
+        list = messages();
+      } catch {
+        list = [];
+      }
+      const frames = [{ op: "start", service, method: m.fullName }, ...list.map((requestData) => ({ op: "send", requestData })), { op: "end" }].map((f) => shq(JSON.stringify(f)));
+      const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/gateway/invoke-ws`;
+      // curl cannot stream requests: websocat sends one text frame per line; -n waits for the gateway's close.
+      wsCmd.textContent = `printf '%s\\n' \\\n  ${frames.join(" \\\n  ")} \\\n| websocat -n -H "x-api-key: $GATEWAY_API_KEY" ${shq(wsUrl)}`;
+      const rpc = list.map((o) => JSON.stringify(o)).join("\n");
+      grpcurl.textContent = `grpcurl -plaintext -H "x-api-key: $GATEWAY_API_KEY" \\\n  -d ${shq(rpc)} \\\n  ${location.hostname}:\${GATEWAY_GRPC_PORT:-5000} ${m.fullName}`;
+    };
+    requests.addEventListener("input", updateCommands);
+    updateCommands();
+
+    const showOpen = (open) => {
+      submit.textContent = open ? "Send" : "Start and send";
+      stop.hidden = !open;
+      endButton.hidden = !open || live?.ended === true;
+    };
+    const form = h(
+      "form",
+      { class: "call", "aria-label": `Call ${m.fullName}` },
+      field("Request messages (one JSON object per line; Ctrl+Enter sends)", requests),
+      h("div", { class: "check" }, keepOpen, h("label", { for: keepOpen.id }, "Keep the request stream open after sending (send more, then End requests)")),
+      h("div", { class: "buttons" }, submit, endButton, stop),
+      callStatus.el,
+      h("h4", {}, "Replies"),
+      reply,
+    );
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      updateCommands();
+      let list;
+      try {
+        list = messages();
+      } catch (err) {
+        return callStatus.set("error", `The request messages are not valid: ${err.message}`);
+      }
+      const finish = !keepOpen.checked;
+      if (live) {
+        if (live.ended) return callStatus.set("error", "The request stream is ended: wait for the replies or Stop.");
+        for (const requestData of list) live.send({ op: "send", requestData });
+        if (finish) live.end();
+        showOpen(true);
+        return;
+      }
+      reply.textContent = "";
+      reply.classList.remove("error");
+      calls.abort();
+      calls = new AbortController();
+      live = openInvocation(service, m.fullName, calls.signal, {
+        onOpen() {
+          for (const requestData of list) live.send({ op: "send", requestData });
+          if (finish) live.end();
+          showOpen(true);
+        },
+        onResult(n, result) {
+          reply.append(`// message ${n}\n${pretty(result)}\n`);
+          callStatus.set("info", `Streaming… ${n} message${n === 1 ? "" : "s"}`);
+        },
+        onStatus(st, n) {
+          const after = `${n} message${n === 1 ? "" : "s"}`;
+          if (st.success) callStatus.set("ok", `OK: ${after}`);
+          else {
+            callStatus.set("error", `${st.status}: ${st.message} (after ${after})`);
+            reply.classList.add("error");
+          }
+        },
+        onClose(problem) {
+          if (problem) callStatus.set("error", problem);
+          live = null;
+          showOpen(false);
+        },
+      });
+      callStatus.set("info", "Connecting…");
+    });
+    endButton.addEventListener("click", () => {
+      live?.end();
+      showOpen(Boolean(live));
+    });
+    stop.addEventListener("click", () => live?.send({ op: "cancel" }));
+    replace(
+      detail,
+      h("h3", {}, h("code", {}, m.fullName), " ", h("span", { class: `badge kind-${m.streamingType}` }, kindLabel(m.streamingType))),
+      h("div", { class: "schemas" }, schemaTable("Input", input), schemaTable("Output", output)),
+      form,
+      h("h4", {}, "Same call with websocat (curl cannot stream requests) ", copyButton(wsCmd)),
+      wsCmd,
+      h("h4", {}, "Same call with grpcurl ", copyButton(grpcurl)),
+      grpcurl,
+    );
+  }
+}
+
+/** Request messages one Send may carry: the gateway ends a call with more than 64 unsent requests. */
+const MAX_STREAM_MESSAGES = 64;
+
+/** base64url (no padding) of a string's UTF-8 bytes: how the key travels as a WebSocket subprotocol value. */
+function base64url(s) {
+  let bin = "";
+  for (const b of new TextEncoder().encode(s)) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/**
+ * One invocation over `WebSocket /v1/gateway/invoke-ws`. Browsers cannot set x-api-key on a WebSocket, so the key is
+ * offered as the subprotocol `key.<base64url>` next to `invoke.v1` (which the gateway selects). Returns
+ * { send(frame), end(), ended }; aborting `signal` closes the socket, which cancels the backend call.
+ */
+function openInvocation(service, method, signal, { onOpen, onResult, onStatus, onClose }) {
+  const s = session.get();
+  const protocols = ["invoke.v1"];
+  if (s?.kind === "key") protocols.push(`key.${base64url(s.key)}`);
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/gateway/invoke-ws`, protocols);
+  let n = 0;
+  let status = null;
+  const live = {
+    ended: false,
+    send(frame) {
+      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(frame));
+    },
+    end() {
+      if (live.ended) return;
+      live.ended = true;
+      live.send({ op: "end" });
+    },
+  };
+  signal.addEventListener("abort", () => ws.close(1000), { once: true });
+  ws.onopen = () => {
+    ws.send(JSON.stringify({ op: "start", service, method }));
+    onOpen();
+  };
+  ws.onmessage = (e) => {
+    let frame;
+    try {
+      frame = JSON.parse(e.data);
+    } catch {
+      return;
+    }
+    if (frame.op === "result") onResult(++n, frame.result);
+    else if (frame.op === "status") {
+      status = frame.status;
+      onStatus(status, n);
+    }
+  };
+  ws.onclose = (e) => {
+    // Without a status the gateway refused the upgrade (bad key, origin) or the connection dropped.
+    const problem = status || signal.aborted ? null : e.code === 1006 && n === 0 ? "The gateway refused the WebSocket (sign in again with a valid key) or cannot be reached." : `The connection closed without a status (code ${e.code}).`;
+    onClose(problem);
+  };
+  return live;
 }
 
 /**
