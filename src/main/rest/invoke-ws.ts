@@ -2,7 +2,8 @@ import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle, type StreamStatus } from "../ops/invoke-stream.js";
-import { errorBody, type AppHook } from "./router.js";
+import { apiKeyRefusal } from "../auth.js";
+import { errorBody, requestHeaders, type AppHook } from "./router.js";
 
 /** The WebSocket path of streamed invocations (every method kind). */
 export const INVOKE_WS_PATH = "/v1/gateway/invoke-ws";
@@ -40,13 +41,8 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter): Ap
       // uWS pings an idle socket (sendPingsAutomatically), so a quiet watch stays open and a dead peer is dropped.
       idleTimeout: 120,
       upgrade(res, req, context) {
-        const headers: Record<string, string> = {};
-        req.forEach((k, v) => (headers[k] = v));
-        const refused = rest.isClosing()
-          ? new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down")
-          : rest.auth.check(headers["x-api-key"])
-            ? undefined
-            : new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key");
+        const { headers } = requestHeaders(req);
+        const refused = rest.isClosing() ? new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down") : apiKeyRefusal(rest.auth, headers["x-api-key"]);
         if (refused) {
           res.cork(() => res.writeStatus(refused.code === Code.UNAVAILABLE ? "503 Service Unavailable" : "401 Unauthorized").writeHeader("content-type", "application/json").end(JSON.stringify(errorBody(refused))));
           return;

@@ -6,6 +6,7 @@ import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
+import { requestHeaders } from "../rest/router.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
 /** WebSocket close codes the gateway sends (4000-4999 is the private range). */
@@ -210,25 +211,27 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     maxBackpressure: boundBytes * 2,
     closeOnBackpressureLimit: 1,
     upgrade(res, req, context) {
-      const key = req.getHeader("sec-websocket-key");
-      const protocolHeader = req.getHeader("sec-websocket-protocol");
-      const extensions = req.getHeader("sec-websocket-extensions");
-      const origin = req.getHeader("origin") || undefined;
-      const apiKey = req.getHeader("x-api-key") || undefined;
+      const { headers } = requestHeaders(req);
+      const key = headers["sec-websocket-key"] ?? "";
+      const protocolHeader = headers["sec-websocket-protocol"] ?? "";
+      const extensions = headers["sec-websocket-extensions"] ?? "";
+      const origin = headers["origin"] || undefined;
+      const apiKey = headers["x-api-key"] || undefined;
       const query = new URLSearchParams(req.getQuery() ?? "");
       let aborted = false;
       res.onAborted(() => {
         aborted = true;
       });
       const offered = protocolHeader.split(",").map((p) => p.trim()).filter(Boolean);
-      const tokenProtocol = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX));
-      const token = query.get("token") ?? tokenProtocol?.slice(TOKEN_PROTOCOL_PREFIX.length);
+      const tokenProtocols = offered.filter((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX));
+      const tokenProtocol = tokenProtocols[0];
+      const tokens = [...query.getAll("token"), ...tokenProtocols.map((p) => p.slice(TOKEN_PROTOCOL_PREFIX.length))];
       // A browser that offered protocols fails the handshake unless one is selected.
       const selected = offered.includes(WS_PROTOCOL) ? WS_PROTOCOL : (tokenProtocol ?? "");
       void (async () => {
         if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
         if (!deps.origins.allowed(origin)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
-        const grant = await authenticate(deps, apiKey, token);
+        const grant = await authenticate(deps, apiKey, tokens);
         if (aborted) return;
         const data: WsData = { grant, topics: [], pending: [], inflight: 0, closed: false, ending: false, timer: null };
         res.cork(() => res.upgrade(data, key, selected, extensions, context));

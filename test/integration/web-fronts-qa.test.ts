@@ -1,0 +1,87 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { connect } from "node:net";
+import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
+import { startTestGateway, type TestGateway } from "../support/gateway.js";
+
+const KEY = "qa-key";
+const WS_HEAD: Array<[string, string]> = [
+  ["Connection", "Upgrade"],
+  ["Upgrade", "websocket"],
+  ["Sec-WebSocket-Version", "13"],
+  ["Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="],
+];
+
+/**
+ * Send a GET with exactly these header lines (repeats included, which fetch and ws cannot send) and resolve with the
+ * status line and the start of the body.
+ */
+function rawGet(gw: TestGateway, path: string, headers: Array<[string, string]>): Promise<{ status: number; body: string }> {
+  const port = Number(new URL(gw.http).port);
+  return new Promise((resolve, reject) => {
+    const s = connect(port, "127.0.0.1", () => s.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${headers.map(([k, v]) => `${k}: ${v}\r\n`).join("")}\r\n`));
+    let buf = "";
+    const t = setTimeout(() => (s.destroy(), reject(new Error(`no answer to GET ${path}: ${buf.slice(0, 100)}`))), 5000);
+    s.on("data", (d) => {
+      buf += d.toString("latin1");
+      const head = buf.indexOf("\r\n\r\n");
+      if (head === -1) return;
+      clearTimeout(t);
+      s.destroy();
+      resolve({ status: Number(buf.split(" ")[1]), body: buf.slice(head + 4, head + 400) });
+    });
+    s.on("error", reject);
+  });
+}
+
+async function token(gw: TestGateway, topics: string[]): Promise<string> {
+  const r = await fetch(`${gw.http}/v1/pubsub/tokens`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify({ topics, ttl_seconds: 60 }) });
+  assert.equal(r.status, 200);
+  return ((await r.json()) as { token: string }).token;
+}
+
+describe("QA of the web fronts (WebSocket, SSE, invoke-ws, invoke-stream)", () => {
+  let gw: TestGateway;
+  let backend: OrderBackend;
+  before(async () => {
+    backend = await startOrderBackend();
+    gw = await startTestGateway({ apiKeys: [KEY], tokenSecret: "qa-secret-of-some-length", services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }] });
+  });
+  after(async () => {
+    await gw?.close();
+    backend?.close();
+  });
+
+  it("a repeated x-api-key is refused 401 on every uWS front, whichever copy comes first (as REST does)", async () => {
+    const routes: Array<[string, Array<[string, string]>]> = [
+      ["/v1/pubsub/ws", WS_HEAD],
+      ["/v1/gateway/invoke-ws", WS_HEAD],
+      ["/v1/pubsub/events?topic=a", []],
+      ["/v1/gateway/list-services", []],
+    ];
+    for (const [path, head] of routes) {
+      for (const keys of [[KEY, "wrong"], ["wrong", KEY], [KEY, KEY]]) {
+        const r = await rawGet(gw, path, [...head, ...keys.map((k): [string, string] => ["x-api-key", k])]);
+        assert.equal(r.status, 401, `${path} with x-api-key ${keys.join(" then ")}: ${r.body}`);
+        assert.match(r.body, /x-api-key is given more than once/, path);
+      }
+      // One key still passes.
+      const ok = await rawGet(gw, path, [...head, ["x-api-key", KEY]]);
+      assert.ok(ok.status === 101 || ok.status === 200, `${path} with one key: ${ok.status}`);
+    }
+  });
+
+  it("two different tokens (query and Sec-WebSocket-Protocol, or ?token= twice) are refused, not resolved by picking one", async () => {
+    const ta = await token(gw, ["a"]);
+    const tb = await token(gw, ["b"]);
+    const ws = await rawGet(gw, `/v1/pubsub/ws?token=${ta}`, [...WS_HEAD, ["Sec-WebSocket-Protocol", `pubsub.v1, token.${tb}`]]);
+    assert.equal(ws.status, 401, ws.body);
+    assert.match(ws.body, /two different tokens/);
+    const sse = await rawGet(gw, `/v1/pubsub/events?topic=a&token=${ta}&token=${tb}`, []);
+    assert.equal(sse.status, 401, sse.body);
+    assert.doesNotMatch(sse.body, new RegExp(ta.slice(-20)), "the refusal never echoes a token");
+    // The same token in both places is one credential.
+    const same = await rawGet(gw, `/v1/pubsub/ws?token=${ta}`, [...WS_HEAD, ["Sec-WebSocket-Protocol", `pubsub.v1, token.${ta}`]]);
+    assert.equal(same.status, 101, same.body);
+  });
+});
