@@ -85,3 +85,22 @@ describe("QA of the web fronts (WebSocket, SSE, invoke-ws, invoke-stream)", () =
     assert.equal(same.status, 101, same.body);
   });
 });
+
+describe("QA of invoke-stream: echoed input", () => {
+  it("an unknown 100 KB field name in POST /v1/gateway/invoke-stream is truncated in the in-band error", async () => {
+    const backend = await startOrderBackend();
+    const gw = await startTestGateway({ apiKeys: [KEY], services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }] });
+    try {
+      const big = "f".repeat(100_000);
+      const r = await fetch(`${gw.http}/v1/gateway/invoke-stream`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify({ service: "orders", method: "GetOrder", [big]: 1 }) });
+      const text = await r.text();
+      const status = (JSON.parse(text.trim()) as { status: { status: string; message: string } }).status;
+      assert.equal(status.status, "INVALID_ARGUMENT");
+      assert.match(status.message, /is not a field of the invoke-stream request/);
+      assert.ok(text.length < 1000, `reply is ${text.length} bytes`);
+    } finally {
+      await gw.close();
+      backend.close();
+    }
+  });
+});
