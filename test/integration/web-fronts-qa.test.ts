@@ -1,6 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
+import WebSocket from "ws";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
 
@@ -101,6 +102,27 @@ describe("QA of invoke-stream: echoed input", () => {
     } finally {
       await gw.close();
       backend.close();
+    }
+  });
+});
+
+describe("QA of invoke-ws: oversize frames", () => {
+  it("a frame over --max-body-bytes gets a RESOURCE_EXHAUSTED status and a 1009 close, as /v1/pubsub/ws does, not a bare drop", async () => {
+    const gw = await startTestGateway({ apiKeys: [KEY], maxBodyBytes: 1024 });
+    try {
+      for (const size of [1200, 1900]) {
+        const ws = new WebSocket(`${gw.http.replace("http", "ws")}/v1/gateway/invoke-ws`, { headers: { "x-api-key": KEY } });
+        const frames: string[] = [];
+        ws.on("message", (d) => frames.push(d.toString()));
+        await new Promise((resolve, reject) => (ws.once("open", resolve), ws.once("error", reject)));
+        const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+        ws.send(JSON.stringify({ op: "start", service: "orders", method: "GetOrder", requestData: { pad: "x".repeat(size) } }));
+        assert.deepEqual(await closed, { code: 1009, reason: "frame larger than 1024 bytes" }, `frame of ${size} bytes`);
+        assert.equal(frames.length, 1);
+        assert.equal(JSON.parse(frames[0]!).status.status, "RESOURCE_EXHAUSTED");
+      }
+    } finally {
+      await gw.close();
     }
   });
 });

@@ -35,7 +35,10 @@ interface Conn {
 export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter): AppHook {
   return (app, rest) => {
     app.ws<Conn>(INVOKE_WS_PATH, {
-      maxPayloadLength: rest.maxBodyBytes,
+      // uWS drops a connection past its own limit with no close frame (the client sees 1006 and no reason): it gets
+      // twice ours, so a frame over our limit (up to twice it) gets a status and a proper 1009 close, as on
+      // /v1/pubsub/ws.
+      maxPayloadLength: rest.maxBodyBytes * 2,
       // Far above the high-water mark: a frame is never dropped, the high-water mark is what throttles.
       maxBackpressure: 64 * 1024 * 1024,
       // uWS pings an idle socket (sendPingsAutomatically), so a quiet watch stays open and a dead peer is dropped.
@@ -52,6 +55,16 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter): Ap
       message(ws, message) {
         const c = ws.getUserData();
         if (c.closed) return;
+        if (message.byteLength > rest.maxBodyBytes) {
+          const reason = `frame larger than ${rest.maxBodyBytes} bytes`;
+          c.closed = true;
+          c.handle?.cancel(reason);
+          ws.cork(() => {
+            ws.send(JSON.stringify({ op: "status", status: { success: false, status: "RESOURCE_EXHAUSTED", message: reason } }));
+            ws.end(1009, reason);
+          });
+          return;
+        }
         const finishEarly = (status: StreamStatus): void => {
           c.closed = true;
           ws.cork(() => {
