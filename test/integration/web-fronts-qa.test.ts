@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { connect } from "node:net";
 import WebSocket from "ws";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
-import { startTestGateway, type TestGateway } from "../support/gateway.js";
+import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 
 const KEY = "qa-key";
 const WS_HEAD: Array<[string, string]> = [
@@ -123,6 +123,36 @@ describe("QA of invoke-ws: oversize frames", () => {
       }
     } finally {
       await gw.close();
+    }
+  });
+});
+
+describe("QA of invoke-stream: shutdown", () => {
+  it("a REST invoke-stream open at shutdown ends with its UNAVAILABLE status line and a complete body (NDJSON and SSE)", async () => {
+    const backend = await startOrderBackend();
+    const gw = await startTestGateway({ apiKeys: [KEY], services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }] });
+    try {
+      const read = async (accept: string): Promise<string> => {
+        const r = await fetch(`${gw.http}/v1/gateway/invoke-stream`, {
+          method: "POST",
+          headers: { "x-api-key": KEY, accept },
+          body: JSON.stringify({ service: "orders", method: "WatchOrders", requestData: { orderId: "forever" } }),
+        });
+        assert.equal(r.status, 200);
+        return r.text(); // rejects ("terminated") when the body is cut short
+      };
+      const bodies = [read("application/x-ndjson"), read("text/event-stream")];
+      await waitFor(() => backend.received.filter((c) => c.path.endsWith("WatchOrders")).length >= 2, "both watches running");
+      await new Promise((r) => setTimeout(r, 100));
+      const closing = gw.close();
+      const [ndjson, sse] = await Promise.all(bodies);
+      await closing;
+      const lastNd = JSON.parse(ndjson.trim().split("\n").at(-1)!);
+      assert.deepEqual(lastNd, { status: { success: false, status: "UNAVAILABLE", message: "the gateway is shutting down" } });
+      assert.match(sse, /data: \{"status":\{"success":false,"status":"UNAVAILABLE"[^\n]*\n\n$/);
+    } finally {
+      await gw.close();
+      backend.close();
     }
   });
 });

@@ -276,7 +276,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
       // While shutting down, end kept-alive connections after this response instead of waiting for an idle timeout.
       if (deps.isClosing()) closeConnection = true;
       const status = reply.status ?? 200;
-      if (reply.stream) return void streamReply(reply, status, closeConnection);
+      if (reply.stream) return void streamReply(reply, status);
       const payload = reply.raw ?? JSON.stringify(reply.body ?? null);
       res.cork(() => {
         res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
@@ -288,7 +288,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
       deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
     };
     // A streamed body: `done` only once it ends, so the request counts as in flight (and shutdown can close it).
-    const streamReply = (reply: RestReply, status: number, closeConnection: boolean): void => {
+    const streamReply = (reply: RestReply, status: number): void => {
       done = false;
       inflight++;
       open.add(res);
@@ -316,7 +316,10 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
           done = true;
           inflight--;
           open.delete(res);
-          res.cork(() => res.end(chunk ?? "", closeConnection || deps.isClosing()));
+          // Never closeConnection here: uWS's end(chunk, true) on a streamed (chunked) reply closes the socket without
+          // the last chunk or the chunked terminator, so a stream ended by shutdown lost its final status line and
+          // the client saw a truncated body. The connection ends with the server (new requests on it get 503).
+          res.cork(() => res.end(chunk ?? "", false));
           deps.requests.inc({ route: routeName, method, status });
           deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
         },
