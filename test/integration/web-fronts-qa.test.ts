@@ -156,3 +156,23 @@ describe("QA of invoke-stream: shutdown", () => {
     }
   });
 });
+
+describe("QA of /console", () => {
+  it("a missing console file's 404, which echoes the name, carries nosniff and the CSP like the files; traversal finds nothing", async () => {
+    const gw = await startTestGateway({ apiKeys: [KEY] });
+    try {
+      const r = await fetch(`${gw.http}/console/%3Cscript%3Ealert(1)%3C%2Fscript%3E.html`);
+      assert.equal(r.status, 404);
+      assert.equal(r.headers.get("x-content-type-options"), "nosniff");
+      assert.match(r.headers.get("content-security-policy") ?? "", /default-src 'self'/);
+      assert.match(r.headers.get("content-type") ?? "", /^text\/plain/);
+      for (const p of ["..%2fpackage.json", "%2e%2e%2fpackage.json", "..%5cpackage.json", "..%2f..%2fsrc%2fmain%2fgateway.ts"]) {
+        const t = await fetch(`${gw.http}/console/${p}`);
+        assert.equal(t.status, 404, p);
+        assert.doesNotMatch(await t.text(), /"name"|import /, p);
+      }
+    } finally {
+      await gw.close();
+    }
+  });
+});
