@@ -2,6 +2,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
 import WebSocket from "ws";
+import * as grpc from "@grpc/grpc-js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 
@@ -170,6 +171,28 @@ describe("QA of /console", () => {
         const t = await fetch(`${gw.http}/console/${p}`);
         assert.equal(t.status, 404, p);
         assert.doesNotMatch(await t.text(), /"name"|import /, p);
+      }
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
+describe("QA: a repeated x-api-key gets the same answer over gRPC", () => {
+  it("InvokeStream with two x-api-key values (either order): UNAUTHENTICATED 'given more than once', as on REST and WebSocket", async () => {
+    const gw = await startTestGateway({ apiKeys: [KEY] });
+    try {
+      for (const keys of [[KEY, "wrong"], ["wrong", KEY]]) {
+        const md = new grpc.Metadata();
+        for (const k of keys) md.add("x-api-key", k);
+        const err = await new Promise<grpc.ServiceError>((resolve) => {
+          const call = (gw.client("platform.Gateway") as any).InvokeStream(md) as grpc.ClientDuplexStream<object, object>;
+          call.on("data", () => undefined);
+          call.on("error", resolve);
+          call.end();
+        });
+        assert.equal(err.code, grpc.status.UNAUTHENTICATED);
+        assert.match(err.details, /x-api-key is given more than once/);
       }
     } finally {
       await gw.close();
