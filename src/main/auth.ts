@@ -1,4 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
 
 /** Checks `x-api-key` values. */
 export interface Authenticator {
@@ -25,4 +27,15 @@ export function createAuthenticator(keys: readonly string[]): Authenticator {
       return ok;
     },
   };
+}
+
+/**
+ * Why an `x-api-key` value is refused, or undefined when it is accepted: the one check every front (REST, WebSocket,
+ * SSE) makes. `key` holds every copy of a repeated header joined with ", " (as HTTP/2 and the REST front join them), so
+ * two keys are refused whichever comes first instead of one of them being picked. `hint` ends the plain refusal.
+ */
+export function apiKeyRefusal(auth: Authenticator, key: string | undefined, hint = ""): GatewayError | undefined {
+  if (auth.check(key)) return undefined;
+  if (auth.enabled && key?.includes(",")) return new GatewayError(Code.UNAUTHENTICATED, "x-api-key is given more than once; send exactly one key");
+  return new GatewayError(Code.UNAUTHENTICATED, `missing or invalid x-api-key${hint}`);
 }

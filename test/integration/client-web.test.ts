@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { subscribeWeb, Code, type WebEventMessage } from "../../src/client/index.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
-import { startProxy } from "../support/web.js";
+import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 
 const KEY = "client-web-key";
 
@@ -13,10 +13,10 @@ function event(n: number): CloudEvent {
 
 describe("client: subscribeWeb over WebSocket and SSE from Node", () => {
   let gw: TestGateway;
-  let proxy: Awaited<ReturnType<typeof startProxy>>;
+  let proxy: TcpProxy;
   before(async () => {
     gw = await startTestGateway({ apiKeys: [KEY], tokenSecret: "client-web-secret-0123456789" });
-    proxy = await startProxy(gw.gateway.httpPort);
+    proxy = await startTcpProxy(gw.gateway.httpPort);
   });
   after(async () => {
     proxy.close();

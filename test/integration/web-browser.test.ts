@@ -6,7 +6,7 @@ import chromium from "@sparticuz/chromium";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
-import { startProxy } from "../support/web.js";
+import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 
 const KEY = "browser-key";
 
@@ -56,7 +56,7 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
   let browser: Browser;
   let allowed: { server: Server; origin: string };
   let other: { server: Server; origin: string };
-  let proxy: Awaited<ReturnType<typeof startProxy>>;
+  let proxy: TcpProxy;
   let page: Page;
 
   const token = async (body: object): Promise<string> => {
@@ -81,7 +81,7 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
     allowed = await servePage();
     other = await servePage();
     gw = await startTestGateway({ apiKeys: [KEY], corsOrigins: [allowed.origin], tokenSecret: "browser-test-secret-0123456789" });
-    proxy = await startProxy(gw.gateway.httpPort);
+    proxy = await startTcpProxy(gw.gateway.httpPort);
     // @sparticuz/chromium's default args include --disable-web-security, which turns CORS and Origin off: drop it.
     const args = chromium.args.filter((a) => a !== "--disable-web-security");
     browser = await puppeteer.launch({ executablePath: await chromium.executablePath(), args, headless: true });

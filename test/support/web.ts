@@ -1,4 +1,3 @@
-import { createServer as createNetServer, connect, type AddressInfo, type Socket } from "node:net";
 import WebSocket from "ws";
 import { waitFor } from "./gateway.js";
 
@@ -114,35 +113,5 @@ export async function connectSse(http: string, query: string, headers: Record<st
 /** A structured CloudEvent JSON for publish frames. */
 export function ceJson(n: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { source: "urn:test", type: "test.event", id: `e${n}`, data: { n }, ...extra };
-}
-
-/** A TCP proxy in front of the gateway that can drop every connection, as a server restart or network cut would. */
-export function startProxy(target: number): Promise<{ port: number; dropAll(): void; close(): void }> {
-  const sockets = new Set<Socket>();
-  const server = createNetServer((client) => {
-    const upstream = connect(target, "127.0.0.1");
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on("close", () => sockets.delete(s));
-      s.on("error", () => undefined);
-    }
-    client.pipe(upstream).pipe(client);
-    client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.destroy());
-  });
-  return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () =>
-      resolve({
-        port: (server.address() as AddressInfo).port,
-        dropAll: () => {
-          for (const s of sockets) s.destroy();
-        },
-        close: () => {
-          for (const s of sockets) s.destroy();
-          server.close();
-        },
-      }),
-    ),
-  );
 }
 

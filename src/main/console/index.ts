@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import { packageRoot } from "../../shared/paths.js";
 import type { RestReply, Route } from "../rest/router.js";
+import { echo } from "../../shared/echo.js";
 
 /** Where the console's files live: shipped as they are (no build step), found from the package root. */
 export function consoleDir(): string {
@@ -50,7 +51,8 @@ export function consoleRoutes(dir = consoleDir()): Route[] {
       handler: async (req) => {
         const f = files.get(req.params["file"]!);
         if (f) return f;
-        return { status: 404, raw: `no console file ${req.params["file"]!.slice(0, 64)}`, contentType: "text/plain; charset=utf-8" };
+        // The name is echoed: the same headers as the files (nosniff, CSP), so no browser renders it as markup.
+        return { status: 404, raw: `no console file ${echo(req.params["file"]!, 64)}`, contentType: "text/plain; charset=utf-8", headers: SECURITY_HEADERS };
       },
     },
   ];

@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
-import type { Authenticator } from "../auth.js";
+import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { decodeFailureOf, withStrictRequest } from "./strict-decoding.js";
@@ -47,11 +47,6 @@ export interface BindDeps {
   inflight: { count: number; onIdle?: () => void };
 }
 
-function firstString(md: grpc.Metadata, key: string): string | undefined {
-  const v = md.get(key)[0];
-  return typeof v === "string" ? v : undefined;
-}
-
 function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined {
   const d = call.getDeadline();
   const ms = d instanceof Date ? d.getTime() : d;
@@ -75,8 +70,9 @@ export function toStatusObject(e: GatewayError): Partial<grpc.StatusObject> {
 /** Check closing and x-api-key; a GatewayError when the call must be refused. */
 export function admit(deps: BindDeps, md: grpc.Metadata): GatewayError | undefined {
   if (deps.isClosing()) return new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-  if (!deps.auth.check(firstString(md, "x-api-key"))) return new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key");
-  return undefined;
+  // Every copy, joined as HTTP/2 joins repeats: the same check and message as the REST and WebSocket fronts.
+  const keys = md.get("x-api-key").filter((v): v is string => typeof v === "string");
+  return apiKeyRefusal(deps.auth, keys.length === 0 ? undefined : keys.join(", "));
 }
 
 /**

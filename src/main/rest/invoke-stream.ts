@@ -3,6 +3,7 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type StreamStatus } from "../ops/invoke-stream.js";
 import type { Route } from "./router.js";
+import { echo } from "../../shared/echo.js";
 
 const FIELDS = ["service", "method", "requestData"];
 
@@ -29,7 +30,7 @@ export function invokeStreamRoutes(deps: InvokeStreamDeps, filter: MetadataFilte
         const unknown = Object.keys(body).find((k) => !FIELDS.includes(k));
         const data = body["requestData"];
         let early: StreamStatus | undefined;
-        if (unknown !== undefined) early = { success: false, status: "INVALID_ARGUMENT", message: `${unknown} is not a field of the invoke-stream request (fields: ${FIELDS.join(", ")})` };
+        if (unknown !== undefined) early = { success: false, status: "INVALID_ARGUMENT", message: `${echo(unknown)} is not a field of the invoke-stream request (fields: ${FIELDS.join(", ")})` };
         else if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data))) {
           early = { success: false, status: "INVALID_ARGUMENT", message: `requestData must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})` };
         }

@@ -1,11 +1,11 @@
 import { STATUS_CODES } from "node:http";
 import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
-import type { Authenticator } from "../auth.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle, type StreamStatus } from "../ops/invoke-stream.js";
+import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import { parseOfferedProtocols, type OriginPolicy } from "../web/access.js";
-import { errorBody, type AppHook } from "./router.js";
+import { errorBody, requestHeaders, type AppHook } from "./router.js";
 
 /** The WebSocket path of streamed invocations (every method kind). */
 export const INVOKE_WS_PATH = "/v1/gateway/invoke-ws";
@@ -43,14 +43,17 @@ interface Conn {
 export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, origins: OriginPolicy): AppHook {
   return (app, rest) => {
     app.ws<Conn>(INVOKE_WS_PATH, {
-      maxPayloadLength: rest.maxBodyBytes,
+      // uWS drops a connection past its own limit with no close frame (the client sees 1006 and no reason): it gets
+      // twice ours, so a frame over our limit (up to twice it) gets a status and a proper 1009 close, as on
+      // /v1/pubsub/ws.
+      maxPayloadLength: rest.maxBodyBytes * 2,
       // Far above the high-water mark: a frame is never dropped, the high-water mark is what throttles.
       maxBackpressure: 64 * 1024 * 1024,
       // uWS pings an idle socket (sendPingsAutomatically), so a quiet watch stays open and a dead peer is dropped.
       idleTimeout: 120,
       upgrade(res, req, context) {
-        const headers: Record<string, string> = {};
-        req.forEach((k, v) => (headers[k] = v));
+        // Repeated headers arrive joined with ", " (as on REST), so two keys are never mistaken for one.
+        const { headers } = requestHeaders(req);
         const offered = parseOfferedProtocols(headers["sec-websocket-protocol"] ?? "", INVOKE_WS_PROTOCOL, KEY_PROTOCOL_PREFIX);
         // It may carry the key: never kept with the headers the metadata allow-list reads.
         delete headers["sec-websocket-protocol"];
@@ -71,6 +74,16 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
       message(ws, message) {
         const c = ws.getUserData();
         if (c.closed) return;
+        if (message.byteLength > rest.maxBodyBytes) {
+          const reason = `frame larger than ${rest.maxBodyBytes} bytes`;
+          c.closed = true;
+          c.handle?.cancel(reason);
+          ws.cork(() => {
+            ws.send(JSON.stringify({ op: "status", status: { success: false, status: "RESOURCE_EXHAUSTED", message: reason } }));
+            ws.end(1009, reason);
+          });
+          return;
+        }
         const finishEarly = (status: StreamStatus): void => {
           c.closed = true;
           ws.cork(() => {
@@ -162,7 +175,6 @@ export function checkCredential(auth: Authenticator, header: string | undefined,
     if (!/^[A-Za-z0-9_-]+$/.test(encoded)) return unauthenticated("the key.* subprotocol must carry the API key base64url-encoded (A-Z a-z 0-9 - _, no padding)");
     return auth.check(Buffer.from(encoded, "base64url").toString("utf8")) ? undefined : unauthenticated("missing or invalid API key (key.* subprotocol)");
   }
-  // Repeated headers arrive joined with ", ": never pick one of two keys (as the REST router).
-  if (header?.includes(",")) return unauthenticated("x-api-key is given more than once; send exactly one key");
-  return auth.check(header) ? undefined : unauthenticated("missing or invalid x-api-key (browsers: offer the subprotocols invoke.v1 and key.<base64url key>)");
+  // Repeated headers arrive joined with ", ": never pick one of two keys (one check for every front).
+  return apiKeyRefusal(auth, header, " (browsers: offer the subprotocols invoke.v1 and key.<base64url key>)");
 }

@@ -2,7 +2,7 @@ import { STATUS_CODES } from "node:http";
 import uws from "uWebSockets.js";
 import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
-import type { Authenticator } from "../auth.js";
+import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import { checkHead } from "./head-limits.js";
 import { STREAM_THRESHOLD_BYTES, writeReply, type PendingReply } from "./reply-writer.js";
 import type { Logger } from "../logger.js";
@@ -157,11 +157,8 @@ export function createRouteTable(routes: readonly Route[], deps: Pick<RestServer
     }
     const { route } = best.c;
     if (deps.isClosing()) return refuse(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"), route);
-    if (route.auth !== false && !deps.auth.check(headers["x-api-key"])) {
-      // Repeated headers arrive joined with ", " (as on gRPC, where HTTP/2 joins them): never pick one of two keys.
-      const twice = deps.auth.enabled && headers["x-api-key"]?.includes(",");
-      return refuse(new GatewayError(Code.UNAUTHENTICATED, twice ? "x-api-key is given more than once; send exactly one key" : "missing or invalid x-api-key"), route);
-    }
+    const refused = route.auth === false ? undefined : apiKeyRefusal(deps.auth, headers["x-api-key"]);
+    if (refused) return refuse(refused, route);
     return { route, params: best.params };
   };
 }
@@ -177,6 +174,21 @@ export function createRestRequest(
   signal: AbortSignal,
 ): RestRequest {
   return { method, path, params, query, headers, body, signal, json: () => jsonObjectBody(body) };
+}
+
+/**
+ * A uWS request's headers, a repeated header joined as RFC 9110 5.3 says so no copy is silently dropped (uWS
+ * `getHeader` returns only the first; a plain `forEach` into an object keeps only the last). Every uWS front (REST,
+ * WebSocket upgrades, SSE) reads headers through this, so a repeated x-api-key is refused the same way on each.
+ */
+export function requestHeaders(req: uws.HttpRequest): { headers: Record<string, string>; count: number } {
+  const headers: Record<string, string> = {};
+  let count = 0;
+  req.forEach((k, v) => {
+    count++;
+    headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
+  });
+  return { headers, count };
 }
 
 /** Dependencies of the REST server. */
@@ -244,13 +256,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     const method = req.getMethod().toUpperCase();
     const path = req.getUrl();
     const query = new URLSearchParams(req.getQuery() ?? "");
-    const headers: Record<string, string> = {};
-    let headerCount = 0;
-    req.forEach((k, v) => {
-      headerCount++;
-      // A repeated header is joined as RFC 9110 5.3 says, so no copy is silently dropped (the last one used to win).
-      headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
-    });
+    const { headers, count: headerCount } = requestHeaders(req);
     const ac = new AbortController();
     let done = false;
     let routeName = "unmatched";
@@ -276,7 +282,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
       // While shutting down, end kept-alive connections after this response instead of waiting for an idle timeout.
       if (deps.isClosing()) closeConnection = true;
       const status = reply.status ?? 200;
-      if (reply.stream) return void streamReply(reply, status, closeConnection);
+      if (reply.stream) return void streamReply(reply, status);
       const payload = reply.raw ?? JSON.stringify(reply.body ?? null);
       const writeHead = (): void => {
         res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
@@ -297,7 +303,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
       deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
     };
     // A streamed body: `done` only once it ends, so the request counts as in flight (and shutdown can close it).
-    const streamReply = (reply: RestReply, status: number, closeConnection: boolean): void => {
+    const streamReply = (reply: RestReply, status: number): void => {
       done = false;
       inflight++;
       open.add(res);
@@ -325,7 +331,10 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
           done = true;
           inflight--;
           open.delete(res);
-          res.cork(() => res.end(chunk ?? "", closeConnection || deps.isClosing()));
+          // Never closeConnection here: uWS's end(chunk, true) on a streamed (chunked) reply closes the socket without
+          // the last chunk or the chunked terminator, so a stream ended by shutdown lost its final status line and
+          // the client saw a truncated body. The connection ends with the server (new requests on it get 503).
+          res.cork(() => res.end(chunk ?? "", false));
           deps.requests.inc({ route: routeName, method, status });
           deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
         },

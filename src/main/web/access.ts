@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { jwtVerify, SignJWT, errors as joseErrors } from "jose";
 import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
-import type { Authenticator } from "../auth.js";
+import { apiKeyRefusal, type Authenticator } from "../auth.js";
 
 /** What a web subscriber may do: from a token, or everything with a valid x-api-key. */
 export interface Grant {
@@ -143,19 +143,26 @@ export function createOriginPolicy(origins: readonly string[]): OriginPolicy {
   };
 }
 
-/** How a web request authenticates: a token (query `token` or subprotocol), else x-api-key. */
+/**
+ * How a web request authenticates: a token (query `token` or subprotocol), else x-api-key. `apiKey` holds every copy
+ * of the header joined (`requestHeaders`) and `tokens` every token the request carries: more than one of either is
+ * ambiguous and refused, never resolved by picking one.
+ */
 export async function authenticate(
   deps: { auth: Authenticator; tokens: TokenIssuer },
   apiKey: string | undefined,
-  token: string | undefined,
+  tokens: readonly string[],
 ): Promise<Grant> {
-  if (token !== undefined && token !== "") return deps.tokens.verify(token);
+  const given = [...new Set(tokens.filter((t) => t !== ""))];
+  if (given.length > 1) throw new GatewayError(Code.UNAUTHENTICATED, "two different tokens are given (?token= and Sec-WebSocket-Protocol count alike); send exactly one");
+  if (given.length === 1) return deps.tokens.verify(given[0]!);
   return keyGrant(deps, apiKey);
 }
 
-/** The grant of a request without a token, decided synchronously: x-api-key (UNAUTHENTICATED when missing or wrong). */
+/** The grant of a request without a token, decided synchronously: x-api-key (UNAUTHENTICATED when missing, wrong or repeated). */
 export function keyGrant(deps: { auth: Authenticator }, apiKey: string | undefined): Grant {
-  if (!deps.auth.check(apiKey)) throw new GatewayError(Code.UNAUTHENTICATED, "missing or invalid x-api-key (browsers: pass a token from POST /v1/pubsub/tokens as ?token=)");
+  const refused = apiKeyRefusal(deps.auth, apiKey, " (browsers: pass a token from POST /v1/pubsub/tokens as ?token=)");
+  if (refused) throw refused;
   return KEY_GRANT;
 }
 

@@ -4,6 +4,7 @@ import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import { authenticate, checkTopics, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
+import { requestHeaders } from "../rest/router.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
 /** Topics one SSE request may name. */
@@ -159,10 +160,11 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
   });
 
   app.get("/v1/pubsub/events", (res, req) => {
-    const origin = req.getHeader("origin") || undefined;
-    const host = req.getHeader("host");
-    const apiKey = req.getHeader("x-api-key") || undefined;
-    const lastEventIdHeader = req.getHeader("last-event-id") || undefined;
+    const { headers } = requestHeaders(req);
+    const origin = headers["origin"] || undefined;
+    const host = headers["host"];
+    const apiKey = headers["x-api-key"] || undefined;
+    const lastEventIdHeader = headers["last-event-id"] || undefined;
     const query = new URLSearchParams(req.getQuery() ?? "");
     let aborted = false;
     let sub: SseSub | undefined;
@@ -174,7 +176,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     void (async () => {
       if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
       if (!deps.origins.allowed(origin, host)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
-      const grant = await authenticate(deps, apiKey, query.get("token") ?? undefined);
+      const grant = await authenticate(deps, apiKey, query.getAll("token"));
       if (query.getAll("topic").length === 0) throw invalidArgument("topic", "query parameter is required: ?topic=a&topic=b");
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;

@@ -4,8 +4,9 @@ import { Code, codeFromName } from "../../shared/code.js";
 import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import { allows, checkTopics, keyGrant, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
+import { allows, authenticate, checkTopics, keyGrant, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
+import { requestHeaders } from "../rest/router.js";
 import { refuse, type WebDeps } from "./web-deps.js";
 
 /** WebSocket close codes the gateway sends (4000-4999 is the private range). */
@@ -223,23 +224,23 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     maxBackpressure: boundBytes * 2,
     closeOnBackpressureLimit: 1,
     upgrade(res, req, context) {
-      const key = req.getHeader("sec-websocket-key");
-      const protocolHeader = req.getHeader("sec-websocket-protocol");
-      const extensions = req.getHeader("sec-websocket-extensions");
-      const origin = req.getHeader("origin") || undefined;
-      const host = req.getHeader("host");
-      const { credentials, selected } = parseOfferedProtocols(protocolHeader, WS_PROTOCOL, TOKEN_PROTOCOL_PREFIX);
-      const token = new URLSearchParams(req.getQuery() ?? "").get("token") ?? credentials[0];
+      const { headers } = requestHeaders(req);
+      const key = headers["sec-websocket-key"] ?? "";
+      const extensions = headers["sec-websocket-extensions"] ?? "";
+      const origin = headers["origin"] || undefined;
+      const apiKey = headers["x-api-key"] || undefined;
+      const { credentials, selected } = parseOfferedProtocols(headers["sec-websocket-protocol"] ?? "", WS_PROTOCOL, TOKEN_PROTOCOL_PREFIX);
+      const tokens = [...new URLSearchParams(req.getQuery() ?? "").getAll("token"), ...credentials].filter((t) => t !== "");
       const refused = (e: unknown): void => {
         metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
         refuse(res, e);
       };
       try {
         if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-        if (!deps.origins.allowed(origin, host)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
-        if (token === undefined || token === "") {
+        if (!deps.origins.allowed(origin, headers["host"])) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
+        if (tokens.length === 0) {
           // x-api-key is checked synchronously: upgrade at once, with no per-connection closure or abort handler.
-          return void res.upgrade(newData(keyGrant(deps, req.getHeader("x-api-key") || undefined)), key, selected, extensions, context);
+          return void res.upgrade(newData(keyGrant(deps, apiKey)), key, selected, extensions, context);
         }
       } catch (e) {
         return refused(e);
@@ -249,7 +250,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       res.onAborted(() => {
         aborted = true;
       });
-      deps.tokens.verify(token).then(
+      authenticate(deps, apiKey, tokens).then(
         (grant) => {
           if (aborted) return;
           if (deps.isClosing()) return refused(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
