@@ -1,14 +1,14 @@
 /**
- * Mixed soak of the gateway, to watch its memory over time: `tsx bench/soak.ts [minutes] [--json-out file]`
- * (default 10 minutes). The gateway runs in a child process (embedded runtime, ports on 127.0.0.1 only) in front of
+ * Mixed soak of the gateway, to watch its memory over time:
+ * `tsx bench/soak.ts [minutes] [--json-out file] [--gc] [--heap-snapshots dir]` (default 10 minutes). The gateway runs in a child process (embedded runtime, ports on 127.0.0.1 only) in front of
  * the order test backend in another; this process drives, all at once and each loop bounded:
  *   - subscribe/cancel churn: gRPC Subscribe streams on a few topics, each cancelled after 50-500 ms;
  *   - publish: PublishEvent to those topics;
  *   - state writes with etags: GetState, then SaveState with that etag (some deliberately stale: ABORTED expected);
  *   - invokes with cancellations: InvokeJson to a backend method that sleeps, half cancelled after 20-100 ms.
- * The gateway's RSS is sampled every 10 s. At the end one JSON object is printed: RSS at start and end, and the slope
- * in MiB/min fitted (least squares) over the samples after a warm-up of the first fifth of the run, plus counts of
- * every outcome so an error rate is visible.
+ * The gateway's RSS and V8 heap size (heapTotal) are sampled every 10 s. At the end one JSON object is printed: RSS and
+ * heapTotal at start and end, and their slopes in MiB/min fitted (least squares) over the samples after a warm-up of
+ * the first fifth of the run, plus counts of every outcome so an error rate is visible.
  *
  * `--gc` (opt-in) starts the gateway child with `--expose-gc`; every sample then forces a full collection in the child
  * first and records the main isolate's `heapUsed` (live JS objects) beside RSS, so a growing live heap (a leak) can be
@@ -45,13 +45,11 @@ async function gatewayChild(backendPort: number): Promise<void> {
   });
   process.send?.({ ready: { grpcPort: gw.grpcPort, httpPort: gw.httpPort } });
   process.on("message", (m: string | { snapshot: string }) => {
-    if (m === "rss") process.send?.({ rss: process.memoryUsage().rss });
-    // Only with --expose-gc (the --gc option): a full collection first, so heapUsed counts live objects only.
-    const gc = (globalThis as { gc?: () => void }).gc;
-    if (m === "heap" && gc) {
-      gc();
+    // With --expose-gc (the --gc option) a full collection first, so heapUsed counts live objects only.
+    if (m === "heap") {
+      (globalThis as { gc?: () => void }).gc?.();
       const u = process.memoryUsage();
-      process.send?.({ heap: { rss: u.rss, heapUsed: u.heapUsed, external: u.external, arrayBuffers: u.arrayBuffers } });
+      process.send?.({ heap: { rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external, arrayBuffers: u.arrayBuffers } });
     }
     if (typeof m === "object" && m.snapshot) process.send?.({ snapshotWritten: writeHeapSnapshot(m.snapshot) });
   });
@@ -92,6 +90,7 @@ function ask<T>(child: ChildProcess, request: string | object, field: string, ti
 interface HeapSample {
   rss: number;
   heapUsed: number;
+  heapTotal: number;
   external: number;
   arrayBuffers: number;
 }
@@ -204,17 +203,15 @@ async function main(): Promise<void> {
   const samples: Array<[number, number]> = [];
   const heapSamples: Array<[number, number]> = [];
   const externalSamples: Array<[number, number]> = [];
+  const heapTotalSamples: Array<[number, number]> = [];
   const snapshots: string[] = [];
   const sample = async (): Promise<void> => {
     const t = (Date.now() - started) / 60_000;
-    if (!withGc) {
-      samples.push([t, (await ask<number>(gateway, "rss", "rss", 10_000)) / MiB]);
-      return;
-    }
     const h = await ask<HeapSample>(gateway, "heap", "heap", 30_000);
     samples.push([t, h.rss / MiB]);
     heapSamples.push([t, h.heapUsed / MiB]);
     externalSamples.push([t, h.external / MiB]);
+    heapTotalSamples.push([t, h.heapTotal / MiB]);
   };
   const snapshot = async (name: string): Promise<void> => {
     if (snapDir) snapshots.push(await ask<string>(gateway, { snapshot: join(snapDir, name) }, "snapshotWritten", 300_000));
@@ -243,6 +240,11 @@ async function main(): Promise<void> {
     rssMaxMiB: Number(Math.max(...samples.map((s) => s[1])).toFixed(1)),
     slopeMiBPerMinAfterWarmup: Number(slope(warm).toFixed(3)),
     warmupMinutes: minutes / 5,
+    // V8's heap reservation (young and old generations) beside RSS: when RSS follows it, the growth is heap sizing.
+    heapTotalStartMiB: Number(heapTotalSamples[0]![1].toFixed(1)),
+    heapTotalEndMiB: Number(heapTotalSamples.at(-1)![1].toFixed(1)),
+    heapTotalSlopeMiBPerMinAfterWarmup: Number(slope(heapTotalSamples.filter(([t]) => t >= minutes / 5)).toFixed(3)),
+    heapTotalSeriesMiB: heapTotalSamples.map(([t, r]) => [Number(t.toFixed(2)), Number(r.toFixed(1))]),
     ...(withGc
       ? {
           heapUsedAfterGcStartMiB: Number(heapSamples[0]![1].toFixed(1)),
