@@ -1,7 +1,8 @@
 /**
  * Mixed soak of the gateway, to watch its memory over time:
- * `tsx bench/soak.ts [minutes] [--json-out file] [--gc] [--heap-snapshots dir]` (default 10 minutes). The gateway runs in a child process (embedded runtime, ports on 127.0.0.1 only) in front of
- * the order test backend in another; this process drives, all at once and each loop bounded:
+ * `tsx bench/soak.ts [minutes] [--json-out file] [--gc] [--heap-snapshots dir]` (default 10 minutes). The gateway runs
+ * in a child process (embedded runtime, ports on 127.0.0.1 only) in front of the order test backend in another; this
+ * process drives, all at once and each loop bounded:
  *   - subscribe/cancel churn: gRPC Subscribe streams on a few topics, each cancelled after 50-500 ms;
  *   - publish: PublishEvent to those topics;
  *   - state writes with etags: GetState, then SaveState with that etag (some deliberately stale: ABORTED expected);
@@ -17,7 +18,7 @@
  * with `tsx bench/heap-diff.ts a.heapsnapshot b.heapsnapshot` (object counts and bytes by constructor).
  */
 import { fork, type ChildProcess } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeHeapSnapshot } from "node:v8";
 import { Writable } from "node:stream";
@@ -115,7 +116,8 @@ async function main(): Promise<void> {
   const jsonOut = outAt >= 0 ? args[outAt + 1] : undefined;
   const snapAt = args.indexOf("--heap-snapshots");
   const snapDir = snapAt >= 0 ? args[snapAt + 1] : undefined;
-  if (snapAt >= 0 && !snapDir) throw new Error("--heap-snapshots needs a directory");
+  if (snapAt >= 0 && (!snapDir || snapDir.startsWith("--"))) throw new Error("--heap-snapshots needs a directory");
+  if (snapDir) mkdirSync(snapDir, { recursive: true });
   const withGc = args.includes("--gc") || snapDir !== undefined;
   const valueAt = new Set([outAt + 1, snapAt + 1].filter((i) => i > 0));
   const minutes = Number(args.find((a, i) => !a.startsWith("--") && !valueAt.has(i)) ?? 10);
@@ -216,6 +218,8 @@ async function main(): Promise<void> {
   const snapshot = async (name: string): Promise<void> => {
     if (snapDir) snapshots.push(await ask<string>(gateway, { snapshot: join(snapDir, name) }, "snapshotWritten", 300_000));
   };
+  // Every 10 s; a run shorter than two minutes (a smoke test) samples a dozen times anyway.
+  const sampleEveryMs = Math.min(10_000, durationMs / 12);
   const sampler = (async () => {
     let snapped = false;
     while (running()) {
@@ -224,7 +228,7 @@ async function main(): Promise<void> {
         snapped = true;
         await snapshot("warm.heapsnapshot");
       }
-      await sleep(Math.min(10_000, Math.max(0, end - Date.now())));
+      await sleep(Math.min(sampleEveryMs, Math.max(0, end - Date.now())));
     }
     await sample();
     await snapshot("end.heapsnapshot");
