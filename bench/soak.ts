@@ -1,17 +1,26 @@
 /**
- * Mixed soak of the gateway, to watch its memory over time: `tsx bench/soak.ts [minutes] [--json-out file]`
- * (default 10 minutes). The gateway runs in a child process (embedded runtime, ports on 127.0.0.1 only) in front of
- * the order test backend in another; this process drives, all at once and each loop bounded:
+ * Mixed soak of the gateway, to watch its memory over time:
+ * `tsx bench/soak.ts [minutes] [--json-out file] [--gc] [--heap-snapshots dir]` (default 10 minutes). The gateway runs
+ * in a child process (embedded runtime, ports on 127.0.0.1 only) in front of the order test backend in another; this
+ * process drives, all at once and each loop bounded:
  *   - subscribe/cancel churn: gRPC Subscribe streams on a few topics, each cancelled after 50-500 ms;
  *   - publish: PublishEvent to those topics;
  *   - state writes with etags: GetState, then SaveState with that etag (some deliberately stale: ABORTED expected);
  *   - invokes with cancellations: InvokeJson to a backend method that sleeps, half cancelled after 20-100 ms.
- * The gateway's RSS is sampled every 10 s. At the end one JSON object is printed: RSS at start and end, and the slope
- * in MiB/min fitted (least squares) over the samples after a warm-up of the first fifth of the run, plus counts of
- * every outcome so an error rate is visible.
+ * The gateway's RSS and V8 heap size (heapTotal) are sampled every 10 s. At the end one JSON object is printed: RSS and
+ * heapTotal at start and end, and their slopes in MiB/min fitted (least squares) over the samples after a warm-up of
+ * the first fifth of the run, plus counts of every outcome so an error rate is visible.
+ *
+ * `--gc` (opt-in) starts the gateway child with `--expose-gc`; every sample then forces a full collection in the child
+ * first and records the main isolate's `heapUsed` (live JS objects) beside RSS, so a growing live heap (a leak) can be
+ * told apart from V8 and the allocator sizing their pools (RSS growth with a flat heap). `--heap-snapshots dir` (implies
+ * `--gc`) also writes a heap snapshot of the child at the end of the warm-up and at the end of the run; compare them
+ * with `tsx bench/heap-diff.ts a.heapsnapshot b.heapsnapshot` (object counts and bytes by constructor).
  */
 import { fork, type ChildProcess } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeHeapSnapshot } from "node:v8";
 import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
@@ -36,8 +45,14 @@ async function gatewayChild(backendPort: number): Promise<void> {
     services: [{ name: "orders", grpc: { host: HOST, port: backendPort }, state: { storeName: "soak-store", keys: [] } }],
   });
   process.send?.({ ready: { grpcPort: gw.grpcPort, httpPort: gw.httpPort } });
-  process.on("message", (m) => {
-    if (m === "rss") process.send?.({ rss: process.memoryUsage().rss });
+  process.on("message", (m: string | { snapshot: string }) => {
+    // With --expose-gc (the --gc option) a full collection first, so heapUsed counts live objects only.
+    if (m === "heap") {
+      (globalThis as { gc?: () => void }).gc?.();
+      const u = process.memoryUsage();
+      process.send?.({ heap: { rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external, arrayBuffers: u.arrayBuffers } });
+    }
+    if (typeof m === "object" && m.snapshot) process.send?.({ snapshotWritten: writeHeapSnapshot(m.snapshot) });
   });
   process.on("disconnect", () => {
     gw.destroy();
@@ -58,18 +73,27 @@ function ready<T>(child: ChildProcess): Promise<T> {
   });
 }
 
-function rssOf(child: ChildProcess): Promise<number> {
+/** Sends `request` to the child and resolves with the first reply that has `field`, within `timeoutMs`. */
+function ask<T>(child: ChildProcess, request: string | object, field: string, timeoutMs: number): Promise<T> {
   return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error("no RSS reply within 10 s")), 10_000);
-    const on = (m: { rss?: number }): void => {
-      if (m.rss === undefined) return;
+    const t = setTimeout(() => reject(new Error(`no ${field} reply within ${timeoutMs} ms`)), timeoutMs);
+    const on = (m: Record<string, unknown>): void => {
+      if (m[field] === undefined) return;
       clearTimeout(t);
       child.off("message", on);
-      resolve(m.rss);
+      resolve(m[field] as T);
     };
     child.on("message", on);
-    child.send("rss");
+    child.send(request);
   });
+}
+
+interface HeapSample {
+  rss: number;
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+  arrayBuffers: number;
 }
 
 /** Least-squares slope of y over x. */
@@ -90,13 +114,19 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const outAt = args.indexOf("--json-out");
   const jsonOut = outAt >= 0 ? args[outAt + 1] : undefined;
-  const minutes = Number(args.find((a, i) => !a.startsWith("--") && (outAt < 0 || i !== outAt + 1)) ?? 10);
+  const snapAt = args.indexOf("--heap-snapshots");
+  const snapDir = snapAt >= 0 ? args[snapAt + 1] : undefined;
+  if (snapAt >= 0 && (!snapDir || snapDir.startsWith("--"))) throw new Error("--heap-snapshots needs a directory");
+  if (snapDir) mkdirSync(snapDir, { recursive: true });
+  const withGc = args.includes("--gc") || snapDir !== undefined;
+  const valueAt = new Set([outAt + 1, snapAt + 1].filter((i) => i > 0));
+  const minutes = Number(args.find((a, i) => !a.startsWith("--") && !valueAt.has(i)) ?? 10);
   if (!(minutes > 0 && minutes <= 120)) throw new Error(`minutes must be in (0, 120], got ${minutes}`);
   const durationMs = minutes * 60_000;
 
   const backend = fork(INVOKE_CHILD, ["backend"], { execArgv: ["--import", "tsx"] });
   const { port: backendPort } = await ready<{ port: number }>(backend);
-  const gateway = fork(SELF, ["--gateway-child", String(backendPort)], { execArgv: ["--import", "tsx"] });
+  const gateway = fork(SELF, ["--gateway-child", String(backendPort)], { execArgv: [...(withGc ? ["--expose-gc"] : []), "--import", "tsx"] });
   const { grpcPort } = await ready<{ grpcPort: number; httpPort: number }>(gateway);
 
   const pkg = gatewayPackageDefinition();
@@ -171,13 +201,37 @@ async function main(): Promise<void> {
   };
 
   const started = Date.now();
+  const MiB = 1024 * 1024;
   const samples: Array<[number, number]> = [];
+  const heapSamples: Array<[number, number]> = [];
+  const externalSamples: Array<[number, number]> = [];
+  const heapTotalSamples: Array<[number, number]> = [];
+  const snapshots: string[] = [];
+  const sample = async (): Promise<void> => {
+    const t = (Date.now() - started) / 60_000;
+    const h = await ask<HeapSample>(gateway, "heap", "heap", 30_000);
+    samples.push([t, h.rss / MiB]);
+    heapSamples.push([t, h.heapUsed / MiB]);
+    externalSamples.push([t, h.external / MiB]);
+    heapTotalSamples.push([t, h.heapTotal / MiB]);
+  };
+  const snapshot = async (name: string): Promise<void> => {
+    if (snapDir) snapshots.push(await ask<string>(gateway, { snapshot: join(snapDir, name) }, "snapshotWritten", 300_000));
+  };
+  // Every 10 s; a run shorter than two minutes (a smoke test) samples a dozen times anyway.
+  const sampleEveryMs = Math.min(10_000, durationMs / 12);
   const sampler = (async () => {
+    let snapped = false;
     while (running()) {
-      samples.push([(Date.now() - started) / 60_000, (await rssOf(gateway)) / (1024 * 1024)]);
-      await sleep(Math.min(10_000, Math.max(0, end - Date.now())));
+      await sample();
+      if (!snapped && (Date.now() - started) / 60_000 >= minutes / 5) {
+        snapped = true;
+        await snapshot("warm.heapsnapshot");
+      }
+      await sleep(Math.min(sampleEveryMs, Math.max(0, end - Date.now())));
     }
-    samples.push([(Date.now() - started) / 60_000, (await rssOf(gateway)) / (1024 * 1024)]);
+    await sample();
+    await snapshot("end.heapsnapshot");
   })();
   await Promise.all([churn(), churn(), publish(), stateWrites(), invokes(), sampler]);
 
@@ -190,6 +244,22 @@ async function main(): Promise<void> {
     rssMaxMiB: Number(Math.max(...samples.map((s) => s[1])).toFixed(1)),
     slopeMiBPerMinAfterWarmup: Number(slope(warm).toFixed(3)),
     warmupMinutes: minutes / 5,
+    // V8's heap reservation (young and old generations) beside RSS: when RSS follows it, the growth is heap sizing.
+    heapTotalStartMiB: Number(heapTotalSamples[0]![1].toFixed(1)),
+    heapTotalEndMiB: Number(heapTotalSamples.at(-1)![1].toFixed(1)),
+    heapTotalSlopeMiBPerMinAfterWarmup: Number(slope(heapTotalSamples.filter(([t]) => t >= minutes / 5)).toFixed(3)),
+    heapTotalSeriesMiB: heapTotalSamples.map(([t, r]) => [Number(t.toFixed(2)), Number(r.toFixed(1))]),
+    ...(withGc
+      ? {
+          heapUsedAfterGcStartMiB: Number(heapSamples[0]![1].toFixed(1)),
+          heapUsedAfterGcEndMiB: Number(heapSamples.at(-1)![1].toFixed(1)),
+          heapUsedAfterGcSlopeMiBPerMinAfterWarmup: Number(slope(heapSamples.filter(([t]) => t >= minutes / 5)).toFixed(3)),
+          externalStartMiB: Number(externalSamples[0]![1].toFixed(1)),
+          externalEndMiB: Number(externalSamples.at(-1)![1].toFixed(1)),
+          heapUsedAfterGcSeriesMiB: heapSamples.map(([t, r]) => [Number(t.toFixed(2)), Number(r.toFixed(1))]),
+          heapSnapshots: snapshots,
+        }
+      : {}),
     rssSeriesMiB: samples.map(([t, r]) => [Number(t.toFixed(2)), Number(r.toFixed(1))]),
     outcomes: counts,
   };
