@@ -12,12 +12,28 @@ export function isAbsoluteUri(s: string): boolean {
 }
 
 /**
+ * Longest topic name, in UTF-16 code units, on every front (publish, subscribe, triggers). Topic names become broker
+ * and history keys and come back in replies, so they are bounded like every other input; 1024 is far above what
+ * brokers use in practice (Kafka allows 249).
+ */
+export const MAX_TOPIC_CHARS = 1024;
+
+/** What is wrong with a topic name, or undefined when it is usable. */
+export function topicProblem(topic: string): string | undefined {
+  if (topic === "") return "must not be empty";
+  if (topic.length > MAX_TOPIC_CHARS) return `must be at most ${MAX_TOPIC_CHARS} characters, got ${topic.length}`;
+  return undefined;
+}
+
+/**
  * Check a publish request (spec "Rules for pub/sub operations" 1 and 2): the topic is non-empty, the cloudevent is
  * present, its source is non-empty and an absolute URI, its spec version is empty or "1.0". Throws INVALID_ARGUMENT naming the field; nothing else about
  * the topic or the event is checked.
  */
 export function validatePublish(topic: string | undefined | null, event: CloudEvent | undefined | null): asserts event is CloudEvent {
   if (typeof topic !== "string" || topic === "") throw invalidArgument("topic", "must not be empty");
+  const problem = topicProblem(topic);
+  if (problem) throw invalidArgument("topic", problem);
   if (!event) throw invalidArgument("cloudevent", "is required");
   if (typeof event.source !== "string" || event.source === "") throw invalidArgument("cloudevent.source", "must not be empty");
   if (!isAbsoluteUri(event.source)) {

@@ -199,3 +199,59 @@ describe("QA: a repeated x-api-key gets the same answer over gRPC", () => {
     }
   });
 });
+
+describe("topic name length on every front", () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startTestGateway({ apiKeys: [KEY] });
+  });
+  after(async () => {
+    await gw?.close();
+  });
+
+  it("a topic name over 1024 characters is INVALID_ARGUMENT on every front, and nothing is published or scheduled", async () => {
+    const long = "t".repeat(1025);
+    const ok = "t".repeat(1024);
+    const event = { id: "1", source: "https://qa.example/x", type: "qa", spec_version: "1.0" };
+    // REST publish
+    const pub = await fetch(`${gw.http}/v1/pubsub/${long}`, { method: "POST", headers: { "x-api-key": KEY, "content-type": "application/cloudevents+json" }, body: JSON.stringify({ specversion: "1.0", id: "1", source: "https://qa.example/x", type: "qa" }) });
+    assert.equal(pub.status, 400);
+    assert.match(((await pub.json()) as { message: string }).message, /topic must be at most 1024 characters, got 1025/);
+    // gRPC publish and Subscribe
+    const md = new grpc.Metadata();
+    md.set("x-api-key", KEY);
+    const pubsub = gw.client("io.cloudevents.v1.Pubsub") as any;
+    const publishReply = await new Promise<{ success?: boolean; message?: string } | grpc.ServiceError>((resolve) =>
+      pubsub.PublishEvent({ topic: long, cloudevent: event }, md, (err: grpc.ServiceError | null, res: object) => resolve(err ?? (res as object))),
+    );
+    assert.match(String((publishReply as { message?: string }).message), /topic must be at most 1024 characters/);
+    const sub = pubsub.Subscribe({ topics: [ok, long] }, md) as grpc.ClientReadableStream<object>;
+    const status = await new Promise<grpc.StatusObject>((resolve) => {
+      sub.on("error", () => undefined);
+      sub.on("status", resolve);
+    });
+    assert.equal(status.code, grpc.status.INVALID_ARGUMENT);
+    assert.match(status.details, /topics\[1\] must be at most 1024 characters, got 1025/);
+    // WebSocket subscribe: an error frame naming the entry
+    const ws = new WebSocket(`${gw.http.replace("http", "ws")}/v1/pubsub/ws`, { headers: { "x-api-key": KEY } });
+    await new Promise((resolve, reject) => (ws.once("open", resolve), ws.once("error", reject)));
+    const frame = new Promise<{ op: string; code: string; message: string }>((resolve) => ws.once("message", (d) => resolve(JSON.parse(d.toString()))));
+    ws.send(JSON.stringify({ op: "subscribe", topics: [long], id: "s1" }));
+    const err = await frame;
+    ws.close();
+    assert.equal(err.op, "error");
+    assert.equal(err.code, "INVALID_ARGUMENT");
+    assert.match(err.message, /topics\[0\] must be at most 1024 characters/);
+    // SSE
+    const sse = await fetch(`${gw.http}/v1/pubsub/events?topic=${long}`, { headers: { "x-api-key": KEY } });
+    assert.equal(sse.status, 400);
+    await sse.arrayBuffer();
+    // Trigger target topic: refused, and no trigger is left behind
+    const trig = await fetch(`${gw.http}/v1/trigger/qa-long-topic`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify({ target_topic: long, schedule: "@every 1h" }) });
+    const trigBody = (await trig.json()) as { status?: { success: boolean; message: string }; message?: string };
+    assert.match(JSON.stringify(trigBody), /target_topic must be at most 1024 characters/);
+    const got = await fetch(`${gw.http}/v1/trigger/qa-long-topic`, { headers: { "x-api-key": KEY } });
+    assert.equal(got.status, 404);
+    assert.match(((await got.json()) as { message: string }).message, /no trigger named qa-long-topic/);
+  });
+});

@@ -8,6 +8,7 @@ import type { Logger } from "../logger.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import { rawResponses, toStatusObject, type ServiceImpl, type UnaryContext } from "./server.js";
 import { echo } from "../../shared/echo.js";
+import { topicProblem } from "../cloudevent-validate.js";
 
 /** The topic an empty `topics` list means (spec rule 4). */
 export const DEFAULT_TOPIC = "state.change";
@@ -110,9 +111,9 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
   const subscribe = rawResponses((call: grpc.ServerWritableStream<{ topics?: string[] }, Buffer>) => {
     const requested = call.request?.topics ?? [];
     const topics = requested.length > 0 ? [...requested] : [DEFAULT_TOPIC];
-    const empty = topics.indexOf("");
-    if (empty >= 0) {
-      call.emit("error", toStatusObject(new GatewayError(Code.INVALID_ARGUMENT, `topics[${empty}] must not be empty`)));
+    const bad = topics.findIndex((t) => topicProblem(t) !== undefined);
+    if (bad >= 0) {
+      call.emit("error", toStatusObject(new GatewayError(Code.INVALID_ARGUMENT, `topics[${bad}] ${topicProblem(topics[bad]!)}`)));
       return;
     }
     open.add(call);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { SPEC_VERSION, type CloudEvent } from "../../shared/cloudevent.js";
 import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
+import { topicProblem } from "../cloudevent-validate.js";
 import type { JobRecord, JobSpec } from "../../runtime/jobs-port.js";
 import { isSchedulableTime, planJob } from "../../runtime/schedule/index.js";
 import { jobNameProblem } from "../../runtime/schedule/job-name.js";
@@ -89,6 +90,8 @@ export function checkTriggerName(name: unknown): string {
 export function toJobSpec(input: TriggerInput, now = Date.now()): JobSpec {
   const name = checkTriggerName(input.name);
   if (typeof input.target_topic !== "string" || input.target_topic === "") throw invalidArgument("target_topic", "is required");
+  const topicProblemText = topicProblem(input.target_topic);
+  if (topicProblemText) throw invalidArgument("target_topic", topicProblemText);
   const spec: JobSpec = {
     name,
     ...(input.schedule ? { schedule: input.schedule } : {}),

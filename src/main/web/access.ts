@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { jwtVerify, SignJWT, errors as joseErrors } from "jose";
 import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
+import { topicProblem } from "../cloudevent-validate.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
 
 /** What a web subscriber may do: from a token, or everything with a valid x-api-key. */
@@ -176,6 +177,8 @@ export function checkTopics(field: string, topics: unknown, grant: Grant, max: n
   const out: string[] = [];
   topics.forEach((t, i) => {
     if (typeof t !== "string" || t === "") throw invalidArgument(`${field}[${i}]`, "must be a non-empty string");
+    const problem = topicProblem(t);
+    if (problem) throw invalidArgument(`${field}[${i}]`, problem);
     if (!allows(grant, t)) throw new GatewayError(Code.PERMISSION_DENIED, `the token does not allow topic '${t.slice(0, 64)}'`);
     out.push(t);
   });
