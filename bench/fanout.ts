@@ -7,16 +7,16 @@
  * publish-to-delivery latency, and RSS bytes per idle subscriber. Run alone: `npx tsx bench/fanout.ts [--quick]`.
  */
 import { fork, spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import { gatewayPackageDefinition } from "../src/shared/protos.js";
+import { cpuUs, rssBytes } from "./lib/proc.js";
+import { quantile } from "./lib/stats.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 const TOPIC = "bench.fanout";
-const CLK_TCK = 100;
 
 /** Options of runFanoutBench. */
 export interface FanoutOptions {
@@ -37,22 +37,6 @@ interface Measured {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function cpuUs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const parts = f.slice(f.lastIndexOf(")") + 2).split(" ");
-  return ((Number(parts[11]) + Number(parts[12])) * 1e6) / CLK_TCK;
-}
-
-function rssBytes(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return Number(m?.[1] ?? 0) * 1024;
-}
-
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-}
 
 /** Start a server process and resolve its pid and gRPC port (from the "listening" JSON line). */
 async function startServer(kind: "gateway" | "baseline"): Promise<{ proc: ChildProcess; port: number }> {

@@ -11,13 +11,13 @@
  * Targets (issue 3): added p50 at concurrency 1 under 150 us for 1 KB; throughput at 64 at least 0.45 of direct.
  */
 import { fork, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { gatewayPackageDefinition } from "../src/shared/protos.js";
 import { protosDir, SHOP_PROTO } from "../test/support/protos/descriptors.js";
 import type { Figure, RunMode } from "./lib/schema.js";
+import { cpuUs } from "./lib/proc.js";
 import { summarize, type Summary } from "./lib/stats.js";
 import type { Suite } from "./lib/suite.js";
 import type { RunCommand, RunResult, Target } from "./invoke/load-child.js";
@@ -91,15 +91,6 @@ async function startLoadProc(targets: Target[]): Promise<LoadProc> {
   };
 }
 
-/** CPU time (user + system) of a process so far, us; NaN off Linux. */
-function cpuOf(pid: number | undefined): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return ((Number(f[11]) + Number(f[12])) * 1e6) / 100; // USER_HZ is 100 on Linux
-  } catch {
-    return NaN;
-  }
-}
 
 /** An Order of about `bytes` of proto3 JSON, in a shape that proto-loader objects and proto3 JSON share. */
 function orderOfSize(bytes: number): Record<string, unknown> {
@@ -129,7 +120,7 @@ function check(r: RunResult[]): void {
 /** `concurrency` callers on one target, split over the load processes, all started together. */
 async function measure(procs: LoadProc[], target: string, concurrency: number, count: number, gatewayPid: number | undefined): Promise<Measured> {
   const used = procs.slice(0, Math.max(1, Math.min(procs.length, concurrency)));
-  const g0 = cpuOf(gatewayPid);
+  const g0 = cpuUs(gatewayPid);
   const rs = await Promise.all(
     used.map((p, i) => {
       const share = Math.floor(concurrency / used.length) + (i < concurrency % used.length ? 1 : 0);
@@ -137,7 +128,7 @@ async function measure(procs: LoadProc[], target: string, concurrency: number, c
       return p.run({ targets: [target], concurrency: share, count: calls, interleaved: false });
     }),
   );
-  const g = cpuOf(gatewayPid) - g0;
+  const g = cpuUs(gatewayPid) - g0;
   check(rs);
   const samples = rs.flatMap((r) => r.samples[target]!);
   const wall = Math.max(...rs.map((r) => r.wallMs));

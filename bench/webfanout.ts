@@ -31,11 +31,12 @@ import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
 import { gatewayPackageDefinition } from "../src/shared/protos.js";
+import { cpuUs, rssBytes } from "./lib/proc.js";
+import { quantile } from "./lib/stats.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 const TOPIC = "bench.web";
-const CLK_TCK = 100;
 /** Subscribers per client process: 10,000 sockets become 4 processes, well under 20,000 open files each. */
 const PER_CLIENT = 2500;
 const PAD = "x".repeat(256);
@@ -105,26 +106,6 @@ process.once("exit", () => {
 });
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function cpuUs(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const parts = f.slice(f.lastIndexOf(")") + 2).split(" ");
-    return ((Number(parts[11]) + Number(parts[12])) * 1e6) / CLK_TCK;
-  } catch {
-    return 0;
-  }
-}
-
-function rssBytes(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return Number(m?.[1] ?? 0) * 1024;
-}
-
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-}
 
 function newestMtime(dir: string): number {
   let newest = 0;
@@ -352,7 +333,7 @@ export async function measureWeb(system: WebSystem, subs: number, opts: { quick?
     }
     if (base.delivered < warm * subs) throw new Error(`${system}: warm-up reached ${base.delivered} of ${warm * subs} deliveries`);
     const cpu0 = cpuUs(server.pid);
-    const client0 = children.reduce((a, c) => a + cpuUs(c.pid!), 0);
+    const client0 = children.reduce((a, c) => a + (cpuUs(c.pid!) || 0), 0);
     const t0 = performance.now();
     for (let i = 0; i < events; i++) {
       await publisher.publish(warm + i);
@@ -376,7 +357,7 @@ export async function measureWeb(system: WebSystem, subs: number, opts: { quick?
       }
     }
     const cpu1 = cpuUs(server.pid);
-    const client1 = children.reduce((a, c) => a + cpuUs(c.pid!), 0);
+    const client1 = children.reduce((a, c) => a + (cpuUs(c.pid!) || 0), 0);
     latencies.sort((a, b) => a - b);
     return {
       system,

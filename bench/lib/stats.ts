@@ -15,6 +15,12 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
 }
 
+/** The q-quantile (0..1) of ascending-sorted samples: the element at floor(q * n), as the fan-out suites report; NaN when empty. */
+export function quantile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
 /** Summarise samples (they are copied and sorted, the input is left alone). */
 export function summarize(samples: ArrayLike<number>): Summary {
   const s = Float64Array.from(samples).sort();

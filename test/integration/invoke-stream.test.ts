@@ -1,9 +1,9 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { WebSocket } from "ws";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
+import { openFrameSocket } from "../support/web.js";
 
 const KEY = "k1";
 
@@ -322,17 +322,7 @@ describe("WebSocket /v1/gateway/invoke-ws", () => {
   });
 
   /** Open a socket; frames received are collected; `closed` resolves with the close code. */
-  async function connect(key = KEY) {
-    const ws = new WebSocket(wsUrl, { headers: { "x-api-key": key } });
-    const frames: any[] = [];
-    ws.on("message", (d) => frames.push(JSON.parse(String(d))));
-    const closed = new Promise<number>((resolve) => ws.on("close", (code) => resolve(code)));
-    await new Promise<void>((resolve, reject) => {
-      ws.once("open", () => resolve());
-      ws.once("error", reject);
-    });
-    return { ws, frames, closed, send: (f: object) => ws.send(JSON.stringify(f)) };
-  }
+  const connect = (key = KEY) => openFrameSocket(wsUrl, [], { headers: { "x-api-key": key } });
 
   it("bidi: send frames, results come back in order, then the status and a normal close", async () => {
     const c = await connect();

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { WebSocket, type ClientOptions } from "ws";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
+import { openFrameSocket } from "../support/web.js";
 
 const KEY = "ws-auth-key";
 const ALLOWED = "http://allowed.example";
@@ -24,17 +25,7 @@ describe("WebSocket /v1/gateway/invoke-ws: browser auth (key subprotocol) and Or
   });
 
   /** Open a socket or fail; frames are collected and `closed` resolves with the close code. */
-  async function open(protocols: string[], opts: ClientOptions = {}, target = url) {
-    const ws = new WebSocket(target, protocols, opts);
-    const frames: any[] = [];
-    ws.on("message", (d) => frames.push(JSON.parse(String(d))));
-    const closed = new Promise<number>((resolve) => ws.on("close", (code) => resolve(code)));
-    await new Promise<void>((resolve, reject) => {
-      ws.once("open", () => resolve());
-      ws.once("error", reject);
-    });
-    return { ws, frames, closed, send: (f: object) => ws.send(JSON.stringify(f)) };
-  }
+  const open = (protocols: string[], opts: ClientOptions = {}, target = url) => openFrameSocket(target, protocols, opts);
 
   /** The HTTP status and body of an upgrade the gateway refuses (fails if it opens). */
   function refused(protocols: string[], opts: ClientOptions = {}, target = url): Promise<{ status: number; body: string }> {

@@ -43,6 +43,27 @@ export function connectWs(http: string, opts: { key?: string; token?: string; pr
   });
 }
 
+/** A plain `ws` client that collects every (JSON) frame; `closed` resolves with the close code. */
+export interface FrameSocket {
+  ws: WebSocket;
+  frames: any[];
+  closed: Promise<number>;
+  send(frame: object): void;
+}
+
+/** Open a WebSocket to any gateway route and collect its JSON frames; rejects when the upgrade is refused. */
+export async function openFrameSocket(url: string, protocols: string[] = [], opts: WebSocket.ClientOptions = {}): Promise<FrameSocket> {
+  const ws = new WebSocket(url, protocols, opts);
+  const frames: any[] = [];
+  ws.on("message", (d) => frames.push(JSON.parse(String(d))));
+  const closed = new Promise<number>((resolve) => ws.on("close", (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    ws.once("open", () => resolve());
+    ws.once("error", reject);
+  });
+  return { ws, frames, closed, send: (f: object) => ws.send(JSON.stringify(f)) };
+}
+
 /** One parsed SSE message. */
 export interface SseMessage {
   event: string;
