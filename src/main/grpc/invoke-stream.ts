@@ -1,18 +1,12 @@
 import type * as grpc from "@grpc/grpc-js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
-import type { DuplexMethod } from "./server.js";
+import { deadlineOf, type DuplexMethod } from "./server.js";
 
 interface InvokeStreamRequest {
   service: string;
   method: string;
   request_data: string;
-}
-
-function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined {
-  const d = call.getDeadline();
-  const ms = d instanceof Date ? d.getTime() : d;
-  return Number.isFinite(ms) ? ms : undefined;
 }
 
 /**

@@ -8,8 +8,8 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric } from "../metrics.js";
-import { kindOf, type MethodKind } from "../ops/invoke-stream.js";
-import { toStatusObject } from "./server.js";
+import { kindOf, type MethodKind } from "../ops/dispatch.js";
+import { deadlineOf, toStatusObject } from "./server.js";
 
 /** What the proxy needs from the gateway's gRPC server setup. */
 export interface ProxyBinding {
@@ -58,12 +58,6 @@ export interface GrpcProxy {
 
 const identity = (b: Buffer): Buffer => b;
 const GRPC_TYPE: Record<MethodKind, string> = { unary: "unary", "server-streaming": "serverStream", "client-streaming": "clientStream", "bidi-streaming": "bidi" };
-
-function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined {
-  const d = call.getDeadline();
-  const ms = d instanceof Date ? d.getTime() : d;
-  return Number.isFinite(ms) ? ms : undefined;
-}
 
 function status(code: Code, details: string, metadata?: grpc.Metadata): Partial<grpc.StatusObject> {
   return { code: code as number as grpc.status, details, metadata: metadata ?? new grpc.Metadata() };

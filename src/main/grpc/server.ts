@@ -47,7 +47,8 @@ export interface BindDeps {
   inflight: { count: number; onIdle?: () => void };
 }
 
-function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined {
+/** A call's deadline as epoch ms, or undefined when the caller set none. */
+export function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined {
   const d = call.getDeadline();
   const ms = d instanceof Date ? d.getTime() : d;
   return Number.isFinite(ms) ? ms : undefined;

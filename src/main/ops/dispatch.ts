@@ -63,7 +63,17 @@ export interface DispatchDeps {
 
 const EMPTY_JSON = "{}";
 
-function requireString(field: string, v: unknown): string {
+/** The four gRPC method kinds, as metric labels and in messages. */
+export type MethodKind = "unary" | "server-streaming" | "client-streaming" | "bidi-streaming";
+
+/** The kind of a reflected method. */
+export function kindOf(m: { clientStreaming: boolean; serverStreaming: boolean }): MethodKind {
+  if (m.clientStreaming) return m.serverStreaming ? "bidi-streaming" : "client-streaming";
+  return m.serverStreaming ? "server-streaming" : "unary";
+}
+
+/** A required, non-empty string field of a request. */
+export function requireString(field: string, v: unknown): string {
   if (typeof v !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must be a string (got ${v === null ? "null" : typeof v})`);
   if (v === "") throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must not be empty`);
   return v;
@@ -95,7 +105,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     }
     const { schema, method } = await backend.resolve(methodName, input.signal);
     if (method.clientStreaming || method.serverStreaming) {
-      const kind = method.clientStreaming && method.serverStreaming ? "bidi-streaming" : method.clientStreaming ? "client-streaming" : "server-streaming";
+      const kind = kindOf(method);
       throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; invoke supports unary methods only (stream it with InvokeStream, POST /v1/gateway/invoke-stream or /v1/gateway/invoke-ws)`);
     }
     const json = (input.requestData as string | undefined) || EMPTY_JSON;

@@ -6,15 +6,7 @@ import { Code, codeName } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { Converter, SchemaSet } from "../../workers/converter-types.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
-
-/** The four gRPC method kinds, as metric labels and in messages. */
-export type MethodKind = "unary" | "server-streaming" | "client-streaming" | "bidi-streaming";
-
-/** The kind of a reflected method. */
-export function kindOf(m: { clientStreaming: boolean; serverStreaming: boolean }): MethodKind {
-  if (m.clientStreaming) return m.serverStreaming ? "bidi-streaming" : "client-streaming";
-  return m.serverStreaming ? "server-streaming" : "unary";
-}
+import { kindOf, requireString, type MethodKind } from "./dispatch.js";
 
 /** The final in-band status of a streamed invocation (spec InvokeResponse without the data). */
 export interface StreamStatus {
@@ -87,12 +79,6 @@ export interface InvokeStreamDeps {
   messages: CounterMetric<"kind" | "direction">;
   /** Invocations still running (added at start, removed once the sink got its status), so shutdown can end them. */
   open?: Set<InvokeStreamHandle>;
-}
-
-function requireString(field: string, v: unknown): string {
-  if (typeof v !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must be a string (got ${v === null ? "null" : typeof v})`);
-  if (v === "") throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must not be empty`);
-  return v;
 }
 
 function dataOf(v: unknown): string {

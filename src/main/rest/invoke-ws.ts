@@ -1,11 +1,11 @@
-import { STATUS_CODES } from "node:http";
-import { Code, httpStatusOf } from "../../shared/code.js";
+import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle, type StreamStatus } from "../ops/invoke-stream.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import { parseOfferedProtocols, type OriginPolicy } from "../web/access.js";
-import { errorBody, requestHeaders, type AppHook } from "./router.js";
+import { refuse } from "../web/web-deps.js";
+import { requestHeaders, type AppHook } from "./router.js";
 
 /** The WebSocket path of streamed invocations (every method kind). */
 export const INVOKE_WS_PATH = "/v1/gateway/invoke-ws";
@@ -62,11 +62,7 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
         if (rest.isClosing()) refused = new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
         else if (!origins.allowed(origin, headers["host"])) refused = new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (same origin or --cors-origin)`);
         else refused = checkCredential(rest.auth, headers["x-api-key"], offered.credentials);
-        if (refused) {
-          const status = httpStatusOf(refused.code);
-          res.cork(() => res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`).writeHeader("content-type", "application/json").end(JSON.stringify(errorBody(refused))));
-          return;
-        }
+        if (refused) return refuse(res, refused);
         // Select invoke.v1 when offered; never echo a key value back as the selected protocol.
         const selected = offered.selected.startsWith(KEY_PROTOCOL_PREFIX) ? "" : offered.selected;
         res.upgrade<Conn>({ headers, pending: 0, closed: false, blocked: false }, headers["sec-websocket-key"]!, selected, headers["sec-websocket-extensions"] ?? "", context);
