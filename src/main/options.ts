@@ -199,10 +199,11 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
       );
     }
   }
-  const credentialOverride = (o.forwardCredentialHeaders ?? []).map((h) => (typeof h === "string" ? h.toLowerCase() : h));
-  if (!Array.isArray(o.forwardCredentialHeaders ?? []) || credentialOverride.some((h) => typeof h !== "string")) {
+  const rawOverride: unknown = o.forwardCredentialHeaders ?? [];
+  if (!Array.isArray(rawOverride) || rawOverride.some((h) => typeof h !== "string")) {
     bad("forwardCredentialHeaders", o.forwardCredentialHeaders, "must be a list of header names");
   }
+  const credentialOverride = (rawOverride as string[]).map((h) => h.toLowerCase());
   for (const h of credentialOverride) {
     if (!forwardHeaders.includes(h)) bad("forwardCredentialHeaders", h, "must name a header that forwardHeaders also lists");
   }
@@ -240,7 +241,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     grpcMaxConcurrentStreams: positiveInt("grpcMaxConcurrentStreams", o.grpcMaxConcurrentStreams, 1000),
     grpcMessageTimeoutMs: positive("grpcMessageTimeoutMs", o.grpcMessageTimeoutMs, 10_000),
     shutdownTimeoutMs: positive("shutdownTimeoutMs", o.shutdownTimeoutMs, 10_000),
-    maxTriggers: positive("maxTriggers", o.maxTriggers, 10_000),
+    maxTriggers: positiveInt("maxTriggers", o.maxTriggers, 10_000),
     forwardHeaders: Object.freeze(forwardHeaders) as string[],
     forwardCredentialHeaders: Object.freeze(credentialOverride) as string[],
     invokeDeadlineMs: positive("invokeDeadlineMs", o.invokeDeadlineMs, 30_000),
@@ -254,7 +255,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     corsOrigins: Object.freeze([...corsOrigins]) as string[],
     pubsubHistoryEvents: nonNegativeInt("pubsubHistoryEvents", o.pubsubHistoryEvents, 1000),
     pubsubHistoryAgeMs: positive("pubsubHistoryAgeMs", o.pubsubHistoryAgeMs, 60_000),
-    pubsubEventBytes: positive("pubsubEventBytes", o.pubsubEventBytes, 1024),
+    pubsubEventBytes: positiveInt("pubsubEventBytes", o.pubsubEventBytes, 1024),
     daprHost: o.daprHost ?? "127.0.0.1",
     daprGrpcPort: port("daprGrpcPort", o.daprGrpcPort ?? envDaprPort, 50001),
     daprApiToken: o.daprApiToken ?? process.env["DAPR_API_TOKEN"] ?? undefined,

@@ -254,4 +254,25 @@ describe("topic name length on every front", () => {
     assert.equal(got.status, 404);
     assert.match(((await got.json()) as { message: string }).message, /no trigger named qa-long-topic/);
   });
+  it("bad WebSocket requests get error frames naming the problem (unknown op, too many topics, non-string since); SSE without ?topic is 400", async () => {
+    const ws = new WebSocket(`${gw.http.replace("http", "ws")}/v1/pubsub/ws`, { headers: { "x-api-key": KEY } });
+    const frames: any[] = [];
+    ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
+    await new Promise((resolve, reject) => (ws.once("open", resolve), ws.once("error", reject)));
+    ws.send(JSON.stringify({ op: "shout", id: "a" }));
+    ws.send(JSON.stringify({ op: "subscribe", id: "b", topics: Array.from({ length: 257 }, (_, i) => `t${i}`) }));
+    ws.send(JSON.stringify({ op: "subscribe", id: "c", topics: ["t"], since: 5 }));
+    await waitFor(() => frames.length >= 3, "three error frames");
+    ws.close();
+    const byId = Object.fromEntries(frames.map((f) => [f.id, f]));
+    assert.equal(byId["a"].code, "INVALID_ARGUMENT");
+    assert.match(byId["a"].message, /op must be subscribe, unsubscribe or publish, got "shout"/);
+    assert.equal(byId["b"].code, "INVALID_ARGUMENT");
+    assert.match(byId["b"].message, /at most 256 topics/);
+    assert.equal(byId["c"].code, "INVALID_ARGUMENT");
+    assert.match(byId["c"].message, /since/);
+    const sse = await fetch(`${gw.http}/v1/pubsub/events`, { headers: { "x-api-key": KEY } });
+    assert.equal(sse.status, 400);
+    assert.match(((await sse.json()) as { message: string }).message, /topic query parameter is required/);
+  });
 });

@@ -34,6 +34,10 @@ describe("command line and environment", () => {
     assert.deepEqual(parseCli([], { GATEWAY_MAX_TRIGGERS: "7" }), { maxTriggers: 7 });
     assert.equal(validateGatewayOptions({}).maxTriggers, 10_000);
     assert.throws(() => validateGatewayOptions({ maxTriggers: 0 }), /maxTriggers/);
+    assert.throws(() => validateGatewayOptions({ maxTriggers: 1.5 }), /maxTriggers/);
+    // A string where a list belongs is named, not a TypeError from inside the check.
+    assert.throws(() => validateGatewayOptions({ forwardCredentialHeaders: "x-token" as unknown as string[] }), /forwardCredentialHeaders .*must be a list of header names/);
+    assert.throws(() => validateGatewayOptions({ pubsubEventBytes: 1.5 }), /pubsubEventBytes/);
     assert.match(HELP, /--max-triggers <n> .* GATEWAY_MAX_TRIGGERS \(default 10000\)/);
   });
 

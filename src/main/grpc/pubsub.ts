@@ -111,10 +111,9 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
   const subscribe = rawResponses((call: grpc.ServerWritableStream<{ topics?: string[] }, Buffer>) => {
     const requested = call.request?.topics ?? [];
     const topics = requested.length > 0 ? [...requested] : [DEFAULT_TOPIC];
-    const bad = topics.findIndex((t) => topicProblem(t) !== undefined);
-    if (bad >= 0) {
-      call.emit("error", toStatusObject(new GatewayError(Code.INVALID_ARGUMENT, `topics[${bad}] ${topicProblem(topics[bad]!)}`)));
-      return;
+    for (const [i, t] of topics.entries()) {
+      const problem = topicProblem(t);
+      if (problem) return void call.emit("error", toStatusObject(new GatewayError(Code.INVALID_ARGUMENT, `topics[${i}] ${problem}`)));
     }
     open.add(call);
     const ac = new AbortController();

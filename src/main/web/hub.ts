@@ -12,7 +12,6 @@ import type { Logger } from "../logger.js";
  */
 export class WebEvent {
   private ws: string | undefined;
-  private sse: string | undefined;
   private sseUtf8: Buffer | undefined;
   constructor(
     readonly topic: string,
@@ -27,14 +26,13 @@ export class WebEvent {
     return (this.ws ??= `{"op":"event","topic":${JSON.stringify(this.topic)},"id":"${this.position}","cloudevent":${this.cloudevent}}`);
   }
 
-  /** The SSE message: `id: <position>` and one `data:` line `{"topic","cloudevent"}` (JSON text has no raw newline). */
-  get sseFrame(): string {
-    return (this.sse ??= `id: ${this.position}\ndata: {"topic":${JSON.stringify(this.topic)},"cloudevent":${this.cloudevent}}\n\n`);
-  }
-
-  /** The SSE message as UTF-8 bytes, encoded once: uWS would otherwise convert the string on every write. */
+  /**
+   * The SSE message, `id: <position>` and one `data:` line `{"topic","cloudevent"}` (JSON text has no raw newline), as
+   * UTF-8 bytes encoded once: uWS would otherwise convert a string on every write. Only the bytes are kept (history
+   * holds events for their whole age).
+   */
   get sseBytes(): Buffer {
-    return (this.sseUtf8 ??= Buffer.from(this.sseFrame, "utf8"));
+    return (this.sseUtf8 ??= Buffer.from(`id: ${this.position}\ndata: {"topic":${JSON.stringify(this.topic)},"cloudevent":${this.cloudevent}}\n\n`, "utf8"));
   }
 }
 

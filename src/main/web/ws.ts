@@ -18,7 +18,7 @@ export const MAX_WS_TOPICS = 256;
 export const MAX_WS_INFLIGHT = 32;
 /** How long a socket closed with a close frame may take to read it before it is dropped. */
 const END_GRACE_MS = 2000;
-/** Longest a socket may sit past the bound before the sweep sees it, when few bytes flow (see checkBackpressure). */
+/** Longest a socket may sit past the bound before the sweep sees it, when few bytes flow (see sweep). */
 export const SLOW_SWEEP_MS = 200;
 
 /** Socket states (one small integer instead of several booleans: per-socket memory is what an idle subscriber costs). */
@@ -220,7 +220,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     maxPayloadLength: deps.maxFrameBytes * 2,
     idleTimeout: deps.idleTimeoutSeconds,
     sendPingsAutomatically: true,
-    // Hard stop: the bound is enforced in checkBackpressure; uWS sheds and shuts a socket only past twice the bound.
+    // Hard stop: the bound is enforced by sweep; uWS sheds and shuts a socket only past twice the bound.
     maxBackpressure: boundBytes * 2,
     closeOnBackpressureLimit: 1,
     upgrade(res, req, context) {
