@@ -16,6 +16,7 @@
  * (autocannon's hrtime-based `responseTime`, ms with sub-us precision) is kept from its `response` event instead.
  */
 "use strict";
+const { performance } = require("node:perf_hooks");
 const autocannon = require("autocannon");
 
 let config;
