@@ -2,7 +2,7 @@
 #   docker build -t platform-gateway:latest .
 #   docker run --rm -p 5000:5000 -p 8080:8080 -e GATEWAY_API_KEYS=... -e APP_API_TOKEN=... platform-gateway:latest
 # Two stages: the first compiles TypeScript with the dev dependencies, the second holds only the compiled dist/,
-# the protos and the production dependencies (npm ci --omit=dev).
+# the protos, the web console's static files and the production dependencies (npm ci --omit=dev).
 
 FROM node:20-slim AS build
 WORKDIR /app
@@ -20,6 +20,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 # proto/ is read at runtime (src/shared/paths.ts finds it above dist/).
 COPY proto ./proto
+# The console's browser files are read at startup from src/main/console/static (src/main/console/index.ts); without
+# them the gateway exits at startup (ENOENT).
+COPY src/main/console/static ./src/main/console/static
 COPY --from=build /app/dist ./dist
 USER node
 EXPOSE 5000 8080

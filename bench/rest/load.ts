@@ -1,4 +1,7 @@
-import { Agent, request } from "node:http";
+import { fork, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+import { cpuUs } from "../lib/proc.js";
 
 /** One load run's settings. */
 export interface LoadOptions {
@@ -7,70 +10,147 @@ export interface LoadOptions {
   path: string;
   headers: Record<string, string>;
   body?: Buffer;
-  /** Requests in flight at once (one keep-alive connection each). */
+  /** Requests in flight at once (one keep-alive connection each), split over the load processes. */
   concurrency: number;
   /** Stop after this many ms... */
   durationMs: number;
   /** ...or this many requests, whichever comes first. */
   maxRequests: number;
+  /** Warm-up (JIT, connections) before the measured run, not measured: this many ms or requests. */
+  warmupMs: number;
+  warmupMax: number;
   /** Status every response must have. */
   expectStatus: number;
+  /** Load-generator processes (default 1; at most `concurrency`). */
+  procs?: number;
 }
 
 /** What one load run observed. */
 export interface LoadResult {
   requests: number;
   errors: number;
+  firstError?: string;
   elapsedMs: number;
-  /** Per-request latency, microseconds, in completion order. */
+  /** Per-request latency, microseconds (load processes one after the other, each in completion order). */
+  latenciesUs: Float64Array;
+  /** CPU (user + system) the load processes used during the measured run, us, summed; NaN without /proc. */
+  clientCpuUs: number;
+  procs: number;
+}
+
+interface ChildResult {
+  requests: number;
+  errors: number;
+  firstError?: string;
+  elapsedMs: number;
   latenciesUs: Float64Array;
 }
 
+type ChildMessage = { type: "ready" } | ({ type: "result" } & ChildResult) | { type: "failed"; message: string };
+
+const CHILD = fileURLToPath(new URL("./autocannon-load.cjs", import.meta.url));
+
+/** The next message of `child` of type `type`; rejects on a "failed" message, an early exit or after `ms`. */
+function next<T extends ChildMessage["type"]>(child: ChildProcess, type: T, ms: number, what: string): Promise<Extract<ChildMessage, { type: T }>> {
+  return new Promise((resolve, reject) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      child.off("message", onMessage);
+      child.off("exit", onExit);
+    };
+    const onMessage = (m: ChildMessage): void => {
+      if (m.type === type) {
+        done();
+        resolve(m as Extract<ChildMessage, { type: T }>);
+      } else if (m.type === "failed") {
+        done();
+        reject(new Error(`REST load generator: ${what} failed: ${m.message}`));
+      }
+    };
+    const onExit = (code: number | null): void => {
+      done();
+      reject(new Error(`REST load generator exited with code ${code} during ${what}`));
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`REST load generator: ${what} did not finish within ${ms} ms`));
+    }, ms);
+    child.on("message", onMessage);
+    child.on("exit", onExit);
+  });
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, "exit");
+  if (child.connected) child.disconnect();
+  const t = setTimeout(() => child.kill("SIGKILL"), 5000);
+  await exited;
+  clearTimeout(t);
+}
+
 /**
- * A small closed-loop load generator in plain Node (autocannon-style: `concurrency` keep-alive connections, each
- * sending its next request when the previous one completed), bounded by time and request count. Any transport error
- * or unexpected status counts as an error; the first one is kept for the message.
+ * A closed-loop load run with autocannon (`concurrency` keep-alive connections, each sending its next request when
+ * the previous one completed), bounded by time and request count, in `procs` child processes
+ * (bench/rest/autocannon-load.cjs) beside the server, so the generator is not the bottleneck it measures and its CPU
+ * per request can be reported. `onReady` runs after every process finished its warm-up and before the measured run
+ * starts (the caller reads the server's CPU there). Any transport error, timeout or unexpected status counts as an
+ * error; the first one is kept for the message.
  */
-export async function runLoad(o: LoadOptions): Promise<LoadResult & { firstError?: string }> {
-  const agent = new Agent({ keepAlive: true, maxSockets: o.concurrency });
-  const lat = new Float64Array(o.maxRequests);
-  let issued = 0;
-  let done = 0;
-  let errors = 0;
-  let firstError: string | undefined;
-  const t0 = performance.now();
-  const deadline = t0 + o.durationMs;
-  const headers = { ...o.headers, ...(o.body ? { "content-length": String(o.body.length) } : {}) };
-  const one = (): Promise<void> =>
-    new Promise((resolve) => {
-      const start = performance.now();
-      const req = request({ host: "127.0.0.1", port: o.port, method: o.method, path: o.path, headers, agent }, (res) => {
-        res.on("data", () => undefined);
-        res.on("end", () => {
-          if (res.statusCode !== o.expectStatus) {
-            errors++;
-            firstError ??= `status ${res.statusCode} (expected ${o.expectStatus})`;
-          }
-          lat[done++] = (performance.now() - start) * 1000;
-          resolve();
-        });
-      });
-      req.on("error", (e) => {
-        errors++;
-        firstError ??= e.message;
-        lat[done++] = (performance.now() - start) * 1000;
-        resolve();
-      });
-      req.end(o.body);
-    });
-  const worker = async (): Promise<void> => {
-    while (issued < o.maxRequests && performance.now() < deadline) {
-      issued++;
-      await one();
+export async function runLoad(o: LoadOptions, onReady?: () => Promise<void>): Promise<LoadResult> {
+  const procs = Math.max(1, Math.min(o.procs ?? 1, o.concurrency));
+  const children: ChildProcess[] = [];
+  try {
+    for (let i = 0; i < procs; i++) {
+      children.push(fork(CHILD, [], { stdio: ["ignore", "inherit", "inherit", "ipc"], serialization: "advanced", execArgv: [] }));
     }
-  };
-  await Promise.all(Array.from({ length: o.concurrency }, worker));
-  const elapsedMs = performance.now() - t0;
-  agent.destroy();
-  return { requests: done, errors, elapsedMs, latenciesUs: lat.subarray(0, done), ...(firstError ? { firstError } : {}) };
+    const share = (total: number, i: number): number => Math.floor(total / procs) + (i < total % procs ? 1 : 0);
+    const ready = children.map((c) => next(c, "ready", 60_000, "start and warm-up"));
+    children.forEach((c, i) =>
+      c.send({
+        type: "config",
+        url: `http://127.0.0.1:${o.port}${o.path}`,
+        method: o.method,
+        headers: o.headers,
+        body: o.body,
+        connections: share(o.concurrency, i),
+        durationMs: o.durationMs,
+        maxRequests: Math.max(1, share(o.maxRequests, i)),
+        warmupMs: o.warmupMs,
+        warmupMax: Math.max(1, share(o.warmupMax, i)),
+        expectStatus: o.expectStatus,
+      }),
+    );
+    await Promise.all(ready);
+    await onReady?.();
+    const cpu0 = children.map((c) => cpuUs(c.pid));
+    const cpu1: number[] = new Array(procs).fill(NaN);
+    const results = children.map((c, i) =>
+      next(c, "result", o.durationMs + 60_000, "the measured run").then((r) => {
+        cpu1[i] = cpuUs(c.pid); // read at once: the child idles from here on
+        return r;
+      }),
+    );
+    for (const c of children) c.send({ type: "go" });
+    const rs = await Promise.all(results);
+    const total = rs.reduce((a, r) => a + r.latenciesUs.length, 0);
+    const latenciesUs = new Float64Array(total);
+    let at = 0;
+    for (const r of rs) {
+      latenciesUs.set(r.latenciesUs, at);
+      at += r.latenciesUs.length;
+    }
+    const firstError = rs.find((r) => r.firstError)?.firstError;
+    return {
+      requests: rs.reduce((a, r) => a + r.requests, 0),
+      errors: rs.reduce((a, r) => a + r.errors, 0),
+      ...(firstError ? { firstError } : {}),
+      elapsedMs: Math.max(...rs.map((r) => r.elapsedMs)),
+      latenciesUs,
+      clientCpuUs: cpu1.reduce((a, v, i) => a + (v - cpu0[i]!), 0),
+      procs,
+    };
+  } finally {
+    await Promise.all(children.map(stopChild));
+  }
 }

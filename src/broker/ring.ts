@@ -21,7 +21,7 @@ export class Ring<T> {
   private head = 0;
   private count = 0;
 
-  /** @param capacity maximum entries, a power of two (default 1024, the spec's subscriber buffer). */
+  /** @param capacity maximum entries, a power of two (default 1024, the subscriber buffer of docs/contract.md "Limits"). */
   constructor(capacity = 1024) {
     if (!Number.isInteger(capacity) || capacity < 1 || (capacity & (capacity - 1)) !== 0) {
       throw new RangeError(`ring capacity must be a power of two >= 1 (got ${capacity})`);

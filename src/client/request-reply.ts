@@ -21,7 +21,7 @@ export const CORRELATION_ID_ATTRIBUTE = "correlationid";
 /** The extension attribute that names the topic the responder replies to. */
 export const REPLY_TOPIC_ATTRIBUTE = "replytopic";
 
-/** Default request-reply timeout (spec: 30 s). */
+/** Default request-reply timeout (docs/contract.md "Limits": 30 s). */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 interface Pending {

@@ -26,7 +26,7 @@ export function topicProblem(topic: string): string | undefined {
 }
 
 /**
- * Check a publish request (spec "Rules for pub/sub operations" 1 and 2): the topic is non-empty, the cloudevent is
+ * Check a publish request (docs/pubsub.md "Publish"): the topic is non-empty, the cloudevent is
  * present, its source is non-empty and an absolute URI, its spec version is empty or "1.0". Throws INVALID_ARGUMENT naming the field; nothing else about
  * the topic or the event is checked.
  */

@@ -10,7 +10,7 @@ export interface CronJobConfig {
   targetTopic: string;
 }
 
-/** One registered service (spec "Service configuration"). JSON/YAML field names are these, camelCase. */
+/** One registered service (README "Services configuration file"). JSON/YAML field names are these, camelCase. */
 export interface ServiceConfig {
   name: string;
   /** Backend gRPC address; absent for non-dialable entries. `channels` overrides the pool size. */

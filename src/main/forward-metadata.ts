@@ -4,7 +4,7 @@ import { GatewayError } from "../shared/gateway-error.js";
 import { echo } from "../shared/echo.js";
 
 /**
- * The forwarding allow-list (spec Authentication 2-5): only headers named in `forwardHeaders` reach a backend.
+ * The forwarding allow-list (docs/dispatch.md "Metadata forwarding"; docs/contract.md "Authentication"): only headers named in `forwardHeaders` reach a backend.
  * `x-api-key` never does, whatever the list says; binary (`-bin`) entries are skipped silently.
  */
 export interface MetadataFilter {

@@ -1,6 +1,6 @@
 import type { HealthEntry } from "./context.js";
 
-/** The `/health` body (spec "Health report"). */
+/** The `/health` body (docs/operations.md "Health"). */
 export interface HealthReport {
   status: HealthEntry["status"];
   /** Time the checks took, as a .NET-style time span `hh:mm:ss.fffffff`. */

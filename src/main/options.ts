@@ -4,7 +4,7 @@ import { Code } from "../shared/code.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 import type { ServiceConfig } from "./config.js";
 
-/** Everything the gateway process can be told. Every field is documented in README "Configuration". */
+/** Everything the gateway process can be told. Every flag is documented in README "Command-line flags and environment". */
 export interface GatewayOptions {
   /** Path of the services configuration file (YAML or JSON). Default: none (use `services`). */
   configPath?: string;

@@ -9,7 +9,7 @@ import { declarativeSubscriptionsRoute, pubsubRoutes } from "./rest/pubsub.js";
 import { createAuthenticator } from "./auth.js";
 import { createWebPubsub } from "./web/index.js";
 
-/** Capacity of each subscriber's ring (spec "Limits": subscriber buffer). */
+/** Capacity of each subscriber's ring (docs/contract.md "Limits": subscriber buffer). */
 export const SUBSCRIBER_BUFFER = 1024;
 
 /**

@@ -7,7 +7,7 @@ import { decodeUtf8 } from "./utf8.js";
 
 
 /**
- * CloudEvents JSON event format (spec `formats/json-format.md`) and HTTP binary mode (`bindings/http-protocol-binding.md`)
+ * CloudEvents JSON event format (CloudEvents spec `formats/json-format.md`) and HTTP binary mode (`bindings/http-protocol-binding.md`)
  * to and from the protobuf shape (`src/shared/cloudevent.ts`). Shared by the REST publish route and usable by clients.
  *
  * Choices where the specs leave room, stated once:

@@ -1,6 +1,6 @@
 /**
  * gRPC status codes, their canonical names, and the HTTP status each maps to on REST
- * (grpc-gateway's mapping, see README "Errors").
+ * (grpc-gateway's mapping, see docs/operations.md "Errors").
  */
 export enum Code {
   OK = 0,

@@ -1,5 +1,5 @@
 /**
- * The REST / client form of a method's message schema (spec "Method schema"): what `GetMethodSchema` and
+ * The REST / client form of a method's message schema (docs/contract.md "Method schema"): what `GetMethodSchema` and
  * `GET /v1/grpc/{service}/schema/{method}` answer. Shared by the server (src/backends, src/main) and the client.
  */
 

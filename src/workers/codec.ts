@@ -113,7 +113,7 @@ function reachesAny(desc: DescMessage): boolean {
 }
 
 /**
- * The library writes an Any's "@type" after its fields; every other implementation (and the spec's examples) puts
+ * The library writes an Any's "@type" after its fields; every other implementation (and the proto3 JSON mapping's examples) puts
  * it first, which is also where a reader looks for it. Rebuild objects holding "@type" with it first.
  */
 function typeFirst(v: JsonValue): JsonValue {

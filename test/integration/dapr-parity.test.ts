@@ -67,7 +67,7 @@ for (const fixture of runtimeFixtures) {
       }
     });
 
-    it("the Tier 0 state change payload keeps the spec's members and their order (service, key, action, value)", async () => {
+    it("the Tier 0 state change payload keeps its documented members and their order (service, key, action, value)", async () => {
       const ps = gw().client("io.cloudevents.v1.Pubsub");
       const sub = subscribe(ps, ["state.change"], withKey(KEY));
       try {

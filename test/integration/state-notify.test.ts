@@ -50,7 +50,7 @@ function assertTier0(e: CloudEvent, type: "saved" | "deleted", payload: object, 
   assert.equal(e.attributes["datacontenttype"]?.ce_string, "application/json");
   if (fixture.name === "embedded") assert.deepEqual(Object.keys(e.attributes), ["datacontenttype"]);
   assert.deepEqual(payloadOf(e), payload);
-  // Members in the spec's order, nothing else.
+  // Members in the order docs/state.md "Change notifications" gives, nothing else.
   assert.equal(e.text_data, JSON.stringify(payload));
 }
 

@@ -93,7 +93,7 @@ for (const fixture of runtimeFixtures) {
       const got: any[] = [];
       stream.on("data", (r) => void got.push(r));
       stream.on("error", () => undefined);
-      // the spec sends response headers once the subscription is live
+      // response headers come once the subscription is live (docs/pubsub.md "Subscribe")
       await new Promise((resolve, reject) => {
         stream.once("metadata", resolve);
         stream.once("error", reject);

@@ -117,7 +117,7 @@ describe("trigger operations (fake clock)", () => {
   });
 });
 
-describe("records from a runtime that reports only the spec (Dapr)", () => {
+describe("records from a runtime that reports only the job spec (Dapr)", () => {
   const now = Date.parse("2030-01-01T00:00:10.500Z");
   it("fills times fired and last firing from what this process saw, and estimates next firing and expiry", () => {
     const stats = createTriggerStats();

@@ -10,7 +10,7 @@ import { rawResponses, toStatusObject, type ServiceImpl, type UnaryContext } fro
 import { echo } from "../../shared/echo.js";
 import { topicProblem } from "../cloudevent-validate.js";
 
-/** The topic an empty `topics` list means (spec rule 4). */
+/** The topic an empty `topics` list means (docs/pubsub.md "Subscribe"). */
 export const DEFAULT_TOPIC = "state.change";
 /** Response header carrying the id Unsubscribe takes. */
 export const SUBSCRIPTION_ID_HEADER = "x-subscription-id";

@@ -4,7 +4,7 @@ import type { Logger } from "../logger.js";
 import type { TriggerInput, TriggerOps, TriggerRecord } from "../ops/trigger.js";
 import type { ServiceImpl, UnaryContext } from "./server.js";
 
-/** The in-band Status (spec "Status object"). */
+/** The in-band Status (docs/contract.md "Status object"). */
 interface Status {
   success: boolean;
   status: string;
@@ -14,7 +14,7 @@ interface Status {
 const OK: Status = { success: true, status: "OK", message: "" };
 
 /**
- * Run `op` and report its outcome in-band, as the spec requires for ScheduleTrigger (and the other trigger calls
+ * Run `op` and report its outcome in-band, as docs/contract.md "In-band or error status" requires for ScheduleTrigger (and the other trigger calls
  * follow): the gRPC status is OK and `status.success` is false with the code name and message on failure.
  */
 async function inBand<T extends object>(logger: Logger, method: string, op: () => Promise<T>, empty: T): Promise<T & { status: Status }> {

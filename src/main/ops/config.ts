@@ -3,7 +3,7 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import type { ServiceConfig, ServiceRegistry } from "../config.js";
 import { echo } from "../../shared/echo.js";
 
-/** Config listing operations (spec "Config"). Entries are returned in the config's own (camelCase) shape. */
+/** Config listing operations (README "REST API" and "gRPC API"). Entries are returned in the config's own (camelCase) shape. */
 export interface ConfigOps {
   /** Every registered entry, non-dialable ones included. */
   list(): readonly ServiceConfig[];

@@ -26,7 +26,7 @@ export interface InvokeInput {
   signal?: AbortSignal | undefined;
 }
 
-/** The in-band outcome (spec InvokeResponse). */
+/** The in-band outcome (docs/dispatch.md "Outcomes and errors"). */
 export interface InvokeResult {
   success: boolean;
   /** gRPC status code name, "OK" on success. */

@@ -8,7 +8,7 @@ import type { Converter, SchemaSet } from "../../workers/converter-types.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { kindOf, requireString, type MethodKind } from "./dispatch.js";
 
-/** The final in-band status of a streamed invocation (spec InvokeResponse without the data). */
+/** The final in-band status of a streamed invocation (docs/dispatch.md "Streaming invoke": the Status object of docs/contract.md). */
 export interface StreamStatus {
   success: boolean;
   /** gRPC status code name, "OK" on success. */

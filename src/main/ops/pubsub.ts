@@ -6,7 +6,7 @@ import { validatePublish, withPublishDefaults } from "../cloudevent-validate.js"
 import type { GatewayContext } from "../context.js";
 import { echo } from "../../shared/echo.js";
 
-/** The in-band Status (spec "Status object"). */
+/** The in-band Status (docs/contract.md "Status object"). */
 export interface PubsubStatus {
   success: boolean;
   status: string;

@@ -10,19 +10,19 @@ export const STATE_CHANGE_TOPIC = "state.change";
 export const STATE_CHANGE_SOURCE = "urn:com.platform.api";
 /** Tier 0 event types by action. */
 export const STATE_CHANGE_TYPES = { save: "com.platform.api.state-saved", delete: "com.platform.api.state-deleted" } as const;
-/** The Error-level log text of a lost notification (spec "Delivery"). */
+/** The Error-level log text of a lost notification (docs/state.md "Delivery and failures"). */
 export const PUBLISH_FAILED_MESSAGE = "State change publish failed after a successful write";
 
 /** Which notification a write publishes. */
 export type ChangeTier = "tier0" | "tier1";
 export type ChangeAction = "save" | "delete";
 
-/** Tier 1 when `change` carries both a topic and a cloudevent; Tier 0 otherwise (spec "State change notifications"). */
+/** Tier 1 when `change` carries both a topic and a cloudevent; Tier 0 otherwise (docs/state.md "Change notifications"). */
 export function tierOf(change: ChangeInput | null | undefined): ChangeTier {
   return change && change.topic && change.cloudevent ? "tier1" : "tier0";
 }
 
-/** The Tier 0 payload (spec "State change event payload"), members in the spec's order. */
+/** The Tier 0 payload (docs/state.md "Change notifications"), members in the documented order. */
 export interface Tier0Payload {
   service: string;
   key?: string;
@@ -55,7 +55,7 @@ export interface ChangeNotice {
   subject: { key: string } | { keys: string[] };
 }
 
-/** Publishes state change notifications with the delivery rules of the spec: at most once, never failing the write. */
+/** Publishes state change notifications with the delivery rules of docs/state.md "Delivery and failures": at most once, never failing the write. */
 export interface ChangeNotifier {
   /** Publish; resolves in every case (a failure is logged and counted). */
   notify(notice: ChangeNotice): Promise<void>;

@@ -1,6 +1,6 @@
 import type { DeleteBulkResult } from "./state-types.js";
 
-/** The in-band Status of a successful state write (spec "Status object"). */
+/** The in-band Status of a successful state write (docs/contract.md "Status object"). */
 export interface StatusObject {
   success: boolean;
   status: string;

@@ -13,7 +13,7 @@ import { createPageTokens } from "./page-token.js";
 export type * from "./state-types.js";
 
 /**
- * The State operations (spec "State"), shared by the gRPC and REST front ends. Each validates its input (an
+ * The State operations (docs/state.md), shared by the gRPC and REST front ends. Each validates its input (an
  * INVALID_ARGUMENT naming the field, before anything is written), maps the service to its state store, calls the
  * runtime's state port and, after a successful write with `publish_change`, publishes the change notification.
  */

@@ -9,7 +9,7 @@ import { jobNameProblem } from "../../runtime/schedule/job-name.js";
 import type { GatewayContext } from "../context.js";
 import { createTriggerStats } from "./trigger-stats.js";
 
-/** Type of the event every firing publishes (spec "Trigger events"). */
+/** Type of the event every firing publishes (docs/triggers.md, first table). */
 export const TRIGGER_EVENT_TYPE = "com.runtime.event.sent";
 /** Source of the event every firing publishes. */
 export const TRIGGER_EVENT_SOURCE = "urn:com.platform:api";
@@ -156,7 +156,7 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
   const maxTriggers = ctx.options.maxTriggers;
   let pending = 0;
 
-  // Completes records from runtimes that report only the spec (Dapr).
+  // Completes records from runtimes that report only the job spec (Dapr).
   const stats = createTriggerStats();
 
   const find = async (name: string, signal?: AbortSignal): Promise<TriggerRecord> => {

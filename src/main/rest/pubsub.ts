@@ -44,7 +44,7 @@ export function pubsubRoutes(ops: PubsubOps): Route[] {
 
 /**
  * `GET /dapr/subscribe`: Dapr's declarative subscription callback (HTTP app channel). Subscriptions are made at runtime
- * through streaming, so it answers an empty list (spec "Subscriptions" rule 5). It carries no x-api-key; with
+ * through streaming, so it answers an empty list (docs/pubsub.md "Subscribe"). It carries no x-api-key; with
  * `appApiToken` set the caller must send that `dapr-api-token`, as daprd does.
  */
 export function declarativeSubscriptionsRoute(appApiToken: string | undefined): Route {

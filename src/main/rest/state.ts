@@ -46,7 +46,7 @@ function deleteBody(req: RestRequest): ReturnType<typeof deleteBodyFromJson> {
   return req.body.length === 0 ? {} : deleteBodyFromJson(req.json());
 }
 
-/** `/v1/state/...` routes (spec "State (REST)"): thin wrappers over the shared State operations. */
+/** `/v1/state/...` routes (docs/state.md "REST"): thin wrappers over the shared State operations. */
 export function stateRoutes(ops: StateOps): Route[] {
   return [
     {

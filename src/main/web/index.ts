@@ -12,7 +12,7 @@ import { mountSse, type SseFront } from "./sse.js";
 import { mountWebSocket, type WsFront } from "./ws.js";
 import type { WebDeps, WebMetrics } from "./web-deps.js";
 
-/** Events per web subscriber before it is closed `slow` (spec "Limits": subscriber buffer, as for Subscribe). */
+/** Events per web subscriber before it is closed `slow` (docs/contract.md "Limits": subscriber buffer, as for Subscribe). */
 export const WEB_SUBSCRIBER_EVENTS = 1024;
 
 /** The web pub/sub side of the pub/sub facility: WebSocket and SSE on the uWS app, browser tokens, history. */

@@ -27,7 +27,7 @@ const ENDING = 1;
 const CLOSED = 2;
 
 /**
- * What the gateway keeps per WebSocket, beyond uWS's own socket (docs/web-pubsub.md, "Memory per subscriber"). It is
+ * What the gateway keeps per WebSocket, beyond uWS's own socket (docs/web-pubsub.md, "Memory per WebSocket subscriber"). It is
  * kept small on purpose: an idle subscriber costs this object, one exact-size topics array and one entry in the `open`
  * set. Topic membership for delivery is uWS's own subscription (no per-topic sets of sockets), token expiry is one
  * shared timer for all sockets (no timer per socket), and no closure is created per socket.

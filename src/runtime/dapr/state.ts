@@ -80,7 +80,7 @@ export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<
     async save(store, key, value, opts = {}) {
       const etag = opts.etag;
       // contrib state/redis creates a missing key whatever etag is given (its setDefaultQuery only compares with an
-      // existing version); the spec says an etag on a key that is not stored is a mismatch, as the embedded store and
+      // existing version); docs/state.md "Etags" says an etag on a key that is not stored is a mismatch, as the embedded store and
       // state.in-memory do. Checked here first; a delete racing between this read and the write is the one case
       // where Redis still creates the key (docs/dapr.md "State").
       if (etag !== undefined && etag !== "" && !(await get(store, key, opts.signal))) {
