@@ -1,6 +1,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { backoffDelay, type BackoffPolicy } from "../../shared/backoff.js";
 import type { UpstreamHandlers } from "../pubsub-port.js";
 import type { RuntimeLogger } from "../runtime.js";
 import { fromTopicEvent, type TopicEventRequest } from "./cloudevent-json.js";
@@ -45,8 +46,7 @@ export class TopicStream {
   private closed = false;
   private attempt = 0;
   private timer: NodeJS.Timeout | undefined;
-  private readonly initialMs: number;
-  private readonly maxMs: number;
+  private readonly backoff: BackoffPolicy;
 
   constructor(
     private readonly conn: DaprConnection,
@@ -57,8 +57,8 @@ export class TopicStream {
     backoff: BackoffOptions = {},
     private readonly onDead: (s: TopicStream) => void = () => undefined,
   ) {
-    this.initialMs = backoff.initialMs ?? 50;
-    this.maxMs = backoff.maxMs ?? 2000;
+    // Doubling with +-50% jitter: resubscribes of many topics after a sidecar restart spread out.
+    this.backoff = { initialDelayMs: backoff.initialMs ?? 50, maxDelayMs: backoff.maxMs ?? 2000, multiplier: 2, jitter: 0.5 };
   }
 
   /** Open the stream; resolves on daprd's initial response, rejects with a GatewayError when it cannot. */
@@ -129,8 +129,7 @@ export class TopicStream {
   }
 
   private schedule(): void {
-    const base = Math.min(this.maxMs, this.initialMs * 2 ** this.attempt++);
-    const delay = base / 2 + Math.random() * (base / 2);
+    const delay = backoffDelay(this.backoff, this.attempt++);
     this.timer = setTimeout(() => {
       this.timer = undefined;
       if (this.closed) return;
