@@ -2,6 +2,7 @@ import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { backoffDelay, type BackoffPolicy } from "../../shared/backoff.js";
+import { deadlineSignal } from "../../shared/signals.js";
 import type { UpstreamHandlers } from "../pubsub-port.js";
 import type { RuntimeLogger } from "../runtime.js";
 import { fromTopicEvent, type TopicEventRequest } from "./cloudevent-json.js";
@@ -72,10 +73,15 @@ export class TopicStream {
     await new Promise<void>((resolve, reject) => {
       let settled = false;
       let live = false;
+      // The caller's signal or the confirmation deadline, whichever ends first.
+      const deadline = deadlineSignal(
+        timeoutMs,
+        () => new GatewayError(Code.UNAVAILABLE, `dapr sidecar at ${this.conn.address} did not confirm the subscription to ${this.topic} within ${timeoutMs} ms`),
+        signal,
+      );
       const settle = (): void => {
         settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
+        deadline.clear();
       };
       const fail = (e: GatewayError): void => {
         if (settled) return;
@@ -84,12 +90,8 @@ export class TopicStream {
         call.cancel();
         reject(e);
       };
-      const onAbort = (): void => fail(GatewayError.from(signal!.reason, Code.CANCELLED));
-      signal?.addEventListener("abort", onAbort, { once: true });
-      const timer = setTimeout(
-        () => fail(new GatewayError(Code.UNAVAILABLE, `dapr sidecar at ${this.conn.address} did not confirm the subscription to ${this.topic} within ${timeoutMs} ms`)),
-        timeoutMs,
-      );
+      if (deadline.signal.aborted) return fail(GatewayError.from(deadline.signal.reason, Code.CANCELLED));
+      deadline.signal.addEventListener("abort", () => fail(GatewayError.from(deadline.signal.reason, Code.CANCELLED)), { once: true });
       call.on("data", (msg: StreamResponse) => {
         if (msg.initial_response && !settled) {
           settle();
