@@ -17,7 +17,7 @@ import { invalidArgument } from "./errors.js";
  * REST publish, so an event the client accepts is one the gateway accepts.
  */
 
-/** A value an attribute or extension may take; proto attribute values (`{ce_string: ...}`) pass through unchanged. */
+// The shared shapes, part of the client's public API (AttributeInput: what an attribute or extension may be given as).
 export type { ProtoCloudEvent, CloudEventAttributeValue, AttributeInput };
 
 /**
@@ -55,7 +55,7 @@ const RESERVED = new Set(["id", "source", "type", "specversion", "spec_version",
  */
 export function toAttributeValue(name: string, v: AttributeInput): CloudEventAttributeValue {
   const r = attributeFromValue(name, v);
-  if ("problem" in r) throw invalidArgument(`cloudevent.${name}`, r.problem as string);
+  if ("problem" in r) throw invalidArgument(`cloudevent.${name}`, r.problem);
   return r;
 }
 
