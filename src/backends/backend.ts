@@ -1,6 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { abortable } from "../shared/signals.js";
 import { createChannelPool, type ChannelPool } from "./channel-pool.js";
 import { createH2UnaryClient, type CallOutcome } from "./h2-unary.js";
 import { fetchReflection, type ReflectionVersion } from "./reflection-client.js";
@@ -57,25 +58,8 @@ export interface Backend {
 
 const asBuffer = (b: Buffer | Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
-/** Race a shared promise against one caller's signal, without cancelling the shared work. */
-export function abortable<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return p;
-  if (signal.aborted) return Promise.reject(GatewayError.from(signal.reason, Code.CANCELLED));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(GatewayError.from(signal.reason, Code.CANCELLED));
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
-}
+/** A caller's abort: the schema fetch it waited on goes on (others may share it); the caller gets CANCELLED. */
+const cancelled = (reason: unknown): GatewayError => GatewayError.from(reason, Code.CANCELLED);
 
 /** Create a backend; nothing is dialled until first use or `pool.connect()`. */
 export function createBackend(opts: BackendOptions): Backend {
@@ -123,14 +107,14 @@ export function createBackend(opts: BackendOptions): Backend {
     name: opts.name,
     address,
     pool,
-    schema: (signal) => (current ? Promise.resolve(current) : abortable(fetch(), signal)),
+    schema: (signal) => (current ? Promise.resolve(current) : abortable(fetch(), signal, cancelled)),
     cachedSchema: () => current,
-    refresh: (signal) => abortable(fetch(), signal),
+    refresh: (signal) => abortable(fetch(), signal, cancelled),
     async resolve(method, signal) {
-      let schema = current ?? (await abortable(fetch(), signal));
+      let schema = current ?? (await abortable(fetch(), signal, cancelled));
       let found = schema.find(method);
       if (!found && Date.now() - fetchedAt >= minRefresh) {
-        schema = await abortable(fetch(), signal);
+        schema = await abortable(fetch(), signal, cancelled);
         found = schema.find(method);
       }
       if (!found) {

@@ -1,12 +1,24 @@
 import { randomUUID } from "node:crypto";
-import { SPEC_VERSION, type CloudEvent as ProtoCloudEvent, type CloudEventAttributeValue } from "../shared/cloudevent.js";
-import { attributeFromJson, attributeMember, isJsonContentType } from "../shared/cloudevent-attributes.js";
+import {
+  attributeFromValue,
+  attributeNameProblem,
+  attributeToValue,
+  isJsonContentType,
+  SPEC_VERSION,
+  type AttributeInput,
+  type CloudEvent as ProtoCloudEvent,
+  type CloudEventAttributeValue,
+} from "../shared/cloudevent.js";
 import { invalidArgument } from "./errors.js";
 
-export type { ProtoCloudEvent, CloudEventAttributeValue };
+/**
+ * The client's two spellings of a CloudEvent over the gateway's one CloudEvents module (`src/shared/cloudevent.ts`):
+ * attribute names, attribute typing and RFC 3339 times (to the nanosecond) follow the same rules as the gateway's
+ * REST publish, so an event the client accepts is one the gateway accepts.
+ */
 
-/** A value an attribute or extension may take; proto attribute values (`{ce_string: ...}`) pass through unchanged. */
-export type AttributeInput = string | number | boolean | Uint8Array | Date | CloudEventAttributeValue;
+// The shared shapes, part of the client's public API (AttributeInput: what an attribute or extension may be given as).
+export type { ProtoCloudEvent, CloudEventAttributeValue, AttributeInput };
 
 /**
  * An event to publish, in either of two spellings (they may be mixed):
@@ -37,56 +49,23 @@ export interface CloudEventInput {
 
 /** Properties that are not attributes (or are mapped to the message's own fields). */
 const RESERVED = new Set(["id", "source", "type", "specversion", "spec_version", "data", "data_base64", "attributes", "text_data", "binary_data", "proto_data", "data_oneof"]);
-/** Extension names must be lower-case alphanumerics (CloudEvents 1.0). */
-const EXTENSION_NAME = /^[a-z0-9]{1,20}$/;
-
-function isAttributeValue(v: unknown): v is CloudEventAttributeValue {
-  if (typeof v !== "object" || v === null || v instanceof Uint8Array || v instanceof Date) return false;
-  return Object.keys(v).some((k) => k.startsWith("ce_"));
-}
-
-/** Encode one attribute value in the wire form; `name` picks URI/timestamp types for the well-known attributes. */
+/**
+ * Encode one attribute value in the wire form; `name` picks URI/timestamp types for the well-known attributes. A
+ * `time` string must be RFC 3339 (as the gateway requires); a Date is taken to the millisecond.
+ */
 export function toAttributeValue(name: string, v: AttributeInput): CloudEventAttributeValue {
-  if (isAttributeValue(v)) return v;
-  if (v instanceof Date) return timestamp(name, v);
-  if (v instanceof Uint8Array) return { ce_bytes: v };
-  const typed = attributeFromJson(name, v);
-  if (typed) return typed;
-  if (typeof v === "number") return { ce_string: String(v) };
-  // A time the gateway's RFC 3339 rule does not take but Date does (e.g. "2024-05-01"); an unparsable one throws.
-  if (typeof v === "string") return timestamp(name, new Date(v));
-  throw invalidArgument(`cloudevent.${name}`, `must be a string, number, boolean, bytes or Date (got ${typeof v})`);
+  const r = attributeFromValue(name, v);
+  if ("problem" in r) throw invalidArgument(`cloudevent.${name}`, r.problem);
+  return r;
 }
 
-function timestamp(name: string, d: Date): CloudEventAttributeValue {
-  const ms = d.getTime();
-  if (Number.isNaN(ms)) throw invalidArgument(`cloudevent.${name}`, "is not a valid time");
-  const seconds = Math.floor(ms / 1000);
-  return { ce_timestamp: { seconds: String(seconds), nanos: (ms - seconds * 1000) * 1_000_000 } };
-}
-
-/** Decode one wire attribute value to a plain JS value (timestamps become ISO strings, bytes Uint8Array). */
+/**
+ * Decode one wire attribute value to a plain JS value: bytes as Uint8Array, timestamps as RFC 3339 UTC text in the
+ * `toISOString` style (three fraction digits) extended to six or nine digits when the time has them, so nanoseconds
+ * survive.
+ */
 export function fromAttributeValue(v: CloudEventAttributeValue): string | number | boolean | Uint8Array | undefined {
-  switch (attributeMember(v)) {
-    case "ce_boolean":
-      return v.ce_boolean;
-    case "ce_integer":
-      return v.ce_integer;
-    case "ce_string":
-      return v.ce_string;
-    case "ce_bytes":
-      return v.ce_bytes;
-    case "ce_uri":
-      return v.ce_uri;
-    case "ce_uri_ref":
-      return v.ce_uri_ref;
-    case "ce_timestamp": {
-      const t = v.ce_timestamp!;
-      return new Date(Number(t.seconds) * 1000 + Math.floor(t.nanos / 1_000_000)).toISOString();
-    }
-    default:
-      return undefined;
-  }
+  return attributeToValue(v, "millis");
 }
 
 /** The string value of an attribute of a wire event (any member stringified), or undefined when absent. */
@@ -110,7 +89,8 @@ export function toProtoCloudEvent(input: CloudEventInput): ProtoCloudEvent {
   }
   for (const [k, v] of Object.entries(e)) {
     if (RESERVED.has(k) || v === undefined || v === null || typeof v === "function") continue;
-    if (!EXTENSION_NAME.test(k)) throw invalidArgument(`cloudevent.${k}`, "is not a valid attribute name (lower-case letters and digits, at most 20)");
+    const nameProblem = attributeNameProblem(k);
+    if (nameProblem) throw invalidArgument(`cloudevent.${k}`, nameProblem);
     attributes[k] = toAttributeValue(k, v as AttributeInput);
   }
   const str = (field: string, dflt: string): string => {

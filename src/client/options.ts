@@ -83,9 +83,5 @@ export function resolveClientOptions(o: GatewayClientOptions): ResolvedClientOpt
   });
 }
 
-/** The delay before reconnect attempt `attempt` (0-based): exponential, bounded by maxDelayMs, jittered. */
-export function backoffDelay(r: ResolvedReconnectOptions, attempt: number, random: () => number = Math.random): number {
-  const base = Math.min(r.maxDelayMs, r.initialDelayMs * Math.pow(r.multiplier, attempt));
-  const spread = base * r.jitter * (2 * random() - 1);
-  return Math.max(0, Math.min(r.maxDelayMs, Math.round(base + spread)));
-}
+/** The delay before reconnect attempt `attempt` (0-based): exponential, bounded by maxDelayMs, jittered (the gateway's one backoff). */
+export { backoffDelay } from "../shared/backoff.js";

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "../shared/code.js";
+import { deadlineSignal } from "../shared/signals.js";
 import { attributeString, toProtoCloudEvent, type CloudEventInput } from "./cloudevent.js";
 import { GatewayClientError, RequestTimeoutError, invalidArgument } from "./errors.js";
 import type { Subscription } from "./subscription.js";
@@ -75,13 +76,18 @@ export class ReplyRouter {
 
     const signal = options.signal;
     if (signal?.aborted) throw new GatewayClientError(Code.CANCELLED, `request ${correlationId} was cancelled`);
-    let timer: NodeJS.Timeout | undefined;
-    let onAbort: (() => void) | undefined;
+    // The caller's signal or the timeout, whichever ends first; cleared (timer and listener) once the request settles.
+    const deadline = deadlineSignal(timeoutMs, () => new RequestTimeoutError(correlationId, replyTopic, timeoutMs), signal);
     const reply = new Promise<SubscriptionMessage>((resolve, reject) => {
       entry.pending.set(correlationId, { resolve, reject });
-      timer = setTimeout(() => reject(new RequestTimeoutError(correlationId, replyTopic, timeoutMs)), timeoutMs);
-      onAbort = () => reject(new GatewayClientError(Code.CANCELLED, `request ${correlationId} was cancelled`));
-      signal?.addEventListener("abort", onAbort, { once: true });
+      deadline.signal.addEventListener(
+        "abort",
+        () => {
+          const reason: unknown = deadline.signal.reason;
+          reject(reason instanceof RequestTimeoutError ? reason : new GatewayClientError(Code.CANCELLED, `request ${correlationId} was cancelled`));
+        },
+        { once: true },
+      );
     });
     try {
       // The reply subscription must be live before the request goes out, or a fast reply would be missed.
@@ -89,8 +95,7 @@ export class ReplyRouter {
       await Promise.race([this.#deps.publish(topic, wire, signal), reply]);
       return await reply;
     } finally {
-      clearTimeout(timer);
-      if (onAbort) signal?.removeEventListener("abort", onAbort);
+      deadline.clear();
       // Whatever happened, this id no longer waits: a reply arriving from now on is dropped.
       if (this.#topics.get(replyTopic) === entry) entry.pending.delete(correlationId);
     }

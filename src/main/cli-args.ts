@@ -37,6 +37,8 @@ Options (each has an environment variable; the flag wins):
   -h, --help              print this help
 
 Dapr tokens come from DAPR_API_TOKEN (sent to the sidecar) and APP_API_TOKEN (required on sidecar job callbacks).
+Metrics are also exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set (every OTEL_METRIC_EXPORT_INTERVAL
+ms, default 60000; service.name OTEL_SERVICE_NAME, default platform-gateway).
 With no API key the gateway accepts every caller and refuses to bind a non-loopback host; the same holds for
 --sidecar dapr without APP_API_TOKEN (its job callbacks would accept anyone).
 `;
@@ -49,6 +51,15 @@ function int(given: Sourced): number | undefined {
   const n = /^\s*-?\d+\s*$/.test(given.value) ? Number(given.value) : NaN;
   if (!Number.isSafeInteger(n)) throw new GatewayError(3, `${given.source} must be an integer (got ${JSON.stringify(given.value)})`);
   return n;
+}
+
+/**
+ * OTEL_METRIC_EXPORT_INTERVAL as OpenTelemetry SDKs read it: a positive number of ms, anything else ignored (the
+ * default applies), so a variable meant for another process never stops the gateway.
+ */
+function otelInterval(v: string | undefined): number | undefined {
+  const n = v === undefined || v.trim() === "" ? NaN : Number(v);
+  return Number.isFinite(n) && n > 0 ? n : undefined;
 }
 
 function list(given: Sourced): string[] | undefined {
@@ -128,6 +139,12 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("pubsubEventBytes", int(from("pubsub-event-bytes", "GATEWAY_PUBSUB_EVENT_BYTES")));
   set("daprHost", str("dapr-host", "DAPR_HOST"));
   set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
+  // Variables without a flag. This function is the only place the gateway reads the environment.
+  set("daprApiToken", str("", "DAPR_API_TOKEN"));
+  set("appApiToken", str("", "APP_API_TOKEN"));
+  set("otlpEndpoint", str("", "OTEL_EXPORTER_OTLP_ENDPOINT"));
+  set("otlpIntervalMs", otelInterval(env["OTEL_METRIC_EXPORT_INTERVAL"]));
+  set("otlpServiceName", str("", "OTEL_SERVICE_NAME"));
   return opts;
 }
 

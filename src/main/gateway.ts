@@ -90,7 +90,11 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     logger.error({}, "uWebSockets.js native binary did not load: REST runs on the slow JS fallback; do not benchmark this process");
   }
   const services = await loadRegistry(opts);
-  const metrics: Metrics = createMetrics();
+  const metrics: Metrics = createMetrics({
+    ...(opts.otlpEndpoint ? { otlpEndpoint: opts.otlpEndpoint } : {}),
+    otlpIntervalMs: opts.otlpIntervalMs,
+    serviceName: opts.otlpServiceName,
+  });
   const runtime =
     overrides.runtime ??
     (await createRuntime(opts.sidecar, {

@@ -40,10 +40,12 @@ export interface Metrics {
 export interface MetricsOptions {
   /** Collect Node process metrics (CPU, memory, event loop). Default true. */
   processMetrics?: boolean;
-  /** OTLP endpoint; default $OTEL_EXPORTER_OTLP_ENDPOINT. No endpoint: nothing is sent anywhere. */
+  /** OTLP endpoint. Default none: nothing is sent anywhere. (The CLI fills it from $OTEL_EXPORTER_OTLP_ENDPOINT.) */
   otlpEndpoint?: string;
-  /** OTLP export period in ms. Default $OTEL_METRIC_EXPORT_INTERVAL or 60000. */
+  /** OTLP export period in ms. Default 60000. */
   otlpIntervalMs?: number;
+  /** `service.name` resource attribute of exported metrics. Default "platform-gateway". */
+  serviceName?: string;
 }
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -58,15 +60,15 @@ function clean<L extends string>(labels: Labels<L> | undefined): Record<string, 
 export function createMetrics(opts: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   if (opts.processMetrics ?? true) collectDefaultMetrics({ register: registry });
-  const endpoint = opts.otlpEndpoint ?? process.env["OTEL_EXPORTER_OTLP_ENDPOINT"];
+  const endpoint = opts.otlpEndpoint;
   let provider: MeterProvider | undefined;
   let meter: Meter | undefined;
   if (endpoint) {
     const base = endpoint.replace(/\/+$/, "");
     const exporter = new OTLPMetricExporter({ url: base.endsWith("/v1/metrics") ? base : `${base}/v1/metrics` });
-    const interval = opts.otlpIntervalMs ?? (Number(process.env["OTEL_METRIC_EXPORT_INTERVAL"]) || 60_000);
+    const interval = opts.otlpIntervalMs ?? 60_000;
     provider = new MeterProvider({
-      resource: resourceFromAttributes({ "service.name": process.env["OTEL_SERVICE_NAME"] ?? "platform-gateway" }),
+      resource: resourceFromAttributes({ "service.name": opts.serviceName ?? "platform-gateway" }),
       readers: [new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: interval, exportTimeoutMillis: Math.min(interval, 30_000) })],
     });
     meter = (provider as unknown as ApiMeterProvider).getMeter("platform-gateway");

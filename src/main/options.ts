@@ -72,21 +72,30 @@ export interface GatewayOptions {
   pubsubEventBytes?: number;
   /** Dapr sidecar gRPC host. Default "127.0.0.1". */
   daprHost?: string;
-  /** Dapr sidecar gRPC port. Default $DAPR_GRPC_PORT or 50001. */
+  /** Dapr sidecar gRPC port. Default 50001 (the CLI: $DAPR_GRPC_PORT). */
   daprGrpcPort?: number;
-  /** Sent as `dapr-api-token` to the sidecar. Default $DAPR_API_TOKEN. */
+  /** Sent as `dapr-api-token` to the sidecar. Default none (the CLI: $DAPR_API_TOKEN). */
   daprApiToken?: string;
-  /** Required as `dapr-api-token` on sidecar callbacks. Default $APP_API_TOKEN. */
+  /** Required as `dapr-api-token` on sidecar callbacks. Default none (the CLI: $APP_API_TOKEN). */
   appApiToken?: string;
+  /** OTLP/HTTP endpoint metrics are also exported to. Default none: nothing is sent (the CLI: $OTEL_EXPORTER_OTLP_ENDPOINT). */
+  otlpEndpoint?: string;
+  /** OTLP export period, ms. Default 60000 (the CLI: $OTEL_METRIC_EXPORT_INTERVAL). */
+  otlpIntervalMs?: number;
+  /** `service.name` of exported metrics. Default "platform-gateway" (the CLI: $OTEL_SERVICE_NAME). */
+  otlpServiceName?: string;
   /** Where logs go. Default stdout. */
   logDestination?: NodeJS.WritableStream;
 }
 
-/** The validated, complete, frozen options. */
-export type ValidatedOptions = Readonly<
-  Required<Omit<GatewayOptions, "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination" | "tokenSecret">> &
-    Pick<GatewayOptions, "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination" | "tokenSecret">
->;
+/** Options without a default: absent stays absent. */
+type Unset = "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination" | "tokenSecret" | "otlpEndpoint";
+
+/**
+ * The validated, complete, frozen options. Nothing here reads the environment: the CLI (`cli-args.ts`) turns
+ * variables into options, and a program embedding the gateway passes what it wants.
+ */
+export type ValidatedOptions = Readonly<Required<Omit<GatewayOptions, Unset>> & Pick<GatewayOptions, Unset>>;
 
 /** Tracing and correlation identifiers: they carry no authority. */
 export const DEFAULT_FORWARD_HEADERS: readonly string[] = Object.freeze([
@@ -132,6 +141,10 @@ function port(field: string, v: unknown, dflt: number): number {
   return v;
 }
 
+/**
+ * Durations in ms: any positive number (timers take fractions). Counts and sizes use positiveInt / nonNegativeInt:
+ * `workerThreads: 2.5` or `channelsPerBackend: 1.5` is refused naming the option, never rounded somewhere later.
+ */
 function positive(field: string, v: unknown, dflt: number): number {
   if (v === undefined) return dflt;
   if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) bad(field, v, "must be a positive number");
@@ -147,6 +160,13 @@ function positiveInt(field: string, v: unknown, dflt: number): number {
 function nonNegativeInt(field: string, v: unknown, dflt: number): number {
   if (v === undefined) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) bad(field, v, "must be a non-negative integer");
+  return v;
+}
+
+/** A string option that may be absent; an empty string counts as absent, as an empty variable does in the CLI. */
+function optionalString(field: string, v: unknown): string | undefined {
+  if (v === undefined || v === "") return undefined;
+  if (typeof v !== "string") bad(field, v, "must be a string");
   return v;
 }
 
@@ -174,7 +194,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
   }
   const sidecar = o.sidecar ?? "embedded";
   if (sidecar !== "embedded" && sidecar !== "dapr") bad("sidecar", sidecar, "must be embedded or dapr");
-  const appApiToken = o.appApiToken ?? process.env["APP_API_TOKEN"] ?? undefined;
+  const appApiToken = optionalString("appApiToken", o.appApiToken);
   // Same rule as the API keys: with Dapr the gRPC port hosts the job callbacks (sidecar-callback-facility.ts), which
   // take no x-api-key; without APP_API_TOKEN anyone who reaches the port could fire any trigger.
   if (sidecar === "dapr" && !appApiToken && !isLoopbackHost(host)) {
@@ -220,11 +240,10 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
   if (!Array.isArray(corsOrigins) || corsOrigins.some((c) => typeof c !== "string" || !(c === "*" || /^https?:\/\/[^\s/]+$/.test(c)))) {
     bad("corsOrigins", corsOrigins, "must be a list of origins like https://app.example.com (scheme, host, optional port) or *");
   }
-  const tokenSecret = o.tokenSecret ?? (process.env["GATEWAY_TOKEN_SECRET"] || undefined);
+  const tokenSecret = o.tokenSecret;
   if (tokenSecret !== undefined && (typeof tokenSecret !== "string" || tokenSecret.length < 16)) {
     throw new GatewayError(Code.INVALID_ARGUMENT, "option tokenSecret must be a string of at least 16 characters");
   }
-  const envDaprPort = process.env["DAPR_GRPC_PORT"] ? Number(process.env["DAPR_GRPC_PORT"]) : undefined;
   return Object.freeze({
     configPath: o.configPath,
     services: o.services ?? [],
@@ -235,7 +254,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     pubsubName: o.pubsubName,
     apiKeys: Object.freeze([...apiKeys]) as string[],
     logLevel,
-    maxBodyBytes: positive("maxBodyBytes", o.maxBodyBytes, 4 * 1024 * 1024),
+    maxBodyBytes: positiveInt("maxBodyBytes", o.maxBodyBytes, 4 * 1024 * 1024),
     maxReplyBytes: positiveInt("maxReplyBytes", o.maxReplyBytes, 8 * 1024 * 1024),
     writeStallTimeoutMs: positive("writeStallTimeoutMs", o.writeStallTimeoutMs, 10_000),
     grpcMaxConcurrentStreams: positiveInt("grpcMaxConcurrentStreams", o.grpcMaxConcurrentStreams, 1000),
@@ -246,9 +265,9 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     forwardCredentialHeaders: Object.freeze(credentialOverride) as string[],
     invokeDeadlineMs: positive("invokeDeadlineMs", o.invokeDeadlineMs, 30_000),
     workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 4096),
-    workerThreads: positive("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),
+    workerThreads: positiveInt("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),
     workerMaxQueue: nonNegativeInt("workerMaxQueue", o.workerMaxQueue, 256),
-    channelsPerBackend: positive("channelsPerBackend", o.channelsPerBackend, 4),
+    channelsPerBackend: positiveInt("channelsPerBackend", o.channelsPerBackend, 4),
     subscriptionLingerMs: nonNegativeInt("subscriptionLingerMs", o.subscriptionLingerMs, 2000),
     sweepIntervalMs: positive("sweepIntervalMs", o.sweepIntervalMs, 5000),
     tokenSecret,
@@ -257,9 +276,12 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     pubsubHistoryAgeMs: positive("pubsubHistoryAgeMs", o.pubsubHistoryAgeMs, 60_000),
     pubsubEventBytes: positiveInt("pubsubEventBytes", o.pubsubEventBytes, 1024),
     daprHost: o.daprHost ?? "127.0.0.1",
-    daprGrpcPort: port("daprGrpcPort", o.daprGrpcPort ?? envDaprPort, 50001),
-    daprApiToken: o.daprApiToken ?? process.env["DAPR_API_TOKEN"] ?? undefined,
+    daprGrpcPort: port("daprGrpcPort", o.daprGrpcPort, 50001),
+    daprApiToken: optionalString("daprApiToken", o.daprApiToken),
     appApiToken,
+    otlpEndpoint: optionalString("otlpEndpoint", o.otlpEndpoint),
+    otlpIntervalMs: positive("otlpIntervalMs", o.otlpIntervalMs, 60_000),
+    otlpServiceName: optionalString("otlpServiceName", o.otlpServiceName) ?? "platform-gateway",
     logDestination: o.logDestination,
   });
 }

@@ -1,7 +1,15 @@
 import { Code } from "./code.js";
 import { GatewayError } from "./gateway-error.js";
-import { SPEC_VERSION, type CloudEvent, type CloudEventAttributeValue } from "./cloudevent.js";
-import { attributeFromJson, attributeToJson, isJsonContentType, isTextContentType } from "./cloudevent-attributes.js";
+import {
+  attributeFromJson,
+  attributeNameProblem,
+  attributeToJson,
+  isJsonContentType,
+  isTextContentType,
+  SPEC_VERSION,
+  type CloudEvent,
+  type CloudEventAttributeValue,
+} from "./cloudevent.js";
 import { echo } from "./echo.js";
 import { decodeUtf8 } from "./utf8.js";
 
@@ -16,17 +24,16 @@ import { decodeUtf8 } from "./utf8.js";
  *   string and is stored as is. `data_base64` becomes `binary_data`. Both at once is an error.
  * - Binary mode: the body becomes `text_data` for textual content types (text/*, JSON, XML), `binary_data` otherwise;
  *   an empty body carries no data. `ce-*` values are percent-decoded; extensions from headers are strings.
- * - `time` must be an RFC 3339 timestamp and becomes `ce_timestamp`; `dataschema` becomes `ce_uri`.
- * Attribute typing, timestamps and content-type classes are `./cloudevent-attributes.ts`, shared with the Dapr adapter
- * and the client library.
+ * - `time` must be an RFC 3339 timestamp of a time that exists (`./rfc3339.ts`) and becomes `ce_timestamp`;
+ *   `dataschema` becomes `ce_uri`.
+ * Attribute naming and typing and content-type classes are `./cloudevent.ts`, shared with the Dapr adapter and the
+ * client library.
  */
 
 /** The JSON event format's own attributes (not extensions). */
 const CORE = new Set(["id", "source", "specversion", "type", "data", "data_base64"]);
 /** Optional attributes with a fixed type. */
 const OPTIONAL = new Set(["datacontenttype", "dataschema", "subject", "time"]);
-/** Extension attribute names: lower-case letters and digits (CloudEvents 1.0 "Attribute Naming Convention"). */
-const ATTRIBUTE_NAME = /^[a-z0-9]+$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 function bad(field: string, problem: string): GatewayError {
@@ -64,7 +71,8 @@ export function cloudEventFromJson(obj: Record<string, unknown>, where = ""): Cl
       event.attributes[name] = stringAttribute(name, v, f(name));
       continue;
     }
-    if (!ATTRIBUTE_NAME.test(name)) throw bad(f(name), "is not a valid extension attribute name (lower-case letters and digits only)");
+    const nameProblem = attributeNameProblem(name);
+    if (nameProblem) throw bad(f(echo(name)), nameProblem);
     const value = attributeFromJson(name, v);
     if (!value) throw bad(f(name), `must be a string, a boolean or a 32-bit integer, got ${typeof v === "number" ? String(v) : kind(v)}`);
     event.attributes[name] = value;
@@ -121,8 +129,11 @@ export function cloudEventFromBinary(headers: Record<string, string>, body: Uint
     else if (name === "specversion") event.spec_version = v;
     else if (name === "type") event.type = v;
     else if (name === "datacontenttype") throw bad(k, "must not be used: binary mode carries the content type in content-type");
-    else if (!ATTRIBUTE_NAME.test(name)) throw bad(k, "does not name a valid attribute (lower-case letters and digits only)");
-    else event.attributes[name] = stringAttribute(name, v, k);
+    else {
+      const nameProblem = attributeNameProblem(name);
+      if (nameProblem) throw bad(echo(k), nameProblem);
+      event.attributes[name] = stringAttribute(name, v, k);
+    }
   }
   const ct = headers["content-type"];
   if (ct) event.attributes["datacontenttype"] = { ce_string: ct };

@@ -251,6 +251,11 @@ for (const fixture of runtimeFixtures) {
         ["/v1/pubsub/rest", { "content-type": "text/plain", "ce-source": "a/b" }, "x", /'a\/b' is not an absolute URI/],
         ["/v1/pubsub/rest", { "content-type": "application/json" }, "{}", /structured mode .* or binary mode/],
         ["/v1/pubsub/rest", { "content-type": "application/cloudevents+json" }, JSON.stringify({ source: "urn:a:b", time: "yesterday" }), /time 'yesterday' is not an RFC 3339 timestamp/],
+        // Dates and times that do not exist are refused, not rolled over to March 1 / the next day (they were).
+        ["/v1/pubsub/rest", { "content-type": "application/cloudevents+json" }, JSON.stringify({ source: "urn:a:b", time: "2024-02-30T00:00:00Z" }), /^time '2024-02-30T00:00:00Z' is not an RFC 3339 timestamp/],
+        ["/v1/pubsub/rest", { "content-type": "application/cloudevents+json" }, JSON.stringify({ source: "urn:a:b", time: "2024-01-01T24:00:00Z" }), /^time '2024-01-01T24:00:00Z' is not an RFC 3339 timestamp/],
+        ["/v1/pubsub/rest", { "content-type": "text/plain", "ce-source": "urn:a:b", "ce-time": "2024-02-30T00:00:00Z" }, "x", /^ce-time '2024-02-30T00:00:00Z' is not an RFC 3339 timestamp/],
+        ["/v1/pubsub/rest", { "content-type": "application/cloudevents+json" }, JSON.stringify({ source: "urn:a:b", ["x".repeat(65)]: "v" }), /at most 64 characters, got 65/],
       ];
       for (const [path, headers, body, re] of bad) {
         const r = await post(path, headers, body);

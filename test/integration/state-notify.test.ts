@@ -226,18 +226,11 @@ for (const fixture of runtimeFixtures) {
       teardown = f.close;
       const base = await runtimeOf(f);
       otlp = await startOtlpReceiver();
-      // The metrics of a gateway read these when it is created; restore them at once.
-      const saved = { endpoint: process.env["OTEL_EXPORTER_OTLP_ENDPOINT"], interval: process.env["OTEL_METRIC_EXPORT_INTERVAL"] };
-      process.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp.url;
-      process.env["OTEL_METRIC_EXPORT_INTERVAL"] = "100";
-      try {
-        gw = await startTestGateway({ ...f.options, services, apiKeys: [KEY] }, { ...f.overrides, runtime: failingPublish(base) });
-      } finally {
-        for (const [k, v] of [["OTEL_EXPORTER_OTLP_ENDPOINT", saved.endpoint], ["OTEL_METRIC_EXPORT_INTERVAL", saved.interval]] as const) {
-          if (v === undefined) delete process.env[k];
-          else process.env[k] = v;
-        }
-      }
+      // What OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_METRIC_EXPORT_INTERVAL become through the CLI (cli-args.test.ts).
+      gw = await startTestGateway(
+        { ...f.options, services, apiKeys: [KEY], otlpEndpoint: otlp.url, otlpIntervalMs: 100 },
+        { ...f.overrides, runtime: failingPublish(base) },
+      );
     });
     after(async () => {
       await gw.close();

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { fromTopicEvent } from "../../src/runtime/dapr/cloudevent-json.js";
-import { rfc3339ToTimestamp, timestampToRfc3339 } from "../../src/shared/cloudevent-attributes.js";
+import { formatRfc3339 as timestampToRfc3339, rfc3339ToTimestamp } from "../../src/shared/rfc3339.js";
 import { cloudEventToJson } from "../../src/shared/cloudevent-json.js";
 import { objectToStruct, packString, structToObject, unpackString } from "../../src/runtime/dapr/struct.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";

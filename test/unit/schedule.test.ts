@@ -6,7 +6,7 @@ import {
   nextFireTime,
   parseGoDuration,
   parseIsoDuration,
-  parseRfc3339,
+  parseRfc3339Ms as parseRfc3339,
   parseSchedule,
   planJob,
   resolveTimeSpec,

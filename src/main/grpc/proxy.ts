@@ -5,6 +5,7 @@ import type { BackendSchema } from "../../backends/schema.js";
 import { openStreamCall } from "../../backends/stream-call.js";
 import { Code, codeName } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { linkedSignal } from "../../shared/signals.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric } from "../metrics.js";
@@ -92,14 +93,14 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
       return (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
         const refused = refuse(call.metadata);
         if (refused) return callback(refused);
-        const ac = new AbortController();
-        let done = false;
-        call.once("cancelled", () => done || ac.abort());
+        // Cleared once the backend answered: grpc-js also emits "cancelled" when the stream closes after the reply.
+        const running = linkedSignal();
+        call.once("cancelled", () => running.abort());
         const deadline = deadlineOf(call) ?? Date.now() + opts.invokeDeadlineMs;
         void backendFor(backendName)
-          .call(path, call.request, filter.fromGrpc(call.metadata), deadline, ac.signal)
+          .call(path, call.request, filter.fromGrpc(call.metadata), deadline, running.signal)
           .then((o) => {
-            done = true;
+            running.clear();
             opts.calls.inc({ kind, code: o.ok ? "OK" : codeName(o.code) });
             if (o.ok) callback(null, o.bytes);
             else callback(status(o.code, o.message));

@@ -1,6 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { linkedSignal, type LinkedSignal } from "../../shared/signals.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
@@ -123,24 +124,24 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
     const unary = h as UnaryMethod | undefined;
     handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
       const started = performance.now();
-      let settled = false;
+      let work: LinkedSignal | undefined;
       const finish = (err: GatewayError | null, res?: unknown): void => {
-        settled = true;
-        const code = ac?.signal.aborted ? abortedCode(call) : err ? err.codeName : "OK";
+        work?.clear();
+        const code = work?.signal.aborted ? abortedCode(call) : err ? err.codeName : "OK";
         deps.requests.inc({ method, code });
         deps.latency.observe({ method, code }, (performance.now() - started) / 1000);
         if (err) callback(toStatusObject(err));
         else callback(null, res);
       };
-      let ac: AbortController | undefined;
       const refused =
         admit(deps, call.metadata) ?? (unary ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)) ?? decodeFailureOf(call.request);
       if (refused) return finish(refused);
-      ac = new AbortController();
-      // grpc-js also emits "cancelled" when the stream closes after the response: abort only calls still running.
-      call.once("cancelled", () => settled || ac.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call")));
+      // grpc-js also emits "cancelled" when the stream closes after the response: finish() clears the signal first,
+      // so only calls still running are aborted.
+      const running = (work = linkedSignal());
+      call.once("cancelled", () => running.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call")));
       deps.inflight.count++;
-      unary!(call.request, { metadata: call.metadata, signal: ac.signal, deadline: deadlineOf(call) })
+      unary!(call.request, { metadata: call.metadata, signal: running.signal, deadline: deadlineOf(call) })
         .then(
           (res) => finish(null, res),
           (e: unknown) => {

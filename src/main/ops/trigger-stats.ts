@@ -1,5 +1,5 @@
 import type { JobRecord } from "../../runtime/jobs-port.js";
-import { parseRfc3339, parseSchedule, resolveTimeSpec } from "../../runtime/schedule/index.js";
+import { parseRfc3339Ms, parseSchedule, resolveTimeSpec } from "../../runtime/schedule/index.js";
 
 /** What this gateway process saw of one trigger's firings. */
 interface Seen {
@@ -27,7 +27,7 @@ export interface TriggerStats {
 }
 
 function estimateNext(job: JobRecord, seen: Seen | undefined, now: number): number | undefined {
-  const due = job.dueTime ? parseRfc3339(job.dueTime) : undefined;
+  const due = job.dueTime ? parseRfc3339Ms(job.dueTime) : undefined;
   if (due !== undefined && due > now && !seen) return due;
   if (!job.schedule) return undefined;
   const anchor = job.schedule.trim().startsWith("@every") ? seen?.lastFiredAt : now;
@@ -42,8 +42,8 @@ function estimateNext(job: JobRecord, seen: Seen | undefined, now: number): numb
 
 function estimateExpiry(job: JobRecord): number | undefined {
   if (!job.ttl) return undefined;
-  const due = job.dueTime ? parseRfc3339(job.dueTime) : undefined;
-  const ttlAt = parseRfc3339(job.ttl);
+  const due = job.dueTime ? parseRfc3339Ms(job.dueTime) : undefined;
+  const ttlAt = parseRfc3339Ms(job.ttl);
   if (ttlAt !== undefined) return ttlAt;
   if (due === undefined) return undefined;
   const r = resolveTimeSpec("ttl", job.ttl, due);

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { deadlineSignal } from "../../shared/signals.js";
 import { SPEC_VERSION, type CloudEvent } from "../../shared/cloudevent.js";
 import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
@@ -216,15 +217,14 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
       // A timer cleared as soon as the publish settles, not AbortSignal.timeout: that one lives its full 10 s, so
       // 30,000 `@every 1s` triggers held 300,000 live timers (~250 MiB of heap, and their expiry kept burning CPU
       // for 10 s after every trigger was deleted).
-      const ac = new AbortController();
-      const timer = setTimeout(() => ac.abort(new DOMException("trigger publish timed out", "TimeoutError")), PUBLISH_TIMEOUT_MS);
+      const deadline = deadlineSignal(PUBLISH_TIMEOUT_MS, () => new DOMException("trigger publish timed out", "TimeoutError"));
       try {
-        await ctx.runtime.pubsub.publish(target.targetTopic, triggerEvent(), ac.signal);
+        await ctx.runtime.pubsub.publish(target.targetTopic, triggerEvent(), deadline.signal);
       } catch (e) {
         failures.inc();
         ctx.logger.error({ trigger: name, topic: target.targetTopic, err: GatewayError.from(e) }, "trigger firing could not be published; the schedule continues");
       } finally {
-        clearTimeout(timer);
+        deadline.clear();
       }
     },
   };

@@ -1,8 +1,7 @@
-import { Code } from "../../shared/code.js";
-import { GatewayError } from "../../shared/gateway-error.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import type { DispatchOps, InvokeResult } from "../ops/dispatch.js";
 import { json, requiredQuery, type Route } from "./router.js";
+import { booleanParam } from "./query-params.js";
 import { echo } from "../../shared/echo.js";
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -11,14 +10,6 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 
 function failure(field: string, problem: string): InvokeResult {
   return { success: false, status: "INVALID_ARGUMENT", message: `${field} ${problem}`, responseData: "" };
-}
-
-/** Whether a query flag such as `refresh=true` is set. */
-export function queryFlag(q: URLSearchParams, name: string): boolean {
-  const v = q.get(name);
-  if (v === null || v === "" || v === "false" || v === "0") return false;
-  if (v === "true" || v === "1") return true;
-  throw new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${name} must be true or false (got ${echo(JSON.stringify(v))})`);
 }
 
 const INVOKE_FIELDS = ["service", "method", "requestData"];
@@ -39,7 +30,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
       path: "/v1/gateway/list-methods",
       handler: async (req) => {
         const service = requiredQuery(req, "service");
-        const methods = await ops.listMethods(service, { refresh: queryFlag(req.query, "refresh"), signal: req.signal });
+        const methods = await ops.listMethods(service, { refresh: booleanParam("refresh", req.query.get("refresh")), signal: req.signal });
         return json({
           methods: methods.map((m) => ({
             name: m.name,

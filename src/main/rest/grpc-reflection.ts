@@ -1,7 +1,7 @@
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import type { DispatchOps } from "../ops/dispatch.js";
-import { queryFlag } from "./gateway.js";
+import { booleanParam } from "./query-params.js";
 import { json, type Route } from "./router.js";
 
 function streamingType(m: { clientStreaming: boolean; serverStreaming: boolean }): "unary" | "server" | "client" | "bidi" {
@@ -16,7 +16,7 @@ export function grpcReflectionRoutes(ops: DispatchOps, filter: MetadataFilter): 
       method: "GET",
       path: "/v1/grpc/{service}/methods",
       handler: async (req) => {
-        const methods = await ops.listMethods(req.params["service"], { refresh: queryFlag(req.query, "refresh"), signal: req.signal });
+        const methods = await ops.listMethods(req.params["service"], { refresh: booleanParam("refresh", req.query.get("refresh")), signal: req.signal });
         return json(methods.map((m) => ({ name: m.name, fullName: m.fullName, inputType: m.inputType, outputType: m.outputType, streamingType: streamingType(m) })));
       },
     },

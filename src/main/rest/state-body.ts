@@ -1,4 +1,4 @@
-import { rfc3339ToTimestamp } from "../../shared/cloudevent-attributes.js";
+import { rfc3339ToTimestamp } from "../../shared/rfc3339.js";
 import type { CloudEvent, CloudEventAttributeValue } from "../../shared/cloudevent.js";
 import { cloudEventFromJson as cloudEventFromJsonFormat } from "../../shared/cloudevent-json.js";
 import { invalidArgument } from "../../shared/gateway-error.js";

@@ -5,6 +5,7 @@ import type { StateOps } from "../ops/state.js";
 import { deleteBulkMessage, okStatus } from "../ops/state-status.js";
 import { json, type RestRequest, type Route } from "./router.js";
 import { jsonItemsBody } from "./json-items.js";
+import { booleanParam } from "./query-params.js";
 import { deleteBodyFromJson, saveStateFromJson } from "./state-body.js";
 import { echo } from "../../shared/echo.js";
 
@@ -15,13 +16,9 @@ function param(req: RestRequest, name: string): string | null {
   return req.query.get(name) ?? req.query.get(name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()));
 }
 
-/** An optional boolean query parameter: true/false/1/0 (empty = true, as in `?include_value`). */
+/** An optional boolean query parameter (snake_case or camelCase), by the REST front's one rule. */
 function boolParam(req: RestRequest, name: string): boolean {
-  const v = param(req, name);
-  if (v === null) return false;
-  if (v === "" || v === "true" || v === "1") return true;
-  if (v === "false" || v === "0") return false;
-  throw invalidArgument(`query parameter ${name}`, `must be true or false, got '${echo(v)}'`);
+  return booleanParam(name, param(req, name));
 }
 
 function intParam(req: RestRequest, name: string): number {

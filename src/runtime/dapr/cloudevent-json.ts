@@ -1,5 +1,4 @@
-import { SPEC_VERSION, type CloudEvent, type CloudEventAttributeValue } from "../../shared/cloudevent.js";
-import { attributeFromJson, isTextContentType } from "../../shared/cloudevent-attributes.js";
+import { attributeFromJson, isTextContentType, SPEC_VERSION, type CloudEvent, type CloudEventAttributeValue } from "../../shared/cloudevent.js";
 import { structToObject, type ProtoStruct } from "./struct.js";
 
 /** `TopicEventRequest` as daprd sends it on a streaming subscription (proto-loader shape). */

@@ -1,6 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { abortable } from "../../shared/signals.js";
 import { daprService } from "./protos.js";
 
 /** How the adapter reaches daprd. */
@@ -67,21 +68,11 @@ export function createDaprConnection(o: DaprConnectionOptions): DaprConnection {
 
   const ready = (signal?: AbortSignal, timeoutMs = connectTimeoutMs): Promise<void> => {
     if (client.getChannel().getConnectivityState(true) === grpc.connectivityState.READY) return Promise.resolve();
-    return new Promise<void>((resolve, reject) => {
-      if (signal?.aborted) return reject(GatewayError.from(signal.reason, Code.CANCELLED));
-      let done = false;
-      const onAbort = (): void => {
-        done = true;
-        reject(GatewayError.from(signal!.reason, Code.CANCELLED));
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      client.waitForReady(Date.now() + timeoutMs, (err) => {
-        signal?.removeEventListener("abort", onAbort);
-        if (done) return;
-        if (err) reject(unreachable(`not connected within ${timeoutMs} ms`, err));
-        else resolve();
-      });
+    if (signal?.aborted) return Promise.reject(GatewayError.from(signal.reason, Code.CANCELLED));
+    const connected = new Promise<void>((resolve, reject) => {
+      client.waitForReady(Date.now() + timeoutMs, (err) => (err ? reject(unreachable(`not connected within ${timeoutMs} ms`, err)) : resolve()));
     });
+    return abortable(connected, signal, (reason) => GatewayError.from(reason, Code.CANCELLED));
   };
 
   return {

@@ -7,7 +7,7 @@ import type { BackoffOptions } from "./topic-stream.js";
 
 /** Options of the Dapr runtime adapter. */
 export interface DaprRuntimeOptions extends RuntimeOptions, DaprConnectionOptions {
-  /** Backoff of subscription streams that broke (sidecar restart). Default 50 ms doubling to 2 s, jittered. */
+  /** Backoff of subscription streams that broke (sidecar restart). Default 50 ms doubling to 2 s, jittered +-50% (src/shared/backoff.ts). */
   resubscribeBackoff?: BackoffOptions;
   /** Deadline of the GetMetadata health probe, ms. Default 1000. */
   healthTimeoutMs?: number;

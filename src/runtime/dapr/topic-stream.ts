@@ -1,6 +1,8 @@
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { backoffDelay, type BackoffPolicy } from "../../shared/backoff.js";
+import { deadlineSignal } from "../../shared/signals.js";
 import type { UpstreamHandlers } from "../pubsub-port.js";
 import type { RuntimeLogger } from "../runtime.js";
 import { fromTopicEvent, type TopicEventRequest } from "./cloudevent-json.js";
@@ -45,8 +47,7 @@ export class TopicStream {
   private closed = false;
   private attempt = 0;
   private timer: NodeJS.Timeout | undefined;
-  private readonly initialMs: number;
-  private readonly maxMs: number;
+  private readonly backoff: BackoffPolicy;
 
   constructor(
     private readonly conn: DaprConnection,
@@ -57,8 +58,8 @@ export class TopicStream {
     backoff: BackoffOptions = {},
     private readonly onDead: (s: TopicStream) => void = () => undefined,
   ) {
-    this.initialMs = backoff.initialMs ?? 50;
-    this.maxMs = backoff.maxMs ?? 2000;
+    // Doubling with +-50% jitter: resubscribes of many topics after a sidecar restart spread out.
+    this.backoff = { initialDelayMs: backoff.initialMs ?? 50, maxDelayMs: backoff.maxMs ?? 2000, multiplier: 2, jitter: 0.5 };
   }
 
   /** Open the stream; resolves on daprd's initial response, rejects with a GatewayError when it cannot. */
@@ -72,10 +73,15 @@ export class TopicStream {
     await new Promise<void>((resolve, reject) => {
       let settled = false;
       let live = false;
+      // The caller's signal or the confirmation deadline, whichever ends first.
+      const deadline = deadlineSignal(
+        timeoutMs,
+        () => new GatewayError(Code.UNAVAILABLE, `dapr sidecar at ${this.conn.address} did not confirm the subscription to ${this.topic} within ${timeoutMs} ms`),
+        signal,
+      );
       const settle = (): void => {
         settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
+        deadline.clear();
       };
       const fail = (e: GatewayError): void => {
         if (settled) return;
@@ -84,12 +90,8 @@ export class TopicStream {
         call.cancel();
         reject(e);
       };
-      const onAbort = (): void => fail(GatewayError.from(signal!.reason, Code.CANCELLED));
-      signal?.addEventListener("abort", onAbort, { once: true });
-      const timer = setTimeout(
-        () => fail(new GatewayError(Code.UNAVAILABLE, `dapr sidecar at ${this.conn.address} did not confirm the subscription to ${this.topic} within ${timeoutMs} ms`)),
-        timeoutMs,
-      );
+      if (deadline.signal.aborted) return fail(GatewayError.from(deadline.signal.reason, Code.CANCELLED));
+      deadline.signal.addEventListener("abort", () => fail(GatewayError.from(deadline.signal.reason, Code.CANCELLED)), { once: true });
       call.on("data", (msg: StreamResponse) => {
         if (msg.initial_response && !settled) {
           settle();
@@ -129,8 +131,7 @@ export class TopicStream {
   }
 
   private schedule(): void {
-    const base = Math.min(this.maxMs, this.initialMs * 2 ** this.attempt++);
-    const delay = base / 2 + Math.random() * (base / 2);
+    const delay = backoffDelay(this.backoff, this.attempt++);
     this.timer = setTimeout(() => {
       this.timer = undefined;
       if (this.closed) return;

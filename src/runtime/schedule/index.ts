@@ -6,7 +6,7 @@
 export { parseGoDuration } from "./go-duration.js";
 export { addIsoDuration, parseIsoDuration, type IsoDuration } from "./iso-duration.js";
 export { isSchedulableTime, MAX_GO_DURATION_MS, MAX_SCHEDULE_TIME_MS, MAX_SCHEDULE_TIME_TEXT } from "./limits.js";
-export { parseRfc3339 } from "./rfc3339.js";
+export { parseRfc3339Ms } from "../../shared/rfc3339.js";
 export { resolveTimeSpec, type TimeSpecKind } from "./time-spec.js";
 export { parseSchedule, type Schedule } from "./schedule.js";
 export { MAX_REPEATS, nextFireTime, planJob, type JobPlan } from "./job-plan.js";

@@ -2,7 +2,7 @@ import { invalidArgument, type GatewayError } from "../../shared/gateway-error.j
 import { parseGoDuration } from "./go-duration.js";
 import { addIsoDuration, parseIsoDuration } from "./iso-duration.js";
 import { isSchedulableTime, MAX_SCHEDULE_TIME_TEXT } from "./limits.js";
-import { parseRfc3339 } from "./rfc3339.js";
+import { parseRfc3339Ms } from "../../shared/rfc3339.js";
 
 /** How a due_time or ttl was written. */
 export type TimeSpecKind = "timestamp" | "duration" | "iso8601";
@@ -21,7 +21,7 @@ export function resolveTimeSpec(field: string, text: string, base: number): { at
 }
 
 function resolve(field: string, text: string, base: number): { at: number; kind: TimeSpecKind } | { error: GatewayError } {
-  const ts = parseRfc3339(text);
+  const ts = parseRfc3339Ms(text);
   if (ts !== undefined) return { at: ts, kind: "timestamp" };
   const go = parseGoDuration(text);
   if ("ms" in go) {
