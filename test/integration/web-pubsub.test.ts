@@ -191,6 +191,18 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
     assert.ok(!JSON.stringify(gw.logs).includes(KEY), "the key never reaches a log");
   });
 
+  it("a token lives at least ttl_seconds: expires_at is no earlier than issue time + ttl", async () => {
+    for (let i = 0; i < 5; i++) {
+      const before = Date.now();
+      const r = await fetch(`${gw.http}/v1/pubsub/tokens`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify({ topics: ["t"], ttl_seconds: 1 }) });
+      assert.equal(r.status, 200);
+      const { expires_at } = (await r.json()) as { expires_at: string };
+      assert.ok(Date.parse(expires_at) >= before + 1000, `expires_at ${expires_at} is less than 1 s after ${new Date(before).toISOString()}`);
+      assert.ok(Date.parse(expires_at) <= Date.now() + 2000, "and at most a second more");
+      await new Promise((res) => setTimeout(res, 170));
+    }
+  });
+
   it("token expiry ends a WebSocket (4001 token-expired) and an SSE stream (event: end), and an expired token is refused", async () => {
     const t = await token(gw, { topics: ["exp"], ttl_seconds: 1 });
     const c = await ws({ token: t });

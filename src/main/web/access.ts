@@ -61,7 +61,9 @@ export function createTokenIssuer(secret: string | undefined): TokenIssuer {
       }
       const publish = body["publish"] ?? false;
       if (typeof publish !== "boolean") throw invalidArgument("publish", "must be a boolean");
-      const exp = Math.floor(Date.now() / 1000) + ttl;
+      // JWT `exp` is whole seconds: round up, so a token lives at least `ttl_seconds` (flooring gave a ttl-1 token
+      // as little as a millisecond when issued late in a second).
+      const exp = Math.ceil(Date.now() / 1000) + ttl;
       const token = await new SignJWT({ topics, pub: publish })
         .setProtectedHeader({ alg: "HS256", typ: "JWT" })
         .setAudience(AUDIENCE)
