@@ -49,7 +49,9 @@ describe("bench/soak.ts --heap-snapshots (6-second run) and bench/heap-diff.ts",
 
   it("samples heapUsed after a forced GC beside RSS and heapTotal, while the workload runs", () => {
     assert.equal(soak.code, 0, `soak failed:\n${soak.stderr}`);
-    assert.ok(result.samples >= 5, `only ${result.samples} samples`);
+    // At least a start, a middle and an end sample: each sample forces a GC in the gateway, which on a loaded machine
+    // can take long enough that the 6 s run fits fewer than its nominal 12.
+    assert.ok(result.samples >= 3, `only ${result.samples} samples`);
     assert.equal(result.heapUsedAfterGcSeriesMiB?.length, result.samples);
     // Live heap after gc is a real, smaller figure than the heap reservation and RSS.
     assert.ok(result.heapUsedAfterGcStartMiB! > 1 && result.heapUsedAfterGcStartMiB! < result.heapTotalStartMiB, JSON.stringify(result));
