@@ -5,7 +5,8 @@ import { echo, MAX_ECHO_CHARS } from "../../src/shared/echo.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { firstInvalidUtf8, locateInvalidUtf8InJson } from "../../src/shared/utf8.js";
 import { checkWire } from "../../src/shared/wire-check.js";
-import { gatewayRoot } from "../../src/shared/descriptors.js";
+import { fromJson, toBinary } from "@bufbuild/protobuf";
+import { gatewayRegistry } from "../../src/shared/protos.js";
 
 describe("echo", () => {
   it("keeps short values and cuts long ones without splitting a surrogate pair", () => {
@@ -55,8 +56,8 @@ describe("firstInvalidUtf8", () => {
 });
 
 describe("checkWire", () => {
-  const type = gatewayRoot().lookupType("platform.SaveStateRequest");
-  const ok = Buffer.from(type.encode(type.fromObject({ service: "s", key: "k", value: "v", publish_change: true })).finish());
+  const type = gatewayRegistry().getMessage("platform.SaveStateRequest")!;
+  const ok = Buffer.from(toBinary(type, fromJson(type, { service: "s", key: "k", value: "v", publish_change: true })));
 
   it("accepts whole messages, unknown fields included", () => {
     assert.equal(checkWire(type, ok), undefined);
