@@ -10,7 +10,8 @@ export interface CloudEventAttributeValue {
   ce_bytes?: Uint8Array;
   ce_uri?: string;
   ce_uri_ref?: string;
-  ce_timestamp?: { seconds: string | number; nanos: number };
+  /** null as proto-loader may present an unset message (the generated `__Output` types say so). */
+  ce_timestamp?: { seconds: string | number; nanos: number } | null;
   /** Which member of the `attr` oneof is set (proto-loader `oneofs: true`). */
   attr?: string;
 }
@@ -29,7 +30,7 @@ export interface CloudEvent {
   attributes: Record<string, CloudEventAttributeValue>;
   binary_data?: Uint8Array;
   text_data?: string;
-  proto_data?: AnyMessage;
+  proto_data?: AnyMessage | null;
   /** Which member of the `data` oneof is set, if any. */
   data?: "binary_data" | "text_data" | "proto_data";
 }
