@@ -1,3 +1,5 @@
+import type { _io_cloudevents_v1_CloudEvent_CloudEventAttributeValue as ProtoAttributeValue } from "../gen/gateway/io/cloudevents/v1/CloudEvent.js";
+
 /**
  * The in-process CloudEvent: the `io.cloudevents.v1.CloudEvent` message as @grpc/proto-loader presents it with the
  * gateway's loader options (keepCase, oneofs, bytes as Buffer). Runtimes, the broker and the front ends all pass this
@@ -12,8 +14,8 @@ export interface CloudEventAttributeValue {
   ce_uri_ref?: string;
   /** null as proto-loader may present an unset message (the generated `__Output` types say so). */
   ce_timestamp?: { seconds: string | number; nanos: number } | null;
-  /** Which member of the `attr` oneof is set (proto-loader `oneofs: true`). */
-  attr?: string;
+  /** Which member of the `attr` oneof is set (proto-loader `oneofs: true`): a member name of the generated type. */
+  attr?: NonNullable<ProtoAttributeValue["attr"]>;
 }
 
 /** A google.protobuf.Any. */
