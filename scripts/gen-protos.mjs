@@ -27,6 +27,8 @@ const stampFile = join(out, ".stamp");
 const protoDir = join(root, "proto");
 const testProtoDir = join(root, "test", "support", "protos");
 const daprProtoDir = join(dirname(require.resolve("@dapr/dapr/package.json")), "proto");
+// The Docker build stage copies no test/: generate the test schema only where its protos are.
+const withTests = existsSync(testProtoDir);
 
 /** The gateway's own proto files (src/shared/protos.ts GATEWAY_PROTO_FILES lists the same). */
 const GATEWAY_FILES = [
@@ -60,14 +62,14 @@ function inputsHash() {
   const h = createHash("sha256");
   h.update(readFileSync(fileURLToPath(import.meta.url)));
   for (const pkg of ["@grpc/proto-loader", "@bufbuild/buf", "@dapr/dapr"]) h.update(pkg + require(`${pkg}/package.json`).version);
-  for (const f of [...protoFiles(protoDir), ...protoFiles(testProtoDir), ...protoFiles(daprProtoDir)]) {
+  for (const f of [...protoFiles(protoDir), ...(withTests ? protoFiles(testProtoDir) : []), ...protoFiles(daprProtoDir)]) {
     h.update(relative(root, f));
     h.update(readFileSync(f));
   }
   return h.digest("hex");
 }
 
-const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), join(testOut, "shop.binpb")];
+const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), ...(withTests ? [join(testOut, "shop.binpb")] : [])];
 const hash = inputsHash();
 if (!process.argv.includes("--force") && existsSync(stampFile) && readFileSync(stampFile, "utf8") === hash && outputs.every((p) => existsSync(p))) {
   process.exit(0);
@@ -131,13 +133,15 @@ function genTypes(dir, files, to) {
 }
 
 mkdirSync(out, { recursive: true });
-mkdirSync(testOut, { recursive: true });
 genTypes(protoDir, GATEWAY_FILES, join(out, "gateway"));
 genTypes(daprProtoDir, DAPR_FILES, join(out, "dapr"));
 const gatewaySet = bufBuild(protoDir, GATEWAY_FILES);
 // buf checks that the Dapr protos compile too; the adapter only needs their proto-loader JSON.
 bufBuild(daprProtoDir, DAPR_FILES);
-writeFileSync(join(testOut, "shop.binpb"), bufBuild(testProtoDir, ["shop/v1/shop.proto"]));
+if (withTests) {
+  mkdirSync(testOut, { recursive: true });
+  writeFileSync(join(testOut, "shop.binpb"), bufBuild(testProtoDir, ["shop/v1/shop.proto"]));
+}
 writeFileSync(
   join(out, "protos.ts"),
   [
