@@ -4,6 +4,8 @@
 //
 //   src/gen/gateway/**  TypeScript types of the gateway's protos (proto-loader-gen-types, LOADER_OPTIONS' shapes)
 //   src/gen/dapr/**     the same for the Dapr runtime and app callback protos shipped in @dapr/dapr
+//   src/gen/reflection/** types of grpc.reflection v1 (v1alpha has the same shapes), with the options the
+//                       reflection service and client load it with (keepCase, oneofs, no defaults)
 //   src/gen/protos.ts   GATEWAY_DESCRIPTOR_SET: `buf build` of the gateway's protos (a binary FileDescriptorSet,
 //                       imports included, dependencies first), for reflection and @bufbuild/protobuf;
 //                       GATEWAY_LOADER_JSON / DAPR_LOADER_JSON: the protobufjs JSON proto-loader's `fromJSON`
@@ -69,7 +71,7 @@ function inputsHash() {
   return h.digest("hex");
 }
 
-const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), ...(withTests ? [join(testOut, "shop.binpb")] : [])];
+const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), join(out, "reflection"), ...(withTests ? [join(testOut, "shop.binpb")] : [])];
 const hash = inputsHash();
 if (!process.argv.includes("--force") && existsSync(stampFile) && readFileSync(stampFile, "utf8") === hash && outputs.every((p) => existsSync(p))) {
   process.exit(0);
@@ -109,10 +111,10 @@ function loaderJson(dir, files) {
   return JSON.stringify(r.toJSON());
 }
 
-function genTypes(dir, files, to) {
+function genTypes(dir, files, to, flags = TYPE_FLAGS) {
   rmSync(to, { recursive: true, force: true });
   const bin = require.resolve("@grpc/proto-loader/build/bin/proto-loader-gen-types.js");
-  execFileSync(process.execPath, [bin, ...TYPE_FLAGS, "-I", dir, "-O", to, ...files], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
+  execFileSync(process.execPath, [bin, ...flags, "-I", dir, "-O", to, ...files], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
   // The per-file root types (e.g. gateway/status.ts, a file without services) declare a helper and import grpc-js
   // without using them, which `noUnusedLocals` refuses: drop what is unused, so the generated code is type-checked
   // like the rest.
@@ -135,6 +137,7 @@ function genTypes(dir, files, to) {
 mkdirSync(out, { recursive: true });
 genTypes(protoDir, GATEWAY_FILES, join(out, "gateway"));
 genTypes(daprProtoDir, DAPR_FILES, join(out, "dapr"));
+genTypes(protoDir, ["grpc/reflection/v1/reflection.proto"], join(out, "reflection"), ["--keepCase", "--oneofs", "--grpcLib=@grpc/grpc-js", "--importFileExtension=.js"]);
 const gatewaySet = bufBuild(protoDir, GATEWAY_FILES);
 // buf checks that the Dapr protos compile too; the adapter only needs their proto-loader JSON.
 bufBuild(daprProtoDir, DAPR_FILES);
