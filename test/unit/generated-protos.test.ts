@@ -1,7 +1,10 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import { statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { loadSync, type PackageDefinition } from "@grpc/proto-loader";
@@ -59,5 +62,15 @@ describe("generated protos (scripts/gen-protos.mjs)", () => {
     });
     assert.deepEqual(files.find((f) => f.name === "platform/state.proto")?.dependency, ["io/cloudevents/v1/cloudevents.proto", "platform/status.proto"]);
     for (const s of ["platform.Gateway", "platform.State", "platform.Config", "platform.Trigger", "io.cloudevents.v1.Pubsub"]) assert.ok(gatewayRegistry().getService(s), s);
+  });
+
+  it("regenerates nothing, silently, when the protos have not changed", () => {
+    const repo = fileURLToPath(new URL("../..", import.meta.url));
+    const script = join(repo, "scripts", "gen-protos.mjs");
+    execFileSync(process.execPath, [script], { cwd: repo, stdio: "pipe" }); // up to date from here on
+    const before = statSync(join(repo, "src", "gen", "protos.ts")).mtimeMs;
+    const r = spawnSync(process.execPath, [script], { cwd: repo, encoding: "utf8" });
+    assert.deepEqual([r.status, r.stdout, r.stderr], [0, "", ""]);
+    assert.equal(statSync(join(repo, "src", "gen", "protos.ts")).mtimeMs, before);
   });
 });
