@@ -10,7 +10,10 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY proto ./proto
+COPY scripts ./scripts
 COPY src ./src
+# npm run build generates src/gen/ from proto/ and @dapr/dapr's protos first (scripts/gen-protos.mjs: buf and
+# proto-loader-gen-types, both dev dependencies installed above), then compiles.
 RUN npm run build
 
 FROM node:20-slim

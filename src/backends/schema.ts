@@ -1,7 +1,9 @@
 import { createHash } from "node:crypto";
-import { create, fromBinary, type DescField, type DescMessage, type DescMethod, type FileRegistry, createFileRegistry } from "@bufbuild/protobuf";
-import { FileDescriptorSetSchema, FileDescriptorProtoSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
+import { fromBinary, type DescField, type DescMessage, type DescMethod, type FileRegistry } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { FileDescriptorProtoSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
 import { Code } from "../shared/code.js";
+import { registryOfFiles } from "../shared/file-registry.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { FieldSchema } from "../shared/method-schema.js";
 import type { SchemaSet } from "../workers/converter-types.js";
@@ -85,13 +87,18 @@ export function buildSchema(files: readonly Uint8Array[], services: readonly str
     decoded.push(fd);
     kept.push(bytes);
   }
-  const topo = topologicalOrder(decoded, label);
   let registry: FileRegistry;
+  let ordered: FileDescriptorProto[];
   try {
-    registry = createFileRegistry(create(FileDescriptorSetSchema, { file: topo.map((i) => decoded[i]!) }));
+    ({ registry, ordered } = registryOfFiles(decoded, {
+      missing: (name, importer) => new GatewayError(Code.FAILED_PRECONDITION, `${label}: ${importer} imports ${name}, which reflection did not serve`),
+      cycle: (name) => new GatewayError(Code.FAILED_PRECONDITION, `${label}: import cycle through ${name}`),
+    }));
   } catch (e) {
+    if (e instanceof GatewayError) throw e;
     throw new GatewayError(Code.FAILED_PRECONDITION, `${label}: the descriptors served by reflection do not resolve: ${(e as Error).message}`);
   }
+  const topo = ordered.map((fd) => decoded.indexOf(fd));
   const methods: MethodEntry[] = [];
   const own = services.filter((s) => !isReflectionService(s));
   for (const name of own) {
@@ -150,27 +157,6 @@ export function buildSchema(files: readonly Uint8Array[], services: readonly str
   };
 }
 
-/** Indexes of `files` with every dependency before its dependents; FAILED_PRECONDITION naming a missing import. */
-function topologicalOrder(files: readonly FileDescriptorProto[], label: string): number[] {
-  const index = new Map(files.map((f, i) => [f.name, i]));
-  const out: number[] = [];
-  const state = new Map<number, "visiting" | "done">();
-  const visit = (i: number): void => {
-    if (state.get(i) === "done") return;
-    if (state.get(i) === "visiting") throw new GatewayError(Code.FAILED_PRECONDITION, `${label}: import cycle through ${files[i]!.name}`);
-    state.set(i, "visiting");
-    for (const d of files[i]!.dependency) {
-      const j = index.get(d);
-      if (j === undefined) throw new GatewayError(Code.FAILED_PRECONDITION, `${label}: ${files[i]!.name} imports ${d}, which reflection did not serve`);
-      visit(j);
-    }
-    state.set(i, "done");
-    out.push(i);
-  };
-  files.forEach((_, i) => visit(i));
-  return out;
-}
-
 function fieldSchema(f: DescField): FieldSchema {
   const isOptional = f.proto.proto3Optional || (f.parent.file.edition === 998 /* proto2 */ && f.proto.label === 1);
   switch (f.fieldKind) {
@@ -194,20 +180,12 @@ export function messageFields(m: DescMessage): FieldSchema[] {
   return m.fields.map(fieldSchema);
 }
 
-/** A binary google.protobuf.FileDescriptorSet of the schema's files (field 1, `repeated FileDescriptorProto file`). */
+/**
+ * A binary google.protobuf.FileDescriptorSet of the schema's files (field 1, `repeated FileDescriptorProto file`),
+ * each file's bytes as reflection served them (not decoded and re-encoded).
+ */
 export function encodeFileDescriptorSet(set: SchemaSet): Uint8Array {
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  for (const f of set.files) {
-    const header = [0x0a];
-    let n = f.length;
-    while (n > 0x7f) {
-      header.push((n & 0x7f) | 0x80);
-      n >>>= 7;
-    }
-    header.push(n);
-    parts.push(Uint8Array.from(header), f);
-    size += header.length + f.length;
-  }
-  return Buffer.concat(parts, size);
+  const w = new BinaryWriter();
+  for (const f of set.files) w.tag(1, WireType.LengthDelimited).bytes(f);
+  return w.finish();
 }

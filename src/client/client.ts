@@ -128,7 +128,7 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
   };
 
   const publishWire = async (topic: string, event: ProtoCloudEvent, callOptions?: CallOptions): Promise<OperationStatus> => {
-    const res = await t.unary<{ status: unknown }>("io.cloudevents.v1.Pubsub", "PublishEvent", { topic, cloudevent: event }, callOptions);
+    const res = await t.unary("io.cloudevents.v1.Pubsub", "PublishEvent", { topic, cloudevent: event }, callOptions);
     return wire.requireSuccess(res.status, `publish to ${topic}`);
   };
 
@@ -143,7 +143,7 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
 
   const invokeRaw = async (method: "Invoke" | "InvokeJson", service: string, name: string, payload: unknown, callOptions?: CallOptions): Promise<InvokeResult> => {
     const req = { service: nonEmpty("service", service), method: nonEmpty("method", name), request_data: payloadText("payload", payload) };
-    const res = await t.unary<{ success: boolean; status: string; message: string; response_data: string }>("platform.Gateway", method, req, callOptions);
+    const res = await t.unary("platform.Gateway", method, req, callOptions);
     return { success: res.success, status: res.status, message: res.message, responseData: res.response_data };
   };
 
@@ -168,11 +168,11 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
       startClientInvokeStream(t, nonEmpty("service", service), nonEmpty("method", method), payload, streamOptions),
     invokeJson: (service, method, payload, callOptions) => invokeRaw("InvokeJson", service, method, payload, callOptions),
     async listServices(callOptions) {
-      const res = await t.unary<{ services: string[] }>("platform.Gateway", "ListServices", {}, callOptions);
+      const res = await t.unary("platform.Gateway", "ListServices", {}, callOptions);
       return [...res.services];
     },
     async listMethods(service, callOptions) {
-      const res = await t.unary<{ methods: unknown[] }>("platform.Gateway", "ListMethods", { service: nonEmpty("service", service) }, callOptions);
+      const res = await t.unary("platform.Gateway", "ListMethods", { service: nonEmpty("service", service) }, callOptions);
       return res.methods.map(wire.methodInfo);
     },
     async getMethodSchema(service, method, type = "input", callOptions) {
@@ -181,12 +181,12 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
       return wire.methodSchema(await t.unary("platform.Gateway", "GetMethodSchema", req, callOptions));
     },
     async listConfigServices(callOptions) {
-      const res = await t.unary<{ services: unknown[] }>("platform.Config", "ListServices", {}, callOptions);
+      const res = await t.unary("platform.Config", "ListServices", {}, callOptions);
       return res.services.map(wire.configService);
     },
     async getConfigService(name, callOptions) {
       try {
-        const res = await t.unary<{ service: unknown }>("platform.Config", "GetService", { name: nonEmpty("name", name) }, callOptions);
+        const res = await t.unary("platform.Config", "GetService", { name: nonEmpty("name", name) }, callOptions);
         return res.service ? wire.configService(res.service) : null;
       } catch (e) {
         if (e instanceof GatewayClientError && e.codeName === "NOT_FOUND") return null;
@@ -204,11 +204,11 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
         include_value: input.includeValue ?? false,
         change: wire.changeNotification(input.change),
       };
-      const res = await t.unary<{ status: unknown; etag: string }>("platform.State", "SaveState", req, callOptions);
+      const res = await t.unary("platform.State", "SaveState", req, callOptions);
       return { ...wire.requireSuccess(res.status, `save ${input.service}/${input.key}`), etag: res.etag ?? "" };
     },
     async getState(service, key, callOptions) {
-      const res = await t.unary<unknown>("platform.State", "GetState", { service: nonEmpty("service", service), key: nonEmpty("key", key) }, callOptions);
+      const res = await t.unary("platform.State", "GetState", { service: nonEmpty("service", service), key: nonEmpty("key", key) }, callOptions);
       return wire.stateItem(res);
     },
     async deleteState(input, callOptions) {
@@ -220,19 +220,19 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
         include_value: input.includeValue ?? false,
         change: wire.changeNotification(input.change),
       };
-      const res = await t.unary<{ status: unknown }>("platform.State", "DeleteState", req, callOptions);
+      const res = await t.unary("platform.State", "DeleteState", req, callOptions);
       return wire.requireSuccess(res.status, `delete ${input.service}/${input.key}`);
     },
     async queryState(input, callOptions) {
       const query = input?.query === undefined ? "{}" : typeof input.query === "string" ? input.query : JSON.stringify(input.query);
       const limit = input.limit ?? 0;
       if (!Number.isInteger(limit) || limit < 0 || limit > 2147483647) throw invalidArgument("limit", `must be an integer >= 0 (got ${String(limit)})`);
-      const res = await t.unary<{ items: unknown[]; token: string }>("platform.State", "QueryState", { service: nonEmpty("service", input.service), query, limit }, callOptions);
+      const res = await t.unary("platform.State", "QueryState", { service: nonEmpty("service", input.service), query, limit }, callOptions);
       return { items: res.items.map(wire.stateItem), token: res.token ?? "" };
     },
     async getBulkState(service, keys, callOptions) {
       const req = { service: nonEmpty("service", service), keys: stringList("keys", keys) };
-      const res = await t.unary<{ items: unknown[] }>("platform.State", "GetBulkState", req, callOptions);
+      const res = await t.unary("platform.State", "GetBulkState", req, callOptions);
       return res.items.map(wire.stateItem);
     },
     async deleteBulkState(input, callOptions) {
@@ -242,7 +242,7 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
         publish_change: input.publishChange ?? false,
         change: wire.changeNotification(input.change),
       };
-      const res = await t.unary<{ status: unknown }>("platform.State", "DeleteBulkState", req, callOptions);
+      const res = await t.unary("platform.State", "DeleteBulkState", req, callOptions);
       return wire.requireSuccess(res.status, `bulk delete in ${input.service}`);
     },
 
@@ -272,20 +272,20 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
       if (input.schedule !== undefined) req["schedule"] = input.schedule;
       if (input.dueTime !== undefined) req["due_time"] = input.dueTime;
       if (input.ttl !== undefined) req["ttl"] = input.ttl;
-      const res = await t.unary<{ status: unknown }>("platform.Trigger", "ScheduleTrigger", req, callOptions);
+      const res = await t.unary("platform.Trigger", "ScheduleTrigger", req, callOptions);
       return wire.requireSuccess(res.status, `schedule trigger ${input.name}`);
     },
     async getTrigger(name, callOptions) {
-      const res = await t.unary<{ status: unknown; trigger: unknown }>("platform.Trigger", "GetTrigger", { name: nonEmpty("name", name) }, callOptions);
+      const res = await t.unary("platform.Trigger", "GetTrigger", { name: nonEmpty("name", name) }, callOptions);
       wire.requireSuccess(res.status, `get trigger ${name}`);
       return wire.triggerRecord(res.trigger ?? {});
     },
     async deleteTrigger(name, callOptions) {
-      const res = await t.unary<{ status: unknown }>("platform.Trigger", "DeleteTrigger", { name: nonEmpty("name", name) }, callOptions);
+      const res = await t.unary("platform.Trigger", "DeleteTrigger", { name: nonEmpty("name", name) }, callOptions);
       return wire.requireSuccess(res.status, `delete trigger ${name}`);
     },
     async listTriggers(callOptions) {
-      const res = await t.unary<{ status: unknown; triggers: unknown[] }>("platform.Trigger", "ListTriggers", {}, callOptions);
+      const res = await t.unary("platform.Trigger", "ListTriggers", {}, callOptions);
       wire.requireSuccess(res.status, "list triggers");
       return (res.triggers ?? []).map(wire.triggerRecord);
     },

@@ -1,6 +1,8 @@
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayClientError, GatewayInvocationError, invalidArgument, toClientError } from "./errors.js";
+import type { InvokeStreamRequest } from "../gen/gateway/platform/InvokeStreamRequest.js";
+import type { InvokeStreamResponse__Output } from "../gen/gateway/platform/InvokeStreamResponse.js";
 import type { Transport } from "./transport.js";
 
 /** Options of `invokeStream()`. */
@@ -11,11 +13,6 @@ export interface InvokeStreamOptions {
   timeoutMs?: number;
   /** Responses buffered before the gateway is asked to wait (grpc-js pauses the stream, HTTP/2 pushes back). Default 16. */
   highWaterMark?: number;
-}
-
-interface StreamResponse {
-  response_data?: string;
-  status?: { success: boolean; status: string; message: string } | null;
 }
 
 /**
@@ -34,14 +31,14 @@ export class InvokeStream<T = unknown> implements AsyncIterable<T> {
 
   /** @internal created by GatewayClient.invokeStream */
   constructor(
-    private readonly call: grpc.ClientDuplexStream<unknown, unknown>,
+    private readonly call: grpc.ClientDuplexStream<InvokeStreamRequest, InvokeStreamResponse__Output>,
     readonly service: string,
     readonly method: string,
     first: string,
     options: InvokeStreamOptions,
   ) {
     this.highWater = Math.max(1, options.highWaterMark ?? 16);
-    call.on("data", (r: StreamResponse) => {
+    call.on("data", (r: InvokeStreamResponse__Output) => {
       if (r.status) {
         this.finish(r.status.success ? {} : { error: new GatewayInvocationError(service, method, r.status.status, r.status.message) });
         return;

@@ -153,7 +153,7 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     let confirmed = false;
     if (id !== undefined && this.#live) {
       try {
-        const res = await this.#deps.transport.unary<{ status: { success: boolean } | null }>("io.cloudevents.v1.Pubsub", "Unsubscribe", { subscription_id: id }, { timeoutMs: 5000 });
+        const res = await this.#deps.transport.unary("io.cloudevents.v1.Pubsub", "Unsubscribe", { subscription_id: id }, { timeoutMs: 5000 });
         confirmed = Boolean(res.status?.success);
       } catch {
         confirmed = false;

@@ -3,9 +3,31 @@ import { gatewayPackageDefinition } from "../shared/protos.js";
 import { Code } from "../shared/code.js";
 import { GatewayClientError, toClientError } from "./errors.js";
 import type { ResolvedClientOptions } from "./options.js";
+import type { PubsubDefinition } from "../gen/gateway/io/cloudevents/v1/Pubsub.js";
+import type { ConfigDefinition } from "../gen/gateway/platform/Config.js";
+import type { GatewayDefinition } from "../gen/gateway/platform/Gateway.js";
+import type { StateDefinition } from "../gen/gateway/platform/State.js";
+import type { TriggerDefinition } from "../gen/gateway/platform/Trigger.js";
+
+/** The gateway services the client calls, by the name the package definition gives them (generated definitions). */
+interface Services {
+  "platform.Gateway": GatewayDefinition;
+  "platform.State": StateDefinition;
+  "platform.Config": ConfigDefinition;
+  "platform.Trigger": TriggerDefinition;
+  "io.cloudevents.v1.Pubsub": PubsubDefinition;
+}
 
 /** The gateway services the client calls, as the package definition names them. */
-export type ServiceName = "platform.Gateway" | "platform.State" | "platform.Config" | "platform.Trigger" | "io.cloudevents.v1.Pubsub";
+export type ServiceName = keyof Services;
+
+type MethodsOf<S extends ServiceName> = { [K in keyof Services[S] as string extends K ? never : K]: Services[S][K] };
+/** A method of `S`, e.g. "SaveState". */
+export type MethodOf<S extends ServiceName> = keyof MethodsOf<S> & string;
+/** What a method takes, as proto-loader encodes it (the generated request type). */
+export type RequestOf<S extends ServiceName, M extends MethodOf<S>> = MethodsOf<S>[M] extends { requestSerialize(value: infer Req): Buffer } ? Req : never;
+/** What a method answers, as proto-loader decodes it (the generated `__Output` type). */
+export type ResponseOf<S extends ServiceName, M extends MethodOf<S>> = MethodsOf<S>[M] extends { responseDeserialize(bytes: Buffer): infer Res } ? Res : never;
 
 /** Per-call options every operation accepts. */
 export interface CallOptions {
@@ -20,12 +42,12 @@ export interface CallOptions {
  * grpc-js errors into GatewayClientError where they enter.
  */
 export interface Transport {
-  /** Call a unary method; resolves the response object (proto-loader snake_case shape). */
-  unary<Res>(service: ServiceName, method: string, request: object, options?: CallOptions): Promise<Res>;
+  /** Call a unary method; resolves the response object (proto-loader snake_case shape, typed from the protos). */
+  unary<S extends ServiceName, M extends MethodOf<S>>(service: S, method: M, request: RequestOf<S, M>, options?: CallOptions): Promise<ResponseOf<S, M>>;
   /** Start a server-streaming call (the caller owns it). */
-  serverStream(service: ServiceName, method: string, request: object): grpc.ClientReadableStream<unknown>;
+  serverStream<S extends ServiceName, M extends MethodOf<S>>(service: S, method: M, request: RequestOf<S, M>): grpc.ClientReadableStream<ResponseOf<S, M>>;
   /** Start a bidi-streaming call (the caller owns it); `timeoutMs` > 0 sets a deadline (none by default). */
-  duplex(service: ServiceName, method: string, timeoutMs?: number): grpc.ClientDuplexStream<unknown, unknown>;
+  duplex<S extends ServiceName, M extends MethodOf<S>>(service: S, method: M, timeoutMs?: number): grpc.ClientDuplexStream<RequestOf<S, M>, ResponseOf<S, M>>;
   /** Fresh metadata carrying the key (when one was given). */
   metadata(): grpc.Metadata;
   /** True after close(). */
@@ -77,7 +99,8 @@ export function createTransport(o: ResolvedClientOptions): Transport {
       return closed;
     },
     metadata,
-    unary<Res>(service: ServiceName, method: string, request: object, options: CallOptions = {}): Promise<Res> {
+    unary<S extends ServiceName, M extends MethodOf<S>>(service: S, method: M, request: RequestOf<S, M>, options: CallOptions = {}): Promise<ResponseOf<S, M>> {
+      type Res = ResponseOf<S, M>;
       if (closed) return Promise.reject(closedError());
       const { signal } = options;
       if (signal?.aborted) return Promise.reject(new GatewayClientError(Code.CANCELLED, `${service}/${method} was cancelled before it was sent`, { cause: signal.reason }));
@@ -99,13 +122,16 @@ export function createTransport(o: ResolvedClientOptions): Transport {
       if (closed) throw closedError();
       const fn = (clientOf(service) as unknown as Record<string, Function>)[method];
       if (typeof fn !== "function") throw new GatewayClientError(Code.UNIMPLEMENTED, `${service} has no method ${method}`);
-      return fn.call(clientOf(service), request, metadata(), {}) as grpc.ClientReadableStream<unknown>;
+      return fn.call(clientOf(service), request, metadata(), {}) as grpc.ClientReadableStream<ResponseOf<typeof service, typeof method>>;
     },
     duplex(service, method, timeoutMs) {
       if (closed) throw closedError();
       const fn = (clientOf(service) as unknown as Record<string, Function>)[method];
       if (typeof fn !== "function") throw new GatewayClientError(Code.UNIMPLEMENTED, `${service} has no method ${method}`);
-      return fn.call(clientOf(service), metadata(), timeoutMs && timeoutMs > 0 ? { deadline: Date.now() + timeoutMs } : {}) as grpc.ClientDuplexStream<unknown, unknown>;
+      return fn.call(clientOf(service), metadata(), timeoutMs && timeoutMs > 0 ? { deadline: Date.now() + timeoutMs } : {}) as grpc.ClientDuplexStream<
+        RequestOf<typeof service, typeof method>,
+        ResponseOf<typeof service, typeof method>
+      >;
     },
     close() {
       if (closed) return;

@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import { gatewayPackageDefinition } from "../shared/protos.js";
+import { gatewayFileDescriptors, gatewayPackageDefinition } from "../shared/protos.js";
 import { createRuntime, type Runtime } from "../runtime/index.js";
 import { createAuthenticator } from "./auth.js";
 import { createServiceRegistry, loadServicesConfig, validateServicesConfig, type ServiceRegistry } from "./config.js";
@@ -9,7 +9,6 @@ import type { Facility, GatewayContext, HealthEntry } from "./context.js";
 import { createDispatchFacility } from "./dispatch-facility.js";
 import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
-import { gatewayFileDescriptors } from "../shared/descriptors.js";
 import { installStrictCompressedFlag } from "./grpc/strict-decoding.js";
 import { guardResetFloods, guardWriteStalls } from "./grpc/session-guards.js";
 import { messageTimeoutInterceptor } from "./grpc/message-timeout.js";

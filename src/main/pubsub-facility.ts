@@ -1,6 +1,7 @@
 import { createBroker, type BrokerObserver } from "../broker/index.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
-import { gatewayRoot } from "../shared/descriptors.js";
+import { gatewayPackageDefinition } from "../shared/protos.js";
+import type * as grpc from "@grpc/grpc-js";
 import type { Facility, GatewayContext } from "./context.js";
 import { createPubsubGrpc, GRPC_MESSAGE_PREFIX } from "./grpc/pubsub.js";
 import type { Metrics } from "./metrics.js";
@@ -14,14 +15,14 @@ export const SUBSCRIBER_BUFFER = 1024;
 
 /**
  * Encode `{topic, cloudevent}` once per event as a framed gRPC message: the 5-byte prefix (uncompressed flag, 32-bit
- * big-endian length) and the SubscribeResponse bytes, which the Subscribe streams write as is. protobufjs
- * `Type.encode` on the gateway's Root: the event is already in the proto shape, so the `fromObject` normalisation
- * proto-loader's serializer runs first is skipped (0.4x its cost in `bench/micro/encode.ts`, the same bytes).
+ * big-endian length) and the SubscribeResponse bytes, which the Subscribe streams write as is (so the serializer runs
+ * once per event, not once per subscriber). proto-loader's own serializer of Subscribe: of the two libraries the
+ * gateway runs it was the faster here (`bench/micro/encode.ts` against @bufbuild `toBinary`, docs/pubsub.md).
  */
 function subscribeResponseEncoder(): (topic: string, event: CloudEvent) => Buffer {
-  const type = gatewayRoot().lookupType("io.cloudevents.v1.SubscribeResponse");
+  const serialize = (gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as grpc.ServiceDefinition)["Subscribe"]!.responseSerialize;
   return (topic, cloudevent) => {
-    const message = type.encode({ topic, cloudevent }).finish();
+    const message = serialize({ topic, cloudevent });
     const framed = Buffer.allocUnsafe(GRPC_MESSAGE_PREFIX + message.length);
     framed[0] = 0;
     framed.writeUInt32BE(message.length, 1);

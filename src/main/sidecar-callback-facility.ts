@@ -4,17 +4,17 @@ import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { isDaprRuntime, type DaprRuntime } from "../runtime/dapr/index.js";
 import { appCallbackWithJobEvent, daprService } from "../runtime/dapr/protos.js";
-import { unpackString, type ProtoAny } from "../runtime/dapr/struct.js";
+import { unpackString } from "../runtime/dapr/struct.js";
+import type { AppCallbackHandlers } from "../gen/dapr/dapr/proto/runtime/v1/AppCallback.js";
+import type { AppCallbackAlphaHandlers } from "../gen/dapr/dapr/proto/runtime/v1/AppCallbackAlpha.js";
+import type { AppCallbackHealthCheckHandlers } from "../gen/dapr/dapr/proto/runtime/v1/AppCallbackHealthCheck.js";
+import type { JobEventRequest__Output } from "../gen/dapr/dapr/proto/runtime/v1/JobEventRequest.js";
+import type { JobEventResponse } from "../gen/dapr/dapr/proto/runtime/v1/JobEventResponse.js";
 import type { Facility, GatewayContext } from "./context.js";
-import type { UnaryContext } from "./grpc/server.js";
+import type { GrpcImpl, UnaryContext } from "./grpc/server.js";
 
-/** `JobEventRequest` as daprd sends it (proto-loader shape). */
-interface JobEventRequest {
-  name: string;
-  data?: ProtoAny | null;
-  method: string;
-  content_type: string;
-}
+/** `AppCallback` plus `OnJobEvent`, which appCallbackWithJobEvent() adds with the Alpha method's messages. */
+type AppCallbackWithJobEvent = AppCallbackHandlers & { OnJobEvent: AppCallbackAlphaHandlers["OnJobEventAlpha1"] };
 
 function sameSecret(given: string, expected: string): boolean {
   const a = Buffer.from(given, "utf8");
@@ -57,7 +57,7 @@ export function createSidecarCallbackFacility(ctx: GatewayContext): Facility {
     }
   };
 
-  const onJobEvent = async (req: JobEventRequest, call: UnaryContext): Promise<object> => {
+  const onJobEvent = async (req: JobEventRequest__Output, call: UnaryContext): Promise<JobEventResponse> => {
     checkToken(call.metadata);
     const name = req.name || (req.method?.startsWith("job/") ? req.method.slice(4) : "");
     if (!name) throw new GatewayError(Code.INVALID_ARGUMENT, "job event name must not be empty");
@@ -83,16 +83,16 @@ export function createSidecarCallbackFacility(ctx: GatewayContext): Facility {
           // No token check: daprd sends none here (see above).
           ListTopicSubscriptions: async () => ({ subscriptions: [] }),
           OnJobEvent: onJobEvent,
-        },
+        } satisfies GrpcImpl<AppCallbackWithJobEvent>,
       },
-      { definition: daprService("AppCallbackAlpha"), auth: false, impl: { OnJobEventAlpha1: onJobEvent } },
+      { definition: daprService("AppCallbackAlpha"), auth: false, impl: { OnJobEventAlpha1: onJobEvent } satisfies GrpcImpl<AppCallbackAlphaHandlers> },
       {
         definition: daprService("AppCallbackHealthCheck"),
         auth: false,
         impl: {
           // No token check: daprd's HealthProbe sends none (see above).
           HealthCheck: async () => ({}),
-        },
+        } satisfies GrpcImpl<AppCallbackHealthCheckHandlers>,
       },
     ],
   };

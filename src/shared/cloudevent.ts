@@ -1,5 +1,6 @@
 import { echo } from "./echo.js";
 import { formatRfc3339, rfc3339ToTimestamp, type FractionStyle, type ProtoTimestamp } from "./rfc3339.js";
+import type { _io_cloudevents_v1_CloudEvent_CloudEventAttributeValue as ProtoAttributeValue } from "../gen/gateway/io/cloudevents/v1/CloudEvent.js";
 
 /**
  * The gateway's one CloudEvents 1.0 module, used by the server (REST/WebSocket publish, state notifications,
@@ -19,9 +20,10 @@ export interface CloudEventAttributeValue {
   ce_bytes?: Uint8Array;
   ce_uri?: string;
   ce_uri_ref?: string;
-  ce_timestamp?: ProtoTimestamp;
-  /** Which member of the `attr` oneof is set (proto-loader `oneofs: true`). */
-  attr?: string;
+  /** null as proto-loader may present an unset message (the generated `__Output` types say so). */
+  ce_timestamp?: ProtoTimestamp | null;
+  /** Which member of the `attr` oneof is set (proto-loader `oneofs: true`): a member name of the generated type. */
+  attr?: NonNullable<ProtoAttributeValue["attr"]>;
 }
 
 /** A google.protobuf.Any. */
@@ -38,7 +40,7 @@ export interface CloudEvent {
   attributes: Record<string, CloudEventAttributeValue>;
   binary_data?: Uint8Array;
   text_data?: string;
-  proto_data?: AnyMessage;
+  proto_data?: AnyMessage | null;
   /** Which member of the `data` oneof is set, if any. */
   data?: "binary_data" | "text_data" | "proto_data";
 }

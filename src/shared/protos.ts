@@ -1,20 +1,20 @@
-import { loadSync, type Options, type PackageDefinition } from "@grpc/proto-loader";
-import { protoDir } from "./paths.js";
+import { fromJSON, type Options, type PackageDefinition } from "@grpc/proto-loader";
+import { createFileRegistry, fromBinary, type FileRegistry } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { GATEWAY_DESCRIPTOR_SET, GATEWAY_LOADER_JSON } from "../gen/protos.js";
 
-/** The gateway's own proto files, relative to proto/. */
-export const GATEWAY_PROTO_FILES = [
-  "io/cloudevents/v1/cloudevents.proto",
-  "platform/status.proto",
-  "platform/gateway.proto",
-  "platform/state.proto",
-  "platform/config.proto",
-  "platform/trigger.proto",
-] as const;
+/**
+ * The gateway's protos at run time, all generated from proto/ at build time by scripts/gen-protos.mjs (src/gen/,
+ * docs/conversion.md "Generated code"): grpc-js's codecs come from proto-loader, reflection and the wire checks from
+ * the `buf build` FileDescriptorSet through @bufbuild/protobuf. No .proto text is parsed in the process.
+ */
 
 /**
  * Loader options shared by the server and the client library, so both see one object shape: snake_case field
  * names as in the protos, int64 as strings, enums as names, defaults filled, `oneofs` naming the set member,
- * bytes as Buffer.
+ * bytes as Buffer. scripts/gen-protos.mjs passes the same to proto-loader-gen-types, so the generated types
+ * (src/gen/gateway, src/gen/dapr) describe exactly these shapes.
  */
 export const LOADER_OPTIONS: Options = Object.freeze({
   keepCase: true,
@@ -22,12 +22,42 @@ export const LOADER_OPTIONS: Options = Object.freeze({
   enums: String,
   defaults: true,
   oneofs: true,
-  includeDirs: [protoDir()],
 });
 
 let cached: PackageDefinition | undefined;
 
-/** The package definition of every gateway service and message (loaded once per process). */
+/** The package definition of every gateway service and message (built once per process). */
 export function gatewayPackageDefinition(): PackageDefinition {
-  return (cached ??= loadSync([...GATEWAY_PROTO_FILES], LOADER_OPTIONS));
+  return (cached ??= fromJSON(JSON.parse(GATEWAY_LOADER_JSON), LOADER_OPTIONS));
+}
+
+let setBytes: Uint8Array | undefined;
+let files: Uint8Array[] | undefined;
+let registry: FileRegistry | undefined;
+
+function descriptorSetBytes(): Uint8Array {
+  return (setBytes ??= Buffer.from(GATEWAY_DESCRIPTOR_SET, "base64"));
+}
+
+/**
+ * Encoded FileDescriptorProtos of the gateway's protos and the well-known types they import, one per .proto file
+ * with its real name ("platform/state.proto") and its imports as dependencies, dependencies first: the bytes
+ * `buf build` wrote, as reflection serves them.
+ */
+export function gatewayFileDescriptors(): Uint8Array[] {
+  if (files) return files;
+  const out: Uint8Array[] = [];
+  // FileDescriptorSet is `repeated FileDescriptorProto file = 1`: each file's bytes as they are, not re-encoded.
+  const reader = new BinaryReader(descriptorSetBytes());
+  while (reader.pos < reader.len) {
+    const [field, wire] = reader.tag();
+    if (field === 1 && wire === WireType.LengthDelimited) out.push(reader.bytes());
+    else reader.skip(wire);
+  }
+  return (files = out);
+}
+
+/** The gateway's messages, enums and services as a @bufbuild/protobuf registry (wire checks, encoders, benches). */
+export function gatewayRegistry(): FileRegistry {
+  return (registry ??= createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSetBytes())));
 }

@@ -1,10 +1,11 @@
 import { isUtf8 } from "node:buffer";
-import protobuf from "protobufjs";
+import { ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { Code } from "./code.js";
 import { GatewayError } from "./gateway-error.js";
 
 /**
- * A strict pass over protobuf wire bytes, run before a request is decoded. protobufjs is lenient where the gateway
+ * A strict pass over protobuf wire bytes, run before a request is decoded (shapes from the @bufbuild/protobuf
+ * descriptors of the request type). protobufjs, proto-loader's codec, is lenient where the gateway
  * must not be: its Node reader cuts a length-delimited field that runs past the end of the message short (`0a 64 61`
  * decoded as `{service: "a"}`), and it decodes invalid UTF-8 in `string` fields to U+FFFD, which was then stored.
  * This walk refuses both, naming the field, so nothing runs on a message the caller did not send whole.
@@ -28,36 +29,45 @@ type Shape = Map<number, Slot>;
 // Shapes are built once per message type (and map field) and reused by every request.
 const shapes = new WeakMap<object, Shape>();
 
-function shapeOf(type: protobuf.Type): Shape {
+function shapeOf(type: DescMessage): Shape {
   let shape = shapes.get(type);
   if (shape) return shape;
   shape = new Map();
   shapes.set(type, shape); // before the fields: recursive types refer to their own shape
-  for (const field of type.fieldsArray) shape.set(field.id, slotOf(field));
+  for (const field of type.fields) shape.set(field.number, slotOf(field));
   return shape;
 }
 
-function slotOf(field: protobuf.Field): Slot {
-  if (field instanceof protobuf.MapField) {
-    let entry = shapes.get(field);
-    if (!entry) {
-      const value: Slot =
-        field.type === "string"
-          ? { kind: "string", name: "value" }
-          : field.resolvedType instanceof protobuf.Type
-            ? { kind: "message", name: "value", shape: shapeOf(field.resolvedType) }
-            : { kind: "other", name: "value" };
-      entry = new Map([
-        [1, { kind: field.keyType === "string" ? "string" : "other", name: "key" }],
-        [2, value],
-      ]);
-      shapes.set(field, entry);
+function slotOf(field: DescField): Slot {
+  switch (field.fieldKind) {
+    case "map": {
+      let entry = shapes.get(field);
+      if (!entry) {
+        const value: Slot =
+          field.mapKind === "scalar" && field.scalar === ScalarType.STRING
+            ? { kind: "string", name: "value" }
+            : field.mapKind === "message"
+              ? { kind: "message", name: "value", shape: shapeOf(field.message) }
+              : { kind: "other", name: "value" };
+        entry = new Map([
+          [1, { kind: field.mapKey === ScalarType.STRING ? "string" : "other", name: "key" }],
+          [2, value],
+        ]);
+        shapes.set(field, entry);
+      }
+      return { kind: "message", name: field.name, shape: entry };
     }
-    return { kind: "message", name: field.name, shape: entry };
+    case "scalar":
+      return { kind: field.scalar === ScalarType.STRING ? "string" : "other", name: field.name };
+    case "message":
+      return { kind: "message", name: field.name, shape: shapeOf(field.message) };
+    case "list":
+      if (field.listKind === "scalar" && field.scalar === ScalarType.STRING) return { kind: "string", name: field.name };
+      if (field.listKind === "message") return { kind: "message", name: field.name, shape: shapeOf(field.message) };
+      return { kind: "other", name: field.name };
+    case "enum":
+      return { kind: "other", name: field.name };
   }
-  if (field.type === "string") return { kind: "string", name: field.name };
-  if (field.resolvedType instanceof protobuf.Type) return { kind: "message", name: field.name, shape: shapeOf(field.resolvedType) };
-  return { kind: "other", name: field.name };
 }
 
 const bad = (problem: string): GatewayError => new GatewayError(Code.INVALID_ARGUMENT, `the request message ${problem}`);
@@ -133,7 +143,7 @@ function walk(buf: Uint8Array, end: number, shape: Shape, path: string, depth: n
 }
 
 /** INVALID_ARGUMENT saying what is wrong when `buf` is not a whole, well-formed `type` message; else undefined. */
-export function checkWire(type: protobuf.Type, buf: Uint8Array): GatewayError | undefined {
+export function checkWire(type: DescMessage, buf: Uint8Array): GatewayError | undefined {
   try {
     cur.pos = 0;
     walk(buf, buf.length, shapeOf(type), "", 0);

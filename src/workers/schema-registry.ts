@@ -2,9 +2,10 @@
  * Compiles a SchemaSet's encoded FileDescriptorProtos into a @bufbuild/protobuf registry, and keeps a bounded cache of
  * compiled registries by schema id. Used on the main thread (inline conversions) and in each worker.
  */
-import { create, createFileRegistry, fromBinary, type FileRegistry } from "@bufbuild/protobuf";
+import { fromBinary, type FileRegistry } from "@bufbuild/protobuf";
 import * as wkt from "@bufbuild/protobuf/wkt";
-import { FileDescriptorProtoSchema, FileDescriptorSetSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
+import { FileDescriptorProtoSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
+import { registryOfFiles } from "../shared/file-registry.js";
 import { CodecError } from "./codec-error.js";
 
 // Well-known types a backend's reflection may omit (some servers do not serve google/protobuf/*.proto).
@@ -40,26 +41,18 @@ export function compileSchema(files: readonly Uint8Array[]): FileRegistry {
     }
     byName.set(file.name, file);
   }
-  // Order dependencies first (createFileRegistry adds files in order), filling in well-known types.
-  const ordered: FileDescriptorProto[] = [];
-  const state = new Map<string, "visiting" | "done">();
-  const visit = (name: string, importer: string | undefined): void => {
-    const st = state.get(name);
-    if (st === "done") return;
-    if (st === "visiting") throw new CodecError("FAILED_PRECONDITION", `schema file ${name} imports itself (cycle)`);
-    const file = byName.get(name) ?? wellKnownFiles.get(name);
-    if (file === undefined) {
-      throw new CodecError("FAILED_PRECONDITION", `schema file ${name}, imported by ${importer ?? "?"}, is missing`);
-    }
-    state.set(name, "visiting");
-    for (const dep of file.dependency) visit(dep, name);
-    state.set(name, "done");
-    ordered.push(file);
-  };
-  for (const name of byName.keys()) visit(name, undefined);
   try {
-    return createFileRegistry(create(FileDescriptorSetSchema, { file: ordered }));
+    // @bufbuild resolves the imports (createFileRegistry(file, resolve)); missing well-known types come from wkt.
+    return registryOfFiles(
+      [...byName.values()],
+      {
+        missing: (name, importer) => new CodecError("FAILED_PRECONDITION", `schema file ${name}, imported by ${importer}, is missing`),
+        cycle: (name) => new CodecError("FAILED_PRECONDITION", `schema file ${name} imports itself (cycle)`),
+      },
+      (name) => wellKnownFiles.get(name),
+    ).registry;
   } catch (e) {
+    if (e instanceof CodecError) throw e;
     throw new CodecError("FAILED_PRECONDITION", `schema cannot be compiled: ${errorText(e)}`);
   }
 }

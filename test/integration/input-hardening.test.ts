@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { connect as connectHttp2, constants as h2 } from "node:http2";
 import { connect as connectTcp } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import { gatewayRoot } from "../../src/shared/descriptors.js";
+import { fromJson, toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { gatewayRegistry } from "../../src/shared/protos.js";
 import { startTestGateway, unary, withKey, type TestGateway } from "../support/gateway.js";
 import { reflectionCall } from "../support/reflection.js";
 import { runCli, startGatewayProcess } from "../support/cli.js";
@@ -59,9 +60,9 @@ function frame(payload: Buffer, compressed = false): Buffer {
   return Buffer.concat([head, payload]);
 }
 
-function encode(typeName: string, value: object): Buffer {
-  const type = gatewayRoot().lookupType(typeName);
-  return Buffer.from(type.encode(type.fromObject(value)).finish());
+function encode(typeName: string, value: JsonObject): Buffer {
+  const type = gatewayRegistry().getMessage(typeName)!;
+  return Buffer.from(toBinary(type, fromJson(type, value)));
 }
 
 /** One HTTP/1.1 request written by hand (repeated headers, oversized heads); resolves the status line and body. */

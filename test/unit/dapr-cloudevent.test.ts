@@ -67,4 +67,17 @@ describe("CloudEvent <-> Dapr conversions", () => {
     assert.equal(unpackString({ type_url: "type.googleapis.com/other", value: Buffer.from("raw") }), "raw");
     assert.equal(unpackString(null), "");
   });
+
+  it("packs job data into the bytes Dapr SDKs send: Any{StringValue}, field 1 with a varint length", () => {
+    const short = packString("hé");
+    assert.equal(short.type_url, "type.googleapis.com/google.protobuf.StringValue");
+    assert.deepEqual([...short.value], [0x0a, 0x03, 0x68, 0xc3, 0xa9]);
+    // 600 bytes of UTF-8: a two-byte varint length (0xd8 0x04), then the text.
+    const long = packString("é".repeat(300));
+    assert.deepEqual([...long.value.subarray(0, 3)], [0x0a, 0xd8, 0x04]);
+    assert.equal(long.value.length, 603);
+    assert.deepEqual([...packString("").value], []);
+    const bytesValue = { type_url: "type.googleapis.com/google.protobuf.BytesValue", value: Buffer.from([0x0a, 0x02, 0x6f, 0x6b]) };
+    assert.equal(unpackString(bytesValue), "ok");
+  });
 });

@@ -5,7 +5,8 @@ import { echo, MAX_ECHO_CHARS } from "../../src/shared/echo.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { firstInvalidUtf8, locateInvalidUtf8InJson } from "../../src/shared/utf8.js";
 import { checkWire } from "../../src/shared/wire-check.js";
-import { gatewayRoot } from "../../src/shared/descriptors.js";
+import { fromJson, toBinary } from "@bufbuild/protobuf";
+import { gatewayRegistry } from "../../src/shared/protos.js";
 
 describe("echo", () => {
   it("keeps short values and cuts long ones without splitting a surrogate pair", () => {
@@ -55,8 +56,8 @@ describe("firstInvalidUtf8", () => {
 });
 
 describe("checkWire", () => {
-  const type = gatewayRoot().lookupType("platform.SaveStateRequest");
-  const ok = Buffer.from(type.encode(type.fromObject({ service: "s", key: "k", value: "v", publish_change: true })).finish());
+  const type = gatewayRegistry().getMessage("platform.SaveStateRequest")!;
+  const ok = Buffer.from(toBinary(type, fromJson(type, { service: "s", key: "k", value: "v", publish_change: true })));
 
   it("accepts whole messages, unknown fields included", () => {
     assert.equal(checkWire(type, ok), undefined);
@@ -70,5 +71,27 @@ describe("checkWire", () => {
     assert.match(msg(Buffer.from([0x08, 0x01])), /field service has wire type 0/);
     assert.match(msg(Buffer.from([0x33])), /wire type 3/);
     assert.match(msg(Buffer.from([0x28, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01])), /longer than 10 bytes/);
+  });
+
+  it("follows nested messages, map entries and repeated fields by their descriptors", () => {
+    const publish = gatewayRegistry().getMessage("io.cloudevents.v1.PublishRequest")!;
+    const bad = Buffer.from([0xff]);
+    // cloudevent (2) -> attributes (5) map entry -> key (1) with invalid UTF-8
+    const entry = Buffer.concat([Buffer.from([0x0a, 1]), bad]);
+    const attr = Buffer.concat([Buffer.from([0x2a, entry.length]), entry]);
+    const inMapKey = Buffer.concat([Buffer.from([0x12, attr.length]), attr]);
+    assert.match(checkWire(publish, inMapKey)?.rawMessage ?? "", /field cloudevent\.attributes\.key is not valid UTF-8/);
+    // ... the entry's value (2), a CloudEventAttributeValue whose ce_string (3) is invalid
+    const value = Buffer.concat([Buffer.from([0x1a, 1]), bad]);
+    const entry2 = Buffer.concat([Buffer.from([0x0a, 1, 0x61, 0x12, value.length]), value]);
+    const attr2 = Buffer.concat([Buffer.from([0x2a, entry2.length]), entry2]);
+    const inMapValue = Buffer.concat([Buffer.from([0x12, attr2.length]), attr2]);
+    assert.match(checkWire(publish, inMapValue)?.rawMessage ?? "", /field cloudevent\.attributes\.value\.ce_string is not valid UTF-8/);
+    // A repeated string (ListServicesResponse.services) and a repeated message (GetBulkStateResponse.items[].key).
+    const list = gatewayRegistry().getMessage("platform.ListServicesResponse")!;
+    assert.match(checkWire(list, Buffer.from([0x0a, 1, 0x61, 0x0a, 1, 0xff]))?.rawMessage ?? "", /field services is not valid UTF-8/);
+    const bulk = gatewayRegistry().getMessage("platform.GetBulkStateResponse")!;
+    assert.match(checkWire(bulk, Buffer.from([0x0a, 3, 0x0a, 1, 0xff]))?.rawMessage ?? "", /field items\.key is not valid UTF-8/);
+    assert.match(checkWire(bulk, Buffer.from([0x08, 1]))?.rawMessage ?? "", /field items has wire type 0/);
   });
 });

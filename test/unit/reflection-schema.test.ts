@@ -90,5 +90,15 @@ describe("backend schema from reflected descriptors", () => {
   it("encodes a FileDescriptorSet holding exactly the schema's files", () => {
     const set = fromBinary(FileDescriptorSetSchema, encodeFileDescriptorSet(schema.set));
     assert.deepEqual(set.file.map((f) => f.name), schema.set.files.map(nameOf));
+    // Each file's bytes as served (tag 0x0a, varint length, the bytes), not re-encoded.
+    const expected = Buffer.concat(schema.set.files.flatMap((f) => {
+      const len: number[] = [];
+      for (let n = f.length; ; n >>>= 7) {
+        if (n < 0x80) { len.push(n); break; }
+        len.push((n & 0x7f) | 0x80);
+      }
+      return [Buffer.from([0x0a, ...len]), Buffer.from(f)];
+    }));
+    assert.ok(Buffer.from(encodeFileDescriptorSet(schema.set)).equals(expected));
   });
 });

@@ -1,11 +1,12 @@
 import type { ConfigOps } from "../ops/config.js";
 import { toProtoConfigService } from "../ops/config.js";
-import type { ServiceImpl } from "./server.js";
+import type { ConfigHandlers } from "../../gen/gateway/platform/Config.js";
+import type { GrpcImpl } from "./server.js";
 
 /** `platform.Config` over gRPC. */
-export function configGrpc(ops: ConfigOps): ServiceImpl {
+export function configGrpc(ops: ConfigOps): GrpcImpl<ConfigHandlers> {
   return {
     ListServices: async () => ({ services: ops.list().map(toProtoConfigService) }),
-    GetService: async (req: { name: string }) => ({ service: toProtoConfigService(ops.require(req.name)) }),
+    GetService: async (req) => ({ service: toProtoConfigService(ops.require(req.name)) }),
   };
 }

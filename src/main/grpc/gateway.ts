@@ -1,16 +1,13 @@
 import type { MetadataFilter } from "../forward-metadata.js";
 import type { DispatchOps } from "../ops/dispatch.js";
-import type { ServiceImpl, UnaryContext } from "./server.js";
-
-interface InvokeRequest {
-  service: string;
-  method: string;
-  request_data: string;
-}
+import type { GatewayHandlers } from "../../gen/gateway/platform/Gateway.js";
+import type { InvokeRequest__Output } from "../../gen/gateway/platform/InvokeRequest.js";
+import type { InvokeResponse } from "../../gen/gateway/platform/InvokeResponse.js";
+import type { GrpcImpl, UnaryContext } from "./server.js";
 
 /** `platform.Gateway` over gRPC: Invoke and InvokeJson (outcome in-band), ListServices, ListMethods, GetMethodSchema. */
-export function gatewayGrpc(ops: DispatchOps, filter: MetadataFilter): ServiceImpl {
-  const invoke = async (req: InvokeRequest, ctx: UnaryContext) => {
+export function gatewayGrpc(ops: DispatchOps, filter: MetadataFilter): GrpcImpl<GatewayHandlers> {
+  const invoke = async (req: InvokeRequest__Output, ctx: UnaryContext): Promise<InvokeResponse> => {
     const r = await ops.invoke({
       service: req.service,
       method: req.method,
@@ -25,7 +22,7 @@ export function gatewayGrpc(ops: DispatchOps, filter: MetadataFilter): ServiceIm
     Invoke: invoke,
     InvokeJson: invoke,
     ListServices: async () => ({ services: [...ops.listServices()] }),
-    ListMethods: async (req: { service: string }, ctx: UnaryContext) => ({
+    ListMethods: async (req, ctx) => ({
       methods: (await ops.listMethods(req.service, { signal: ctx.signal })).map((m) => ({
         name: m.name,
         full_name: m.fullName,
@@ -35,7 +32,7 @@ export function gatewayGrpc(ops: DispatchOps, filter: MetadataFilter): ServiceIm
         is_server_streaming: m.serverStreaming,
       })),
     }),
-    GetMethodSchema: async (req: { service: string; method: string; type: string }, ctx: UnaryContext) => {
+    GetMethodSchema: async (req, ctx) => {
       const s = await ops.methodSchema(req.service, req.method, req.type, ctx.signal);
       return {
         input_type_name: s.inputTypeName,

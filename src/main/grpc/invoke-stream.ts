@@ -1,21 +1,17 @@
 import type * as grpc from "@grpc/grpc-js";
+import type { InvokeStreamRequest__Output } from "../../gen/gateway/platform/InvokeStreamRequest.js";
+import type { InvokeStreamResponse } from "../../gen/gateway/platform/InvokeStreamResponse.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
-import { deadlineOf, type DuplexMethod } from "./server.js";
-
-interface InvokeStreamRequest {
-  service: string;
-  method: string;
-  request_data: string;
-}
+import { deadlineOf } from "./server.js";
 
 /**
  * `platform.Gateway/InvokeStream`: a thin shell over startInvokeStream. Flow control both ways: the inbound stream
  * is paused while a request message is being converted and sent (so a slow backend slows the caller), and the
  * backend is not read while grpc-js's write buffer is full (`write()` false until `drain`).
  */
-export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter): DuplexMethod {
-  return (call: grpc.ServerDuplexStream<InvokeStreamRequest, unknown>) => {
+export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter): (call: grpc.ServerDuplexStream<InvokeStreamRequest__Output, InvokeStreamResponse>) => void {
+  return (call) => {
     let handle: ReturnType<typeof startInvokeStream> | undefined;
     let finished = false;
     call.on("error", () => undefined);
@@ -25,7 +21,7 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter)
       if (handle) handle.cancel("the caller cancelled the call");
       else finished = true;
     });
-    call.on("data", (req: InvokeStreamRequest) => {
+    call.on("data", (req: InvokeStreamRequest__Output) => {
       if (!handle) {
         handle = startInvokeStream(
           deps,

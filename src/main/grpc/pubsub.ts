@@ -2,11 +2,12 @@ import { constants as h2 } from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { SubscribeFailure, type Broker, type EndReason, type Subscription } from "../../broker/index.js";
 import { Code } from "../../shared/code.js";
-import type { CloudEvent } from "../../shared/cloudevent.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { Logger } from "../logger.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import { rawResponses, toStatusObject, type ServiceImpl, type UnaryContext } from "./server.js";
+import type { PubsubHandlers } from "../../gen/gateway/io/cloudevents/v1/Pubsub.js";
+import type { SubscribeRequest__Output } from "../../gen/gateway/io/cloudevents/v1/SubscribeRequest.js";
+import { rawResponses, toStatusObject, type GrpcImpl, type ServerStreamMethod, type ServiceImpl } from "./server.js";
 import { echo } from "../../shared/echo.js";
 import { topicProblem } from "../cloudevent-validate.js";
 
@@ -101,14 +102,14 @@ export interface PubsubGrpcDeps {
 /** The `io.cloudevents.v1.Pubsub` implementation and the set of its open streams. */
 export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; streams: StreamSet } {
   const { ops, broker, logger } = deps;
-  const open = new Set<grpc.ServerWritableStream<{ topics?: string[] }, Buffer>>();
+  const open = new Set<grpc.ServerWritableStream<SubscribeRequest__Output, Buffer>>();
 
   const hardReset = (call: grpc.ServerWritableStream<unknown, unknown>): void => {
     const s = http2StreamOf(call);
     if (s && !s.closed) s.close(h2.NGHTTP2_CANCEL);
   };
 
-  const subscribe = rawResponses((call: grpc.ServerWritableStream<{ topics?: string[] }, Buffer>) => {
+  const subscribe = rawResponses((call: grpc.ServerWritableStream<SubscribeRequest__Output, Buffer>) => {
     const requested = call.request?.topics ?? [];
     const topics = requested.length > 0 ? [...requested] : [DEFAULT_TOPIC];
     for (const [i, t] of topics.entries()) {
@@ -189,12 +190,13 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
       );
   });
 
-  const impl: ServiceImpl = {
-    PublishEvent: async (req: { topic?: string; cloudevent?: CloudEvent | null }, ctx: UnaryContext) => ({
+  // Subscribe writes pre-encoded SubscribeResponse bytes (rawResponses), so its call is typed with Buffer responses.
+  const impl: Omit<GrpcImpl<PubsubHandlers>, "Subscribe"> & { Subscribe: ServerStreamMethod } = {
+    PublishEvent: async (req, ctx) => ({
       status: await ops.publish(req.topic, req.cloudevent, ctx.signal),
     }),
     Subscribe: subscribe,
-    Unsubscribe: async (req: { subscription_id?: string }) => ({ status: ops.unsubscribe(req.subscription_id) }),
+    Unsubscribe: async (req) => ({ status: ops.unsubscribe(req.subscription_id) }),
   };
   return {
     impl,

@@ -4,6 +4,8 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema, type DescriptorProto } from "@bufbuild/protobuf/wkt";
 import { echo } from "../../shared/echo.js";
 import { protoDir } from "../../shared/paths.js";
+import type { ServerReflectionRequest__Output } from "../../gen/reflection/grpc/reflection/v1/ServerReflectionRequest.js";
+import type { ServerReflectionResponse } from "../../gen/reflection/grpc/reflection/v1/ServerReflectionResponse.js";
 
 /**
  * A gRPC server reflection service (v1 and v1alpha) over a set of encoded FileDescriptorProtos. Unlike
@@ -75,17 +77,10 @@ function withDeps(index: Index, name: string): Uint8Array[] {
   return out;
 }
 
-interface ReflectionRequest {
-  host?: string;
-  message_request?: string;
-  file_by_filename?: string;
-  file_containing_symbol?: string;
-  file_containing_extension?: { containing_type: string; extension_number: number };
-  all_extension_numbers_of_type?: string;
-  list_services?: string;
-}
+/** A reflection request as proto-loader decodes it (generated from grpc/reflection/v1; v1alpha has the same shape). */
+type ReflectionRequest = ServerReflectionRequest__Output;
 
-function answer(index: Index, services: readonly string[], req: ReflectionRequest): Record<string, unknown> {
+function answer(index: Index, services: readonly string[], req: ReflectionRequest): ServerReflectionResponse {
   const base = { valid_host: req.host ?? "", original_request: req };
   // An error answer repeats the request, so its strings are cut as every error message's are (a 2 MiB symbol made a
   // 4 MiB answer).
@@ -148,7 +143,7 @@ export function addReflectionService(server: grpc.Server, opts: ReflectionServic
     return merged;
   };
   const defs = reflectionDefinitions();
-  const handler = (call: grpc.ServerDuplexStream<ReflectionRequest, Record<string, unknown>>): void => {
+  const handler = (call: grpc.ServerDuplexStream<ReflectionRequest, ServerReflectionResponse>): void => {
     const refused = opts.admit?.(call.metadata);
     if (refused) {
       call.emit("error", refused);

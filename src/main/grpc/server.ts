@@ -17,14 +17,35 @@ export interface UnaryContext {
   deadline: number | undefined;
 }
 
-/** A unary handler: resolve the response or throw (a GatewayError keeps its code; anything else is INTERNAL). */
-export type UnaryMethod = (req: any, ctx: UnaryContext) => Promise<unknown>;
+/**
+ * A unary handler: resolve the response or throw (a GatewayError keeps its code; anything else is INTERNAL). The
+ * request is `never` here, so any typed handler fits; GrpcImpl gives each method its generated request type.
+ */
+export type UnaryMethod = (req: never, ctx: UnaryContext) => Promise<unknown>;
 /** A server-streaming handler; owns the call once invoked (auth and closing already checked). */
-export type ServerStreamMethod = (call: grpc.ServerWritableStream<any, any>) => void;
+export type ServerStreamMethod = (call: grpc.ServerWritableStream<never, never>) => void;
 /** A client- or bidi-streaming handler; owns the call once invoked (auth and closing already checked). */
-export type DuplexMethod = (call: grpc.ServerDuplexStream<any, any>) => void;
+export type DuplexMethod = (call: grpc.ServerDuplexStream<never, never>) => void;
 /** Handlers of one gRPC service by method name. Methods left out answer UNIMPLEMENTED. */
 export type ServiceImpl = Record<string, UnaryMethod | ServerStreamMethod | DuplexMethod>;
+
+/**
+ * The handlers of one gateway service typed from its generated `*Handlers` interface (src/gen, made by
+ * proto-loader-gen-types from proto/ with the loader's options): a unary method takes the request as proto-loader
+ * decodes it (`X__Output`) and resolves the response as proto-loader encodes it (`X`), a streaming method gets the
+ * typed call. A proto change a handler does not follow fails `npm run typecheck`. Methods left out answer
+ * UNIMPLEMENTED.
+ */
+export type GrpcImpl<H> = {
+  // Server-streaming before bidi: a duplex call is also a writable one, so the other order would match both.
+  [K in keyof H as string extends K ? never : K]?: H[K] extends grpc.handleServerStreamingCall<infer Req, infer Res>
+    ? (call: grpc.ServerWritableStream<Req, Res>) => void
+    : H[K] extends grpc.handleBidiStreamingCall<infer Req, infer Res>
+      ? (call: grpc.ServerDuplexStream<Req, Res>) => void
+      : H[K] extends grpc.handleUnaryCall<infer Req, infer Res>
+        ? (req: Req, ctx: UnaryContext) => Promise<Res>
+        : never;
+};
 
 const RAW = Symbol("rawResponses");
 
@@ -103,7 +124,7 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
           call.emit("error", toStatusObject(refused));
           return;
         }
-        stream!(call);
+        stream!(call as grpc.ServerWritableStream<never, never>);
       };
       continue;
     }
@@ -117,7 +138,7 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
           call.emit("error", toStatusObject(refused));
           return;
         }
-        duplex!(call);
+        duplex!(call as grpc.ServerDuplexStream<never, never>);
       };
       continue;
     }
@@ -141,7 +162,7 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
       const running = (work = linkedSignal());
       call.once("cancelled", () => running.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call")));
       deps.inflight.count++;
-      unary!(call.request, { metadata: call.metadata, signal: running.signal, deadline: deadlineOf(call) })
+      unary!(call.request as never, { metadata: call.metadata, signal: running.signal, deadline: deadlineOf(call) })
         .then(
           (res) => finish(null, res),
           (e: unknown) => {

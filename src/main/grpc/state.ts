@@ -1,34 +1,35 @@
 import type { StoredItem } from "../../runtime/state-port.js";
-import type { DeleteBulkStateInput, DeleteStateInput, QueryStateInput, SaveStateInput, StateOps } from "../ops/state.js";
+import type { StateHandlers } from "../../gen/gateway/platform/State.js";
+import type { StateOps } from "../ops/state.js";
 import { deleteBulkMessage, okStatus } from "../ops/state-status.js";
-import type { ServiceImpl, UnaryContext } from "./server.js";
+import type { GrpcImpl } from "./server.js";
 
 const toItem = (i: StoredItem) => ({ key: i.key, value: i.value, etag: i.etag });
 
 /** `platform.State` over gRPC: thin wrappers over the shared State operations. */
-export function stateGrpc(ops: StateOps): ServiceImpl {
+export function stateGrpc(ops: StateOps): GrpcImpl<StateHandlers> {
   return {
-    SaveState: async (req: SaveStateInput, { signal }: UnaryContext) => {
+    SaveState: async (req, { signal }) => {
       const { etag } = await ops.save(req, signal);
       return { status: okStatus(), etag };
     },
-    GetState: async (req: { service: string; key: string }, { signal }: UnaryContext) => {
+    GetState: async (req, { signal }) => {
       const item = await ops.get(req.service, req.key, signal);
       // A missing key is an empty value and etag (Dapr's behaviour), not an error.
       return { key: req.key, value: item?.value ?? "", etag: item?.etag ?? "" };
     },
-    DeleteState: async (req: DeleteStateInput, { signal }: UnaryContext) => {
+    DeleteState: async (req, { signal }) => {
       await ops.delete(req, signal);
       return { status: okStatus() };
     },
-    QueryState: async (req: QueryStateInput, { signal }: UnaryContext) => {
+    QueryState: async (req, { signal }) => {
       const r = await ops.query(req, signal);
       return { items: r.items.map(toItem), token: r.token };
     },
-    GetBulkState: async (req: { service: string; keys: string[] }, { signal }: UnaryContext) => ({
+    GetBulkState: async (req, { signal }) => ({
       items: (await ops.getBulk(req.service, req.keys, signal)).map(toItem),
     }),
-    DeleteBulkState: async (req: DeleteBulkStateInput, { signal }: UnaryContext) => {
+    DeleteBulkState: async (req, { signal }) => {
       const r = await ops.deleteBulk(req, signal);
       return { status: okStatus(deleteBulkMessage(r)) };
     },

@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
-import protobuf from "protobufjs";
+import type { DescMessage } from "@bufbuild/protobuf";
 import { createRequire } from "node:module";
-import { gatewayRoot } from "../../shared/descriptors.js";
+import { gatewayRegistry } from "../../shared/protos.js";
 import type { GatewayError } from "../../shared/gateway-error.js";
 import { checkWire } from "../../shared/wire-check.js";
 
@@ -22,16 +22,11 @@ export function decodeFailureOf(request: unknown): GatewayError | undefined {
   return typeof request === "object" && request !== null ? (request as Partial<DecodeFailure>)[DECODE_ERROR] : undefined;
 }
 
-/** The protobufjs type of a method's request when it is one of the gateway's protos (e.g. "/platform.v1.Config/Get"). */
-function requestTypeOf(path: string): protobuf.Type | undefined {
+/** The descriptor of a method's request when it is one of the gateway's protos (e.g. "/platform.v1.Config/Get"). */
+function requestTypeOf(path: string): DescMessage | undefined {
   const [, service, method] = /^\/(.+)\/([^/]+)$/.exec(path) ?? [];
   if (!service || !method) return undefined;
-  try {
-    const svc = gatewayRoot().lookup(service);
-    return svc instanceof protobuf.Service ? svc.methods[method]?.resolvedRequestType ?? undefined : undefined;
-  } catch {
-    return undefined;
-  }
+  return gatewayRegistry().getService(service)?.methods.find((m) => m.name === method)?.input;
 }
 
 /**

@@ -1,15 +1,10 @@
 import { GatewayError } from "../../shared/gateway-error.js";
 import { Code } from "../../shared/code.js";
 import type { Logger } from "../logger.js";
-import type { TriggerInput, TriggerOps, TriggerRecord } from "../ops/trigger.js";
-import type { ServiceImpl, UnaryContext } from "./server.js";
-
-/** The in-band Status (docs/contract.md "Status object"). */
-interface Status {
-  success: boolean;
-  status: string;
-  message: string;
-}
+import type { TriggerOps, TriggerRecord } from "../ops/trigger.js";
+import type { Status } from "../../gen/gateway/platform/Status.js";
+import type { TriggerHandlers } from "../../gen/gateway/platform/Trigger.js";
+import type { GrpcImpl } from "./server.js";
 
 const OK: Status = { success: true, status: "OK", message: "" };
 
@@ -28,15 +23,15 @@ async function inBand<T extends object>(logger: Logger, method: string, op: () =
 }
 
 /** `platform.Trigger` over gRPC: ScheduleTrigger, GetTrigger, DeleteTrigger, ListTriggers, all with in-band errors. */
-export function triggerGrpc(ops: TriggerOps, logger: Logger): ServiceImpl {
+export function triggerGrpc(ops: TriggerOps, logger: Logger): GrpcImpl<TriggerHandlers> {
   return {
-    ScheduleTrigger: (req: TriggerInput, { signal }: UnaryContext) =>
+    ScheduleTrigger: (req, { signal }) =>
       inBand(logger, "ScheduleTrigger", async () => (await ops.schedule(req, signal), {}), {}),
-    GetTrigger: (req: { name: string }, { signal }: UnaryContext) =>
+    GetTrigger: (req, { signal }) =>
       inBand<{ trigger: TriggerRecord | null }>(logger, "GetTrigger", async () => ({ trigger: await ops.get(req.name, signal) }), { trigger: null }),
-    DeleteTrigger: (req: { name: string }, { signal }: UnaryContext) =>
+    DeleteTrigger: (req, { signal }) =>
       inBand(logger, "DeleteTrigger", async () => (await ops.delete(req.name, signal), {}), {}),
-    ListTriggers: (_req: object, { signal }: UnaryContext) =>
+    ListTriggers: (_req, { signal }) =>
       inBand(logger, "ListTriggers", async () => ({ triggers: await ops.list(signal) }), { triggers: [] }),
   };
 }

@@ -9,6 +9,8 @@ import { isSchedulableTime, planJob } from "../../runtime/schedule/index.js";
 import { jobNameProblem } from "../../runtime/schedule/job-name.js";
 import type { GatewayContext } from "../context.js";
 import { createTriggerStats } from "./trigger-stats.js";
+import type { ScheduleTriggerRequest__Output } from "../../gen/gateway/platform/ScheduleTriggerRequest.js";
+import type { TriggerRecord__Output } from "../../gen/gateway/platform/TriggerRecord.js";
 
 /** Type of the event every firing publishes (docs/triggers.md, first table). */
 export const TRIGGER_EVENT_TYPE = "com.runtime.event.sent";
@@ -19,31 +21,17 @@ export const MAX_TRIGGER_NAME = 200;
 /** How long one firing's publish may take before it counts as failed. */
 const PUBLISH_TIMEOUT_MS = 10_000;
 
-/** A trigger as ScheduleTrigger takes it (proto field names). */
-export interface TriggerInput {
-  name: string;
-  target_topic: string;
-  schedule?: string;
-  due_time?: string;
-  /** 0 or unset: unlimited. */
-  repeats?: number;
-  ttl?: string;
-}
+/**
+ * A trigger as ScheduleTrigger takes it: the generated request type (proto field names), `name` and `target_topic`
+ * required, the rest optional as REST bodies may leave them out. `repeats` 0 or unset: unlimited.
+ */
+export type TriggerInput = Pick<ScheduleTriggerRequest__Output, "name" | "target_topic"> & Partial<Omit<ScheduleTriggerRequest__Output, "name" | "target_topic">>;
 
-/** A trigger as get and list report it: the fields given plus what shows it working. Times are RFC 3339 UTC, "" when not applicable. */
-export interface TriggerRecord {
-  name: string;
-  target_topic: string;
-  schedule: string;
-  due_time: string;
-  repeats: number;
-  ttl: string;
-  created_at: string;
-  next_fire_time: string;
-  last_fire_time: string;
-  expires_at: string;
-  times_fired: number;
-}
+/**
+ * A trigger as get and list report it (the generated TriggerRecord): the fields given plus what shows it working.
+ * Times are RFC 3339 UTC, "" when not applicable.
+ */
+export type TriggerRecord = TriggerRecord__Output;
 
 /** Trigger operations, shared by the gRPC service and the REST routes. Errors are GatewayErrors naming the field. */
 export interface TriggerOps {

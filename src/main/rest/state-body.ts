@@ -5,6 +5,15 @@ import { invalidArgument } from "../../shared/gateway-error.js";
 import type { ChangeInput, SaveStateInput } from "../ops/state-types.js";
 import { echo } from "../../shared/echo.js";
 
+/*
+ * REST bodies to the ops inputs (SaveStateInput, ChangeInput: generated proto-loader types, ops/state-types.ts).
+ * Parsed by hand rather than with @bufbuild/protobuf's `fromJson`: that yields @bufbuild's object shape (camelCase
+ * fields, oneofs as `{case, value}`, int64 as bigint, bytes as Uint8Array), not the proto-loader shape every op,
+ * the broker and grpc-js's codec take, so a second conversion would follow; and its errors do not name the field
+ * the way the gateway's do (`change.cloudevent.attributes.x.ce_integer must be ...`). The CloudEvents JSON format
+ * (`specversion`, `data_base64`) is not proto3 JSON at all (shared/cloudevent-json.ts).
+ */
+
 type Json = Record<string, unknown>;
 
 function isObject(v: unknown): v is Json {

@@ -1,19 +1,12 @@
 import { attributeFromJson, isTextContentType, SPEC_VERSION, type CloudEvent, type CloudEventAttributeValue } from "../../shared/cloudevent.js";
+import type { TopicEventRequest__Output } from "../../gen/dapr/dapr/proto/runtime/v1/TopicEventRequest.js";
 import { structToObject, type ProtoStruct } from "./struct.js";
 
-/** `TopicEventRequest` as daprd sends it on a streaming subscription (proto-loader shape). */
-export interface TopicEventRequest {
-  id: string;
-  source: string;
-  type: string;
-  spec_version: string;
-  data_content_type: string;
-  data: Uint8Array;
-  topic: string;
-  pubsub_name: string;
-  path: string;
-  extensions?: ProtoStruct | null;
-}
+/**
+ * `TopicEventRequest` as daprd sends it on a streaming subscription (the generated proto-loader type); `extensions`
+ * may also be a Struct built in code, or absent.
+ */
+export type TopicEventRequest = Omit<TopicEventRequest__Output, "extensions"> & { extensions?: ProtoStruct | null };
 
 const PROTOBUF_TYPES = new Set(["application/protobuf", "application/x-protobuf"]);
 

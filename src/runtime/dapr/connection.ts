@@ -2,7 +2,17 @@ import * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { abortable } from "../../shared/signals.js";
+import type { DaprDefinition } from "../../gen/dapr/dapr/proto/runtime/v1/Dapr.js";
 import { daprService } from "./protos.js";
+
+/** The methods of `dapr.proto.runtime.v1.Dapr` (generated from @dapr/dapr's protos), without the index signature. */
+type DaprMethods = { [K in keyof DaprDefinition as string extends K ? never : K]: DaprDefinition[K] };
+/** A `Dapr` method name, e.g. "GetState". */
+export type DaprMethod = keyof DaprMethods & string;
+/** What a `Dapr` method takes, as proto-loader encodes it (generated type). */
+export type DaprRequest<M extends DaprMethod> = Parameters<DaprMethods[M]["requestSerialize"]>[0];
+/** What a `Dapr` method answers, as proto-loader decodes it (generated `__Output` type). */
+export type DaprResponse<M extends DaprMethod> = ReturnType<DaprMethods[M]["responseDeserialize"]>;
 
 /** How the adapter reaches daprd. */
 export interface DaprConnectionOptions {
@@ -23,11 +33,11 @@ export interface DaprConnection {
   /** "host:port", as error messages and health name it. */
   readonly address: string;
   /** Call a unary `Dapr` method; rejects with a GatewayError (UNAVAILABLE naming the sidecar when it is down). */
-  unary<Res = any>(method: string, request: object, opts?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Res>;
+  unary<M extends DaprMethod>(method: M, request: DaprRequest<M>, opts?: { signal?: AbortSignal; timeoutMs?: number }): Promise<DaprResponse<M>>;
   /** Wait until the channel is connected (bounded by `connectTimeoutMs` or `timeoutMs`). */
   ready(signal?: AbortSignal, timeoutMs?: number): Promise<void>;
   /** Open a bidi stream of a `Dapr` method once the channel is connected. */
-  bidi(method: string, signal?: AbortSignal): Promise<grpc.ClientDuplexStream<any, any>>;
+  bidi<M extends DaprMethod>(method: M, signal?: AbortSignal): Promise<grpc.ClientDuplexStream<DaprRequest<M>, DaprResponse<M>>>;
   /** Translate anything a call threw into a GatewayError (UNAVAILABLE mentions the sidecar). */
   translate(e: unknown): GatewayError;
   close(): void;
@@ -99,7 +109,7 @@ export function createDaprConnection(o: DaprConnectionOptions): DaprConnection {
       const fn = methods[method];
       if (!fn) throw new GatewayError(Code.INTERNAL, `no Dapr method ${method}`);
       await ready(signal);
-      return fn.call(client, metadata()) as grpc.ClientDuplexStream<any, any>;
+      return fn.call(client, metadata()) as grpc.ClientDuplexStream<DaprRequest<typeof method>, DaprResponse<typeof method>>;
     },
     close: () => client.close(),
   };

@@ -1,5 +1,5 @@
 import type { Runtime, RuntimeHealth, RuntimeOptions } from "../runtime.js";
-import { createDaprConnection, type DaprConnectionOptions } from "./connection.js";
+import { createDaprConnection, type DaprConnectionOptions, type DaprResponse } from "./connection.js";
 import { createDaprJobs, type DaprJobs } from "./jobs.js";
 import { createDaprPubsub } from "./pubsub.js";
 import { createDaprState } from "./state.js";
@@ -23,12 +23,6 @@ export interface DaprRuntime extends Runtime {
   readonly address: string;
 }
 
-interface MetadataResponse {
-  id: string;
-  runtime_version: string;
-  registered_components?: Array<{ name: string; type: string }>;
-}
-
 /**
  * Create the Dapr runtime. Nothing is dialled until start() or the first call; start() returns at once and keeps
  * probing in the background, so a late sidecar never blocks startup (calls fail UNAVAILABLE and health reports
@@ -42,7 +36,7 @@ export function createDaprRuntime(opts: DaprRuntimeOptions): DaprRuntime {
   let closed = false;
   let probe: NodeJS.Timeout | undefined;
 
-  const metadata = (): Promise<MetadataResponse> => conn.unary<MetadataResponse>("GetMetadata", {}, { timeoutMs: healthTimeoutMs });
+  const metadata = (): Promise<DaprResponse<"GetMetadata">> => conn.unary("GetMetadata", {}, { timeoutMs: healthTimeoutMs });
 
   const startProbe = (attempt: number): void => {
     metadata().then(
@@ -68,7 +62,7 @@ export function createDaprRuntime(opts: DaprRuntimeOptions): DaprRuntime {
       startProbe(0);
     },
     async health(): Promise<RuntimeHealth> {
-      let md: MetadataResponse;
+      let md: DaprResponse<"GetMetadata">;
       try {
         await conn.ready(undefined, healthTimeoutMs);
         md = await metadata();

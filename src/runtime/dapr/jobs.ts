@@ -1,18 +1,12 @@
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { JobHandler, JobRecord, JobsPort, JobSpec } from "../jobs-port.js";
-import type { DaprConnection } from "./connection.js";
-import { packString, unpackString, type ProtoAny } from "./struct.js";
+import type { Job, Job__Output } from "../../gen/dapr/dapr/proto/runtime/v1/Job.js";
+import type { DaprConnection, DaprMethod, DaprRequest, DaprResponse } from "./connection.js";
+import { packString, unpackString } from "./struct.js";
 
-/** `dapr.proto.runtime.v1.Job` (proto-loader shape; `optional` fields may be absent). */
-export interface DaprJob {
-  name: string;
-  schedule?: string;
-  repeats?: number;
-  due_time?: string;
-  ttl?: string;
-  data?: ProtoAny | null;
-}
+/** `dapr.proto.runtime.v1.Job` as proto-loader decodes it (generated; `optional` fields may be absent). */
+export type DaprJob = Job__Output;
 
 /** The Dapr jobs port plus the entry point of the app callback. */
 export interface DaprJobs extends JobsPort {
@@ -62,14 +56,14 @@ function schedulerError(conn: DaprConnection, e: unknown): GatewayError {
 /** JobsPort over Dapr's Scheduler API (ScheduleJobAlpha1 with overwrite=false, Get/Delete/ListJobsAlpha1). */
 export function createDaprJobs(conn: DaprConnection): DaprJobs {
   let handler: JobHandler | undefined;
-  const call = <R>(method: string, req: object, signal?: AbortSignal): Promise<R> =>
-    conn.unary<R>(method, req, { timeoutMs: SCHEDULER_CALL_TIMEOUT_MS, ...(signal ? { signal } : {}) }).catch((e: unknown) => {
+  const call = <M extends DaprMethod>(method: M, req: DaprRequest<M>, signal?: AbortSignal): Promise<DaprResponse<M>> =>
+    conn.unary(method, req, { timeoutMs: SCHEDULER_CALL_TIMEOUT_MS, ...(signal ? { signal } : {}) }).catch((e: unknown) => {
       throw schedulerError(conn, e);
     });
 
   const get = async (name: string, signal?: AbortSignal): Promise<JobRecord | undefined> => {
     try {
-      const res = await call<{ job?: DaprJob | null }>("GetJobAlpha1", { name }, signal);
+      const res = await call("GetJobAlpha1", { name }, signal);
       return res.job ? toRecord(res.job) : undefined;
     } catch (e) {
       const err = conn.translate(e);
@@ -83,11 +77,11 @@ export function createDaprJobs(conn: DaprConnection): DaprJobs {
       handler = h;
     },
     async schedule(job: JobSpec, signal) {
-      const body: Record<string, unknown> = { name: job.name, data: packString(job.data) };
-      if (job.schedule) body["schedule"] = job.schedule;
-      if (job.dueTime) body["due_time"] = job.dueTime;
-      if (job.ttl) body["ttl"] = job.ttl;
-      if (job.repeats) body["repeats"] = job.repeats;
+      const body: Job = { name: job.name, data: packString(job.data) };
+      if (job.schedule) body.schedule = job.schedule;
+      if (job.dueTime) body.due_time = job.dueTime;
+      if (job.ttl) body.ttl = job.ttl;
+      if (job.repeats) body.repeats = job.repeats;
       await call("ScheduleJobAlpha1", { job: body, overwrite: false }, signal);
     },
     get,
@@ -97,7 +91,7 @@ export function createDaprJobs(conn: DaprConnection): DaprJobs {
       await call("DeleteJobAlpha1", { name }, signal);
     },
     async list(signal) {
-      const res = await call<{ jobs?: DaprJob[] }>("ListJobsAlpha1", {}, signal);
+      const res = await call("ListJobsAlpha1", {}, signal);
       return (res.jobs ?? []).map(toRecord);
     },
     async deliver(name, data) {

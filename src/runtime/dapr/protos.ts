@@ -1,33 +1,18 @@
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
-import { loadSync, type PackageDefinition } from "@grpc/proto-loader";
-
-/**
- * Folder of the Dapr protos shipped in `@dapr/dapr` (`dapr/proto/...` plus the `google/protobuf` well-known types
- * they import). Resolved through the package so a hoisted install works too.
- */
-export function daprProtoDir(): string {
-  const pkg = createRequire(import.meta.url).resolve("@dapr/dapr/package.json");
-  return join(dirname(pkg), "proto");
-}
+import { fromJSON, type PackageDefinition } from "@grpc/proto-loader";
+import { DAPR_LOADER_JSON } from "../../gen/protos.js";
+import { LOADER_OPTIONS } from "../../shared/protos.js";
 
 let cached: PackageDefinition | undefined;
 
 /**
- * Dapr's runtime API (`dapr.proto.runtime.v1.Dapr`) and app callback services, loaded with the same options as the
- * gateway's protos: snake_case fields, int64 as strings, enums as names, defaults filled, `oneofs` naming the set
- * member, bytes as Buffer.
+ * Dapr's runtime API (`dapr.proto.runtime.v1.Dapr`) and app callback services from the protos shipped in
+ * `@dapr/dapr`, with the same options as the gateway's protos: snake_case fields, int64 as strings, enums as names,
+ * defaults filled, `oneofs` naming the set member, bytes as Buffer. scripts/gen-protos.mjs turned the .proto files
+ * into proto-loader JSON and types (src/gen/dapr) at build time.
  */
 export function daprPackageDefinition(): PackageDefinition {
-  return (cached ??= loadSync(["dapr/proto/runtime/v1/dapr.proto", "dapr/proto/runtime/v1/appcallback.proto"], {
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-    includeDirs: [daprProtoDir()],
-  }));
+  return (cached ??= fromJSON(JSON.parse(DAPR_LOADER_JSON), LOADER_OPTIONS));
 }
 
 /** The service definition of `dapr.proto.runtime.v1.<name>`. */

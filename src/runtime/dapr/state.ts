@@ -1,14 +1,12 @@
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { QueryResult, StatePort, StoredItem } from "../state-port.js";
-import type { DaprConnection } from "./connection.js";
+import type { BulkStateItem__Output } from "../../gen/dapr/dapr/proto/runtime/v1/BulkStateItem.js";
+import type { QueryStateItem__Output } from "../../gen/dapr/dapr/proto/runtime/v1/QueryStateItem.js";
+import type { DaprConnection, DaprMethod, DaprRequest, DaprResponse } from "./connection.js";
 
-interface DaprItem {
-  key: string;
-  data: Uint8Array;
-  etag: string;
-  error: string;
-}
+/** An item of a bulk get or a query page, as proto-loader decodes it (generated types). */
+type DaprItem = BulkStateItem__Output | QueryStateItem__Output;
 
 /** Most pages a no-limit query follows (each page is one QueryStateAlpha1 call). */
 const MAX_QUERY_PAGES = 1000;
@@ -50,11 +48,12 @@ function failedItem(store: string, item: DaprItem): GatewayError {
  *   `page.limit`, since RediSearch returns 10 rows and no token without one. The price: Redis re-encodes the JSON.
  */
 export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<string, string> = new Map()): StatePort {
-  const call = async <R>(method: string, req: object, signal?: AbortSignal): Promise<R> => conn.unary<R>(method, req, signal ? { signal } : {});
+  const call = async <M extends DaprMethod>(method: M, req: DaprRequest<M>, signal?: AbortSignal): Promise<DaprResponse<M>> =>
+    conn.unary(method, req, signal ? { signal } : {});
   const metaOf = (store: string): Record<string, string> => (queryIndexes.has(store) ? JSON_CONTENT_TYPE : NO_METADATA);
 
   const get = async (store: string, key: string, signal?: AbortSignal): Promise<StoredItem | undefined> => {
-    const res = await call<{ data: Uint8Array; etag: string }>("GetState", { store_name: store, key, metadata: metaOf(store) }, signal);
+    const res = await call("GetState", { store_name: store, key, metadata: metaOf(store) }, signal);
     // Dapr answers a missing key with empty data and no etag.
     if ((!res.data || res.data.length === 0) && !res.etag) return undefined;
     return itemOf(key, res.data, res.etag);
@@ -64,7 +63,7 @@ export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<
     get,
     async getBulk(store, keys, signal) {
       if (keys.length === 0) return [];
-      const res = await call<{ items: DaprItem[] }>("GetBulkState", { store_name: store, keys: [...keys], parallelism: 0, metadata: metaOf(store) }, signal);
+      const res = await call("GetBulkState", { store_name: store, keys: [...keys], parallelism: 0, metadata: metaOf(store) }, signal);
       const byKey = new Map<string, DaprItem>();
       for (const item of res.items ?? []) {
         if (item.error) throw failedItem(store, item);
@@ -151,7 +150,7 @@ export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<
       for (let pages = 0; pages < MAX_QUERY_PAGES; pages++) {
         const want = cap > 0 ? cap - items.length : QUERY_PAGE_SIZE;
         const body = { ...parsed, page: { ...page, limit: want, ...(token ? { token } : {}) } };
-        const res = await call<{ results: DaprItem[]; token: string }>(
+        const res = await call(
           "QueryStateAlpha1",
           { store_name: store, query: JSON.stringify(body), metadata },
           signal,

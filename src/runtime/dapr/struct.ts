@@ -1,32 +1,26 @@
+import { create } from "@bufbuild/protobuf";
+import { anyPack, anyUnpack, BytesValueSchema, StringValueSchema } from "@bufbuild/protobuf/wkt";
+import type { Any__Output } from "../../gen/dapr/google/protobuf/Any.js";
+import type { Struct } from "../../gen/dapr/google/protobuf/Struct.js";
+import type { Value } from "../../gen/dapr/google/protobuf/Value.js";
+
 /**
  * Conversions between JavaScript values and the protobuf well-known types Dapr uses (google.protobuf.Struct/Value
  * in proto-loader's shape, and google.protobuf.Any wrapping a StringValue for job data).
  */
 
 /**
- * A google.protobuf.Value as proto-loader presents it (`kind` names the set member). protobufjs serves the
- * well-known types from its built-in definitions, whose field names stay camelCase whatever `keepCase` says.
+ * A google.protobuf.Value as proto-loader presents it (`kind` names the set member), the generated type. protobufjs
+ * serves the well-known types from its built-in definitions, whose field names stay camelCase whatever `keepCase`
+ * says, and src/gen/dapr describes exactly that.
  */
-export interface ProtoValue {
-  nullValue?: string | number;
-  numberValue?: number;
-  stringValue?: string;
-  boolValue?: boolean;
-  structValue?: ProtoStruct;
-  listValue?: { values?: ProtoValue[] };
-  kind?: string;
-}
+export type ProtoValue = Value;
 
 /** A google.protobuf.Struct. */
-export interface ProtoStruct {
-  fields?: Record<string, ProtoValue>;
-}
+export type ProtoStruct = Struct;
 
-/** A google.protobuf.Any. */
-export interface ProtoAny {
-  type_url: string;
-  value: Uint8Array;
-}
+/** A google.protobuf.Any (proto-loader keeps `type_url` snake_case). */
+export type ProtoAny = Any__Output;
 
 /** Struct -> plain object. */
 export function structToObject(s: ProtoStruct | null | undefined): Record<string, unknown> {
@@ -73,48 +67,27 @@ export function jsToValue(v: unknown): ProtoValue {
   return { stringValue: String(v) };
 }
 
-const STRING_VALUE = "type.googleapis.com/google.protobuf.StringValue";
-const BYTES_VALUE = "type.googleapis.com/google.protobuf.BytesValue";
-
-function varint(n: number): number[] {
-  const out: number[] = [];
-  while (n > 0x7f) {
-    out.push((n & 0x7f) | 0x80);
-    n = Math.floor(n / 128);
-  }
-  out.push(n);
-  return out;
-}
-
 /** Wrap text in an Any holding a google.protobuf.StringValue (how Dapr SDKs send string job data). */
 export function packString(text: string): ProtoAny {
-  const bytes = Buffer.from(text, "utf8");
-  if (bytes.length === 0) return { type_url: STRING_VALUE, value: Buffer.alloc(0) };
-  return { type_url: STRING_VALUE, value: Buffer.concat([Buffer.from([0x0a, ...varint(bytes.length)]), bytes]) };
+  const any = anyPack(StringValueSchema, create(StringValueSchema, { value: text }));
+  return { type_url: any.typeUrl, value: Buffer.from(any.value) };
 }
 
 /**
  * Text of an Any: StringValue / BytesValue are unwrapped (field 1); any other type's bytes are read as UTF-8
- * (daprd hands HTTP-scheduled JSON data over that way). A missing Any is "".
+ * (daprd hands HTTP-scheduled JSON data over that way). A missing Any, or a StringValue / BytesValue whose bytes do
+ * not decode, is "".
  */
 export function unpackString(any: ProtoAny | null | undefined): string {
   if (!any || !any.value || any.value.length === 0) return "";
-  const buf = Buffer.from(any.value);
-  if (any.type_url === STRING_VALUE || any.type_url === BYTES_VALUE) {
-    if (buf[0] !== 0x0a) return "";
-    let len = 0;
-    let shift = 0;
-    let i = 1;
-    for (; i < buf.length; i++) {
-      const b = buf[i]!;
-      len += (b & 0x7f) * 2 ** shift;
-      shift += 7;
-      if ((b & 0x80) === 0) {
-        i++;
-        break;
-      }
-    }
-    return buf.subarray(i, i + len).toString("utf8");
+  const packed = { $typeName: "google.protobuf.Any", typeUrl: any.type_url, value: any.value } as const;
+  try {
+    const text = anyUnpack(packed, StringValueSchema)?.value;
+    if (text !== undefined) return text;
+    const bytes = anyUnpack(packed, BytesValueSchema)?.value;
+    if (bytes !== undefined) return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  } catch {
+    return "";
   }
-  return buf.toString("utf8");
+  return Buffer.from(any.value).toString("utf8");
 }

@@ -6,7 +6,7 @@ import { deadlineSignal } from "../../shared/signals.js";
 import type { UpstreamHandlers } from "../pubsub-port.js";
 import type { RuntimeLogger } from "../runtime.js";
 import { fromTopicEvent, type TopicEventRequest } from "./cloudevent-json.js";
-import type { DaprConnection } from "./connection.js";
+import type { DaprConnection, DaprRequest, DaprResponse } from "./connection.js";
 
 /** Reconnect backoff of a broken subscription stream. */
 export interface BackoffOptions {
@@ -30,11 +30,8 @@ export function isRetryableResubscribe(err: GatewayError): boolean {
   return !FATAL.has(err.code);
 }
 
-interface StreamResponse {
-  initial_response?: object;
-  event_message?: TopicEventRequest;
-  subscribe_topic_events_response_type?: "initial_response" | "event_message";
-}
+/** The subscription stream: requests and answers as the generated types of `SubscribeTopicEventsAlpha1` say. */
+type SubscribeCall = grpc.ClientDuplexStream<DaprRequest<"SubscribeTopicEventsAlpha1">, DaprResponse<"SubscribeTopicEventsAlpha1">>;
 
 /**
  * One `SubscribeTopicEventsAlpha1` stream for one topic, kept alive: it sends the initial request, waits for the
@@ -43,7 +40,7 @@ interface StreamResponse {
  * resubscribes; the handlers never notice except for events published while it was down.
  */
 export class TopicStream {
-  private call: grpc.ClientDuplexStream<any, any> | undefined;
+  private call: SubscribeCall | undefined;
   private closed = false;
   private attempt = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -92,7 +89,7 @@ export class TopicStream {
       };
       if (deadline.signal.aborted) return fail(GatewayError.from(deadline.signal.reason, Code.CANCELLED));
       deadline.signal.addEventListener("abort", () => fail(GatewayError.from(deadline.signal.reason, Code.CANCELLED)), { once: true });
-      call.on("data", (msg: StreamResponse) => {
+      call.on("data", (msg: DaprResponse<"SubscribeTopicEventsAlpha1">) => {
         if (msg.initial_response && !settled) {
           settle();
           live = true;
@@ -114,7 +111,7 @@ export class TopicStream {
     this.attempt = 0;
   }
 
-  private deliver(call: grpc.ClientDuplexStream<any, any>, ev: TopicEventRequest): void {
+  private deliver(call: SubscribeCall, ev: TopicEventRequest): void {
     try {
       this.handlers.onEvent(fromTopicEvent(ev));
     } catch (e) {

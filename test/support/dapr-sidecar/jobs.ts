@@ -3,6 +3,7 @@ import { Code } from "../../../src/shared/code.js";
 import { GatewayError } from "../../../src/shared/gateway-error.js";
 import type { MemoryScheduler } from "../../../src/runtime/embedded/scheduler.js";
 import type { JobRecord } from "../../../src/runtime/jobs-port.js";
+import type { Job } from "../../../src/gen/dapr/dapr/proto/runtime/v1/Job.js";
 import type { DaprJob } from "../../../src/runtime/dapr/jobs.js";
 import { appCallbackWithJobEvent, daprService } from "../../../src/runtime/dapr/protos.js";
 import type { ProtoAny } from "../../../src/runtime/dapr/struct.js";
@@ -30,8 +31,8 @@ function decodeData(data: string): ProtoAny | undefined {
   }
 }
 
-function toDaprJob(r: JobRecord): DaprJob {
-  const job: DaprJob = { name: r.name };
+function toDaprJob(r: JobRecord): Job {
+  const job: Job = { name: r.name };
   if (r.schedule) job.schedule = r.schedule;
   if (r.dueTime) job.due_time = r.dueTime;
   if (r.ttl) job.ttl = r.ttl;

@@ -1,27 +1,38 @@
 /**
- * Encoded FileDescriptorProtos for the test protos in this folder, as server reflection would serve them
- * (src/shared/file-descriptors.ts: one per .proto file with its real name, package and dependencies, the well-known
- * types as @bufbuild/protobuf ships them). protoc-free: the .proto text is parsed with protobufjs.
+ * Encoded FileDescriptorProtos for the test protos in this folder, as server reflection would serve them: one per
+ * .proto file with its real name, package and dependencies, the well-known types included. `buf build` made them
+ * (scripts/gen-protos.mjs writes gen/shop.binpb; `npm test` runs it through `npm run typecheck`, and this module
+ * runs it when the file is missing, e.g. for a single `node --test` run on a fresh clone).
  */
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { create, toBinary } from "@bufbuild/protobuf";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema, FileDescriptorSetSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
-import protobuf from "protobufjs";
-import { fileDescriptorsOfRoot } from "../../../src/shared/file-descriptors.js";
 
 /** Folder holding the test .proto files (import paths are relative to it). */
 export const protosDir = dirname(fileURLToPath(import.meta.url));
 
+/** The rich shop schema: shop/v1/shop.proto (imports shop/v1/common.proto and seven well-known types). */
+export const SHOP_PROTO = "shop/v1/shop.proto";
+
+const builtSets: Record<string, string> = { [SHOP_PROTO]: join(protosDir, "gen", "shop.binpb") };
+
+let cache: Map<string, FileDescriptorProto[]> | undefined;
+
 /** FileDescriptorProtos (decoded) of `entry` and everything it imports, dependencies first. */
 export function fileDescriptorProtos(entry: string): FileDescriptorProto[] {
-  const root = new protobuf.Root();
-  // google/protobuf/*.proto resolve to protobufjs's bundled copies; everything else to this folder.
-  root.resolvePath = (_origin, target) => (target.startsWith("google/protobuf/") ? target : join(protosDir, target));
-  root.loadSync(entry, { keepCase: true });
-  root.resolveAll();
-  return fileDescriptorsOfRoot(root, protosDir);
+  cache ??= new Map();
+  const hit = cache.get(entry);
+  if (hit) return hit;
+  const path = builtSets[entry];
+  if (path === undefined) throw new Error(`no buf-built descriptor set for ${entry} (scripts/gen-protos.mjs builds ${Object.keys(builtSets).join(", ")})`);
+  if (!existsSync(path)) execFileSync(process.execPath, [join(protosDir, "..", "..", "..", "scripts", "gen-protos.mjs")], { stdio: "inherit" });
+  const files = fromBinary(FileDescriptorSetSchema, readFileSync(path)).file;
+  cache.set(entry, files);
+  return files;
 }
 
 /** Each file of fileDescriptorProtos(entry), binary encoded, dependencies first. */
@@ -31,7 +42,8 @@ export function encodedFileDescriptorProtos(entry: string): Uint8Array[] {
 
 /** A binary google.protobuf.FileDescriptorSet of fileDescriptorProtos(entry). */
 export function encodedFileDescriptorSet(entry: string): Uint8Array {
-  return toBinary(FileDescriptorSetSchema, create(FileDescriptorSetSchema, { file: fileDescriptorProtos(entry) }));
+  fileDescriptorProtos(entry);
+  return readFileSync(builtSets[entry]!);
 }
 
 /** A SchemaSet-shaped value ({id, files}) for `entry`, id = sha256 of the encoded files. */
@@ -41,6 +53,3 @@ export function schemaSetOf(entry: string): { id: string; files: Uint8Array[] } 
   for (const f of files) h.update(f);
   return { id: h.digest("hex").slice(0, 16), files };
 }
-
-/** The rich shop schema: shop/v1/shop.proto (imports shop/v1/common.proto and seven well-known types). */
-export const SHOP_PROTO = "shop/v1/shop.proto";
