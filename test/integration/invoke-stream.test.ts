@@ -1,5 +1,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import net from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
@@ -303,6 +304,45 @@ describe("POST /v1/gateway/invoke-stream", () => {
     const cancelledBefore = backend.cancelled.filter((c) => c === `big:${total}`).length;
     await reader.cancel();
     await waitFor(() => backend.cancelled.filter((c) => c === `big:${total}`).length === cancelledBefore + 1, "the backend call to be cancelled");
+  });
+
+  it("a client that stops reading is closed after --write-stall-timeout, which cancels the backend call", async () => {
+    const stallGw = await startTestGateway({ apiKeys: [KEY], writeStallTimeoutMs: 300, services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }] });
+    try {
+      // A raw socket that sends the request and reads nothing: the gateway's writes back up into uWS.
+      const body = JSON.stringify({ service: "orders", method: "WatchOrders", requestData: { orderId: "big:3000" } });
+      const socket = net.connect(Number(new URL(stallGw.http).port), "127.0.0.1");
+      let received = "";
+      socket.setEncoding("latin1");
+      socket.on("data", (chunk: string) => (received += chunk));
+      socket.on("error", () => undefined);
+      const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+      socket.on("connect", () => {
+        socket.pause();
+        socket.write(`POST /v1/gateway/invoke-stream HTTP/1.1\r\nhost: x\r\nx-api-key: ${KEY}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      });
+      // Without the clock uWS's own timeout would close it only after 10 s.
+      await waitFor(() => backend.cancelled.includes("big:3000"), "the stalled stream's backend call to be cancelled", 6000);
+      // Then the client reads what reached it: the body was cut before its status line, and the connection is closed.
+      socket.resume();
+      await Promise.race([closed, new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the stalled connection was not closed")), 5000))]);
+      assert.ok(received.startsWith("HTTP/1.1 200 OK"), received.slice(0, 100));
+      assert.ok(!received.includes('"status"'), "the stream was cut before its status line");
+      assert.ok(received.length < 3000 * 16 * 1024, `the stalled client still got ${received.length} bytes`);
+      const metrics = await (await fetch(stallGw.http + "/metrics")).text();
+      assert.ok(metrics.includes('platform_http_requests_total{route="/v1/gateway/invoke-stream",method="POST",status="499"} 1'), "the cut stream counts as a 499");
+      // A client that reads keeps its stream to the end.
+      const res = await fetch(stallGw.http + "/v1/gateway/invoke-stream", {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": KEY },
+        body: JSON.stringify({ service: "orders", method: "WatchOrders", requestData: { orderId: "big:1000" } }),
+      });
+      const lines = (await res.text()).trim().split("\n");
+      assert.equal(lines.length, 1001);
+      assert.deepEqual(JSON.parse(lines[1000]!), { status: { success: true, status: "OK", message: "" } });
+    } finally {
+      await stallGw.close();
+    }
   });
 });
 

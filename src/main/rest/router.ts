@@ -4,7 +4,7 @@ import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import { checkHead } from "./head-limits.js";
-import { STREAM_THRESHOLD_BYTES, writeReply, type PendingReply } from "./reply-writer.js";
+import { STREAM_THRESHOLD_BYTES, streamWriter, writeReply, type PendingReply, type StreamWriter } from "./reply-writer.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { echo } from "../../shared/echo.js";
@@ -263,7 +263,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     inflight++;
     open.add(res);
     /** The reply still being streamed, if any. */
-    let writing: PendingReply | undefined;
+    let writing: PendingReply | StreamWriter | undefined;
     res.onAborted(() => {
       writing?.aborted();
       if (done) return;
@@ -312,33 +312,18 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
         res.writeHeader("content-type", reply.contentType ?? "application/json");
         for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
       });
-      reply.stream!({
-        write(chunk) {
-          if (done) return true;
-          let ok = true;
-          res.cork(() => (ok = res.write(chunk)));
-          return ok;
-        },
-        onWritable(cb) {
-          if (done) return;
-          res.onWritable(() => {
-            cb();
-            return true;
-          });
-        },
-        end(chunk) {
-          if (done) return;
+      const out = streamWriter(res, {
+        stallTimeoutMs: deps.writeStallTimeoutMs ?? 10_000,
+        onEnd: () => {
           done = true;
           inflight--;
           open.delete(res);
-          // Never closeConnection here: uWS's end(chunk, true) on a streamed (chunked) reply closes the socket without
-          // the last chunk or the chunked terminator, so a stream ended by shutdown lost its final status line and
-          // the client saw a truncated body. The connection ends with the server (new requests on it get 503).
-          res.cork(() => res.end(chunk ?? "", false));
           deps.requests.inc({ route: routeName, method, status });
           deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
         },
       });
+      writing = out;
+      reply.stream!(out);
     };
     const fail = (e: unknown, closeConnection = false): void => {
       const err = GatewayError.from(e);
