@@ -181,14 +181,18 @@ export function createRestRequest(
  * `getHeader` returns only the first; a plain `forEach` into an object keeps only the last). Every uWS front (REST,
  * WebSocket upgrades, SSE) reads headers through this, so a repeated x-api-key is refused the same way on each.
  */
-export function requestHeaders(req: uws.HttpRequest): { headers: Record<string, string>; count: number } {
+export function requestHeaders(req: uws.HttpRequest): { headers: Record<string, string>; count: number; bytes: number } {
   const headers: Record<string, string> = {};
   let count = 0;
+  // Names and values of the joined headers, in bytes (checkHead's limit), counted in the same walk.
+  let bytes = 0;
   req.forEach((k, v) => {
     count++;
-    headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
+    const seen = headers[k];
+    bytes += (seen === undefined ? k.length : 2) + Buffer.byteLength(v);
+    headers[k] = seen === undefined ? v : `${seen}, ${v}`;
   });
-  return { headers, count };
+  return { headers, count, bytes };
 }
 
 /** Dependencies of the REST server. */
@@ -256,7 +260,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     const method = req.getMethod().toUpperCase();
     const path = req.getUrl();
     const query = new URLSearchParams(req.getQuery() ?? "");
-    const { headers, count: headerCount } = requestHeaders(req);
+    const { headers, count: headerCount, bytes: headerBytes } = requestHeaders(req);
     const ac = new AbortController();
     let done = false;
     let routeName = "unmatched";
@@ -332,7 +336,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     };
 
     try {
-      const oversized = checkHead(path, req.getQuery() ?? "", headers, headerCount);
+      const oversized = checkHead(path, req.getQuery() ?? "", headerCount, headerBytes);
       if (oversized) return send({ status: oversized.status, body: errorBody(oversized.error) }, true);
       const decision = resolve(method, path, headers);
       if (decision.route) routeName = decision.route.path;
