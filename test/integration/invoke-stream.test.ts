@@ -442,4 +442,45 @@ describe("WebSocket /v1/gateway/invoke-ws", () => {
   it("refuses the upgrade without a valid x-api-key", async () => {
     await assert.rejects(connect("wrong"), /401/);
   });
+
+  it("more than 64 request messages waiting for the backend end the call RESOURCE_EXHAUSTED", async () => {
+    // A TCP relay to the backend that can be frozen: bytes stop flowing both ways, nothing is closed, and a connection
+    // made while frozen is held unanswered. The gateway cannot resolve the method (reflection), so request messages
+    // wait for it.
+    const held: net.Socket[] = [];
+    let frozen = false;
+    const relay = net.createServer((client) => {
+      client.on("error", () => undefined);
+      held.push(client);
+      if (frozen) return void client.pause();
+      const upstream = net.connect(backend.port, "127.0.0.1");
+      upstream.on("error", () => undefined);
+      held.push(upstream);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    await new Promise<void>((r) => relay.listen(0, "127.0.0.1", r));
+    const relayGw = await startTestGateway({ apiKeys: [KEY], services: [{ name: "orders", grpc: { host: "127.0.0.1", port: (relay.address() as net.AddressInfo).port } }] });
+    try {
+      frozen = true;
+      for (const s of held) {
+        s.unpipe();
+        s.pause();
+      }
+      const c = await openFrameSocket(relayGw.http.replace("http:", "ws:") + "/v1/gateway/invoke-ws", [], { headers: { "x-api-key": KEY } });
+      c.send({ op: "start", service: "orders", method: "SyncOrders" });
+      for (let i = 0; i < 64; i++) c.send({ op: "send", requestData: { orderId: String(i) } });
+      // 64 waiting is within the limit: the call is still open.
+      await new Promise((r) => setTimeout(r, 300));
+      assert.deepEqual(c.frames, []);
+      c.send({ op: "send", requestData: { orderId: "64" } });
+      const code = await Promise.race([c.closed, new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the call did not end")), 5000))]);
+      assert.equal(code, 1000);
+      assert.deepEqual(c.frames, [{ op: "status", status: { success: false, status: "RESOURCE_EXHAUSTED", message: "more than 64 request messages are waiting for the backend" } }]);
+    } finally {
+      for (const s of held) s.destroy();
+      await relayGw.close();
+      await new Promise<void>((r) => relay.close(() => r()));
+    }
+  });
 });
