@@ -246,4 +246,74 @@ describe("h2-unary client", () => {
       await new Promise<void>((r) => h.close(() => r()));
     }
   });
+
+  it("retries a refused stream once on a fresh connection; a second refusal is UNAVAILABLE", async () => {
+    const h = http2.createServer();
+    let sessions = 0;
+    const streams: Record<string, number> = {};
+    const bodies: Buffer[] = [];
+    h.on("session", () => sessions++);
+    h.on("stream", (stream, headers) => {
+      stream.on("error", () => undefined);
+      const path = String(headers[":path"]);
+      streams[path] = (streams[path] ?? 0) + 1;
+      // REFUSED_STREAM: the server did not process the request (RFC 9113 8.7), so it is safe to send again.
+      if (path === "/refuse" || (path === "/refuse-once" && streams[path] === 1)) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+      const chunks: Buffer[] = [];
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("end", () => {
+        const body = Buffer.concat(chunks);
+        bodies.push(body);
+        stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(body); // echo the framed request as the framed response
+      });
+    });
+    await new Promise<void>((r) => h.listen(0, "127.0.0.1", r));
+    const c = createH2UnaryClient({ address: `127.0.0.1:${(h.address() as net.AddressInfo).port}`, connections: 1, maxReceiveBytes: 1024 });
+    try {
+      assert.deepEqual(await c.call("/refuse-once", Buffer.from("again"), new grpc.Metadata(), soon()), { ok: true, bytes: Buffer.from("again") });
+      assert.equal(streams["/refuse-once"], 2);
+      assert.equal(sessions, 2, "the retry went out on a fresh connection");
+      // What reached the server is the gRPC frame: flag 0, the length, then the message.
+      assert.deepEqual(bodies[0], Buffer.concat([Buffer.from([0, 0, 0, 0, 5]), Buffer.from("again")]));
+      assert.deepEqual(await c.call("/refuse", Buffer.from("x"), new grpc.Metadata(), soon()), { ok: false, code: Code.UNAVAILABLE, message: "Stream refused by server" });
+      assert.equal(streams["/refuse"], 2, "retried once, not more");
+    } finally {
+      c.close();
+      await new Promise<void>((r) => h.close(() => r()));
+    }
+  });
+
+  it("a second response message is UNIMPLEMENTED, a compressed one INTERNAL, OK without a message UNIMPLEMENTED, with grpc-js's texts", async () => {
+    const h = http2.createServer();
+    h.on("stream", (stream, headers) => {
+      stream.on("error", () => undefined);
+      stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+      stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      const frame = (flag: number, m: string): Buffer => Buffer.concat([Buffer.from([flag, 0, 0, 0, m.length]), Buffer.from(m)]);
+      if (headers[":path"] === "/two") stream.end(Buffer.concat([frame(0, "one"), frame(0, "two")]));
+      else if (headers[":path"] === "/zip") stream.end(frame(1, "gz"));
+      else if (headers[":path"] === "/split") {
+        // The prefix and the message arrive in separate DATA frames, the prefix itself cut in two.
+        const f = frame(0, "whole");
+        stream.write(f.subarray(0, 2), () => stream.write(f.subarray(2, 5), () => stream.end(f.subarray(5))));
+      } else stream.end();
+    });
+    await new Promise<void>((r) => h.listen(0, "127.0.0.1", r));
+    const c = createH2UnaryClient({ address: `127.0.0.1:${(h.address() as net.AddressInfo).port}`, connections: 1, maxReceiveBytes: 1024 });
+    try {
+      assert.deepEqual(await c.call("/two", Buffer.alloc(0), new grpc.Metadata(), soon()), { ok: false, code: Code.UNIMPLEMENTED, message: "Too many responses received" });
+      assert.deepEqual(await c.call("/zip", Buffer.alloc(0), new grpc.Metadata(), soon()), {
+        ok: false,
+        code: Code.INTERNAL,
+        message: "Received a compressed message, but no compression was negotiated",
+      });
+      assert.deepEqual(await c.call("/none", Buffer.alloc(0), new grpc.Metadata(), soon()), { ok: false, code: Code.UNIMPLEMENTED, message: "No message received" });
+      assert.deepEqual(await c.call("/split", Buffer.alloc(0), new grpc.Metadata(), soon()), { ok: true, bytes: Buffer.from("whole") });
+    } finally {
+      c.close();
+      await new Promise<void>((r) => h.close(() => r()));
+    }
+  });
 });

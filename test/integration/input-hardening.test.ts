@@ -249,6 +249,16 @@ describe("input hardening (issue 13 items 5, 7, 8)", () => {
       assert.match(count.body, /header lines; the limit is 40/);
     });
 
+    it("header bytes count names and values once, a repeated header as its joined value: 8192 passes, 8193 is 431", async () => {
+      // host: x (4 + 1), x-api-key: k1 (9 + 2), x-rep: aa twice (joined "aa, aa": 5 + 6), x-big: 5 + n.
+      const head = (n: number) => `GET /v1/config/list-services HTTP/1.1\r\nhost: x\r\nx-api-key: ${KEY}\r\nx-rep: aa\r\nx-rep: aa\r\nx-big: ${"b".repeat(n)}\r\n\r\n`;
+      const fixed = 5 + 11 + 11 + 5;
+      assert.equal((await rawHttp(port, head(8192 - fixed))).status, 200);
+      const over = await rawHttp(port, head(8193 - fixed));
+      assert.equal(over.status, 431);
+      assert.match(over.body, /the request headers total 8193 bytes; the limit is 8192/);
+    });
+
     it("publish refuses a CloudEvent spec version other than 1.0", async () => {
       const event = { specversion: "0.3", id: "e1", source: "urn:test", type: "t", data: {} };
       const res = await fetch(`${gw.http}/v1/pubsub/t1`, { method: "POST", headers: { ...auth, "content-type": "application/cloudevents+json" }, body: JSON.stringify(event) });

@@ -1,5 +1,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import net from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
@@ -304,6 +305,45 @@ describe("POST /v1/gateway/invoke-stream", () => {
     await reader.cancel();
     await waitFor(() => backend.cancelled.filter((c) => c === `big:${total}`).length === cancelledBefore + 1, "the backend call to be cancelled");
   });
+
+  it("a client that stops reading is closed after --write-stall-timeout, which cancels the backend call", async () => {
+    const stallGw = await startTestGateway({ apiKeys: [KEY], writeStallTimeoutMs: 300, services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }] });
+    try {
+      // A raw socket that sends the request and reads nothing: the gateway's writes back up into uWS.
+      const body = JSON.stringify({ service: "orders", method: "WatchOrders", requestData: { orderId: "big:3000" } });
+      const socket = net.connect(Number(new URL(stallGw.http).port), "127.0.0.1");
+      let received = "";
+      socket.setEncoding("latin1");
+      socket.on("data", (chunk: string) => (received += chunk));
+      socket.on("error", () => undefined);
+      const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+      socket.on("connect", () => {
+        socket.pause();
+        socket.write(`POST /v1/gateway/invoke-stream HTTP/1.1\r\nhost: x\r\nx-api-key: ${KEY}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      });
+      // Without the clock uWS's own timeout would close it only after 10 s.
+      await waitFor(() => backend.cancelled.includes("big:3000"), "the stalled stream's backend call to be cancelled", 6000);
+      // Then the client reads what reached it: the body was cut before its status line, and the connection is closed.
+      socket.resume();
+      await Promise.race([closed, new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the stalled connection was not closed")), 5000))]);
+      assert.ok(received.startsWith("HTTP/1.1 200 OK"), received.slice(0, 100));
+      assert.ok(!received.includes('"status"'), "the stream was cut before its status line");
+      assert.ok(received.length < 3000 * 16 * 1024, `the stalled client still got ${received.length} bytes`);
+      const metrics = await (await fetch(stallGw.http + "/metrics")).text();
+      assert.ok(metrics.includes('platform_http_requests_total{route="/v1/gateway/invoke-stream",method="POST",status="499"} 1'), "the cut stream counts as a 499");
+      // A client that reads keeps its stream to the end.
+      const res = await fetch(stallGw.http + "/v1/gateway/invoke-stream", {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": KEY },
+        body: JSON.stringify({ service: "orders", method: "WatchOrders", requestData: { orderId: "big:1000" } }),
+      });
+      const lines = (await res.text()).trim().split("\n");
+      assert.equal(lines.length, 1001);
+      assert.deepEqual(JSON.parse(lines[1000]!), { status: { success: true, status: "OK", message: "" } });
+    } finally {
+      await stallGw.close();
+    }
+  });
 });
 
 describe("WebSocket /v1/gateway/invoke-ws", () => {
@@ -401,5 +441,46 @@ describe("WebSocket /v1/gateway/invoke-ws", () => {
 
   it("refuses the upgrade without a valid x-api-key", async () => {
     await assert.rejects(connect("wrong"), /401/);
+  });
+
+  it("more than 64 request messages waiting for the backend end the call RESOURCE_EXHAUSTED", async () => {
+    // A TCP relay to the backend that can be frozen: bytes stop flowing both ways, nothing is closed, and a connection
+    // made while frozen is held unanswered. The gateway cannot resolve the method (reflection), so request messages
+    // wait for it.
+    const held: net.Socket[] = [];
+    let frozen = false;
+    const relay = net.createServer((client) => {
+      client.on("error", () => undefined);
+      held.push(client);
+      if (frozen) return void client.pause();
+      const upstream = net.connect(backend.port, "127.0.0.1");
+      upstream.on("error", () => undefined);
+      held.push(upstream);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    await new Promise<void>((r) => relay.listen(0, "127.0.0.1", r));
+    const relayGw = await startTestGateway({ apiKeys: [KEY], services: [{ name: "orders", grpc: { host: "127.0.0.1", port: (relay.address() as net.AddressInfo).port } }] });
+    try {
+      frozen = true;
+      for (const s of held) {
+        s.unpipe();
+        s.pause();
+      }
+      const c = await openFrameSocket(relayGw.http.replace("http:", "ws:") + "/v1/gateway/invoke-ws", [], { headers: { "x-api-key": KEY } });
+      c.send({ op: "start", service: "orders", method: "SyncOrders" });
+      for (let i = 0; i < 64; i++) c.send({ op: "send", requestData: { orderId: String(i) } });
+      // 64 waiting is within the limit: the call is still open.
+      await new Promise((r) => setTimeout(r, 300));
+      assert.deepEqual(c.frames, []);
+      c.send({ op: "send", requestData: { orderId: "64" } });
+      const code = await Promise.race([c.closed, new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the call did not end")), 5000))]);
+      assert.equal(code, 1000);
+      assert.deepEqual(c.frames, [{ op: "status", status: { success: false, status: "RESOURCE_EXHAUSTED", message: "more than 64 request messages are waiting for the backend" } }]);
+    } finally {
+      for (const s of held) s.destroy();
+      await relayGw.close();
+      await new Promise<void>((r) => relay.close(() => r()));
+    }
   });
 });

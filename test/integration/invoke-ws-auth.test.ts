@@ -89,6 +89,24 @@ describe("WebSocket /v1/gateway/invoke-ws: browser auth (key subprotocol) and Or
     c.ws.close();
   });
 
+  it("each credential refusal is 401 with its exact google.rpc.Status body", async () => {
+    const HINT = " (browsers: offer the subprotocols invoke.v1 and key.<base64url key>)";
+    const cases: Array<[string, string[], ClientOptions, string]> = [
+      ["no key", ["invoke.v1"], {}, `missing or invalid x-api-key${HINT}`],
+      ["a wrong header key", [], { headers: { "x-api-key": "nope" } }, `missing or invalid x-api-key${HINT}`],
+      ["two header keys", [], { headers: { "x-api-key": `${KEY}, other` } }, "x-api-key is given more than once; send exactly one key"],
+      ["a wrong subprotocol key", ["invoke.v1", keyProtocol("nope")], {}, "missing or invalid API key (key.* subprotocol)"],
+      ["a key that is not base64url", ["invoke.v1", "key.a.b"], {}, "the key.* subprotocol must carry the API key base64url-encoded (A-Z a-z 0-9 - _, no padding)"],
+      ["two subprotocol keys", ["invoke.v1", keyProtocol(KEY), keyProtocol("other")], {}, "the API key is offered more than once as a key.* subprotocol (ambiguous); offer exactly one"],
+      ["a header and a subprotocol", ["invoke.v1", keyProtocol(KEY)], { headers: { "x-api-key": KEY } }, "two credentials (x-api-key and a key.* subprotocol) are ambiguous; send exactly one"],
+    ];
+    for (const [what, protocols, opts, message] of cases) {
+      const r = await refused(protocols, opts);
+      assert.equal(r.status, 401, what);
+      assert.deepEqual(JSON.parse(r.body), { code: 16, message, details: [] }, what);
+    }
+  });
+
   it("Origin: same-origin and --cors-origin pass, any other origin is 403 before the key is looked at", async () => {
     const same = await open(["invoke.v1", keyProtocol(KEY)], { origin: gw.http });
     same.send({ op: "start", service: "orders", method: "SyncOrders", requestData: { orderId: "o1" } });

@@ -4,6 +4,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { startTestGateway, unary, withKey, type TestGateway } from "../support/gateway.js";
+import { QUERY_INDEX, QUERY_STORE, runtimeFixtures, useGatewayOn } from "../support/runtimes.js";
 
 const KEY = "k1";
 const KIB = 1024;
@@ -148,3 +149,69 @@ describe("reply bounds", () => {
     }
   });
 });
+
+// The bound on each runtime: bulk get answers the same on both; a query page over it is cut with a token on embedded
+// (its tokens are offsets) and RESOURCE_EXHAUSTED asking for a smaller page.limit on Dapr (the store's tokens), where
+// page.limit then pages through everything.
+for (const fixture of runtimeFixtures) {
+  describe(`reply bounds over ${fixture.name}`, () => {
+    // On Dapr a query needs the Redis Stack store and its index; the embedded runtime ignores the index.
+    const gw = useGatewayOn(fixture, {
+      apiKeys: [KEY],
+      maxReplyBytes: 1024 * KIB,
+      services: [{ name: "docs", state: { storeName: QUERY_STORE, keys: [], queryIndexName: QUERY_INDEX } }],
+    });
+    const get = (path: string) => fetch(`${gw().http}${path}`, { headers: { "x-api-key": KEY } });
+    before(async () => {
+      for (let i = 0; i < 3; i++) await save(gw(), "docs", `d${i}`, JSON.stringify({ name: `d${i}`, pad: "z".repeat(400 * KIB) }));
+    });
+
+    it("a bulk get over --max-reply-bytes is 429 / RESOURCE_EXHAUSTED saying how many keys fit", async () => {
+      const res = await get("/v1/state/docs/bulk?keys=d0&keys=d1&keys=d2");
+      assert.equal(res.status, 429);
+      assert.deepEqual(await res.json(), {
+        code: 8,
+        message: "bulk get reply exceeds the limit of 1048576 bytes (--max-reply-bytes): the first 2 of 3 stored keys fit; ask for fewer keys",
+        details: [],
+      });
+      await assert.rejects(unary(gw().client("platform.State"), "GetBulkState", { service: "docs", keys: ["d0", "d1", "d2"] }, withKey(KEY)), (e: grpc.ServiceError) => {
+        assert.equal(e.code, grpc.status.RESOURCE_EXHAUSTED);
+        assert.match(e.details, /the first 2 of 3 stored keys fit/);
+        return true;
+      });
+      const two = await get("/v1/state/docs/bulk?keys=d0&keys=d1");
+      assert.equal(two.status, 200);
+      assert.deepEqual(((await two.json()) as { items: Array<{ key: string }> }).items.map((i) => i.key), ["d0", "d1"]);
+    });
+
+    it("a query over --max-reply-bytes: every item is still reachable", async () => {
+      const query = (q: object) => get(`/v1/state/docs/query?query=${encodeURIComponent(JSON.stringify(q))}`);
+      const whole = await query({});
+      if (fixture.name === "embedded") {
+        assert.equal(whole.status, 200);
+        const page = (await whole.json()) as { items: Array<{ key: string }>; token: string };
+        assert.deepEqual(page.items.map((i) => i.key), ["d0", "d1"]);
+        assert.ok(page.token);
+      } else {
+        assert.equal(whole.status, 429);
+        assert.deepEqual(await whole.json(), {
+          code: 8,
+          message: "query reply exceeds the limit of 1048576 bytes (--max-reply-bytes) after 2 items; ask for fewer with page.limit",
+          details: [],
+        });
+      }
+      // page.limit pages through all of it on both runtimes, with the gateway's sealed tokens.
+      const keys: string[] = [];
+      let token = "";
+      for (let n = 0; n < 5; n++) {
+        const res = await query({ sort: [{ key: "name" }], page: { limit: 2, ...(token ? { token } : {}) } });
+        assert.equal(res.status, 200);
+        const page = (await res.json()) as { items: Array<{ key: string }>; token: string };
+        keys.push(...page.items.map((i) => i.key));
+        token = page.token;
+        if (!token) break;
+      }
+      assert.deepEqual(keys, ["d0", "d1", "d2"]);
+    });
+  });
+}

@@ -11,12 +11,21 @@ import { echo } from "../../shared/echo.js";
  */
 export interface PageTokens {
   /**
-   * The query text for the runtime: a `page.token` sealed here is replaced by the runtime's token; any other non-empty
-   * token is INVALID_ARGUMENT. Text that is not a JSON object comes back as it is (the query parser reports it).
+   * Open the `page.token` of a query the caller sent, parsed once by the operation (`query`, from `text`): a token
+   * sealed here is replaced by the runtime's token; any other non-empty token is INVALID_ARGUMENT. A query that is not
+   * a JSON object comes back as it is (the query parser reports it).
    */
-  open(store: string, text: string): string;
-  /** The token to give the caller for the runtime's `token` of a query ("" stays ""). */
-  seal(store: string, text: string, token: string): string;
+  open(store: string, text: string, query: unknown): OpenedQuery;
+}
+
+/** A query whose page token was opened. */
+export interface OpenedQuery {
+  /** The query for the runtime: the caller's, with the runtime's token in place of the sealed one. */
+  readonly query: unknown;
+  /** The same as JSON text (the caller's own text when it carried no token). */
+  readonly text: string;
+  /** The token to give the caller for the runtime's `token` of this query ("" stays ""). */
+  seal(token: string): string;
 }
 
 const MAC_BYTES = 16;
@@ -31,15 +40,10 @@ function canonical(v: unknown): string {
   return JSON.stringify(v) ?? "null";
 }
 
-/** The query object without `page.token`, and that token ("" when absent or when `text` is not a JSON object). */
-function split(text: string): { query: Record<string, unknown>; token: string } {
-  let query: Record<string, unknown>;
-  try {
-    query = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    return { query: {}, token: "" };
-  }
-  if (typeof query !== "object" || query === null || Array.isArray(query)) return { query: {}, token: "" };
+/** The query object without `page.token`, and that token ("" when absent or when `parsed` is not a JSON object). */
+function split(parsed: unknown): { query: Record<string, unknown>; token: string } {
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return { query: {}, token: "" };
+  const query = parsed as Record<string, unknown>;
   const page = query["page"];
   if (typeof page !== "object" || page === null || Array.isArray(page)) return { query, token: "" };
   const { token, ...rest } = page as Record<string, unknown>;
@@ -50,25 +54,26 @@ function split(text: string): { query: Record<string, unknown>; token: string } 
 
 /** Page tokens under a fresh random key (`key` for tests). */
 export function createPageTokens(key: Buffer = randomBytes(32)): PageTokens {
-  const mac = (store: string, query: Record<string, unknown>, inner: string): Buffer =>
-    createHmac("sha256", key).update(`${store}\n${canonical(query)}\n${inner}`).digest().subarray(0, MAC_BYTES);
+  // What the MAC covers of a query (its canonical form) is computed at most once per call, for the open and the seal.
+  const mac = (store: string, covered: string, inner: string): Buffer =>
+    createHmac("sha256", key).update(`${store}\n${covered}\n${inner}`).digest().subarray(0, MAC_BYTES);
   return {
-    open(store, text) {
-      const { query, token } = split(text);
-      if (token === "") return text;
+    open(store, text, parsed) {
+      const { query, token } = split(parsed);
+      let covered: string | undefined;
+      const coveredText = (): string => (covered ??= canonical(query));
+      const seal = (next: string): string => (next === "" ? "" : `${next}.${mac(store, coveredText(), next).toString("base64url")}`);
+      if (token === "") return { query: parsed, text, seal };
       const dot = token.lastIndexOf(".");
       const inner = token.slice(0, Math.max(dot, 0));
       const macText = token.slice(dot + 1);
       const given = Buffer.from(macText, "base64url");
       // Re-encoding refuses the other spellings of the same bytes (base64url's last character carries unused bits).
-      if (dot <= 0 || given.length !== MAC_BYTES || given.toString("base64url") !== macText || !timingSafeEqual(given, mac(store, query, inner))) {
+      if (dot <= 0 || given.length !== MAC_BYTES || given.toString("base64url") !== macText || !timingSafeEqual(given, mac(store, coveredText(), inner))) {
         throw invalidArgument("query page.token", `"${echo(token)}" is not a token this gateway issued for this query`);
       }
-      return JSON.stringify({ ...query, page: { ...(query["page"] as object), token: inner } });
-    },
-    seal(store, text, token) {
-      if (token === "") return "";
-      return `${token}.${mac(store, split(text).query, token).toString("base64url")}`;
+      const opened = { ...query, page: { ...(query["page"] as object), token: inner } };
+      return { query: opened, text: JSON.stringify(opened), seal };
     },
   };
 }

@@ -1,7 +1,7 @@
 import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { QueryResult, StoredItem } from "../../runtime/state-port.js";
-import { parseQuery } from "../../runtime/embedded/query/index.js";
+import { parseQueryJson, queryOf } from "../../runtime/embedded/query/index.js";
 import { isAbsoluteUri } from "../cloudevent-validate.js";
 import type { GatewayContext } from "../context.js";
 import { boundQueryPage, checkBulkReply } from "./reply-bound.js";
@@ -148,12 +148,13 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
       const limit = req.limit ?? 0;
       if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) throw invalidArgument("limit", `must be a non-negative integer, got ${String(limit)}`);
       // Validate here so a malformed query gets the same answer whatever the runtime.
-      const opened = pageTokens.open(store, text);
-      const parsed = parseQuery(opened);
-      const result = await state.query(store, opened, limit, signal);
+      // The text is parsed once: the page token is opened, the query validated and the next token sealed on that.
+      const opened = pageTokens.open(store, text, parseQueryJson(text));
+      const parsed = queryOf(opened.query);
+      const result = await state.query(store, opened.text, limit, signal);
       // The embedded store's tokens are offsets, so a page over the reply bound can end early with a token.
       const page = boundQueryPage(result, ctx.options.maxReplyBytes, ctx.runtime.kind === "embedded" ? parsed.offset : undefined);
-      return { ...page, token: pageTokens.seal(store, text, page.token) };
+      return { ...page, token: opened.seal(page.token) };
     },
   };
 }

@@ -82,3 +82,80 @@ export function writeReply(res: uws.HttpResponse, writeHead: () => void, body: B
     },
   };
 }
+
+/** A streamed (chunked) reply body with backpressure and the write-stall clock; the router's `RestStream`. */
+export interface StreamWriter {
+  /** Write a chunk; false when the client is behind (the chunk is kept: wait for `onWritable` before the next). */
+  write(chunk: string): boolean;
+  /** Called once, when the buffered output drained after a `write` that returned false. */
+  onWritable(cb: () => void): void;
+  /** End the body. Safe after the connection went away (then it does nothing). */
+  end(chunk?: string): void;
+  /** The connection went away: stop the clock (uWS must not be touched again). */
+  aborted(): void;
+}
+
+/** What streamWriter needs besides the response. */
+export interface StreamWriterOptions {
+  /** Close the connection when a refused write has not drained for this long, ms. */
+  stallTimeoutMs: number;
+  /** Called once, just after the body ended (not when the connection went away first). */
+  onEnd(): void;
+}
+
+/**
+ * The body of a streamed reply whose status and headers are already written. uWS keeps a refused `write` and calls
+ * `onWritable` once its buffer drained; a client that stops reading would hold the reply (and whatever feeds it, e.g.
+ * a backend stream) until uWS's own fixed 10 s timeout. Here a refused write starts the stall clock and the drain
+ * stops it: when the held chunk has not drained for `stallTimeoutMs`, the connection is closed, which the router sees
+ * as an abort. What is held is one chunk, as before (the writer waits for the drain before the next).
+ */
+export function streamWriter(res: uws.HttpResponse, opts: StreamWriterOptions): StreamWriter {
+  let waiter: (() => void) | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let stopped = false;
+  const stop = (): void => {
+    stopped = true;
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+  };
+  res.onWritable(() => {
+    if (stopped) return true;
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    const cb = waiter;
+    waiter = undefined;
+    cb?.();
+    return true;
+  });
+  return {
+    write(chunk) {
+      if (stopped) return true;
+      let ok = true;
+      res.cork(() => (ok = res.write(chunk)));
+      if (!ok && !timer) {
+        timer = setTimeout(() => {
+          if (stopped) return;
+          stop();
+          res.close();
+        }, opts.stallTimeoutMs);
+      }
+      return ok;
+    },
+    onWritable(cb) {
+      if (!stopped) waiter = cb;
+    },
+    end(chunk) {
+      if (stopped) return;
+      stop();
+      // Never closeConnection here: uWS's end(chunk, true) on a streamed (chunked) reply closes the socket without
+      // the last chunk or the chunked terminator, so a stream ended by shutdown lost its final status line and
+      // the client saw a truncated body. The connection ends with the server (new requests on it get 503).
+      res.cork(() => res.end(chunk ?? "", false));
+      opts.onEnd();
+    },
+    aborted() {
+      stop();
+    },
+  };
+}

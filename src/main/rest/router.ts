@@ -4,7 +4,7 @@ import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import { checkHead } from "./head-limits.js";
-import { STREAM_THRESHOLD_BYTES, writeReply, type PendingReply } from "./reply-writer.js";
+import { STREAM_THRESHOLD_BYTES, streamWriter, writeReply, type PendingReply, type StreamWriter } from "./reply-writer.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { echo } from "../../shared/echo.js";
@@ -181,14 +181,18 @@ export function createRestRequest(
  * `getHeader` returns only the first; a plain `forEach` into an object keeps only the last). Every uWS front (REST,
  * WebSocket upgrades, SSE) reads headers through this, so a repeated x-api-key is refused the same way on each.
  */
-export function requestHeaders(req: uws.HttpRequest): { headers: Record<string, string>; count: number } {
+export function requestHeaders(req: uws.HttpRequest): { headers: Record<string, string>; count: number; bytes: number } {
   const headers: Record<string, string> = {};
   let count = 0;
+  // Names and values of the joined headers, in bytes (checkHead's limit), counted in the same walk.
+  let bytes = 0;
   req.forEach((k, v) => {
     count++;
-    headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
+    const seen = headers[k];
+    bytes += (seen === undefined ? k.length : 2) + Buffer.byteLength(v);
+    headers[k] = seen === undefined ? v : `${seen}, ${v}`;
   });
-  return { headers, count };
+  return { headers, count, bytes };
 }
 
 /** Dependencies of the REST server. */
@@ -256,14 +260,14 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     const method = req.getMethod().toUpperCase();
     const path = req.getUrl();
     const query = new URLSearchParams(req.getQuery() ?? "");
-    const { headers, count: headerCount } = requestHeaders(req);
+    const { headers, count: headerCount, bytes: headerBytes } = requestHeaders(req);
     const ac = new AbortController();
     let done = false;
     let routeName = "unmatched";
     inflight++;
     open.add(res);
     /** The reply still being streamed, if any. */
-    let writing: PendingReply | undefined;
+    let writing: PendingReply | StreamWriter | undefined;
     res.onAborted(() => {
       writing?.aborted();
       if (done) return;
@@ -312,33 +316,18 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
         res.writeHeader("content-type", reply.contentType ?? "application/json");
         for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
       });
-      reply.stream!({
-        write(chunk) {
-          if (done) return true;
-          let ok = true;
-          res.cork(() => (ok = res.write(chunk)));
-          return ok;
-        },
-        onWritable(cb) {
-          if (done) return;
-          res.onWritable(() => {
-            cb();
-            return true;
-          });
-        },
-        end(chunk) {
-          if (done) return;
+      const out = streamWriter(res, {
+        stallTimeoutMs: deps.writeStallTimeoutMs ?? 10_000,
+        onEnd: () => {
           done = true;
           inflight--;
           open.delete(res);
-          // Never closeConnection here: uWS's end(chunk, true) on a streamed (chunked) reply closes the socket without
-          // the last chunk or the chunked terminator, so a stream ended by shutdown lost its final status line and
-          // the client saw a truncated body. The connection ends with the server (new requests on it get 503).
-          res.cork(() => res.end(chunk ?? "", false));
           deps.requests.inc({ route: routeName, method, status });
           deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
         },
       });
+      writing = out;
+      reply.stream!(out);
     };
     const fail = (e: unknown, closeConnection = false): void => {
       const err = GatewayError.from(e);
@@ -347,7 +336,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     };
 
     try {
-      const oversized = checkHead(path, req.getQuery() ?? "", headers, headerCount);
+      const oversized = checkHead(path, req.getQuery() ?? "", headerCount, headerBytes);
       if (oversized) return send({ status: oversized.status, body: errorBody(oversized.error) }, true);
       const decision = resolve(method, path, headers);
       if (decision.route) routeName = decision.route.path;

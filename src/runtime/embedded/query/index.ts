@@ -6,7 +6,7 @@ import { comparator, matches } from "./evaluate.js";
 import { parseQuery } from "./parse.js";
 
 export type { Filter, JsonValue, Query, SortKey } from "./ast.js";
-export { parseQuery, MAX_FILTER_DEPTH } from "./parse.js";
+export { parseQuery, parseQueryJson, queryOf, MAX_FILTER_DEPTH } from "./parse.js";
 export { matches, lookup, jsonEqual, compareValues } from "./evaluate.js";
 
 function parseValue(value: string): JsonValue | undefined {

@@ -95,14 +95,17 @@ export function decodeToken(token: string): number {
   return Number(token);
 }
 
-/** Parse and validate the JSON text of a query; INVALID_ARGUMENT saying what is wrong and where. */
-export function parseQuery(text: string): Query {
-  let raw: unknown;
+/** The JSON text of a query parsed (not yet validated: see queryOf); INVALID_ARGUMENT when it is not JSON. */
+export function parseQueryJson(text: string): unknown {
   try {
-    raw = JSON.parse(text);
+    return JSON.parse(text);
   } catch (e) {
     throw new GatewayError(Code.INVALID_ARGUMENT, `query is not valid JSON: ${(e as Error).message}`);
   }
+}
+
+/** Validate a query already parsed from JSON; INVALID_ARGUMENT saying what is wrong and where. */
+export function queryOf(raw: unknown): Query {
   if (!isObject(raw)) throw new GatewayError(Code.INVALID_ARGUMENT, `query must be a JSON object {filter?, sort?, page?}, got ${describe(raw)}`);
   for (const k of Object.keys(raw)) {
     if (k !== "filter" && k !== "sort" && k !== "page") throw new GatewayError(Code.INVALID_ARGUMENT, `query has unknown field "${echo(k)}"; expected filter, sort, page`);
@@ -115,4 +118,9 @@ export function parseQuery(text: string): Query {
   if (raw["sort"] !== undefined) q.sort = parseSort(raw["sort"]);
   if (raw["page"] !== undefined) Object.assign(q, parsePage(raw["page"]));
   return q;
+}
+
+/** Parse and validate the JSON text of a query; INVALID_ARGUMENT saying what is wrong and where. */
+export function parseQuery(text: string): Query {
+  return queryOf(parseQueryJson(text));
 }
