@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import http2 from "node:http2";
 import { after, before, describe, it } from "node:test";
-import protobuf from "protobufjs";
+import { create, createFileRegistry } from "@bufbuild/protobuf";
+import { FieldDescriptorProto_Label, FieldDescriptorProto_Type, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { checkWire, MAX_WIRE_DEPTH } from "../../src/shared/wire-check.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
 
@@ -16,9 +17,20 @@ const KEY = "k1";
 
 /** A recursive message type, `message Node { Node child_node = 1; }`, as checkWire takes it: the one place here that depends on the protobuf library. */
 function recursiveType(): Parameters<typeof checkWire>[0] {
-  const root = protobuf.parse('syntax = "proto3"; package t; message Node { Node child_node = 1; }', { keepCase: true }).root;
-  root.resolveAll();
-  return root.lookupType("t.Node");
+  const file = create(FileDescriptorProtoSchema, {
+    name: "t/node.proto",
+    package: "t",
+    syntax: "proto3",
+    messageType: [
+      {
+        name: "Node",
+        field: [{ name: "child_node", jsonName: "childNode", number: 1, label: FieldDescriptorProto_Label.OPTIONAL, type: FieldDescriptorProto_Type.MESSAGE, typeName: ".t.Node" }],
+      },
+    ],
+  });
+  const type = createFileRegistry(file, () => undefined).getMessage("t.Node");
+  assert.ok(type, "t.Node is in the registry");
+  return type;
 }
 
 /** A length-delimited field: tag byte(s), varint length, bytes. */
