@@ -5,7 +5,8 @@
 import { create, createFileRegistry, fromBinary, type FileRegistry } from "@bufbuild/protobuf";
 import * as wkt from "@bufbuild/protobuf/wkt";
 import { FileDescriptorProtoSchema, FileDescriptorSetSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
-import { CodecError } from "./codec-error.js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
 
 // Well-known types a backend's reflection may omit (some servers do not serve google/protobuf/*.proto).
 const wellKnownFiles: ReadonlyMap<string, FileDescriptorProto> = new Map(
@@ -27,7 +28,7 @@ const wellKnownFiles: ReadonlyMap<string, FileDescriptorProto> = new Map(
 /**
  * Build a registry of every message, enum and service in `files` (encoded FileDescriptorProtos in any order).
  * Missing google/protobuf/*.proto dependencies are filled from the built-in well-known types.
- * Throws CodecError FAILED_PRECONDITION naming the file when a descriptor is malformed or a dependency is missing.
+ * Throws GatewayError FAILED_PRECONDITION naming the file when a descriptor is malformed or a dependency is missing.
  */
 export function compileSchema(files: readonly Uint8Array[]): FileRegistry {
   const byName = new Map<string, FileDescriptorProto>();
@@ -36,7 +37,7 @@ export function compileSchema(files: readonly Uint8Array[]): FileRegistry {
     try {
       file = fromBinary(FileDescriptorProtoSchema, files[i]!);
     } catch (e) {
-      throw new CodecError("FAILED_PRECONDITION", `schema file #${i} is not a valid FileDescriptorProto: ${errorText(e)}`);
+      throw new GatewayError(Code.FAILED_PRECONDITION, `schema file #${i} is not a valid FileDescriptorProto: ${errorText(e)}`);
     }
     byName.set(file.name, file);
   }
@@ -46,10 +47,10 @@ export function compileSchema(files: readonly Uint8Array[]): FileRegistry {
   const visit = (name: string, importer: string | undefined): void => {
     const st = state.get(name);
     if (st === "done") return;
-    if (st === "visiting") throw new CodecError("FAILED_PRECONDITION", `schema file ${name} imports itself (cycle)`);
+    if (st === "visiting") throw new GatewayError(Code.FAILED_PRECONDITION, `schema file ${name} imports itself (cycle)`);
     const file = byName.get(name) ?? wellKnownFiles.get(name);
     if (file === undefined) {
-      throw new CodecError("FAILED_PRECONDITION", `schema file ${name}, imported by ${importer ?? "?"}, is missing`);
+      throw new GatewayError(Code.FAILED_PRECONDITION, `schema file ${name}, imported by ${importer ?? "?"}, is missing`);
     }
     state.set(name, "visiting");
     for (const dep of file.dependency) visit(dep, name);
@@ -60,7 +61,7 @@ export function compileSchema(files: readonly Uint8Array[]): FileRegistry {
   try {
     return createFileRegistry(create(FileDescriptorSetSchema, { file: ordered }));
   } catch (e) {
-    throw new CodecError("FAILED_PRECONDITION", `schema cannot be compiled: ${errorText(e)}`);
+    throw new GatewayError(Code.FAILED_PRECONDITION, `schema cannot be compiled: ${errorText(e)}`);
   }
 }
 
