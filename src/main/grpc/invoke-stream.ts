@@ -1,4 +1,6 @@
 import type * as grpc from "@grpc/grpc-js";
+import { Code } from "../../shared/code.js";
+import { inBandError } from "../../shared/status.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
 import { deadlineOf, type DuplexMethod } from "./server.js";
@@ -50,7 +52,7 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter)
       else {
         // The caller half-closed without a first request.
         finished = true;
-        call.write({ status: { success: false, status: "INVALID_ARGUMENT", message: "the first request must name service and method" } });
+        call.write({ status: inBandError(Code.INVALID_ARGUMENT, "the first request must name service and method") });
         call.end();
       }
     });

@@ -1,6 +1,7 @@
 import type { StoredItem } from "../../runtime/state-port.js";
 import type { DeleteBulkStateInput, DeleteStateInput, QueryStateInput, SaveStateInput, StateOps } from "../ops/state.js";
-import { deleteBulkMessage, okStatus } from "../ops/state-status.js";
+import { deleteBulkMessage } from "../ops/state-status.js";
+import { inBandOk } from "../../shared/status.js";
 import type { ServiceImpl, UnaryContext } from "./server.js";
 
 const toItem = (i: StoredItem) => ({ key: i.key, value: i.value, etag: i.etag });
@@ -10,7 +11,7 @@ export function stateGrpc(ops: StateOps): ServiceImpl {
   return {
     SaveState: async (req: SaveStateInput, { signal }: UnaryContext) => {
       const { etag } = await ops.save(req, signal);
-      return { status: okStatus(), etag };
+      return { status: inBandOk(), etag };
     },
     GetState: async (req: { service: string; key: string }, { signal }: UnaryContext) => {
       const item = await ops.get(req.service, req.key, signal);
@@ -19,7 +20,7 @@ export function stateGrpc(ops: StateOps): ServiceImpl {
     },
     DeleteState: async (req: DeleteStateInput, { signal }: UnaryContext) => {
       await ops.delete(req, signal);
-      return { status: okStatus() };
+      return { status: inBandOk() };
     },
     QueryState: async (req: QueryStateInput, { signal }: UnaryContext) => {
       const r = await ops.query(req, signal);
@@ -30,7 +31,7 @@ export function stateGrpc(ops: StateOps): ServiceImpl {
     }),
     DeleteBulkState: async (req: DeleteBulkStateInput, { signal }: UnaryContext) => {
       const r = await ops.deleteBulk(req, signal);
-      return { status: okStatus(deleteBulkMessage(r)) };
+      return { status: inBandOk(deleteBulkMessage(r)) };
     },
   };
 }
