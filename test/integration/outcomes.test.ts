@@ -3,6 +3,7 @@
  * entry, every entry names a route it serves, and every failure an entry lists is driven over a real socket (gRPC,
  * HTTP, WebSocket, SSE) and must reach the caller the way the table says (status or in-band, with the code).
  */
+import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
@@ -16,6 +17,7 @@ import { startTestGateway, unary, withKey, type TestGateway } from "../support/g
 import { reflectionCall } from "../support/reflection.js";
 import { wrapRuntime } from "../support/state-runtime.js";
 import { ceJson } from "../support/web.js";
+import { DOC_PATH, withOutcomeTable } from "../../scripts/errors-doc.js";
 
 const KEY = "outcomes-key";
 /** What the fault-injecting runtime and backend fail with: a code no route produces on its own. */
@@ -545,6 +547,11 @@ describe("route-by-outcome table", () => {
     assert.deepEqual(stale, [], `entries for routes the gateway does not serve: ${stale.join(", ")}`);
     const names = OUTCOMES.map(nameOf);
     assert.equal(new Set(names).size, names.length, "each (route, part) has one entry");
+  });
+
+  it("docs/errors.md shows the table as it is (npx tsx scripts/errors-doc.ts rewrites it)", () => {
+    const doc = readFileSync(DOC_PATH, "utf8");
+    assert.equal(doc, withOutcomeTable(doc), "docs/errors.md is out of date: run npx tsx scripts/errors-doc.ts");
   });
 
   it("has a probe for exactly the failures the table lists", () => {
