@@ -16,6 +16,8 @@ import { startOrderBackend, type OrderBackend } from "../support/backends/order-
 import { startTestGateway, unary, withKey, type TestGateway } from "../support/gateway.js";
 import { reflectionCall } from "../support/reflection.js";
 import { wrapRuntime } from "../support/state-runtime.js";
+import { runtimeFixtures, useGatewayOn } from "../support/runtimes.js";
+import { appCallbackWithJobEvent, daprService } from "../../src/runtime/dapr/protos.js";
 import { ceJson } from "../support/web.js";
 import { DOC_PATH, withOutcomeTable } from "../../scripts/errors-doc.js";
 
@@ -74,6 +76,67 @@ function inBandOf(res: any): Observed {
 
 function codeNameOf(n: unknown): string | undefined {
   return typeof n === "number" ? Code[n] : undefined;
+}
+
+type Probes = Record<string, Partial<Record<Failure, () => Promise<Observed>>>>;
+
+const nameOf = (r: OutcomeRoute): string => (r.part ? `${r.route} ${r.part}` : r.route);
+/** Rows served on every runtime, and the rows of Dapr's app callbacks. */
+const EMBEDDED_ROWS = OUTCOMES.filter((r) => r.runtime === undefined);
+const DAPR_ROWS = OUTCOMES.filter((r) => r.runtime === "dapr");
+
+/** Every route `gw` serves has an entry among `rows`, and every one of `rows` is served. */
+function checkListing(gw: TestGateway, rows: readonly OutcomeRoute[]): void {
+  const served = [...gw.gateway.routes.grpc, ...gw.gateway.routes.http];
+  const listed = new Set(rows.map((r) => r.route));
+  const unlisted = served.filter((r) => !listed.has(r));
+  assert.deepEqual(unlisted, [], `routes served without an entry in src/main/ops/outcomes.ts (and docs/errors.md): ${unlisted.join(", ")}`);
+  const stale = [...listed].filter((r) => !served.includes(r));
+  assert.deepEqual(stale, [], `entries for routes the gateway does not serve: ${stale.join(", ")}`);
+  const names = OUTCOMES.map(nameOf);
+  assert.equal(new Set(names).size, names.length, "each (route, part) has one entry");
+}
+
+/** `probes` covers exactly the failures `rows` list, and nothing else. */
+function checkProbes(rows: readonly OutcomeRoute[], probes: Probes): void {
+  for (const r of rows) {
+    const listed = FAILURES.filter((f) => r.outcomes[f] !== undefined);
+    const probed = FAILURES.filter((f) => probes[nameOf(r)]?.[f] !== undefined);
+    assert.deepEqual(probed, listed, `${nameOf(r)}: probes for ${probed.join(", ")}, table lists ${listed.join(", ")}`);
+  }
+  const unknown = Object.keys(probes).filter((k) => !rows.some((r) => nameOf(r) === k));
+  assert.deepEqual(unknown, [], "probes for routes not in the table");
+}
+
+/** One test per (row, failure): run its probe and compare what the caller saw with the table. */
+function driveRows(rows: readonly OutcomeRoute[], probes: () => Probes): void {
+  for (const r of rows) {
+    for (const failure of FAILURES) {
+      const expected = r.outcomes[failure];
+      if (!expected) continue;
+      it(`${nameOf(r)} (${r.front}): ${failure} -> ${expected.via}${expected.code ? ` ${expected.code}` : ""}`, async () => {
+        const probe = probes()[nameOf(r)]?.[failure];
+        assert.ok(probe, `no probe for ${nameOf(r)} ${failure}`);
+        const seen = await probe();
+        const what = `${nameOf(r)} ${failure}: saw ${JSON.stringify(seen)}`;
+        if (failure === "unauthenticated" && expected.via === "none") {
+          // An open route: whatever else the keyless request gets, it is not refused for the key.
+          assert.ok(seen.code !== "UNAUTHENTICATED" && seen.http !== 401, what);
+          return;
+        }
+        assert.equal(seen.via, expected.via, what);
+        if (expected.via === "none") return;
+        // An upstream failure carries the backend's or runtime's own code through unchanged.
+        const code = expected.code ?? (failure === "upstream" ? UPSTREAM : undefined);
+        // A bare HTTP status (no google.rpc.Status body: a CORS preflight, a console file) is checked by its status.
+        if (seen.code !== undefined || seen.http === undefined) assert.equal(seen.code, code, what);
+        if (seen.http !== undefined) {
+          const http = expected.via === "in-band" ? 200 : (expected.http ?? httpStatusOf(Code[code as keyof typeof Code]));
+          assert.equal(seen.http, http, what);
+        }
+      });
+    }
+  }
 }
 
 describe("route-by-outcome table", () => {
@@ -275,7 +338,7 @@ describe("route-by-outcome table", () => {
   const cloudevent = { id: "e1", source: "urn:outcomes", spec_version: "1.0", type: "t", text_data: "x" };
 
   /** One probe per (route, failure) the table lists: it provokes that failure and reports what the caller saw. */
-  const probes: Record<string, Partial<Record<Failure, () => Promise<Observed>>>> = {
+  const probes: Probes = {
     "platform.Gateway/Invoke": {
       unauthenticated: () => grpcUnary("platform.Gateway", "Invoke", invokeReq("orders"), false),
       invalid: () => grpcUnary("platform.Gateway", "Invoke", invokeReq("")),
@@ -536,17 +599,8 @@ describe("route-by-outcome table", () => {
     },
   };
 
-  const nameOf = (r: OutcomeRoute): string => (r.part ? `${r.route} ${r.part}` : r.route);
-
   it("lists every route the gateway serves, and serves every route it lists", () => {
-    const served = [...gw.gateway.routes.grpc, ...gw.gateway.routes.http];
-    const listed = new Set(OUTCOMES.map((r) => r.route));
-    const unlisted = served.filter((r) => !listed.has(r));
-    assert.deepEqual(unlisted, [], `routes served without an entry in src/main/ops/outcomes.ts (and docs/errors.md): ${unlisted.join(", ")}`);
-    const stale = [...listed].filter((r) => !served.includes(r));
-    assert.deepEqual(stale, [], `entries for routes the gateway does not serve: ${stale.join(", ")}`);
-    const names = OUTCOMES.map(nameOf);
-    assert.equal(new Set(names).size, names.length, "each (route, part) has one entry");
+    checkListing(gw, EMBEDDED_ROWS);
   });
 
   it("docs/errors.md shows the table as it is (npx tsx scripts/errors-doc.ts rewrites it)", () => {
@@ -554,41 +608,57 @@ describe("route-by-outcome table", () => {
     assert.equal(doc, withOutcomeTable(doc), "docs/errors.md is out of date: run npx tsx scripts/errors-doc.ts");
   });
 
-  it("has a probe for exactly the failures the table lists", () => {
-    for (const r of OUTCOMES) {
-      const listed = FAILURES.filter((f) => r.outcomes[f] !== undefined);
-      const probed = FAILURES.filter((f) => probes[nameOf(r)]?.[f] !== undefined);
-      assert.deepEqual(probed, listed, `${nameOf(r)}: probes for ${probed.join(", ")}, table lists ${listed.join(", ")}`);
-    }
-    const unknown = Object.keys(probes).filter((k) => !OUTCOMES.some((r) => nameOf(r) === k));
-    assert.deepEqual(unknown, [], "probes for routes not in the table");
-  });
+  it("has a probe for exactly the failures the table lists", () => checkProbes(EMBEDDED_ROWS, probes));
 
-  for (const r of OUTCOMES) {
-    for (const failure of FAILURES) {
-      const expected = r.outcomes[failure];
-      if (!expected) continue;
-      it(`${nameOf(r)} (${r.front}): ${failure} -> ${expected.via}${expected.code ? ` ${expected.code}` : ""}`, async () => {
-        const probe = probes[nameOf(r)]?.[failure];
-        assert.ok(probe, `no probe for ${nameOf(r)} ${failure}`);
-        const seen = await probe();
-        const what = `${nameOf(r)} ${failure}: saw ${JSON.stringify(seen)}`;
-        if (failure === "unauthenticated" && expected.via === "none") {
-          // An open route: whatever else the keyless request gets, it is not refused for the key.
-          assert.ok(seen.code !== "UNAUTHENTICATED" && seen.http !== 401, what);
-          return;
-        }
-        assert.equal(seen.via, expected.via, what);
-        if (expected.via === "none") return;
-        // An upstream failure carries the backend's or runtime's own code through unchanged.
-        const code = expected.code ?? (failure === "upstream" ? UPSTREAM : undefined);
-        // A bare HTTP status (no google.rpc.Status body: a CORS preflight, a console file) is checked by its status.
-        if (seen.code !== undefined || seen.http === undefined) assert.equal(seen.code, code, what);
-        if (seen.http !== undefined) {
-          const http = expected.via === "in-band" ? 200 : (expected.http ?? httpStatusOf(Code[code as keyof typeof Code]));
-          assert.equal(seen.http, http, what);
-        }
-      });
+  driveRows(EMBEDDED_ROWS, () => probes);
+});
+
+/** Dapr's app callbacks, served only with `--sidecar dapr` (here against the Dapr-protocol test sidecar). */
+describe("route-by-outcome table: the Dapr app callbacks", () => {
+  const APP_TOKEN = "outcomes-app-token";
+  const fixture = runtimeFixtures.find((f) => f.name === "dapr")!;
+  const gw = useGatewayOn(fixture, { apiKeys: [KEY], appApiToken: APP_TOKEN });
+
+  /** A unary call of a Dapr callback service; `token` sends the dapr-api-token. */
+  async function callback(service: "AppCallback" | "AppCallbackAlpha" | "AppCallbackHealthCheck", method: string, req: object, token: boolean): Promise<Observed> {
+    const def = service === "AppCallback" ? appCallbackWithJobEvent() : daprService(service);
+    const Ctor = grpc.makeGenericClientConstructor(def, service);
+    const client = new Ctor(gw().grpcAddress, grpc.credentials.createInsecure());
+    const md = new grpc.Metadata();
+    if (token) md.set("dapr-api-token", APP_TOKEN);
+    try {
+      return inBandOf(await unary(client, method, req, md, { deadline: Date.now() + TIMEOUT_MS }));
+    } catch (e) {
+      return { via: "status", code: codeNameOf((e as grpc.ServiceError).code) };
+    } finally {
+      client.close();
     }
   }
+
+  const unimplemented = (service: "AppCallback" | "AppCallbackAlpha", method: string) => ({
+    unauthenticated: () => callback(service, method, {}, false),
+    missing: () => callback(service, method, {}, true),
+  });
+  const jobEvent = (service: "AppCallback" | "AppCallbackAlpha", method: string) => ({
+    unauthenticated: () => callback(service, method, { name: "t-none" }, false),
+    invalid: () => callback(service, method, { name: "" }, true),
+  });
+  const probes: Probes = {
+    "dapr.proto.runtime.v1.AppCallback/OnInvoke": unimplemented("AppCallback", "OnInvoke"),
+    "dapr.proto.runtime.v1.AppCallback/OnTopicEvent": unimplemented("AppCallback", "OnTopicEvent"),
+    "dapr.proto.runtime.v1.AppCallback/ListInputBindings": unimplemented("AppCallback", "ListInputBindings"),
+    "dapr.proto.runtime.v1.AppCallback/OnBindingEvent": unimplemented("AppCallback", "OnBindingEvent"),
+    "dapr.proto.runtime.v1.AppCallback/OnBulkTopicEvent": unimplemented("AppCallback", "OnBulkTopicEvent"),
+    "dapr.proto.runtime.v1.AppCallbackAlpha/OnBulkTopicEventAlpha1": unimplemented("AppCallbackAlpha", "OnBulkTopicEventAlpha1"),
+    "dapr.proto.runtime.v1.AppCallback/ListTopicSubscriptions": { unauthenticated: () => callback("AppCallback", "ListTopicSubscriptions", {}, false) },
+    "dapr.proto.runtime.v1.AppCallbackHealthCheck/HealthCheck": { unauthenticated: () => callback("AppCallbackHealthCheck", "HealthCheck", {}, false) },
+    "dapr.proto.runtime.v1.AppCallback/OnJobEvent": jobEvent("AppCallback", "OnJobEvent"),
+    "dapr.proto.runtime.v1.AppCallbackAlpha/OnJobEventAlpha1": jobEvent("AppCallbackAlpha", "OnJobEventAlpha1"),
+  };
+
+  it("lists every route the gateway serves on the Dapr adapter, callbacks included", () => checkListing(gw(), OUTCOMES));
+
+  it("has a probe for exactly the failures the table lists", () => checkProbes(DAPR_ROWS, probes));
+
+  driveRows(DAPR_ROWS, () => probes);
 });

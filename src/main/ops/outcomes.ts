@@ -57,6 +57,8 @@ export interface OutcomeRoute {
   readonly outcomes: Readonly<Partial<Record<Failure, Outcome>>>;
   /** Why, where the choice is not obvious. */
   readonly note?: string;
+  /** Served only with this runtime (`--sidecar dapr`: Dapr's app callbacks on the gateway's gRPC port). */
+  readonly runtime?: "dapr";
 }
 
 const status = (code: keyof typeof Code, http?: number): Outcome => (http === undefined ? { via: "status", code } : { via: "status", code, http });
@@ -201,6 +203,29 @@ export const OUTCOMES: readonly OutcomeRoute[] = [
     outcomes: { unauthenticated: none },
     note: "Dapr's declarative subscription callback: no x-api-key; with --app-api-token a missing dapr-api-token is 401",
   },
+
+  // Dapr's app callbacks (--sidecar dapr only): daprd calls them without x-api-key; with --app-api-token the job
+  // callbacks need that dapr-api-token ("no x-api-key" below means "no dapr-api-token" for them).
+  ...["OnInvoke", "OnTopicEvent", "ListInputBindings", "OnBindingEvent", "OnBulkTopicEvent"].map(
+    (m): OutcomeRoute => ({ front: "grpc", route: `dapr.proto.runtime.v1.AppCallback/${m}`, runtime: "dapr", outcomes: { unauthenticated: none, missing: status("UNIMPLEMENTED") } }),
+  ),
+  {
+    front: "grpc",
+    route: "dapr.proto.runtime.v1.AppCallbackAlpha/OnBulkTopicEventAlpha1",
+    runtime: "dapr",
+    outcomes: { unauthenticated: none, missing: status("UNIMPLEMENTED") },
+    note: "subscriptions are streaming: daprd never delivers through the app channel",
+  },
+  { front: "grpc", route: "dapr.proto.runtime.v1.AppCallback/ListTopicSubscriptions", runtime: "dapr", outcomes: { unauthenticated: none }, note: "an empty list" },
+  { front: "grpc", route: "dapr.proto.runtime.v1.AppCallbackHealthCheck/HealthCheck", runtime: "dapr", outcomes: { unauthenticated: none } },
+  {
+    front: "grpc",
+    route: "dapr.proto.runtime.v1.AppCallback/OnJobEvent",
+    runtime: "dapr",
+    outcomes: { unauthenticated, invalid },
+    note: "a status, so daprd applies the job's failure policy",
+  },
+  { front: "grpc", route: "dapr.proto.runtime.v1.AppCallbackAlpha/OnJobEventAlpha1", runtime: "dapr", outcomes: { unauthenticated, invalid } },
 
   // Process routes.
   { front: "rest", route: "GET /health", outcomes: { unauthenticated: none } },
