@@ -59,8 +59,10 @@ function faultyRuntime(base: Runtime): Runtime {
   const jobs = new Proxy(base.jobs, {
     get(target, key) {
       const v = Reflect.get(target, key) as unknown;
-      if (key === "schedule") return async (job: { name: string }, signal?: AbortSignal) => (failing(job.name) ? Promise.reject(injected()) : (v as Function).call(target, job, signal));
-      return typeof v === "function" ? v.bind(target) : v;
+      if (typeof v !== "function") return v;
+      const fn = v as (...args: unknown[]) => unknown;
+      if (key === "schedule") return async (job: { name: string }, signal?: AbortSignal) => (failing(job.name) ? Promise.reject(injected()) : fn.call(target, job, signal));
+      return fn.bind(target);
     },
   });
   return { ...wrapped, jobs };
@@ -446,6 +448,7 @@ describe("route-by-outcome table", () => {
     "platform.State/DeleteState": {
       unauthenticated: () => grpcUnary("platform.State", "DeleteState", { service: "orders", key: "order.1" }, false),
       invalid: () => grpcUnary("platform.State", "DeleteState", { service: "orders", key: "" }),
+      missing: () => grpcUnary("platform.State", "DeleteState", { service: "orders", key: "order.never-stored" }),
       upstream: () => grpcUnary("platform.State", "DeleteState", { service: "orders", key: "order.upstream" }),
     },
     "platform.State/QueryState": {
@@ -456,11 +459,13 @@ describe("route-by-outcome table", () => {
     "platform.State/GetBulkState": {
       unauthenticated: () => grpcUnary("platform.State", "GetBulkState", { service: "orders", keys: ["order.1"] }, false),
       invalid: () => grpcUnary("platform.State", "GetBulkState", { service: "orders", keys: [""] }),
+      missing: () => grpcUnary("platform.State", "GetBulkState", { service: "orders", keys: ["order.never-stored"] }),
       upstream: () => grpcUnary("platform.State", "GetBulkState", { service: "orders", keys: ["order.upstream"] }),
     },
     "platform.State/DeleteBulkState": {
       unauthenticated: () => grpcUnary("platform.State", "DeleteBulkState", { service: "orders", keys: ["order.1"] }, false),
       invalid: () => grpcUnary("platform.State", "DeleteBulkState", { service: "orders", keys: [""] }),
+      missing: () => grpcUnary("platform.State", "DeleteBulkState", { service: "orders", keys: ["order.never-stored"] }),
       upstream: () => grpcUnary("platform.State", "DeleteBulkState", { service: "orders", keys: ["order.upstream"] }),
     },
     "POST /v1/state/save-state": {
@@ -478,6 +483,7 @@ describe("route-by-outcome table", () => {
     "DELETE /v1/state/{service}/{key+}": {
       unauthenticated: () => http("DELETE", "/v1/state/orders/order.1", { key: false }),
       invalid: () => http("DELETE", "/v1/state/orders/order.1?publish_change=maybe"),
+      missing: () => http("DELETE", "/v1/state/orders/order.never-stored"),
       upstream: () => http("DELETE", "/v1/state/orders/order.upstream"),
     },
     "GET /v1/state/{service}/query": {
@@ -488,11 +494,13 @@ describe("route-by-outcome table", () => {
     "GET /v1/state/{service}/bulk": {
       unauthenticated: () => http("GET", "/v1/state/orders/bulk?keys=order.1", { key: false }),
       invalid: () => http("GET", "/v1/state/orders/bulk"),
+      missing: () => http("GET", "/v1/state/orders/bulk?keys=order.never-stored"),
       upstream: () => http("GET", "/v1/state/orders/bulk?keys=order.upstream"),
     },
     "DELETE /v1/state/{service}/bulk": {
       unauthenticated: () => http("DELETE", "/v1/state/orders/bulk?keys=order.1", { key: false }),
       invalid: () => http("DELETE", "/v1/state/orders/bulk"),
+      missing: () => http("DELETE", "/v1/state/orders/bulk?keys=order.never-stored"),
       upstream: () => http("DELETE", "/v1/state/orders/bulk?keys=order.upstream"),
     },
 
@@ -573,7 +581,10 @@ describe("route-by-outcome table", () => {
     },
     "WS /v1/pubsub/ws any frame": { malformed: () => pubsubFrame("{") },
     "WS /v1/pubsub/ws op subscribe": { invalid: () => pubsubFrame({ op: "subscribe", topics: [""] }), upstream: () => pubsubFrame({ op: "subscribe", topics: ["upstream"] }) },
-    "WS /v1/pubsub/ws op unsubscribe": { invalid: () => pubsubFrame({ op: "unsubscribe", topics: "t" }) },
+    "WS /v1/pubsub/ws op unsubscribe": {
+      invalid: () => pubsubFrame({ op: "unsubscribe", topics: "t" }),
+      missing: () => pubsubFrame({ op: "unsubscribe", topics: ["never-subscribed"] }),
+    },
     "WS /v1/pubsub/ws op publish": {
       invalid: () => pubsubFrame({ op: "publish", topic: "t" }),
       upstream: () => pubsubFrame({ op: "publish", topic: "upstream", cloudevent: ceJson(1) }),

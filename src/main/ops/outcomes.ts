@@ -138,16 +138,16 @@ export const OUTCOMES: readonly OutcomeRoute[] = [
   // platform.State: every failure is a status; a missing key is an empty answer on gRPC and a 404 on REST.
   { front: "grpc", route: "platform.State/SaveState", outcomes: keyed({ invalid, missing: notFound, upstream: upstreamStatus }) },
   { front: "grpc", route: "platform.State/GetState", outcomes: keyed({ invalid, missing: none, upstream: upstreamStatus }), note: "a missing key is an empty value and etag, as in Dapr" },
-  { front: "grpc", route: "platform.State/DeleteState", outcomes: keyed({ invalid, upstream: upstreamStatus }) },
+  { front: "grpc", route: "platform.State/DeleteState", outcomes: keyed({ invalid, missing: none, upstream: upstreamStatus }), note: "deleting a missing key succeeds" },
   { front: "grpc", route: "platform.State/QueryState", outcomes: keyed({ invalid, upstream: upstreamStatus }) },
-  { front: "grpc", route: "platform.State/GetBulkState", outcomes: keyed({ invalid, upstream: upstreamStatus }) },
-  { front: "grpc", route: "platform.State/DeleteBulkState", outcomes: keyed({ invalid, upstream: upstreamStatus }) },
+  { front: "grpc", route: "platform.State/GetBulkState", outcomes: keyed({ invalid, missing: none, upstream: upstreamStatus }), note: "missing keys are left out" },
+  { front: "grpc", route: "platform.State/DeleteBulkState", outcomes: keyed({ invalid, missing: none, upstream: upstreamStatus }), note: "the message counts the keys deleted" },
   { front: "rest", route: "POST /v1/state/save-state", outcomes: keyed({ malformed: invalid, invalid, missing: notFound, upstream: upstreamStatus }) },
   { front: "rest", route: "GET /v1/state/{service}/{key+}", outcomes: keyed({ missing: notFound, upstream: upstreamStatus }), note: "a missing key is 404 (gRPC GetState answers empty)" },
-  { front: "rest", route: "DELETE /v1/state/{service}/{key+}", outcomes: keyed({ invalid, upstream: upstreamStatus }) },
+  { front: "rest", route: "DELETE /v1/state/{service}/{key+}", outcomes: keyed({ invalid, missing: none, upstream: upstreamStatus }) },
   { front: "rest", route: "GET /v1/state/{service}/query", outcomes: keyed({ invalid, upstream: upstreamStatus }) },
-  { front: "rest", route: "GET /v1/state/{service}/bulk", outcomes: keyed({ invalid, upstream: upstreamStatus }) },
-  { front: "rest", route: "DELETE /v1/state/{service}/bulk", outcomes: keyed({ invalid, upstream: upstreamStatus }) },
+  { front: "rest", route: "GET /v1/state/{service}/bulk", outcomes: keyed({ invalid, missing: none, upstream: upstreamStatus }) },
+  { front: "rest", route: "DELETE /v1/state/{service}/bulk", outcomes: keyed({ invalid, missing: none, upstream: upstreamStatus }) },
 
   // platform.Config
   { front: "grpc", route: "platform.Config/ListServices", outcomes: keyed() },
@@ -187,7 +187,7 @@ export const OUTCOMES: readonly OutcomeRoute[] = [
   },
   { front: "websocket", route: "WS /v1/pubsub/ws", part: "any frame", outcomes: { malformed: invalid }, note: "error frame {op: error, code, message}" },
   { front: "websocket", route: "WS /v1/pubsub/ws", part: "op subscribe", outcomes: { invalid, upstream: upstreamStatus } },
-  { front: "websocket", route: "WS /v1/pubsub/ws", part: "op unsubscribe", outcomes: { invalid } },
+  { front: "websocket", route: "WS /v1/pubsub/ws", part: "op unsubscribe", outcomes: { invalid, missing: none }, note: "replies with the topics actually left" },
   {
     front: "websocket",
     route: "WS /v1/pubsub/ws",
