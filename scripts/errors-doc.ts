@@ -30,7 +30,7 @@ function cell(failure: Failure, o: Outcome | undefined): string {
 
 function row(r: OutcomeRoute): string {
   const route = `\`${r.route}\`${r.part ? ` ${r.part}` : ""}`;
-  return `| ${route} | ${r.front} | ${FAILURES.map((f) => cell(f, r.outcomes[f])).join(" | ")} | ${r.note ?? ""} |`;
+  return `| ${route} | ${r.front}${r.runtime ? ` (--sidecar ${r.runtime} only)` : ""} | ${FAILURES.map((f) => cell(f, r.outcomes[f])).join(" | ")} | ${r.note ?? ""} |`;
 }
 
 /** The generated part of docs/errors.md, markers included. */

@@ -76,15 +76,14 @@ const keyed = (more: Partial<Record<Failure, Outcome>> = {}): Partial<Record<Fai
 const invokeInBand = { invalid: inBand("INVALID_ARGUMENT"), missing: inBand("NOT_FOUND"), upstream: upstreamInBand };
 
 /**
- * Failures that are an error status on every route, whatever the table says per route: a body over --max-body-bytes
- * (RESOURCE_EXHAUSTED, HTTP 413), a gateway shutting down (UNAVAILABLE, 503), an unknown REST path (NOT_FOUND, 404) or
- * method (UNIMPLEMENTED, 405 with Allow), a passed deadline (DEADLINE_EXCEEDED) or a cancelled call (CANCELLED).
+ * Failures that end the call the same way on every route, whatever its row says. They are not per route, so the
+ * outcome test does not drive them; the suites named test them.
  */
 export const EVERY_ROUTE = [
-  "a body over --max-body-bytes: RESOURCE_EXHAUSTED (HTTP 413)",
-  "the gateway is shutting down: UNAVAILABLE (HTTP 503)",
-  "an unknown REST path: NOT_FOUND (HTTP 404); a known path with another method: UNIMPLEMENTED (HTTP 405, Allow)",
-  "the caller's deadline passed: DEADLINE_EXCEEDED; the caller cancelled: CANCELLED",
+  "a request body or message over --max-body-bytes: RESOURCE_EXHAUSTED (HTTP 413; a WebSocket frame closes the socket with 1009) (rest-router, web-fronts-qa, web-pubsub tests)",
+  "the gateway is shutting down: UNAVAILABLE (HTTP 503) (shutdown, health-metrics tests)",
+  "an unknown REST path: NOT_FOUND (HTTP 404); a known path with another method: UNIMPLEMENTED (HTTP 405 with Allow) (rest-router test)",
+  "the caller's deadline passed: DEADLINE_EXCEEDED; the caller cancelled: CANCELLED (dispatch-resilience, client tests)",
 ] as const;
 
 /** The table. */
@@ -223,7 +222,7 @@ export const OUTCOMES: readonly OutcomeRoute[] = [
     route: "dapr.proto.runtime.v1.AppCallback/OnJobEvent",
     runtime: "dapr",
     outcomes: { unauthenticated, invalid },
-    note: "a status, so daprd applies the job's failure policy",
+    note: "no x-api-key here: with --app-api-token, a missing dapr-api-token; a status, so daprd applies the job's failure policy",
   },
   { front: "grpc", route: "dapr.proto.runtime.v1.AppCallbackAlpha/OnJobEventAlpha1", runtime: "dapr", outcomes: { unauthenticated, invalid } },
 
