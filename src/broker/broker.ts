@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
 import { Subscriber } from "./subscriber.js";
 import type { BrokerOptions, EndReason, FanoutHandle, FanoutSink, SubscriberSink, UpstreamHandle } from "./types.js";
 
@@ -12,18 +14,29 @@ export interface Subscription {
   close(): void;
 }
 
-/** Why a subscribe failed: plain values, main maps them to statuses. */
-export class SubscribeFailure extends Error {
-  override readonly name = "SubscribeFailure";
-  /** "upstream": the runtime refused the topic subscription; "cancelled": the owner gave up; "closed": the broker is closing. */
-  readonly kind: "upstream" | "cancelled" | "closed";
-  /** The topic whose upstream failed, for kind "upstream". */
-  readonly topic: string | undefined;
-  constructor(kind: "upstream" | "cancelled" | "closed", message: string, topic?: string, cause?: unknown) {
-    super(message, cause === undefined ? undefined : { cause });
-    this.kind = kind;
-    this.topic = topic;
+/** Why a subscribe failed: "upstream": the runtime refused the topic subscription; "cancelled": the owner gave up; "closed": the broker is closing. */
+export type SubscribeFailureKind = "upstream" | "cancelled" | "closed";
+
+/**
+ * A subscribe failure as the gateway's one error type: `details.kind` says why and `details.topic` names the topic of
+ * an upstream failure. The code: UNAVAILABLE for a closing broker, CANCELLED for an owner that gave up, and for an
+ * upstream refusal the runtime's own code (UNAVAILABLE when it carries none, or only INTERNAL/UNKNOWN: to a subscriber
+ * a broken runtime subscription is a condition to retry).
+ */
+export function subscribeFailure(kind: SubscribeFailureKind, message: string, topic?: string, cause?: unknown): GatewayError {
+  let code = kind === "cancelled" ? Code.CANCELLED : Code.UNAVAILABLE;
+  if (kind === "upstream" && cause !== undefined) {
+    const c = GatewayError.from(cause, Code.UNAVAILABLE).code;
+    if (c !== Code.INTERNAL && c !== Code.UNKNOWN) code = c;
   }
+  return new GatewayError(code, message, { cause, details: topic === undefined ? { kind } : { kind, topic } });
+}
+
+/** The kind of a broker subscribe failure, or undefined for any other error. */
+export function subscribeFailureKind(e: unknown): SubscribeFailureKind | undefined {
+  if (!(e instanceof GatewayError)) return undefined;
+  const kind = e.details?.["kind"];
+  return kind === "upstream" || kind === "cancelled" || kind === "closed" ? kind : undefined;
 }
 
 /** Counts for tests, health and metrics. */
@@ -40,7 +53,7 @@ export interface BrokerStats {
 export interface Broker {
   /**
    * Create a subscriber for `topics` (duplicates kept). Resolves once every topic's upstream is live and the
-   * subscriber is attached (`sink.open()` has been called); rejects with a SubscribeFailure and leaves nothing
+   * subscriber is attached (`sink.open()` has been called); rejects with a subscribeFailure() and leaves nothing
    * behind when an upstream subscribe fails, the signal aborts first, or the broker is closing.
    */
   subscribe(topics: readonly string[], sink: SubscriberSink, signal?: AbortSignal): Promise<Subscription>;
@@ -48,7 +61,7 @@ export interface Broker {
   unsubscribe(id: string): boolean;
   /**
    * Attach a fan-out outlet to one topic: it holds one reference (like one subscriber slot) and gets each event once.
-   * Resolves once the topic's upstream is live; rejects with a SubscribeFailure (leaving nothing behind) like subscribe.
+   * Resolves once the topic's upstream is live; rejects with a subscribeFailure() (leaving nothing behind) like subscribe.
    */
   attachFanout(topic: string, sink: FanoutSink<unknown>, signal?: AbortSignal): Promise<FanoutHandle>;
   /** Reference count of a topic (subscriber slots holding or awaiting it), 0 when absent. */
@@ -288,8 +301,8 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
 
   const broker: Broker = {
     async subscribe(topics, sink, signal) {
-      if (closed) throw new SubscribeFailure("closed", "the broker is closing");
-      if (signal?.aborted) throw new SubscribeFailure("cancelled", "the subscriber went away before it was live");
+      if (closed) throw subscribeFailure("closed", "the broker is closing");
+      if (signal?.aborted) throw subscribeFailure("cancelled", "the subscriber went away before it was live");
       const sub: Member = new Subscriber<TopicEntry>(newId(), [...topics], sink, capacity);
       const entries = sub.topics.map(acquire);
       const rollback = (): void => {
@@ -301,21 +314,21 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
         rollback();
         const failed = entries.find((x) => x.state === "dead");
         const topic = failed?.topic ?? sub.topics[0]!;
-        throw new SubscribeFailure("upstream", `subscribing to topic '${topic}' failed: ${(e as Error)?.message ?? String(e)}`, topic, e);
+        throw subscribeFailure("upstream", `subscribing to topic '${topic}' failed: ${(e as Error)?.message ?? String(e)}`, topic, e);
       }
       // Re-check everything the await may have changed.
       if (closed) {
         rollback();
-        throw new SubscribeFailure("closed", "the broker is closing");
+        throw subscribeFailure("closed", "the broker is closing");
       }
       if (signal?.aborted) {
         rollback();
-        throw new SubscribeFailure("cancelled", "the subscriber went away before it was live");
+        throw subscribeFailure("cancelled", "the subscriber went away before it was live");
       }
       const dead = entries.find((x) => x.state !== "open");
       if (dead) {
         rollback();
-        throw new SubscribeFailure("upstream", `the upstream subscription of topic '${dead.topic}' broke while subscribing`, dead.topic);
+        throw subscribeFailure("upstream", `the upstream subscription of topic '${dead.topic}' broke while subscribing`, dead.topic);
       }
       attach(sub, entries);
       return {
@@ -328,21 +341,21 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
     },
 
     async attachFanout(topic, sink, signal) {
-      if (closed) throw new SubscribeFailure("closed", "the broker is closing");
-      if (signal?.aborted) throw new SubscribeFailure("cancelled", "the subscriber went away before it was live");
+      if (closed) throw subscribeFailure("closed", "the broker is closing");
+      if (signal?.aborted) throw subscribeFailure("cancelled", "the subscriber went away before it was live");
       const entry = acquire(topic);
       try {
         await entry.opening;
       } catch (e) {
         release(entry);
-        throw new SubscribeFailure("upstream", `subscribing to topic '${topic}' failed: ${(e as Error)?.message ?? String(e)}`, topic, e);
+        throw subscribeFailure("upstream", `subscribing to topic '${topic}' failed: ${(e as Error)?.message ?? String(e)}`, topic, e);
       }
-      const why: SubscribeFailure | undefined = closed
-        ? new SubscribeFailure("closed", "the broker is closing")
+      const why: GatewayError | undefined = closed
+        ? subscribeFailure("closed", "the broker is closing")
         : signal?.aborted
-          ? new SubscribeFailure("cancelled", "the subscriber went away before it was live")
+          ? subscribeFailure("cancelled", "the subscriber went away before it was live")
           : entry.state !== "open"
-            ? new SubscribeFailure("upstream", `the upstream subscription of topic '${topic}' broke while subscribing`, topic)
+            ? subscribeFailure("upstream", `the upstream subscription of topic '${topic}' broke while subscribing`, topic)
             : undefined;
       if (why) {
         release(entry);

@@ -9,23 +9,22 @@ import type { MethodInfo__Output } from "../gen/gateway/platform/MethodInfo.js";
 import type { StateItem__Output } from "../gen/gateway/platform/StateItem.js";
 import type { Status__Output } from "../gen/gateway/platform/Status.js";
 import type { TriggerRecord__Output } from "../gen/gateway/platform/TriggerRecord.js";
-import { Code, codeFromName } from "../shared/code.js";
+import { inBandFailure, inBandOk } from "../shared/status.js";
 import { toProtoCloudEvent } from "./cloudevent.js";
-import { GatewayClientError } from "./errors.js";
 import type { ChangeNotificationInput, ConfigService, MethodInfo, MethodSchema, OperationStatus, StateItem, TriggerRecord } from "./types.js";
 
 /** A Status from the wire. An absent Status (the call itself succeeded and reported nothing in-band) reads as OK. */
 export function status(s: Status__Output | null | undefined): OperationStatus {
-  if (s === null || s === undefined) return { success: true, status: "OK", message: "" };
+  if (s === null || s === undefined) return inBandOk();
   return { success: Boolean(s.success), status: String(s.status ?? ""), message: String(s.message ?? "") };
 }
 
 /** Return the status when it reports success; otherwise throw a GatewayClientError with the reported code and message. */
 export function requireSuccess(s: Status__Output | null | undefined, what: string): OperationStatus {
   const st = status(s);
-  if (st.success) return st;
-  const code = codeFromName(st.status) ?? Code.UNKNOWN;
-  throw new GatewayClientError(code === Code.OK ? Code.UNKNOWN : code, st.message || `${what} failed with status ${st.status || "(none)"}`);
+  const failed = inBandFailure(st, `${what} failed with status ${st.status || "(none)"}`);
+  if (failed) throw failed;
+  return st;
 }
 
 export function methodInfo(m: MethodInfo__Output): MethodInfo {

@@ -5,7 +5,7 @@
 export { createGatewayClient, type GatewayClient, type SubscriptionOptions } from "./client.js";
 export type { GatewayClientOptions, ReconnectOptions } from "./options.js";
 export { backoffDelay } from "./options.js";
-export { Code, GatewayClientError, GatewayInvocationError, RequestTimeoutError } from "./errors.js";
+export { Code, GatewayError, GatewayClientError, GatewayInvocationError, RequestTimeoutError } from "./errors.js";
 export { Subscription, FATAL_SUBSCRIBE_CODES, type SubscribeOptions, type ReconnectingInfo, type LiveInfo } from "./subscription.js";
 export { CORRELATION_ID_ATTRIBUTE, REPLY_TOPIC_ATTRIBUTE, DEFAULT_REQUEST_TIMEOUT_MS, type RequestOptions } from "./request-reply.js";
 export {

@@ -2,7 +2,7 @@ import { EventEmitter } from "node:events";
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import type { CloudEvent as ProtoCloudEvent } from "../shared/cloudevent.js";
-import { GatewayClientError } from "./errors.js";
+import { GatewayClientError, toClientError } from "./errors.js";
 import { backoffDelay, type ResolvedReconnectOptions } from "./options.js";
 import type { Transport } from "./transport.js";
 import type { SubscriptionMessage } from "./types.js";
@@ -287,7 +287,8 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
       this.#finish(undefined);
       return;
     }
-    const error = new GatewayClientError(st.code as number as Code, st.details || `the subscription stream ended with ${Code[st.code as number] ?? st.code}`);
+    // The stream's final status, translated where every grpc-js status enters the client (toClientError).
+    const error = toClientError({ code: st.code, details: st.details || `the subscription stream ended with ${Code[st.code as number] ?? st.code}` });
     if (FATAL_SUBSCRIBE_CODES.has(error.code) || this.#attempt >= this.#deps.reconnect.maxAttempts) {
       this.#finish(error);
       return;

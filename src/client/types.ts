@@ -1,14 +1,12 @@
 import type { CloudEvent as ProtoCloudEvent } from "../shared/cloudevent.js";
 import type { CloudEventInput } from "./cloudevent.js";
+import type { InBandStatus } from "../shared/status.js";
 
-/** An in-band result (the gateway's Status object). Operations resolve it only when `success` is true. */
-export interface OperationStatus {
-  success: boolean;
-  /** The gRPC status code name, e.g. "OK". */
-  status: string;
-  /** Detail; e.g. bulk delete reports how many keys were deleted. */
-  message: string;
-}
+/**
+ * An in-band result (the gateway's Status object: `success`, `status` the gRPC code name, `message`, e.g. how many
+ * keys a bulk delete deleted). Operations resolve it only when `success` is true. The gateway's own InBandStatus.
+ */
+export type OperationStatus = InBandStatus;
 
 /** The raw result of `invokeJson()`: the gateway's InvokeResponse, camelCased. */
 export interface InvokeResult {

@@ -34,6 +34,12 @@ export interface Gateway {
   readonly httpPort: number;
   readonly context: GatewayContext;
   /**
+   * Every route served: gRPC full method names (the gateway's services, the sidecar callbacks, reflection; backend
+   * methods reached through the transparent proxy are the one entry PROXIED_METHODS) and REST/WebSocket/SSE routes
+   * as "METHOD /path". Each has an entry in the route-by-outcome table (src/main/ops/outcomes.ts, docs/errors.md).
+   */
+  readonly routes: { readonly grpc: readonly string[]; readonly http: readonly string[] };
+  /**
    * Graceful shutdown: refuse new work (UNAVAILABLE / 503), end open streams with a status, let in-flight calls
    * finish within `shutdownTimeoutMs`, then stop. Safe to call twice (returns the same promise).
    */
@@ -47,6 +53,11 @@ export interface GatewayOverrides {
   /** Use this runtime instead of creating the one `sidecar` names. */
   runtime?: Runtime;
 }
+
+/** The gRPC server reflection methods the gateway serves (v1 and v1alpha). */
+export const REFLECTION_METHODS = ["grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"] as const;
+/** Stands for every backend method the transparent proxy serves under its own name (Gateway.routes). */
+export const PROXIED_METHODS = "<backend service>/<method>";
 
 /** The gateway's own gRPC services, as the package definition names them. */
 export const GATEWAY_SERVICES = ["platform.Gateway", "platform.State", "platform.Config", "platform.Trigger", "io.cloudevents.v1.Pubsub"] as const;
@@ -146,6 +157,13 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     interceptors: [messageTimeoutInterceptor(opts.grpcMessageTimeoutMs, bindDeps.requests)],
   });
   const pkg = gatewayPackageDefinition();
+  const methodsOf = (d: grpc.ServiceDefinition): string[] => Object.values(d).map((m) => m.path.slice(1));
+  const grpcRoutes = [
+    ...GATEWAY_SERVICES.flatMap((name) => methodsOf(pkg[name] as grpc.ServiceDefinition)),
+    ...facilities.flatMap((f) => (f.extraGrpc ?? []).flatMap((e) => methodsOf(e.definition))),
+    ...REFLECTION_METHODS,
+    PROXIED_METHODS,
+  ];
   for (const name of GATEWAY_SERVICES) {
     const impl = Object.assign({}, ...facilities.map((f) => f.grpc?.[name] ?? {}));
     bindService(server, pkg[name] as grpc.ServiceDefinition, impl, bindDeps);
@@ -288,6 +306,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     grpcPort,
     httpPort,
     context: ctx,
+    routes: { grpc: grpcRoutes, http: rest.routes },
     close,
     destroy,
   };

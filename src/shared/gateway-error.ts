@@ -1,23 +1,44 @@
 import { Code, codeName } from "./code.js";
 import { echo, MAX_ERROR_MESSAGE_CHARS } from "./echo.js";
 
+/** What a GatewayError carries besides its code and message. */
+export interface GatewayErrorOptions {
+  /** The error this one translates (a grpc-js ServiceError, a runtime failure, ...). */
+  cause?: unknown;
+  /** The input field the message names, e.g. "topic" or "cloudevent.source" (set by `invalidArgument`). */
+  field?: string;
+  /**
+   * Plain values a caller may branch on beside the code, e.g. `{kind: "upstream", topic}` for a broker subscribe
+   * failure. Structured-clone safe, so a worker's failure crosses the thread boundary unchanged.
+   */
+  details?: Readonly<Record<string, string | number | boolean>>;
+}
+
 /**
- * The one error type of the gateway: a gRPC status code, a message that names the input and what was wrong with it,
- * and an optional cause. Foreign errors (grpc-js, uWS, workers, sidecar) are translated into it where they enter.
+ * The one error type of the gateway, server and client alike (the client exports it as `GatewayClientError` too): a
+ * gRPC status code, a message that names the input and what was wrong with it, and an optional cause, field and
+ * details. Foreign errors (grpc-js, uWS, workers, sidecar) are translated into it where they enter; the broker and
+ * the codec throw it directly (`src/shared` is the one module both may import).
  */
 export class GatewayError extends Error {
-  override readonly name = "GatewayError";
+  override name = "GatewayError";
   /** The gRPC status code. */
   readonly code: Code;
   /** Message without the code prefix; at most MAX_ERROR_MESSAGE_CHARS (plus the note of what was cut). */
   readonly rawMessage: string;
+  /** The input field the message names, when one does. */
+  readonly field: string | undefined;
+  /** Plain values beside the message (see GatewayErrorOptions.details). */
+  readonly details: Readonly<Record<string, string | number | boolean>> | undefined;
 
-  constructor(code: Code, message: string, options?: { cause?: unknown }) {
+  constructor(code: Code, message: string, options?: GatewayErrorOptions) {
     // The backstop of echo(): whatever a message quotes, it cannot grow with the input.
     message = echo(message, MAX_ERROR_MESSAGE_CHARS);
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.rawMessage = message;
+    this.field = options?.field;
+    this.details = options?.details;
   }
 
   /** The code's canonical name, e.g. "INVALID_ARGUMENT". */
@@ -27,8 +48,9 @@ export class GatewayError extends Error {
 
   /**
    * Convert anything thrown into a GatewayError. A GatewayError is returned as is; an object with a numeric gRPC
-   * `code` and `details` (a grpc-js ServiceError) keeps its code; an AbortError becomes CANCELLED; a stack overflow
-   * (input nested too deeply) becomes INVALID_ARGUMENT; anything else becomes `fallback` (INTERNAL unless given).
+   * `code` and `details` (a grpc-js ServiceError, the one translation of it for server and client) keeps its code; an
+   * AbortError becomes CANCELLED; a stack overflow (input nested too deeply) becomes INVALID_ARGUMENT; anything else
+   * becomes `fallback` (INTERNAL unless given).
    */
   static from(reason: unknown, fallback: Code = Code.INTERNAL): GatewayError {
     if (reason instanceof GatewayError) return reason;
@@ -39,13 +61,18 @@ export class GatewayError extends Error {
     if (typeof reason === "object" && reason !== null) {
       const r = reason as { code?: unknown; details?: unknown; message?: unknown; name?: unknown };
       if (r.name === "AbortError") return new GatewayError(Code.CANCELLED, "the operation was cancelled", { cause: reason });
-      if (typeof r.code === "number" && r.code >= 0 && r.code <= 16 && typeof r.details === "string") {
-        return new GatewayError(r.code as Code, r.details, { cause: reason });
-      }
+      if (isServiceError(reason)) return new GatewayError(reason.code as Code, reason.details, { cause: reason });
       if (typeof r.message === "string") return new GatewayError(fallback, r.message, { cause: reason });
     }
     return new GatewayError(fallback, String(reason), { cause: reason });
   }
+}
+
+/** True for a grpc-js ServiceError-like object: a numeric `code` 0-16 and string `details`. */
+export function isServiceError(e: unknown): e is { code: number; details: string; message: string } {
+  if (typeof e !== "object" || e === null) return false;
+  const r = e as { code?: unknown; details?: unknown };
+  return typeof r.code === "number" && r.code >= 0 && r.code <= 16 && typeof r.details === "string";
 }
 
 /**
@@ -53,5 +80,5 @@ export class GatewayError extends Error {
  * in `problem` through echo().
  */
 export function invalidArgument(field: string, problem: string): GatewayError {
-  return new GatewayError(Code.INVALID_ARGUMENT, `${field} ${problem}`);
+  return new GatewayError(Code.INVALID_ARGUMENT, `${field} ${problem}`, { field });
 }

@@ -1,7 +1,7 @@
 /**
  * Proto3 canonical JSON <-> protobuf binary for the message types of a compiled schema, on @bufbuild/protobuf
  * (chosen over protobufjs by measurement: bench/codec.ts, docs/conversion.md). Runs on the main thread for small
- * payloads and in the workers for large ones; throws CodecError only.
+ * payloads and in the workers for large ones; throws GatewayError only.
  */
 import {
   fromBinary,
@@ -13,13 +13,14 @@ import {
   type FileRegistry,
   type JsonValue,
 } from "@bufbuild/protobuf";
-import { CodecError } from "./codec-error.js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
 import { hasSpecialJson, locateJsonProblem, reasonOf } from "./json-error-locator.js";
 import { errorText } from "./schema-registry.js";
 
 function messageType(registry: FileRegistry, typeName: string): DescMessage {
   const desc = registry.getMessage(typeName.startsWith(".") ? typeName.slice(1) : typeName);
-  if (desc === undefined) throw new CodecError("NOT_FOUND", `message type ${typeName} is not in the schema`);
+  if (desc === undefined) throw new GatewayError(Code.NOT_FOUND, `message type ${typeName} is not in the schema`);
   return desc;
 }
 
@@ -27,7 +28,7 @@ function messageType(registry: FileRegistry, typeName: string): DescMessage {
  * Parse proto3 JSON text as `typeName` and encode it. Accepts lowerCamelCase and proto field names, 64-bit integers
  * as strings or numbers, enum names or numbers, standard or URL-safe base64 with or without padding, "NaN" and
  * "Infinity", null as unset, and the well-known types' JSON forms (Any resolved through `registry`).
- * @throws CodecError INVALID_ARGUMENT naming the field path and the problem; NOT_FOUND for an unknown type.
+ * @throws GatewayError INVALID_ARGUMENT naming the field path and the problem; NOT_FOUND for an unknown type.
  */
 export function jsonToBinary(registry: FileRegistry, typeName: string, json: string): Uint8Array {
   const desc = messageType(registry, typeName);
@@ -35,7 +36,7 @@ export function jsonToBinary(registry: FileRegistry, typeName: string, json: str
   try {
     value = JSON.parse(json) as JsonValue;
   } catch (e) {
-    throw new CodecError("INVALID_ARGUMENT", `malformed JSON for ${desc.typeName}: ${errorText(e)}`);
+    throw new GatewayError(Code.INVALID_ARGUMENT, `malformed JSON for ${desc.typeName}: ${errorText(e)}`);
   }
   return encodeJsonValue(registry, desc, value);
 }
@@ -48,32 +49,32 @@ export function jsonValueToBinary(registry: FileRegistry, typeName: string, valu
 function encodeJsonValue(registry: FileRegistry, desc: DescMessage, value: JsonValue): Uint8Array {
   // Top-level Timestamp, wrappers, Value, ... have their special JSON forms; every other message is an object.
   if (!hasSpecialJson(desc.typeName) && (typeof value !== "object" || value === null || Array.isArray(value))) {
-    throw new CodecError("INVALID_ARGUMENT", `JSON for ${desc.typeName} must be an object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
+    throw new GatewayError(Code.INVALID_ARGUMENT, `JSON for ${desc.typeName} must be an object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
   }
   let message;
   try {
     message = fromJson(desc, value, { registry });
   } catch (e) {
     const found = locateJsonProblem(desc, value, registry);
-    if (found === undefined) throw new CodecError("INVALID_ARGUMENT", `invalid ${desc.typeName}: ${reasonOf(e)}`);
+    if (found === undefined) throw new GatewayError(Code.INVALID_ARGUMENT, `invalid ${desc.typeName}: ${reasonOf(e)}`);
     if (found.path === "") {
       const text = found.problem.startsWith("invalid ") ? found.problem : `invalid ${desc.typeName}: ${found.problem}`;
-      throw new CodecError("INVALID_ARGUMENT", text);
+      throw new GatewayError(Code.INVALID_ARGUMENT, text);
     }
     const sep = found.problem.startsWith("is ") || found.problem.startsWith("names ") ? " " : ": ";
-    throw new CodecError("INVALID_ARGUMENT", `field "${found.path}"${sep}${found.problem}`);
+    throw new GatewayError(Code.INVALID_ARGUMENT, `field "${found.path}"${sep}${found.problem}`);
   }
   try {
     return toBinary(desc, message);
   } catch (e) {
-    throw new CodecError("INVALID_ARGUMENT", `${desc.typeName} cannot be encoded: ${errorText(e)}`);
+    throw new GatewayError(Code.INVALID_ARGUMENT, `${desc.typeName} cannot be encoded: ${errorText(e)}`);
   }
 }
 
 /**
  * Decode `bytes` as `typeName` and write proto3 canonical JSON: lowerCamelCase (or json_name) keys, 64-bit integers
  * as strings, enum names, standard base64, fields with implicit presence omitted when default.
- * @throws CodecError DATA_LOSS when the bytes are not a valid message; NOT_FOUND for an unknown type; INTERNAL when
+ * @throws GatewayError DATA_LOSS when the bytes are not a valid message; NOT_FOUND for an unknown type; INTERNAL when
  *   the message has no JSON form (e.g. an Any whose type is not in the schema).
  */
 export function binaryToJson(registry: FileRegistry, typeName: string, bytes: Uint8Array): string {
@@ -82,7 +83,7 @@ export function binaryToJson(registry: FileRegistry, typeName: string, bytes: Ui
   try {
     message = fromBinary(desc, bytes);
   } catch (e) {
-    throw new CodecError("DATA_LOSS", `binary data is not a valid ${desc.typeName}: ${errorText(e)}`);
+    throw new GatewayError(Code.DATA_LOSS, `binary data is not a valid ${desc.typeName}: ${errorText(e)}`);
   }
   try {
     const json = toJsonString(desc, message, { registry });
@@ -91,7 +92,7 @@ export function binaryToJson(registry: FileRegistry, typeName: string, bytes: Ui
     if (!reachesAny(desc) || !json.includes('"@type"')) return json;
     return JSON.stringify(typeFirst(toJson(desc, message, { registry })));
   } catch (e) {
-    throw new CodecError("INTERNAL", `${desc.typeName} cannot be written as JSON: ${errorText(e)}`);
+    throw new GatewayError(Code.INTERNAL, `${desc.typeName} cannot be written as JSON: ${errorText(e)}`);
   }
 }
 

@@ -1,13 +1,13 @@
 /**
  * createConverter: the main-thread face of the conversion layer. Payloads below `thresholdBytes` convert inline
  * (handing a small message to a worker costs more than converting it); larger ones go to the worker pool. Codec and
- * pool failures (CodecError, plain values) become GatewayErrors here, once, where they enter main-thread code.
+ * pool failures (GatewayErrors, or their plain `{code, message}` shape after crossing the worker boundary) become
+ * GatewayErrors again here, once, where they enter main-thread code.
  */
 import { availableParallelism } from "node:os";
 import type { FileRegistry } from "@bufbuild/protobuf";
-import { codeFromName, Code } from "../shared/code.js";
-import { GatewayError } from "../shared/gateway-error.js";
-import { CodecError } from "./codec-error.js";
+import { Code } from "../shared/code.js";
+import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { binaryToJson, jsonToBinary } from "./codec.js";
 import type { Converter, ConverterOptions, SchemaSet } from "./converter-types.js";
 import { SchemaCache } from "./schema-registry.js";
@@ -55,25 +55,18 @@ export interface PooledConverter extends Converter {
 function intOption(name: string, value: number | undefined, fallback: number, min: number): number {
   if (value === undefined) return fallback;
   if (!Number.isInteger(value) || value < min) {
-    throw new TypeError(`converter option ${name} must be an integer >= ${min}, got ${String(value)}`);
+    throw invalidArgument(`converter option ${name}`, `must be an integer >= ${min}, got ${String(value)}`);
   }
   return value;
 }
 
-/** Validate ConverterOptions and fill defaults; a bad field throws a TypeError naming it and its value. */
+/** Validate ConverterOptions and fill defaults; a bad field throws INVALID_ARGUMENT naming it and its value. */
 export function validateConverterOptions(opts: ConverterOptions = {}): ResolvedConverterOptions {
   return Object.freeze({
     thresholdBytes: intOption("thresholdBytes", opts.thresholdBytes, DEFAULT_THRESHOLD_BYTES, 0),
     threads: intOption("threads", opts.threads, Math.max(1, availableParallelism() - 1), 1),
     maxQueue: intOption("maxQueue", opts.maxQueue, 256, 0),
   });
-}
-
-/** Map a codec or pool failure to the gateway's error type. */
-export function toGatewayError(e: unknown): GatewayError {
-  if (e instanceof GatewayError) return e;
-  if (e instanceof CodecError) return new GatewayError(codeFromName(e.code) ?? Code.INTERNAL, e.message, { cause: e });
-  return GatewayError.from(e);
 }
 
 const cancelled = (): GatewayError => new GatewayError(Code.CANCELLED, "the conversion was cancelled");
@@ -106,7 +99,7 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
   };
 
   const unwrap = (r: ConvertResult): ConvertResult => {
-    if (r.kind === "failure") throw toGatewayError(new CodecError(r.failure.code, r.failure.message));
+    if (r.kind === "failure") throw new GatewayError(r.failure.code, r.failure.message);
     return r;
   };
 
@@ -126,7 +119,7 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
       if (r.kind !== expect) throw new GatewayError(Code.INTERNAL, `the conversion worker answered ${r.kind} to a ${expect === "binary" ? "JSON" : "binary"} task`);
       return (r.kind === "binary" ? r.bytes : r.kind === "json" ? r.json : undefined) as ResultValue<K>;
     } catch (e) {
-      throw toGatewayError(e);
+      throw GatewayError.from(e);
     }
   }
 
@@ -154,7 +147,7 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
       try {
         unwrap(await pool.run({ kind: "crash", mode }, []));
       } catch (e) {
-        throw toGatewayError(e);
+        throw GatewayError.from(e);
       }
     },
 

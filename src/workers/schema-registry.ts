@@ -6,7 +6,8 @@ import { fromBinary, type FileRegistry } from "@bufbuild/protobuf";
 import * as wkt from "@bufbuild/protobuf/wkt";
 import { FileDescriptorProtoSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
 import { registryOfFiles } from "../shared/file-registry.js";
-import { CodecError } from "./codec-error.js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
 
 // Well-known types a backend's reflection may omit (some servers do not serve google/protobuf/*.proto).
 const wellKnownFiles: ReadonlyMap<string, FileDescriptorProto> = new Map(
@@ -28,7 +29,7 @@ const wellKnownFiles: ReadonlyMap<string, FileDescriptorProto> = new Map(
 /**
  * Build a registry of every message, enum and service in `files` (encoded FileDescriptorProtos in any order).
  * Missing google/protobuf/*.proto dependencies are filled from the built-in well-known types.
- * Throws CodecError FAILED_PRECONDITION naming the file when a descriptor is malformed or a dependency is missing.
+ * Throws GatewayError FAILED_PRECONDITION naming the file when a descriptor is malformed or a dependency is missing.
  */
 export function compileSchema(files: readonly Uint8Array[]): FileRegistry {
   const byName = new Map<string, FileDescriptorProto>();
@@ -37,7 +38,7 @@ export function compileSchema(files: readonly Uint8Array[]): FileRegistry {
     try {
       file = fromBinary(FileDescriptorProtoSchema, files[i]!);
     } catch (e) {
-      throw new CodecError("FAILED_PRECONDITION", `schema file #${i} is not a valid FileDescriptorProto: ${errorText(e)}`);
+      throw new GatewayError(Code.FAILED_PRECONDITION, `schema file #${i} is not a valid FileDescriptorProto: ${errorText(e)}`);
     }
     byName.set(file.name, file);
   }
@@ -46,14 +47,14 @@ export function compileSchema(files: readonly Uint8Array[]): FileRegistry {
     return registryOfFiles(
       [...byName.values()],
       {
-        missing: (name, importer) => new CodecError("FAILED_PRECONDITION", `schema file ${name}, imported by ${importer}, is missing`),
-        cycle: (name) => new CodecError("FAILED_PRECONDITION", `schema file ${name} imports itself (cycle)`),
+        missing: (name, importer) => new GatewayError(Code.FAILED_PRECONDITION, `schema file ${name}, imported by ${importer}, is missing`),
+        cycle: (name) => new GatewayError(Code.FAILED_PRECONDITION, `schema file ${name} imports itself (cycle)`),
       },
       (name) => wellKnownFiles.get(name),
     ).registry;
   } catch (e) {
-    if (e instanceof CodecError) throw e;
-    throw new CodecError("FAILED_PRECONDITION", `schema cannot be compiled: ${errorText(e)}`);
+    if (e instanceof GatewayError) throw e;
+    throw new GatewayError(Code.FAILED_PRECONDITION, `schema cannot be compiled: ${errorText(e)}`);
   }
 }
 

@@ -3,10 +3,11 @@
  * stay here where they can be counted (the bound: RESOURCE_EXHAUSTED past `maxQueue`) and cancelled (an aborted
  * waiting task is removed without ever reaching a worker). A task already running is not interrupted by an abort:
  * piscina would terminate the whole worker, which costs a 40-50 ms restart to save a few ms of conversion; its
- * result is dropped instead. Main-thread side; failures are CodecErrors with a gRPC code name.
+ * result is dropped instead. Main-thread side; failures are GatewayErrors.
  */
 import { Piscina } from "piscina";
-import { CodecError } from "./codec-error.js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
 import { errorText } from "./schema-registry.js";
 import { workerEntry } from "./worker-path.js";
 import type { ConvertTask, CrashTask, WorkerOptions, WorkerResult } from "./worker-protocol.js";
@@ -31,7 +32,7 @@ interface Entry {
   readonly files: readonly Uint8Array[];
   readonly signal: AbortSignal | undefined;
   readonly resolve: (r: ConvertResult) => void;
-  readonly reject: (e: CodecError) => void;
+  readonly reject: (e: GatewayError) => void;
   onAbort?: () => void;
 }
 
@@ -58,14 +59,14 @@ export class ConversionPool {
 
   /**
    * Convert on a worker. `files` are the schema's descriptors, sent only if the worker lacks `task.schemaId`.
-   * Rejects CodecError RESOURCE_EXHAUSTED (queue full), CANCELLED (aborted while waiting), UNAVAILABLE (closed),
+   * Rejects GatewayError RESOURCE_EXHAUSTED (queue full), CANCELLED (aborted while waiting), UNAVAILABLE (closed),
    * INTERNAL (the worker died during the task; the pool starts a new one).
    */
   run(task: ConvertTask | CrashTask, files: readonly Uint8Array[], signal?: AbortSignal): Promise<ConvertResult> {
     if (this.closing !== undefined || this.destroyed) {
-      return Promise.reject(new CodecError("UNAVAILABLE", "the conversion pool is closed"));
+      return Promise.reject(new GatewayError(Code.UNAVAILABLE, "the conversion pool is closed"));
     }
-    if (signal?.aborted === true) return Promise.reject(new CodecError("CANCELLED", "the conversion was cancelled"));
+    if (signal?.aborted === true) return Promise.reject(new GatewayError(Code.CANCELLED, "the conversion was cancelled"));
     return new Promise<ConvertResult>((resolve, reject) => {
       const entry: Entry = { task, files, signal, resolve, reject };
       if (this.running < this.options.threads) {
@@ -74,8 +75,7 @@ export class ConversionPool {
       }
       if (this.waiting.length >= this.options.maxQueue) {
         reject(
-          new CodecError(
-            "RESOURCE_EXHAUSTED",
+          new GatewayError(Code.RESOURCE_EXHAUSTED,
             `the conversion queue is full (${this.options.maxQueue} waiting, ${this.options.threads} running); retry later`,
           ),
         );
@@ -86,7 +86,7 @@ export class ConversionPool {
           const i = this.waiting.indexOf(entry);
           if (i >= 0) {
             this.waiting.splice(i, 1);
-            reject(new CodecError("CANCELLED", "the conversion was cancelled while queued"));
+            reject(new GatewayError(Code.CANCELLED, "the conversion was cancelled while queued"));
             this.checkDrained();
           }
         };
@@ -140,8 +140,8 @@ export class ConversionPool {
     } catch (e) {
       entry.reject(
         this.destroyed
-          ? new CodecError("UNAVAILABLE", "the conversion pool was destroyed")
-          : new CodecError("INTERNAL", `the conversion worker failed: ${errorText(e)}`),
+          ? new GatewayError(Code.UNAVAILABLE, "the conversion pool was destroyed")
+          : new GatewayError(Code.INTERNAL, `the conversion worker failed: ${errorText(e)}`),
       );
     }
   }
@@ -176,7 +176,7 @@ export class ConversionPool {
     this.destroyed = true;
     for (const entry of this.waiting.splice(0)) {
       if (entry.onAbort !== undefined) entry.signal?.removeEventListener("abort", entry.onAbort);
-      entry.reject(new CodecError("UNAVAILABLE", "the conversion pool was destroyed"));
+      entry.reject(new GatewayError(Code.UNAVAILABLE, "the conversion pool was destroyed"));
     }
     void this.piscina?.destroy();
     this.drained?.();

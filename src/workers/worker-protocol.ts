@@ -7,7 +7,13 @@
  * attached; the worker compiles and caches them. Descriptors therefore cross to each worker once per schema id (plus
  * after an LRU eviction), never per task.
  */
-import type { CodecFailure } from "./codec-error.js";
+import type { Code } from "../shared/code.js";
+
+/** A codec failure as it crosses the worker boundary (a GatewayError's code and message; classes do not survive postMessage). */
+export interface CodecFailure {
+  readonly code: Code;
+  readonly message: string;
+}
 
 /** Convert JSON text to binary, or binary to JSON text, for one message type of one schema. */
 export interface ConvertTask {

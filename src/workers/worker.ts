@@ -1,9 +1,10 @@
 /**
  * The piscina worker entry: converts one task at a time with the codec, caching compiled schemas by id. Imports only
- * files of src/workers (and piscina's `move`), never main-thread code.
+ * files of src/workers, the error type of src/shared (and piscina's `move`), never main-thread code.
  */
 import { Piscina, transferableSymbol, valueSymbol } from "piscina";
-import { CodecError, type CodecFailure } from "./codec-error.js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
 import { binaryToJson, jsonToBinary } from "./codec.js";
 import { errorText, SchemaCache } from "./schema-registry.js";
 import type { WorkerOptions, WorkerResult, WorkerTask } from "./worker-protocol.js";
@@ -13,7 +14,8 @@ let options: Partial<WorkerOptions> | undefined;
 let schemas: SchemaCache | undefined;
 
 function failure(e: unknown): WorkerResult {
-  const f: CodecFailure = e instanceof CodecError ? e.toFailure() : { code: "INTERNAL", message: `conversion failed: ${errorText(e)}` };
+  // A class does not survive postMessage: send the plain code and message; the converter rebuilds the GatewayError.
+  const f = e instanceof GatewayError ? { code: e.code, message: e.rawMessage } : { code: Code.INTERNAL, message: `conversion failed: ${errorText(e)}` };
   return { kind: "failure", failure: f };
 }
 
@@ -22,7 +24,7 @@ export default function convert(task: WorkerTask): WorkerResult {
   options ??= (Piscina.workerData ?? {}) as Partial<WorkerOptions>;
   schemas ??= new SchemaCache(options.schemaCacheSize ?? 64);
   if (task.kind === "crash") {
-    if (options.crashHook !== true) return failure(new CodecError("INTERNAL", "crash tasks are disabled"));
+    if (options.crashHook !== true) return failure(new GatewayError(Code.INTERNAL, "crash tasks are disabled"));
     if (task.mode === "exit") process.exit(70);
     setImmediate(() => {
       throw new Error("injected worker crash");
@@ -50,7 +52,7 @@ export default function convert(task: WorkerTask): WorkerResult {
       return Piscina.move({ [transferableSymbol]: bytes.buffer, [valueSymbol]: result } as never) as unknown as WorkerResult;
     }
     if (task.bytes !== undefined) return { kind: "json", json: binaryToJson(registry, task.typeName, task.bytes) };
-    return failure(new CodecError("INTERNAL", "convert task carries neither json nor bytes"));
+    return failure(new GatewayError(Code.INTERNAL, "convert task carries neither json nor bytes"));
   } catch (e) {
     return failure(e);
   }

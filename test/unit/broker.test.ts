@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createBroker, SubscribeFailure, type EndReason, type SubscriberSink, type UpstreamSource } from "../../src/broker/index.js";
+import { GatewayError } from "../../src/shared/gateway-error.js";
+import { createBroker, subscribeFailureKind, type EndReason, type SubscriberSink, type UpstreamSource } from "../../src/broker/index.js";
 
 /** An upstream whose subscribe calls can be held open, failed, and fed events. */
 function fakeUpstream() {
@@ -130,7 +131,7 @@ describe("broker", () => {
     assert.equal(b.refs("bad"), 2);
     release();
     for (const p of [p1, p2]) {
-      await assert.rejects(p, (e: unknown) => e instanceof SubscribeFailure && e.kind === "upstream" && e.topic === "bad" && /no such topic bad/.test(e.message));
+      await assert.rejects(p, (e: unknown) => e instanceof GatewayError && subscribeFailureKind(e) === "upstream" && e.details?.["topic"] === "bad" && /no such topic bad/.test(e.message));
     }
     assert.deepEqual(up.opened.filter((t) => t === "bad"), ["bad"], "one upstream subscribe for both waiters");
     assert.equal(a.opened(), 0, "never went live");
@@ -228,7 +229,7 @@ describe("broker", () => {
     await b.close();
     await b.close();
     assert.deepEqual(last.ends, [{ kind: "shutdown" }]);
-    await assert.rejects(b.subscribe(["t"], fakeSink().sink), (e: unknown) => e instanceof SubscribeFailure && e.kind === "closed");
+    await assert.rejects(b.subscribe(["t"], fakeSink().sink), (e: unknown) => subscribeFailureKind(e) === "closed");
   });
 
   it("fails a subscribe whose owner went away while the upstream opened, leaving nothing behind", async () => {
@@ -240,7 +241,7 @@ describe("broker", () => {
     const p = b.subscribe(["t"], s.sink, ac.signal);
     ac.abort();
     release();
-    await assert.rejects(p, (e: unknown) => e instanceof SubscribeFailure && e.kind === "cancelled");
+    await assert.rejects(p, (e: unknown) => subscribeFailureKind(e) === "cancelled");
     assert.equal(s.opened(), 0);
     assert.equal(b.refs("t"), 0);
     await until(() => up.closed.includes("t"), "release of the upstream nobody wants");
@@ -284,7 +285,7 @@ describe("broker", () => {
     h.close();
     assert.equal(b.refs("t"), 0);
     up.failTopic("bad");
-    await assert.rejects(b.attachFanout("bad", { event: () => undefined, end: () => undefined }), (e: unknown) => e instanceof SubscribeFailure && e.kind === "upstream");
+    await assert.rejects(b.attachFanout("bad", { event: () => undefined, end: () => undefined }), (e: unknown) => subscribeFailureKind(e) === "upstream");
     assert.equal(b.refs("bad"), 0);
     await b.attachFanout("u", { event: () => undefined, end: (r) => ends.push(r) });
     await b.close();

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { binaryToJson, jsonToBinary, jsonValueToBinary } from "../../src/workers/codec.js";
-import { CodecError } from "../../src/workers/codec-error.js";
+import { GatewayError } from "../../src/shared/gateway-error.js";
 import { compileSchema, SchemaCache } from "../../src/workers/schema-registry.js";
 import { encodedFileDescriptorProtos, fileDescriptorProtos, SHOP_PROTO } from "../support/protos/descriptors.js";
 import { richOrder } from "../support/protos/samples.js";
@@ -14,11 +14,11 @@ function roundTrip(value: unknown, type = ORDER): unknown {
   return JSON.parse(binaryToJson(registry, type, jsonToBinary(registry, type, JSON.stringify(value))));
 }
 
-function failure(json: string, type = ORDER): CodecError {
+function failure(json: string, type = ORDER): GatewayError {
   try {
     jsonToBinary(registry, type, json);
   } catch (e) {
-    assert.ok(e instanceof CodecError, `expected a CodecError, got ${String(e)}`);
+    assert.ok(e instanceof GatewayError, `expected a GatewayError, got ${String(e)}`);
     return e;
   }
   assert.fail(`expected ${json} to be rejected`);
@@ -169,14 +169,14 @@ describe("codec: errors name the field and the problem", () => {
   for (const [name, value, message] of cases) {
     it(name, () => {
       const e = failure(JSON.stringify(value));
-      assert.equal(e.code, "INVALID_ARGUMENT");
+      assert.equal(e.codeName, "INVALID_ARGUMENT");
       assert.equal(e.message, message);
     });
   }
 
   it("malformed JSON", () => {
     const e = failure('{"orderId": ');
-    assert.equal(e.code, "INVALID_ARGUMENT");
+    assert.equal(e.codeName, "INVALID_ARGUMENT");
     assert.match(e.message, /^malformed JSON for shop\.v1\.Order: /);
   });
 
@@ -187,14 +187,14 @@ describe("codec: errors name the field and the problem", () => {
 
   it("an unknown message type is NOT_FOUND", () => {
     const e = failure("{}", "shop.v1.Nope");
-    assert.equal(e.code, "NOT_FOUND");
+    assert.equal(e.codeName, "NOT_FOUND");
     assert.equal(e.message, "message type shop.v1.Nope is not in the schema");
   });
 
   it("binary that is not the message is DATA_LOSS", () => {
     assert.throws(
       () => binaryToJson(registry, ORDER, new Uint8Array([0x0a, 0xff, 0xff])),
-      (e: unknown) => e instanceof CodecError && e.code === "DATA_LOSS" && /^binary data is not a valid shop\.v1\.Order: /.test(e.message),
+      (e: unknown) => e instanceof GatewayError && e.codeName === "DATA_LOSS" && /^binary data is not a valid shop\.v1\.Order: /.test(e.message),
     );
   });
 });
@@ -214,7 +214,7 @@ describe("schema registry", () => {
   it("names a missing dependency and an undecodable file", () => {
     const shopOnly = encodedFileDescriptorProtos(SHOP_PROTO).slice(-1);
     assert.throws(() => compileSchema(shopOnly), { message: "schema file shop/v1/common.proto, imported by shop/v1/shop.proto, is missing" });
-    assert.throws(() => compileSchema([new Uint8Array([0xff])]), (e: unknown) => e instanceof CodecError && /^schema file #0 is not a valid FileDescriptorProto/.test(e.message));
+    assert.throws(() => compileSchema([new Uint8Array([0xff])]), (e: unknown) => e instanceof GatewayError && /^schema file #0 is not a valid FileDescriptorProto/.test(e.message));
   });
 
   it("keeps at most `capacity` registries, evicting the least recently used", () => {

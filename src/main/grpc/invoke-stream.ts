@@ -1,6 +1,8 @@
 import type * as grpc from "@grpc/grpc-js";
 import type { InvokeStreamRequest__Output } from "../../gen/gateway/platform/InvokeStreamRequest.js";
 import type { InvokeStreamResponse } from "../../gen/gateway/platform/InvokeStreamResponse.js";
+import { Code } from "../../shared/code.js";
+import { inBandError } from "../../shared/status.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
 import { deadlineOf } from "./server.js";
@@ -46,7 +48,7 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter)
       else {
         // The caller half-closed without a first request.
         finished = true;
-        call.write({ status: { success: false, status: "INVALID_ARGUMENT", message: "the first request must name service and method" } });
+        call.write({ status: inBandError(Code.INVALID_ARGUMENT, "the first request must name service and method") });
         call.end();
       }
     });

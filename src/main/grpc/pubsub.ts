@@ -1,6 +1,6 @@
 import { constants as h2 } from "node:http2";
 import * as grpc from "@grpc/grpc-js";
-import { SubscribeFailure, type Broker, type EndReason, type Subscription } from "../../broker/index.js";
+import { subscribeFailureKind, type Broker, type EndReason, type Subscription } from "../../broker/index.js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { Logger } from "../logger.js";
@@ -181,9 +181,10 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
         },
         (e: unknown) => {
           if (done) return;
-          if (e instanceof SubscribeFailure && e.kind === "cancelled") return;
-          const code = e instanceof SubscribeFailure && e.kind === "upstream" ? GatewayError.from(e.cause, Code.UNAVAILABLE).code : Code.UNAVAILABLE;
-          const err = new GatewayError(code === Code.INTERNAL || code === Code.UNKNOWN ? Code.UNAVAILABLE : code, (e as Error).message, { cause: e });
+          const kind = subscribeFailureKind(e);
+          if (kind === "cancelled") return;
+          // The broker's failure carries its code; anything else thrown while subscribing is UNAVAILABLE.
+          const err = kind ? (e as GatewayError) : new GatewayError(Code.UNAVAILABLE, (e as Error).message, { cause: e });
           logger.warn({ topics, code: err.codeName, err: err.rawMessage }, "subscribe failed");
           call.emit("error", toStatusObject(err));
         },

@@ -1,7 +1,8 @@
 import type { StoredItem } from "../../runtime/state-port.js";
 import type { StateHandlers } from "../../gen/gateway/platform/State.js";
 import type { StateOps } from "../ops/state.js";
-import { deleteBulkMessage, okStatus } from "../ops/state-status.js";
+import { deleteBulkMessage } from "../ops/state-status.js";
+import { inBandOk } from "../../shared/status.js";
 import type { GrpcImpl } from "./server.js";
 
 const toItem = (i: StoredItem) => ({ key: i.key, value: i.value, etag: i.etag });
@@ -11,7 +12,7 @@ export function stateGrpc(ops: StateOps): GrpcImpl<StateHandlers> {
   return {
     SaveState: async (req, { signal }) => {
       const { etag } = await ops.save(req, signal);
-      return { status: okStatus(), etag };
+      return { status: inBandOk(), etag };
     },
     GetState: async (req, { signal }) => {
       const item = await ops.get(req.service, req.key, signal);
@@ -20,7 +21,7 @@ export function stateGrpc(ops: StateOps): GrpcImpl<StateHandlers> {
     },
     DeleteState: async (req, { signal }) => {
       await ops.delete(req, signal);
-      return { status: okStatus() };
+      return { status: inBandOk() };
     },
     QueryState: async (req, { signal }) => {
       const r = await ops.query(req, signal);
@@ -31,7 +32,7 @@ export function stateGrpc(ops: StateOps): GrpcImpl<StateHandlers> {
     }),
     DeleteBulkState: async (req, { signal }) => {
       const r = await ops.deleteBulk(req, signal);
-      return { status: okStatus(deleteBulkMessage(r)) };
+      return { status: inBandOk(deleteBulkMessage(r)) };
     },
   };
 }

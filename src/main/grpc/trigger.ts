@@ -1,24 +1,23 @@
+import { inBandError, inBandOk, type InBandStatus } from "../../shared/status.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { Code } from "../../shared/code.js";
 import type { Logger } from "../logger.js";
 import type { TriggerOps, TriggerRecord } from "../ops/trigger.js";
-import type { Status } from "../../gen/gateway/platform/Status.js";
 import type { TriggerHandlers } from "../../gen/gateway/platform/Trigger.js";
 import type { GrpcImpl } from "./server.js";
 
-const OK: Status = { success: true, status: "OK", message: "" };
 
 /**
  * Run `op` and report its outcome in-band, as docs/contract.md "In-band or error status" requires for ScheduleTrigger (and the other trigger calls
  * follow): the gRPC status is OK and `status.success` is false with the code name and message on failure.
  */
-async function inBand<T extends object>(logger: Logger, method: string, op: () => Promise<T>, empty: T): Promise<T & { status: Status }> {
+async function inBand<T extends object>(logger: Logger, method: string, op: () => Promise<T>, empty: T): Promise<T & { status: InBandStatus }> {
   try {
-    return { status: OK, ...(await op()) };
+    return { status: inBandOk(), ...(await op()) };
   } catch (e) {
     const err = GatewayError.from(e);
     if (err.code === Code.INTERNAL || err.code === Code.UNKNOWN) logger.error({ err: e, method }, "trigger operation failed");
-    return { ...empty, status: { success: false, status: err.codeName, message: err.rawMessage } };
+    return { ...empty, status: inBandError(err) };
   }
 }
 

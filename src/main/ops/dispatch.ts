@@ -2,8 +2,9 @@ import type * as grpc from "@grpc/grpc-js";
 import type { Backend } from "../../backends/backend.js";
 import type { BackendRegistry } from "../../backends/registry.js";
 import { encodeFileDescriptorSet, messageFields, type MethodEntry } from "../../backends/schema.js";
-import { Code, codeName } from "../../shared/code.js";
+import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { inBandError, inBandOk, type InBandStatus } from "../../shared/status.js";
 import type { MethodSchema } from "../../shared/method-schema.js";
 import type { Converter } from "../../workers/converter-types.js";
 import type { ServiceRegistry } from "../config.js";
@@ -26,13 +27,8 @@ export interface InvokeInput {
   signal?: AbortSignal | undefined;
 }
 
-/** The in-band outcome (docs/dispatch.md "Outcomes and errors"). */
-export interface InvokeResult {
-  success: boolean;
-  /** gRPC status code name, "OK" on success. */
-  status: string;
-  /** Error text when failed; empty otherwise. */
-  message: string;
+/** The in-band outcome (docs/dispatch.md "Outcomes and errors"): the in-band status and the response. */
+export interface InvokeResult extends InBandStatus {
   /** proto3 JSON text of the backend response; empty when failed. */
   responseData: string;
 }
@@ -80,8 +76,7 @@ export function requireString(field: string, v: unknown): string {
 }
 
 function failed(e: unknown): InvokeResult {
-  const err = GatewayError.from(e);
-  return { success: false, status: err.codeName, message: err.rawMessage, responseData: "" };
+  return { ...inBandError(e), responseData: "" };
 }
 
 /** The dialable backend a caller's `service` names; INVALID_ARGUMENT or NOT_FOUND naming it otherwise. */
@@ -112,7 +107,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     const request = await converter.jsonToBinary(schema.set, method.inputType, json, input.signal);
     const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
     const outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal);
-    if (!outcome.ok) return { success: false, status: codeName(outcome.code), message: outcome.message, responseData: "" };
+    if (!outcome.ok) return { ...inBandError(outcome.code, outcome.message), responseData: "" };
     let responseData: string;
     try {
       responseData = await converter.binaryToJson(schema.set, method.outputType, outcome.bytes, input.signal);
@@ -122,7 +117,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
       const code = err.code === Code.INVALID_ARGUMENT ? Code.INTERNAL : err.code;
       throw new GatewayError(code, `the response of ${method.fullName} could not be converted to JSON: ${err.rawMessage}`, { cause: e });
     }
-    return { success: true, status: "OK", message: "", responseData };
+    return { ...inBandOk(), responseData };
   };
 
   return {

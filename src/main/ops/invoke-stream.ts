@@ -2,20 +2,15 @@ import type * as grpc from "@grpc/grpc-js";
 import type { Backend } from "../../backends/backend.js";
 import type { MethodEntry } from "../../backends/schema.js";
 import { openStreamCall, type StreamCall } from "../../backends/stream-call.js";
-import { Code, codeName } from "../../shared/code.js";
+import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { inBandError, inBandOk, type InBandStatus } from "../../shared/status.js";
 import type { Converter, SchemaSet } from "../../workers/converter-types.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { kindOf, requireString, type MethodKind } from "./dispatch.js";
 
-/** The final in-band status of a streamed invocation (docs/dispatch.md "Streaming invoke": the Status object of docs/contract.md). */
-export interface StreamStatus {
-  success: boolean;
-  /** gRPC status code name, "OK" on success. */
-  status: string;
-  /** Error text when failed; empty otherwise. */
-  message: string;
-}
+/** The final in-band status of a streamed invocation (docs/dispatch.md "Streaming invoke": the Status object of docs/contract.md, without the data). */
+export type StreamStatus = InBandStatus;
 
 /** Where a streamed invocation delivers its outcome; a front end (gRPC, REST, WebSocket) implements it. */
 export interface StreamSink {
@@ -123,7 +118,7 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
   const fail = (e: unknown): void => {
     const err = GatewayError.from(e);
     if (call && !ended) call.cancel(err.rawMessage);
-    finish({ success: false, status: err.codeName, message: err.rawMessage });
+    finish(inBandError(err));
   };
   // The status waits for a response still being converted, so it always comes after the last message.
   const settle = (): void => {
@@ -178,7 +173,7 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
       call = openStreamCall(backend, method.path, input.metadata, deadline, {
         onMessage,
         onStatus(code, message) {
-          pendingStatus = code === Code.OK ? { success: true, status: "OK", message: "" } : { success: false, status: codeName(code), message };
+          pendingStatus = code === Code.OK ? inBandOk() : inBandError(code, message);
           settle();
         },
       });

@@ -1,17 +1,11 @@
 import type { Broker } from "../../broker/index.js";
-import { codeName, Code } from "../../shared/code.js";
+import { Code } from "../../shared/code.js";
 import type { CloudEvent } from "../../shared/cloudevent.js";
-import { GatewayError } from "../../shared/gateway-error.js";
+import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
+import { inBandError, inBandOk, type InBandStatus } from "../../shared/status.js";
 import { validatePublish, withPublishDefaults } from "../cloudevent-validate.js";
 import type { GatewayContext } from "../context.js";
 import { echo } from "../../shared/echo.js";
-
-/** The in-band Status (docs/contract.md "Status object"). */
-export interface PubsubStatus {
-  success: boolean;
-  status: string;
-  message: string;
-}
 
 /** The pub/sub operations shared by the gRPC and REST front ends. */
 export interface PubsubOps {
@@ -19,9 +13,9 @@ export interface PubsubOps {
    * Publish one event: INVALID_ARGUMENT (thrown) for bad input; runtime failures come back in-band as
    * `{success: false, status: <code name>, message}`. Fills a missing id (UUID) and spec_version ("1.0").
    */
-  publish(topic: string | undefined | null, event: CloudEvent | undefined | null, signal?: AbortSignal): Promise<PubsubStatus>;
+  publish(topic: string | undefined | null, event: CloudEvent | undefined | null, signal?: AbortSignal): Promise<InBandStatus>;
   /** End the Subscribe stream whose `x-subscription-id` is `id`; NOT_FOUND in-band for an unknown id. */
-  unsubscribe(id: string | undefined | null): PubsubStatus;
+  unsubscribe(id: string | undefined | null): InBandStatus;
 }
 
 /** Create the pub/sub operations over the runtime's pub/sub port and the broker. */
@@ -41,19 +35,19 @@ export function createPubsubOps(ctx: GatewayContext, broker: Broker): PubsubOps 
         const ge = GatewayError.from(err, Code.UNAVAILABLE);
         published.inc({ result: "failed" });
         ctx.logger.warn({ topic, eventId: e.id, code: ge.codeName, err: ge.rawMessage }, "publish failed in the runtime");
-        return { success: false, status: ge.codeName, message: `publishing to topic '${echo(topic)}' failed: ${ge.rawMessage}` };
+        return inBandError(ge.code, `publishing to topic '${echo(topic)}' failed: ${ge.rawMessage}`);
       }
       published.inc({ result: "ok" });
-      return { success: true, status: codeName(Code.OK), message: "" };
+      return inBandOk();
     },
     unsubscribe(id) {
       if (typeof id !== "string" || id === "") {
-        return { success: false, status: codeName(Code.INVALID_ARGUMENT), message: "subscription_id must not be empty: use the x-subscription-id response header of the Subscribe call" };
+        return inBandError(invalidArgument("subscription_id", "must not be empty: use the x-subscription-id response header of the Subscribe call"));
       }
       if (!broker.unsubscribe(id)) {
-        return { success: false, status: codeName(Code.NOT_FOUND), message: `no live subscription with id '${echo(id)}' on this gateway` };
+        return inBandError(Code.NOT_FOUND, `no live subscription with id '${echo(id)}' on this gateway`);
       }
-      return { success: true, status: codeName(Code.OK), message: "" };
+      return inBandOk();
     },
   };
 }

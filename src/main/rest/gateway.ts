@@ -1,3 +1,5 @@
+import { Code } from "../../shared/code.js";
+import { inBandError } from "../../shared/status.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import type { DispatchOps, InvokeResult } from "../ops/dispatch.js";
 import { json, requiredQuery, type Route } from "./router.js";
@@ -9,7 +11,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 function failure(field: string, problem: string): InvokeResult {
-  return { success: false, status: "INVALID_ARGUMENT", message: `${field} ${problem}`, responseData: "" };
+  return { ...inBandError(Code.INVALID_ARGUMENT, `${field} ${problem}`), responseData: "" };
 }
 
 const INVOKE_FIELDS = ["service", "method", "requestData"];

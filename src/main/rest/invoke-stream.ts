@@ -1,5 +1,6 @@
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { inBandError } from "../../shared/status.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type StreamStatus } from "../ops/invoke-stream.js";
 import type { Route } from "./router.js";
@@ -30,9 +31,9 @@ export function invokeStreamRoutes(deps: InvokeStreamDeps, filter: MetadataFilte
         const unknown = Object.keys(body).find((k) => !FIELDS.includes(k));
         const data = body["requestData"];
         let early: StreamStatus | undefined;
-        if (unknown !== undefined) early = { success: false, status: "INVALID_ARGUMENT", message: `${echo(unknown)} is not a field of the invoke-stream request (fields: ${FIELDS.join(", ")})` };
+        if (unknown !== undefined) early = inBandError(Code.INVALID_ARGUMENT, `${echo(unknown)} is not a field of the invoke-stream request (fields: ${FIELDS.join(", ")})`);
         else if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data))) {
-          early = { success: false, status: "INVALID_ARGUMENT", message: `requestData must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})` };
+          early = inBandError(Code.INVALID_ARGUMENT, `requestData must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
         }
         return {
           contentType: sse ? "text/event-stream" : "application/x-ndjson",

@@ -1,5 +1,6 @@
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { inBandError } from "../../shared/status.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle, type StreamStatus } from "../ops/invoke-stream.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
@@ -75,7 +76,7 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
           c.closed = true;
           c.handle?.cancel(reason);
           ws.cork(() => {
-            ws.send(JSON.stringify({ op: "status", status: { success: false, status: "RESOURCE_EXHAUSTED", message: reason } }));
+            ws.send(JSON.stringify({ op: "status", status: inBandError(Code.RESOURCE_EXHAUSTED, reason) }));
             ws.end(1009, reason);
           });
           return;
@@ -95,13 +96,13 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
         } catch (e) {
           const msg = `frame is not a JSON object: ${(e as Error).message}`.slice(0, 200);
           if (c.handle) return c.handle.fail(new GatewayError(Code.INVALID_ARGUMENT, msg));
-          return finishEarly({ success: false, status: "INVALID_ARGUMENT", message: msg });
+          return finishEarly(inBandError(Code.INVALID_ARGUMENT, msg));
         }
         const op = frame["op"];
         const data = frame["requestData"];
         if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data))) {
           const err = new GatewayError(Code.INVALID_ARGUMENT, `requestData must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
-          return c.handle ? c.handle.fail(err) : finishEarly({ success: false, status: err.codeName, message: err.rawMessage });
+          return c.handle ? c.handle.fail(err) : finishEarly(inBandError(err));
         }
         const text = data === undefined || data === null ? "" : JSON.stringify(data);
         if (op === "start") {
@@ -129,7 +130,7 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
           );
           return;
         }
-        if (!c.handle) return finishEarly({ success: false, status: "INVALID_ARGUMENT", message: `the first frame must be {"op":"start",...} (got op ${JSON.stringify(op)?.slice(0, 40)})` });
+        if (!c.handle) return finishEarly(inBandError(Code.INVALID_ARGUMENT, `the first frame must be {"op":"start",...} (got op ${JSON.stringify(op)?.slice(0, 40)})`));
         if (op === "send") {
           if (++c.pending > WS_MAX_PENDING_REQUESTS) {
             return c.handle.fail(new GatewayError(Code.RESOURCE_EXHAUSTED, `more than ${WS_MAX_PENDING_REQUESTS} request messages are waiting for the backend`));

@@ -214,6 +214,11 @@ export interface RestServer {
   readonly port: number;
   /** Requests being handled right now. */
   readonly inflight: number;
+  /**
+   * Every route served, as "METHOD /path": the table's routes, then the native uWS handlers the app hooks attached
+   * ("WS /path" for a WebSocket route). The route-by-outcome test checks each against src/main/ops/outcomes.ts.
+   */
+  readonly routes: readonly string[];
   /** Stop listening (in-flight requests still complete; while closing, responses close their connection). */
   stopListening(): void;
   /** Close the connection of every request still in flight (their handlers see the abort). Safe to call twice. */
@@ -253,7 +258,8 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
   /** Responses not yet ended, so shutdown can close their connections. */
   const open = new Set<uws.HttpResponse>();
   const app = uws.App();
-  for (const hook of deps.appHooks ?? []) hook(app, deps);
+  const served = routes.map((r) => `${r.method} ${r.path}`);
+  for (const hook of deps.appHooks ?? []) hook(recordingApp(app, served), deps);
 
   app.any("/*", (res, req) => {
     const started = performance.now();
@@ -380,6 +386,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
         get inflight() {
           return inflight;
         },
+        routes: served,
         stopListening() {
           if (listening) uws.us_listen_socket_close(listening);
           listening = null;
@@ -390,6 +397,23 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
         },
       });
     });
+  });
+}
+
+const NATIVE_VERBS: Record<string, string> = { get: "GET", post: "POST", put: "PUT", del: "DELETE", options: "OPTIONS", any: "ANY", ws: "WS" };
+
+/** `app` for an app hook, noting each path it attaches a handler to (as "GET /path", "WS /path") in `served`. */
+function recordingApp(app: uws.TemplatedApp, served: string[]): uws.TemplatedApp {
+  return new Proxy(app, {
+    get(target, key) {
+      const value = Reflect.get(target, key) as unknown;
+      if (typeof value !== "function") return value;
+      const verb = typeof key === "string" ? NATIVE_VERBS[key] : undefined;
+      return (...args: unknown[]) => {
+        if (verb !== undefined && typeof args[0] === "string") served.push(`${verb} ${args[0]}`);
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
   });
 }
 

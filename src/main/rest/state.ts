@@ -2,7 +2,8 @@ import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { StoredItem } from "../../runtime/state-port.js";
 import type { StateOps } from "../ops/state.js";
-import { deleteBulkMessage, okStatus } from "../ops/state-status.js";
+import { deleteBulkMessage } from "../ops/state-status.js";
+import { inBandOk } from "../../shared/status.js";
 import { json, type RestRequest, type Route } from "./router.js";
 import { jsonItemsBody } from "./json-items.js";
 import { booleanParam } from "./query-params.js";
@@ -51,7 +52,7 @@ export function stateRoutes(ops: StateOps): Route[] {
       path: "/v1/state/save-state",
       handler: async (req) => {
         const { etag } = await ops.save(saveStateFromJson(req.json()), req.signal);
-        return json({ status: okStatus(), etag });
+        return json({ status: inBandOk(), etag });
       },
     },
     {
@@ -75,7 +76,7 @@ export function stateRoutes(ops: StateOps): Route[] {
           { service: req.params["service"]!, keys: keysParam(req), publish_change: boolParam(req, "publish_change"), ...deleteBody(req) },
           req.signal,
         );
-        return json({ status: okStatus(deleteBulkMessage(r)) });
+        return json({ status: inBandOk(deleteBulkMessage(r)) });
       },
     },
     {
@@ -104,7 +105,7 @@ export function stateRoutes(ops: StateOps): Route[] {
           },
           req.signal,
         );
-        return json({ status: okStatus() });
+        return json({ status: inBandOk() });
       },
     },
   ];

@@ -1,8 +1,7 @@
+import { inBandOk } from "../../shared/status.js";
 import { invalidArgument } from "../../shared/gateway-error.js";
 import type { TriggerInput, TriggerOps } from "../ops/trigger.js";
 import { json, type RestRequest, type Route } from "./router.js";
-
-const OK = { success: true, status: "OK", message: "" };
 
 /** Body fields of POST /v1/trigger/{name}: snake_case, with camelCase aliases. */
 const FIELDS: Record<string, keyof TriggerInput> = {
@@ -46,18 +45,18 @@ export function triggerRoutes(ops: TriggerOps): Route[] {
       path: "/v1/trigger/{name}",
       handler: async (req) => {
         await ops.schedule(parseTriggerBody(name(req), req.json()), req.signal);
-        return json({ status: OK });
+        return json({ status: inBandOk() });
       },
     },
-    { method: "GET", path: "/v1/trigger/{name}", handler: async (req) => json({ status: OK, trigger: await ops.get(name(req), req.signal) }) },
+    { method: "GET", path: "/v1/trigger/{name}", handler: async (req) => json({ status: inBandOk(), trigger: await ops.get(name(req), req.signal) }) },
     {
       method: "DELETE",
       path: "/v1/trigger/{name}",
       handler: async (req) => {
         await ops.delete(name(req), req.signal);
-        return json({ status: OK });
+        return json({ status: inBandOk() });
       },
     },
-    { method: "GET", path: "/v1/trigger", handler: async (req) => json({ status: OK, triggers: await ops.list(req.signal) }) },
+    { method: "GET", path: "/v1/trigger", handler: async (req) => json({ status: inBandOk(), triggers: await ops.list(req.signal) }) },
   ];
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { SubscribeFailure, TopicHistory, type Broker, type EndReason, type FanoutHandle } from "../../broker/index.js";
+import { subscribeFailure, subscribeFailureKind, TopicHistory, type Broker, type EndReason, type FanoutHandle } from "../../broker/index.js";
 import { cloudEventToJson } from "../../shared/cloudevent-json.js";
 import type { CloudEvent } from "../../shared/cloudevent.js";
 import { Code } from "../../shared/code.js";
@@ -109,13 +109,12 @@ export interface WebHub {
 }
 
 /**
- * A broker SubscribeFailure as a GatewayError, as gRPC Subscribe maps it: the runtime's own code for an upstream
- * refusal (UNAVAILABLE when it has none), UNAVAILABLE for a closing broker.
+ * A broker subscribe failure as the web fronts report it: the broker's code for an upstream refusal or a closing
+ * broker, UNAVAILABLE (not CANCELLED) for a subscribe the subscriber gave up on, as gRPC Subscribe maps it.
  */
 export function subscribeError(e: unknown): GatewayError {
-  if (!(e instanceof SubscribeFailure)) return GatewayError.from(e);
-  const code = e.kind === "upstream" ? GatewayError.from(e.cause, Code.UNAVAILABLE).code : Code.UNAVAILABLE;
-  return new GatewayError(code === Code.INTERNAL || code === Code.UNKNOWN ? Code.UNAVAILABLE : code, e.message, { cause: e });
+  if (subscribeFailureKind(e) === "cancelled") return new GatewayError(Code.UNAVAILABLE, (e as GatewayError).rawMessage, { cause: e });
+  return GatewayError.from(e);
 }
 
 /** Topics the hub follows at once (live or lingering); past it a lingering one is dropped, else RESOURCE_EXHAUSTED. */
@@ -252,7 +251,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
       fanouts.push({ transport, fanout });
     },
     async acquire(names, signal) {
-      if (closed) throw new SubscribeFailure("closed", "the gateway is shutting down");
+      if (closed) throw subscribeFailure("closed", "the gateway is shutting down");
       const held: WebTopic[] = [];
       for (const name of names) {
         let t = topics.get(name);
@@ -283,8 +282,8 @@ export function createWebHub(options: WebHubOptions): WebHub {
       const dead = held.find((t) => t.state !== "open");
       if (closed || signal?.aborted || dead) {
         rollback();
-        if (dead) throw new SubscribeFailure("upstream", `the upstream subscription of topic '${dead.name}' broke while subscribing`, dead.name);
-        throw new SubscribeFailure(closed ? "closed" : "cancelled", closed ? "the gateway is shutting down" : "the subscriber went away before it was live");
+        if (dead) throw subscribeFailure("upstream", `the upstream subscription of topic '${dead.name}' broke while subscribing`, dead.name);
+        throw subscribeFailure(closed ? "closed" : "cancelled", closed ? "the gateway is shutting down" : "the subscriber went away before it was live");
       }
     },
     release: releaseOne,

@@ -1,8 +1,9 @@
 import type uws from "uWebSockets.js";
 import type { EndReason } from "../../broker/index.js";
-import { Code, codeFromName } from "../../shared/code.js";
+import { Code } from "../../shared/code.js";
 import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
+import { inBandFailure } from "../../shared/status.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, keyGrant, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
@@ -178,7 +179,8 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     const ce = msg["cloudevent"];
     if (typeof ce !== "object" || ce === null || Array.isArray(ce)) throw invalidArgument("cloudevent", "is required: a CloudEvents JSON object");
     const status = await ops.publish(topic, cloudEventFromJson(ce as Record<string, unknown>, "cloudevent"));
-    if (!status.success) throw new GatewayError(codeFromName(status.status) ?? Code.UNKNOWN, status.message);
+    const failed = inBandFailure(status);
+    if (failed) throw failed;
   }
 
   async function handle(ws: Ws, data: WsData, text: string): Promise<void> {
