@@ -54,6 +54,12 @@ export interface GatewayOptions {
   workerThreads?: number;
   /** Tasks that may wait for a worker; past it calls fail RESOURCE_EXHAUSTED. Default 256. */
   workerMaxQueue?: number;
+  /**
+   * Threads serving the HTTP port (REST, WebSocket, SSE), each a uWS app on the same port with its own backend
+   * channels for invoke; 1 serves HTTP on the main thread (no worker threads). gRPC, the broker, state, triggers and
+   * the runtime stay on the main thread. Default: the number of cores.
+   */
+  threads?: number;
   /** Channels per backend. Default 4. Overridden per service by `grpc.channels` in the config. */
   channelsPerBackend?: number;
   /** Broker: how long an unused upstream subscription lingers before release, ms. Default 2000. */
@@ -147,6 +153,15 @@ function positiveInt(field: string, v: unknown, dflt: number): number {
 function nonNegativeInt(field: string, v: unknown, dflt: number): number {
   if (v === undefined) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) bad(field, v, "must be a non-negative integer");
+  return v;
+}
+
+/** Most uWS threads: beyond the cores they only add contention, and each holds its own backend channels. */
+export const MAX_THREADS = 64;
+
+function threadCount(v: unknown): number {
+  if (v === undefined) return Math.min(availableParallelism(), MAX_THREADS);
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > MAX_THREADS) bad("threads", v, `must be an integer from 1 to ${MAX_THREADS}`);
   return v;
 }
 
@@ -248,6 +263,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 4096),
     workerThreads: positive("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),
     workerMaxQueue: nonNegativeInt("workerMaxQueue", o.workerMaxQueue, 256),
+    threads: threadCount(o.threads),
     channelsPerBackend: positive("channelsPerBackend", o.channelsPerBackend, 4),
     subscriptionLingerMs: nonNegativeInt("subscriptionLingerMs", o.subscriptionLingerMs, 2000),
     sweepIntervalMs: positive("sweepIntervalMs", o.sweepIntervalMs, 5000),
