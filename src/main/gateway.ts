@@ -186,7 +186,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       path: "/health",
       auth: false,
       handler: async () => {
-        const report = await runHealthChecks(threads ? [...healthChecks, async () => ({ "uws-threads": threads!.health() })] : healthChecks);
+        const report = await runHealthChecks(threads ? [...healthChecks, () => threads!.health()] : healthChecks);
         report.entries["grpc-channel-pool"] ??= { status: "Healthy", description: "no dialable backends registered" };
         return json(report, report.status === "Unhealthy" ? 503 : 200);
       },

@@ -76,10 +76,13 @@ async function main(): Promise<void> {
   const auth = createAuthenticator(opts.apiKeys);
 
   let onClose: ((ms: number) => Promise<void>) | undefined;
+  // eslint-disable-next-line prefer-const -- the bridge's handlers read it once it is made, below
+  let web: ReturnType<typeof createWebPubsub>;
   const bridge = createBridge(
     port,
     {
       metrics: async () => metrics.registry.getMetricsAsJSON(),
+      stats: async () => web.health()["web-pubsub"]?.description ?? "",
       close: async (p: { ms: number }) => onClose?.(p.ms),
     },
     { timeoutMs: BRIDGE_TIMEOUT_MS, maxPending: BRIDGE_MAX_PENDING, peer: "the main thread" },
@@ -92,7 +95,7 @@ async function main(): Promise<void> {
     },
   };
   let hub: ReturnType<typeof createThreadHub> | undefined;
-  const web = createWebPubsub(
+  web = createWebPubsub(
     ctx,
     (onDeliver) =>
       (hub = createThreadHub({ epoch: data.epoch, bridge, historyEvents: opts.pubsubHistoryEvents, historyAgeMs: opts.pubsubHistoryAgeMs, onDeliver })),

@@ -49,8 +49,8 @@ export interface UwsThreads {
   readonly count: number;
   /** Threads serving right now. */
   running(): number;
-  /** Health entry `uws-threads`. */
-  health(): HealthEntry;
+  /** Health entries: `uws-threads` (how many serve) and `uws-thread-<n>` (each thread's web subscribers). */
+  health(): Promise<Record<string, HealthEntry>>;
   /** The Prometheus text of the main registry and every thread's, summed per series (each metric's help once). */
   metrics(): Promise<string>;
   /** Graceful: every thread stops listening, ends its streams, drains within `ms`, closes its sockets and exits. */
@@ -279,12 +279,21 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
     port,
     count: deps.count,
     running: () => slots.filter((s) => s.state === "running").length,
-    health() {
-      const up = slots.filter((s) => s.state === "running").length;
-      return {
-        status: up === deps.count ? "Healthy" : up > 0 ? "Degraded" : "Unhealthy",
-        description: `${up} of ${deps.count} uWS worker threads serving HTTP on port ${port}`,
+    async health() {
+      const up = slots.filter((s) => s.state === "running");
+      const entries: Record<string, HealthEntry> = {
+        "uws-threads": {
+          status: up.length === deps.count ? "Healthy" : up.length > 0 ? "Degraded" : "Unhealthy",
+          description: `${up.length} of ${deps.count} uWS worker threads serving HTTP on port ${port}`,
+        },
       };
+      await Promise.all(
+        up.map(async (s) => {
+          const d = await s.bridge.call<string>("stats", {}).catch((e: unknown) => `no answer: ${GatewayError.from(e).rawMessage}`);
+          entries[`uws-thread-${s.index}`] = { status: "Healthy", description: d };
+        }),
+      );
+      return entries;
     },
     async metrics() {
       const main = await deps.metrics.registry.getMetricsAsJSON();
