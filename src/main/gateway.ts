@@ -243,7 +243,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   } catch (e) {
     server.forceShutdown();
     rest?.stopListening();
-    threads?.destroy();
+    void threads?.destroy();
     for (const f of facilities) f.destroy?.();
     await runtime.close().catch(() => undefined);
     await metrics.close();
@@ -268,7 +268,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     closing = true;
     rest?.stopListening();
     rest?.closeInflight();
-    threads?.destroy();
+    void threads?.destroy();
     server.forceShutdown();
     stopStallGuard();
     for (const f of facilities) f.destroy?.();

@@ -8,7 +8,6 @@ import { ceJson, connectSse, connectWs, type SseTestClient, type WsTestClient } 
 import { validateGatewayOptions } from "../../src/main/options.js";
 
 const KEY = "thread-key";
-const SECRET = "a-thread-test-secret-of-some-length";
 /** Connections opened to see both threads: the kernel picks a thread per connection, so 16 all on one is 2^-15. */
 const SPREAD = 16;
 

@@ -146,14 +146,17 @@ async function main(): Promise<void> {
   await dispatch.start?.();
 
   let closed: Promise<void> | undefined;
-  onClose = (ms) =>
-    (closed ??= (async () => {
-      const deadline = Date.now() + ms;
+  /** When the drain gives up; a later close with a shorter bound (the process is exiting) brings it forward. */
+  let deadline = Infinity;
+  onClose = (ms) => {
+    deadline = Math.min(deadline, Date.now() + ms);
+    return (closed ??= (async () => {
       closing = true;
       rest!.stopListening();
       web.close();
-      await settleWithin(dispatch.close?.() ?? Promise.resolve(), deadline - Date.now());
-      while (rest!.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      let drained = false;
+      void (dispatch.close?.() ?? Promise.resolve()).finally(() => (drained = true));
+      while ((!drained || rest!.inflight > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       rest!.closeInflight();
       dispatch.destroy?.();
       rest!.closeAll();
@@ -161,14 +164,9 @@ async function main(): Promise<void> {
       // Exit once the reply to `close` is out: nothing of uWS is left open, and channels or timers must not hold us.
       setImmediate(() => process.exit(0));
     })());
+  };
 
   port.postMessage({ t: "ready", port: rest.port } satisfies ThreadMessage);
-}
-
-async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([work.catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, Math.max(0, ms))))]);
-  clearTimeout(timer);
 }
 
 main().catch((e: unknown) => {

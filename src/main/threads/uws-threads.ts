@@ -55,8 +55,11 @@ export interface UwsThreads {
   metrics(): Promise<string>;
   /** Graceful: every thread stops listening, ends its streams, drains within `ms`, closes its sockets and exits. */
   close(ms: number): Promise<void>;
-  /** Immediate: every thread closes its sockets now and exits. */
-  destroy(): void;
+  /**
+   * Immediate: every thread closes its sockets now and exits (also when a graceful close is under way); resolves
+   * once they did, bounded. The process must not exit before: Node aborts on a thread's open uWS handles.
+   */
+  destroy(): Promise<void>;
   /** Diagnostics and tests: make thread `index` (1-based) fail with an uncaught error. */
   crash(index: number): void;
 }
@@ -312,9 +315,9 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
         await Promise.all(slots.map((s) => closeSlot(s, ms)));
       })());
     },
-    destroy() {
+    async destroy() {
       closing = true;
-      for (const s of slots) if (s.state !== "exited") void closeSlot(s, 0);
+      await Promise.all(slots.map((s) => closeSlot(s, 0)));
     },
     crash(index) {
       slots.find((s) => s.index === index)?.worker.postMessage({ t: "crash" } satisfies ThreadMessage);
