@@ -51,6 +51,8 @@ export interface Gateway {
 export interface GatewayOverrides {
   /** Use this runtime instead of creating the one `sidecar` names. */
   runtime?: Runtime;
+  /** Bound on web events posted to one uWS worker thread and not yet handled there (tests make it small). */
+  threadEventBacklog?: number;
 }
 
 /** The gateway's own gRPC services, as the package definition names them. */
@@ -228,6 +230,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
         metrics,
         logger,
         logSink: opts.logDestination ?? process.stdout,
+        ...(overrides.threadEventBacklog !== undefined ? { maxBacklog: overrides.threadEventBacklog } : {}),
       });
     } else rest = await startRestServer(opts.host, opts.httpPort, routes, {
       auth,

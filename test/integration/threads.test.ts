@@ -238,3 +238,46 @@ describe("uWS worker threads: shutdown", () => {
     assert.equal(validateGatewayOptions({ threads: 3 }).threads, 3);
   });
 });
+
+describe("uWS worker threads: the event backlog per thread is bounded", () => {
+  it("a thread past the bound has its subscribers ended slow (4008); they resume from history once it caught up", async () => {
+    const gw = await startTestGateway({ threads: 2, apiKeys: [KEY] }, { threadEventBacklog: 8 });
+    const sockets: WsTestClient[] = [];
+    try {
+      for (let i = 0; i < 8; i++) {
+        const c = await connectWs(gw.http, { key: KEY });
+        sockets.push(c);
+        c.send({ op: "subscribe", topics: ["burst"], id: 1 });
+        await c.next((f) => f.op === "subscribed", "subscribed");
+      }
+      const position = sockets[0]!.frames.find((f) => f.op === "subscribed").position as string;
+      const publish = (n: number): Promise<void> =>
+        gw.gateway.context.runtime.pubsub.publish("burst", { id: `b${n}`, source: "urn:test", spec_version: "1.0", type: "t", attributes: {}, text_data: JSON.stringify({ n }), data: "text_data" });
+      // 100 events in one turn of the main thread: far more than 8 reach a thread before it can acknowledge any.
+      await Promise.all(Array.from({ length: 100 }, (_, i) => publish(i)));
+      for (const c of sockets) assert.equal((await c.closed()).code, 4008);
+      assert.ok(gw.logs.some((l) => l["msg"] === "uWS worker thread fell behind the event stream; its web subscribers are ended slow"));
+      // Once caught up, a subscriber resumes from its position and gets all 100, exactly once each.
+      let again: WsTestClient | undefined;
+      for (let attempt = 0; attempt < 50 && !again; attempt++) {
+        const c = await connectWs(gw.http, { key: KEY });
+        sockets.push(c);
+        c.send({ op: "subscribe", topics: ["burst"], since: position, id: 2 });
+        const f = await c.next((x) => x.id === 2, "subscribe answer");
+        if (f.op === "subscribed") again = c;
+        else {
+          assert.equal(f.code, "UNAVAILABLE", JSON.stringify(f));
+          c.ws.close();
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      assert.ok(again, "subscribed again once the thread caught up");
+      assert.equal(again.frames.find((f) => f.op === "subscribed").recovered, true);
+      await waitFor(() => again!.events().length === 100, "100 replayed events");
+      assert.deepEqual(again.events().map((e) => e.cloudevent.id), Array.from({ length: 100 }, (_, i) => `b${i}`));
+    } finally {
+      for (const c of sockets) c.ws.terminate();
+      await gw.close();
+    }
+  });
+});

@@ -2,6 +2,12 @@
 import type { GatewayOptions } from "../options.js";
 import type { Route } from "../rest/router.js";
 
+/**
+ * Events posted to one thread and not yet acknowledged past which the main thread stops posting to it and ends its
+ * subscribers `slow` (they reconnect and resume from history): the port's queue must not grow without bound.
+ */
+export const MAX_THREAD_BACKLOG = 16_384;
+
 /** A bridge call not answered within this long fails DEADLINE_EXCEEDED, ms. */
 export const BRIDGE_TIMEOUT_MS = 30_000;
 /** Bridge calls one side may have waiting at once; past it RESOURCE_EXHAUSTED. */
@@ -47,11 +53,13 @@ export interface ReplyWire {
   headers: Record<string, string> | undefined;
 }
 
-/** Messages outside the bridge. Thread to main: ready, failed, log. Main to thread: ev, end, crash. */
+/** Messages outside the bridge. Thread to main: ready, failed, log, ack. Main to thread: ev, end, crash. */
 export type ThreadMessage =
   | { t: "ready"; port: number }
   | { t: "failed"; code: number; message: string }
   | { t: "log"; line: string }
+  /** Events the thread has handled so far (sent once per loop turn that handled any): the main thread bounds the backlog with it. */
+  | { t: "ack"; n: number }
   | { t: "ev"; e: unknown }
   | { t: "end"; topic: string; reason: unknown }
   | { t: "crash" };

@@ -120,10 +120,23 @@ async function main(): Promise<void> {
     };
   }
 
+  let handled = 0;
+  let ackScheduled = false;
   port.on("message", (m: unknown) => {
     if (bridge.receive(m)) return;
     const msg = m as ThreadMessage;
-    if (msg.t === "ev") hub?.event(msg.e as EventWire);
+    if (msg.t === "ev") {
+      hub?.event(msg.e as EventWire);
+      handled++;
+      if (!ackScheduled) {
+        // One ack per loop turn, after the burst of events the port delivered in it.
+        ackScheduled = true;
+        setImmediate(() => {
+          ackScheduled = false;
+          port.postMessage({ t: "ack", n: handled } satisfies ThreadMessage);
+        });
+      }
+    }
     else if (msg.t === "end") hub?.end(msg.topic, msg.reason as EndReason);
     else if (msg.t === "crash") {
       // Diagnostics: an uncaught error on this thread, to exercise the crash path end to end.

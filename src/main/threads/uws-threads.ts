@@ -14,7 +14,7 @@ import type { GatewayOptions } from "../options.js";
 import { createRestRequest, type Route } from "../rest/router.js";
 import { subscribeError, type EventWire, type WebHub } from "../web/hub.js";
 import { createBridge, type Bridge } from "./bridge.js";
-import { BRIDGE_MAX_PENDING, BRIDGE_TIMEOUT_MS, type ReplyWire, type RouteWire, type ThreadData, type ThreadMessage } from "./protocol.js";
+import { BRIDGE_MAX_PENDING, MAX_THREAD_BACKLOG, BRIDGE_TIMEOUT_MS, type ReplyWire, type RouteWire, type ThreadData, type ThreadMessage } from "./protocol.js";
 
 /** How long one thread may take to start (load the code, read the config, listen), ms. */
 const STARTUP_TIMEOUT_MS = 60_000;
@@ -40,6 +40,8 @@ export interface UwsThreadsDeps {
   logger: Logger;
   /** Where the threads' log lines are written (the main logger's destination). */
   logSink: NodeJS.WritableStream;
+  /** Bound on events posted to a thread and not yet handled there. Default MAX_THREAD_BACKLOG. */
+  maxBacklog?: number;
 }
 
 /** The running uWS worker threads. */
@@ -72,6 +74,11 @@ interface Slot {
   held: Set<string>;
   state: "starting" | "running" | "closing" | "exited";
   exited: Promise<void>;
+  /** Events posted to the current worker, and handled there as of its last ack. */
+  posted: number;
+  acked: number;
+  /** Past the backlog bound: no events are posted until it has drained to half. */
+  shed: boolean;
   crashes: number[];
 }
 
@@ -131,12 +138,34 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
   let closing = false;
   const slots: Slot[] = [];
 
+  const maxBacklog = deps.maxBacklog ?? MAX_THREAD_BACKLOG;
+  /** A thread too far behind: its subscribers end `slow` (they resume from history on reconnect), nothing is posted. */
+  function shed(s: Slot): void {
+    s.shed = true;
+    logger.warn({ thread: s.index, backlog: s.posted - s.acked, topics: s.held.size }, "uWS worker thread fell behind the event stream; its web subscribers are ended slow");
+    for (const topic of s.held) {
+      s.worker.postMessage({ t: "end", topic, reason: { kind: "slow", capacity: maxBacklog } satisfies EndReason } satisfies ThreadMessage);
+      hub.release(topic);
+    }
+    s.held.clear();
+  }
+
   // Every event the main hub fans out goes to every thread once: one message per thread, never per subscriber.
   hub.addFanout("threads", {
     deliver(event) {
       const e: EventWire = { topic: event.topic, seq: event.seq, position: event.position, cloudevent: event.cloudevent };
       const msg: ThreadMessage = { t: "ev", e };
-      for (const s of slots) if (s.state === "running" || s.state === "closing") s.worker.postMessage(msg);
+      for (const s of slots) {
+        if (s.state !== "running" && s.state !== "closing") continue;
+        const backlog = s.posted - s.acked;
+        if (s.shed) continue;
+        if (backlog >= maxBacklog) {
+          shed(s);
+          continue;
+        }
+        s.worker.postMessage(msg);
+        s.posted++;
+      }
       return 0;
     },
     endTopic(topic, reason: EndReason) {
@@ -164,10 +193,12 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
         })
       : new Worker(entry.filename, { workerData: data(index) });
     let lastError: string | undefined;
-    const s: Slot = slot ?? { index, worker, bridge: undefined as unknown as Bridge, held: new Set(), state: "starting", exited: Promise.resolve(), crashes: [] };
+    const s: Slot = slot ?? { index, worker, bridge: undefined as unknown as Bridge, held: new Set(), state: "starting", exited: Promise.resolve(), crashes: [], posted: 0, acked: 0, shed: false };
     s.worker = worker;
     s.state = "starting";
     s.held = new Set();
+    s.posted = s.acked = 0;
+    s.shed = false;
     const held = s.held;
     s.bridge = createBridge(
       worker,
@@ -179,6 +210,11 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
             await hub.acquire([p.topic]);
           } catch (e) {
             throw subscribeError(e);
+          }
+          if (s.shed) {
+            // No events go to this thread until it has caught up: a topic taken now would miss some.
+            hub.release(p.topic);
+            throw new GatewayError(Code.UNAVAILABLE, "this gateway thread is behind the event stream; subscribe again shortly");
           }
           // The thread is gone, or holds the topic already (it asks once per topic): give the reference back.
           if (s.worker !== worker || s.state === "exited" || held.has(p.topic)) {
@@ -208,7 +244,11 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
       worker.on("message", (m: unknown) => {
         if (bridge.receive(m)) return;
         const msg = m as ThreadMessage;
-        if (msg.t === "log") deps.logSink.write(msg.line);
+        if (msg.t === "ack") {
+          if (s.worker !== worker) return;
+          s.acked = msg.n;
+          if (s.shed && s.posted - s.acked <= maxBacklog / 2) s.shed = false;
+        } else if (msg.t === "log") deps.logSink.write(msg.line);
         else if (msg.t === "ready") {
           if (started) return;
           started = true;
