@@ -1,6 +1,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
+import { Writable } from "node:stream";
+import { createGateway } from "../../src/main/gateway.js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { checkPromText } from "../support/prom-text.js";
@@ -279,5 +281,26 @@ describe("uWS worker threads: the event backlog per thread is bounded", () => {
       for (const c of sockets) c.ws.terminate();
       await gw.close();
     }
+  });
+});
+
+describe("uWS worker threads: the JS shim", () => {
+  it("every thread logs the shim error; threads cannot share the port on the shim, so startup fails naming it", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        for (const l of chunk.toString("utf8").split("\n")) if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
+        cb();
+      },
+    });
+    // The threads read the environment when they load uWebSockets.js (this process has loaded the native one).
+    process.env["UWS_USE_FALLBACK"] = "1";
+    try {
+      await assert.rejects(createGateway({ grpcPort: 0, httpPort: 0, threads: 2, logDestination: sink }), /uWS worker thread \d: REST server cannot listen on 127\.0\.0\.1:\d+/);
+    } finally {
+      delete process.env["UWS_USE_FALLBACK"];
+    }
+    const shim = lines.filter((l) => l["level"] === "error" && /native binary did not load/.test(String(l["msg"])));
+    assert.deepEqual(shim.map((l) => l["thread"]).sort(), [1, 2]);
   });
 });
