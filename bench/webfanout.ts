@@ -23,10 +23,11 @@
  * [--systems uws,ws,sse,grpc,grpc-go,grpc-go-nobdp] [--reps n]` (uws is needed: every figure is a ratio to it).
  * The gateway runs with `--threads 1` (one uWS thread, as these figures were first measured) unless `--threads n`.
  *
- * Thread scaling (issue 16): `npx tsx bench/webfanout.ts --threads 1,2 [--subs 10000] [--reps n] [--events n]` measures
+ * Thread scaling (issue 16): `npx tsx bench/webfanout.ts --threads 1,2 [--subs 10000] [--reps n] [--events n]
+ * [--spacing ms]` measures
  * only the gateway WebSocket at each thread count, in the same run (order rotating per repetition), publishing
- * back to back (each publish waits for its acknowledgement, no spacing) so the figure is the fan-out capacity, not the
- * publish schedule; figures are each count's deliveries/s and server CPU per delivery against the first count.
+ * back to back by default (each publish waits for its acknowledgement, no spacing) so the figure is the fan-out
+ * capacity, not the publish schedule; figures are each count's deliveries/s and server CPU per delivery against the first count.
  * Env: WEBFANOUT_NODE_ARGS (extra node flags for the servers), WEBFANOUT_MEMDEBUG=1, FANOUTLOAD (Go client path).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -566,8 +567,10 @@ export interface ThreadScalingOptions {
   subs?: number;
   /** Repetitions, the order of thread counts rotating; medians reported. Default 2 (1 on a dry run). */
   reps?: number;
-  /** Events published back to back per case. Default 200 (10 on a dry run). */
+  /** Events published per case. Default 200 (10 on a dry run). */
   events?: number;
+  /** Spacing of the publishes, ms (each also waits for its acknowledgement). Default 0: back to back. */
+  spacingMs?: number;
   dryRun?: boolean;
   log?: (line: string) => void;
 }
@@ -584,12 +587,13 @@ export async function runThreadScalingBench(options: ThreadScalingOptions = {}):
   const subs = options.subs ?? (dryRun ? 20 : 10_000);
   const reps = options.reps ?? (dryRun ? 1 : 2);
   const events = options.events ?? (dryRun ? 10 : 200);
+  const spacingMs = options.spacingMs ?? 0;
   if (!dryRun) ensureBuilt(log);
   const runs = new Map<number, WebMeasured[]>(counts.map((t) => [t, []]));
   for (let rep = 0; rep < reps; rep++) {
     for (let k = 0; k < counts.length; k++) {
       const t = counts[(k + rep) % counts.length]!;
-      const x = await measureWeb("ws", subs, { dryRun, threads: t, events, spacingMs: 0 });
+      const x = await measureWeb("ws", subs, { dryRun, threads: t, events, spacingMs });
       runs.get(t)!.push(x);
       log(`--threads ${t}, ${subs} WebSocket subscribers (${rep + 1}/${reps}): ${Math.round(x.deliveriesPerSec)} deliveries/s, ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, p50 ${Math.round(x.p50Us)} us, ${x.delivered}/${x.expected}`);
     }
@@ -599,7 +603,7 @@ export async function runThreadScalingBench(options: ThreadScalingOptions = {}):
   const figures: object[] = [];
   for (const t of counts.slice(1)) {
     const x = med.get(t)!;
-    const note = `median of ${reps}; ${events} events of 256 B published back to back; delivered ${x.delivered}/${x.expected} (${base.delivered}/${base.expected} at --threads ${counts[0]}); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${base.clientCpuUsPerDelivery.toFixed(2)})`;
+    const note = `median of ${reps}; ${events} events of 256 B published ${spacingMs > 0 ? `${spacingMs} ms apart` : "back to back"}; delivered ${x.delivered}/${x.expected} (${base.delivered}/${base.expected} at --threads ${counts[0]}); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${base.clientCpuUsPerDelivery.toFixed(2)})`;
     figures.push(
       { id: `ws-threads-${t}-deliveries-per-s-${subs}`, label: `gateway WebSocket --threads ${t}: deliveries per second, ${subs} subscribers`, value: x.deliveriesPerSec, unit: "1/s", better: "higher", baseline: { label: `--threads ${counts[0]}`, value: base.deliveriesPerSec }, note },
       { id: `ws-threads-${t}-cpu-per-delivery-${subs}`, label: `gateway WebSocket --threads ${t}: server CPU per delivery, ${subs} subscribers`, value: x.serverCpuUsPerDelivery, unit: "us", better: "lower", baseline: { label: `--threads ${counts[0]}`, value: base.serverCpuUsPerDelivery } },
@@ -622,7 +626,14 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const events = eat >= 0 ? Number(argv[eat + 1]) : undefined;
   const run =
     threadCounts && threadCounts.length > 1
-      ? runThreadScalingBench({ threads: threadCounts, dryRun: argv.includes("--dry-run"), ...(subs ? { subs: subs[0]! } : {}), ...(reps ? { reps } : {}), ...(events ? { events } : {}) })
+      ? runThreadScalingBench({
+          threads: threadCounts,
+          dryRun: argv.includes("--dry-run"),
+          ...(subs ? { subs: subs[0]! } : {}),
+          ...(reps ? { reps } : {}),
+          ...(events ? { events } : {}),
+          ...(argv.includes("--spacing") ? { spacingMs: Number(argv[argv.indexOf("--spacing") + 1]) } : {}),
+        })
       : runWebFanoutBench({
           quick: argv.includes("--quick"),
           dryRun: argv.includes("--dry-run"),
