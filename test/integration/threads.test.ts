@@ -6,7 +6,7 @@ import { createGateway } from "../../src/main/gateway.js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { checkPromText } from "../support/prom-text.js";
-import { ceJson, connectSse, connectWs, type SseTestClient, type WsTestClient } from "../support/web.js";
+import { ceJson, connectSse, connectWs, openFrameSocket, type SseTestClient, type WsTestClient } from "../support/web.js";
 import { validateGatewayOptions } from "../../src/main/options.js";
 
 const KEY = "thread-key";
@@ -104,6 +104,25 @@ describe("uWS front on worker threads (--threads 2)", () => {
     assert.equal(unauth.status, 401);
     const m = (await request(gw.http, "GET", "/metrics")).body;
     assert.equal(metricValue(m, "platform_gateway_invocations_total", 'service="orders",code="OK"'), n, "invocations summed over the threads");
+  });
+
+  it("streamed invoke runs on the threads too: invoke-stream NDJSON and invoke-ws bidi", async () => {
+    for (let i = 0; i < 4; i++) {
+      const r = await request(gw.http, "POST", "/v1/gateway/invoke-stream", { service: "orders", method: "WatchOrders", requestData: { orderId: "count:3" } });
+      assert.equal(r.status, 200, r.body);
+      const lines = r.body.trim().split("\n").map((l) => JSON.parse(l) as { result?: { orderId: string }; status?: { status: string } });
+      assert.deepEqual(lines.slice(0, 3).map((l) => l.result?.orderId), ["o1", "o2", "o3"]);
+      assert.equal(lines[3]?.status?.status, "OK");
+    }
+    for (let i = 0; i < 4; i++) {
+      const c = await openFrameSocket(gw.http.replace("http:", "ws:") + "/v1/gateway/invoke-ws", [], { headers: { "x-api-key": KEY } });
+      c.send({ op: "start", service: "orders", method: "SyncOrders", requestData: { orderId: "1" } });
+      c.send({ op: "send", requestData: { orderId: "2" } });
+      await waitFor(() => c.frames.length === 2, "two results");
+      c.send({ op: "end" });
+      assert.equal(await c.closed, 1000);
+      assert.deepEqual(c.frames.map((f) => f.result?.orderId ?? f.status?.status), ["echo:1", "echo:2", "OK"]);
+    }
   });
 
   it("WebSocket subscribers on every thread get each event once, in order; REST and socket publishes reach them all", async () => {
