@@ -21,6 +21,13 @@
  *
  * Run alone: `npx tsx bench/webfanout.ts [--quick | --dry-run] [--subs 1000,10000]
  * [--systems uws,ws,sse,grpc,grpc-go,grpc-go-nobdp] [--reps n]` (uws is needed: every figure is a ratio to it).
+ * The gateway runs with `--threads 1` (one uWS thread, as these figures were first measured) unless `--threads n`.
+ *
+ * Thread scaling (issue 16): `npx tsx bench/webfanout.ts --threads 1,2 [--subs 10000] [--reps n] [--events n]
+ * [--spacing ms]` measures
+ * only the gateway WebSocket at each thread count, in the same run (order rotating per repetition), publishing
+ * back to back by default (each publish waits for its acknowledgement, no spacing) so the figure is the fan-out
+ * capacity, not the publish schedule; figures are each count's deliveries/s and server CPU per delivery against the first count.
  * Env: WEBFANOUT_NODE_ARGS (extra node flags for the servers), WEBFANOUT_MEMDEBUG=1, FANOUTLOAD (Go client path).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -71,6 +78,8 @@ export interface WebFanoutOptions {
   reps?: number;
   /** Aborted by the harness past the suite's budget: no new case starts. */
   signal?: AbortSignal;
+  /** `--threads` of the gateway servers. Default 1. */
+  threads?: number;
 }
 
 /** What one case measured. */
@@ -137,8 +146,8 @@ interface Server {
 }
 
 /** Start a server process and read its ports from its first lines of stdout. */
-async function startServer(system: WebSystem, dryRun: boolean): Promise<Server> {
-  const gatewayArgs = ["--grpc-port", "0", "--http-port", "0", "--log-level", "info"];
+async function startServer(system: WebSystem, dryRun: boolean, threads = 1): Promise<Server> {
+  const gatewayArgs = ["--grpc-port", "0", "--http-port", "0", "--log-level", "info", "--threads", String(threads)];
   // Every server gets the same GC hook (bench/webfanout/gc-preload.cjs), so idle memory is sampled after a full GC.
   const memDir = mkdtempSync(join(tmpdir(), "webfanout-"));
   // WEBFANOUT_NODE_ARGS: extra node flags for the servers, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile them.
@@ -302,10 +311,16 @@ export function schedule(subs: number, quick: boolean, dryRun: boolean): { event
 }
 
 /** Measure one system at one subscriber count with a fresh server. */
-export async function measureWeb(system: WebSystem, subs: number, opts: { quick?: boolean; dryRun?: boolean } = {}): Promise<WebMeasured> {
-  const { events, spacingMs } = schedule(subs, opts.quick ?? false, opts.dryRun ?? false);
+export async function measureWeb(
+  system: WebSystem,
+  subs: number,
+  opts: { quick?: boolean; dryRun?: boolean; threads?: number; events?: number; spacingMs?: number } = {},
+): Promise<WebMeasured> {
+  const planned = schedule(subs, opts.quick ?? false, opts.dryRun ?? false);
+  const events = opts.events ?? planned.events;
+  const spacingMs = opts.spacingMs ?? planned.spacingMs;
   if (GO_SYSTEMS.includes(system)) return measureGo(system as GoSystem, subs, events, spacingMs, opts.dryRun ?? false);
-  const server = await startServer(system, opts.dryRun ?? false);
+  const server = await startServer(system, opts.dryRun ?? false, opts.threads);
   const children: ChildProcess[] = [];
   let publisher: Publisher | undefined;
   try {
@@ -343,14 +358,14 @@ export async function measureWeb(system: WebSystem, subs: number, opts: { quick?
     const expected = events * subs;
     const latencies: number[] = [];
     let s = await totals(children);
-    latencies.push(...s.latencies);
+    for (const l of s.latencies) latencies.push(l); // not push(...): back-to-back runs sample more than the stack holds
     let delivered = s.delivered - base.delivered;
     let lastAt = performance.now();
     const doneBy = Date.now() + 60_000;
     while (delivered < expected && Date.now() < doneBy && performance.now() - lastAt < 5000) {
       await sleep(20);
       s = await totals(children);
-      latencies.push(...s.latencies);
+      for (const l of s.latencies) latencies.push(l); // not push(...): back-to-back runs sample more than the stack holds
       if (s.delivered - base.delivered > delivered) {
         delivered = s.delivered - base.delivered;
         lastAt = performance.now();
@@ -530,7 +545,7 @@ export async function runWebFanoutBench(options: WebFanoutOptions = {}): Promise
       for (let k = 0; k < systems.length; k++) {
         const sys = systems[(k + rep) % systems.length]!;
         options.signal?.throwIfAborted();
-        const x = await measureWeb(sys, n, { quick, dryRun });
+        const x = await measureWeb(sys, n, { quick, dryRun, ...(options.threads ? { threads: options.threads } : {}) });
         runs.get(sys)!.push(x);
         log(
           `${LABEL[sys]}, ${n} subscribers${reps > 1 ? ` (${rep + 1}/${reps})` : ""}: ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, ${Math.round(x.deliveriesPerSec)}/s, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${Math.round(x.idleBytesPerSubscriber)} B/idle sub (heap ${Math.round(x.idleHeapBytesPerSubscriber ?? 0)} B), ${x.delivered}/${x.expected}`,
@@ -544,15 +559,90 @@ export async function runWebFanoutBench(options: WebFanoutOptions = {}): Promise
   return { figures };
 }
 
+/** Options of runThreadScalingBench. */
+export interface ThreadScalingOptions {
+  /** Thread counts, the first one the baseline. Default [1, 2]. */
+  threads?: number[];
+  /** Subscribers. Default 10,000 (20 on a dry run). */
+  subs?: number;
+  /** Repetitions, the order of thread counts rotating; medians reported. Default 2 (1 on a dry run). */
+  reps?: number;
+  /** Events published per case. Default 200 (10 on a dry run). */
+  events?: number;
+  /** Spacing of the publishes, ms (each also waits for its acknowledgement). Default 0: back to back. */
+  spacingMs?: number;
+  dryRun?: boolean;
+  log?: (line: string) => void;
+}
+
+/**
+ * WebSocket fan-out capacity by uWS thread count (issue 16): a fresh gateway per case with `--threads n`, the same
+ * subscribers and events, events published back to back. Figures: deliveries/s and server CPU per delivery of each
+ * count against the first.
+ */
+export async function runThreadScalingBench(options: ThreadScalingOptions = {}): Promise<{ figures: object[] }> {
+  const log = options.log ?? ((l: string) => process.stderr.write(`[web-fanout threads] ${l}\n`));
+  const dryRun = options.dryRun ?? false;
+  const counts = options.threads ?? [1, 2];
+  const subs = options.subs ?? (dryRun ? 20 : 10_000);
+  const reps = options.reps ?? (dryRun ? 1 : 2);
+  const events = options.events ?? (dryRun ? 10 : 200);
+  const spacingMs = options.spacingMs ?? 0;
+  if (!dryRun) ensureBuilt(log);
+  const runs = new Map<number, WebMeasured[]>(counts.map((t) => [t, []]));
+  for (let rep = 0; rep < reps; rep++) {
+    for (let k = 0; k < counts.length; k++) {
+      const t = counts[(k + rep) % counts.length]!;
+      const x = await measureWeb("ws", subs, { dryRun, threads: t, events, spacingMs });
+      runs.get(t)!.push(x);
+      log(`--threads ${t}, ${subs} WebSocket subscribers (${rep + 1}/${reps}): ${Math.round(x.deliveriesPerSec)} deliveries/s, ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, p50 ${Math.round(x.p50Us)} us, ${x.delivered}/${x.expected}`);
+    }
+  }
+  const med = new Map([...runs].map(([t, xs]) => [t, medianOf(xs)]));
+  const base = med.get(counts[0]!)!;
+  const figures: object[] = [];
+  for (const t of counts.slice(1)) {
+    const x = med.get(t)!;
+    const note = `median of ${reps}; ${events} events of 256 B published ${spacingMs > 0 ? `${spacingMs} ms apart` : "back to back"}; delivered ${x.delivered}/${x.expected} (${base.delivered}/${base.expected} at --threads ${counts[0]}); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${base.clientCpuUsPerDelivery.toFixed(2)})`;
+    figures.push(
+      { id: `ws-threads-${t}-deliveries-per-s-${subs}`, label: `gateway WebSocket --threads ${t}: deliveries per second, ${subs} subscribers`, value: x.deliveriesPerSec, unit: "1/s", better: "higher", baseline: { label: `--threads ${counts[0]}`, value: base.deliveriesPerSec }, note },
+      { id: `ws-threads-${t}-cpu-per-delivery-${subs}`, label: `gateway WebSocket --threads ${t}: server CPU per delivery, ${subs} subscribers`, value: x.serverCpuUsPerDelivery, unit: "us", better: "lower", baseline: { label: `--threads ${counts[0]}`, value: base.serverCpuUsPerDelivery } },
+    );
+  }
+  return { figures };
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const argv = process.argv.slice(2);
+  const tat = argv.indexOf("--threads");
+  const threadCounts = tat >= 0 ? argv[tat + 1]!.split(",").map(Number) : undefined;
   const at = argv.indexOf("--subs");
   const subs = at >= 0 ? argv[at + 1]!.split(",").map(Number) : undefined;
   const rat = argv.indexOf("--reps");
   const reps = rat >= 0 ? Number(argv[rat + 1]) : undefined;
   const sat = argv.indexOf("--systems");
   const systems = sat >= 0 ? (argv[sat + 1]!.split(",") as WebSystem[]) : undefined;
-  runWebFanoutBench({ quick: argv.includes("--quick"), dryRun: argv.includes("--dry-run"), ...(subs ? { subs } : {}), ...(systems ? { systems } : {}), ...(reps ? { reps } : {}) }).then(
+  const eat = argv.indexOf("--events");
+  const events = eat >= 0 ? Number(argv[eat + 1]) : undefined;
+  const run =
+    threadCounts && threadCounts.length > 1
+      ? runThreadScalingBench({
+          threads: threadCounts,
+          dryRun: argv.includes("--dry-run"),
+          ...(subs ? { subs: subs[0]! } : {}),
+          ...(reps ? { reps } : {}),
+          ...(events ? { events } : {}),
+          ...(argv.includes("--spacing") ? { spacingMs: Number(argv[argv.indexOf("--spacing") + 1]) } : {}),
+        })
+      : runWebFanoutBench({
+          quick: argv.includes("--quick"),
+          dryRun: argv.includes("--dry-run"),
+          ...(subs ? { subs } : {}),
+          ...(systems ? { systems } : {}),
+          ...(reps ? { reps } : {}),
+          ...(threadCounts ? { threads: threadCounts[0]! } : {}),
+        });
+  run.then(
     (r) => {
       for (const f of r.figures as Array<{ label: string; value: number; unit: string; baseline?: { value: number } }>) {
         const b = f.baseline?.value;

@@ -32,6 +32,8 @@ Options (each has an environment variable; the flag wins):
   --pubsub-history-events <n> resume history events per topic          GATEWAY_PUBSUB_HISTORY_EVENTS (default 1000)
   --pubsub-history-age <ms>   resume history age per topic             GATEWAY_PUBSUB_HISTORY_AGE_MS (default 60000)
   --pubsub-event-bytes <n>    nominal event size; web bound = 1024 x n GATEWAY_PUBSUB_EVENT_BYTES (default 1024)
+  --threads <n>           threads serving the HTTP port (REST, WebSocket, SSE; 1 = main thread only)
+                                                                GATEWAY_THREADS (default: the number of cores)
   --dapr-host <host>      Dapr sidecar host                             DAPR_HOST (default 127.0.0.1)
   --dapr-grpc-port <port> Dapr sidecar gRPC port                        DAPR_GRPC_PORT (default 50001)
   -h, --help              print this help
@@ -97,6 +99,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "pubsub-history-events": { type: "string" },
       "pubsub-history-age": { type: "string" },
       "pubsub-event-bytes": { type: "string" },
+      threads: { type: "string" },
       "dapr-host": { type: "string" },
       "dapr-grpc-port": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -137,6 +140,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("pubsubHistoryEvents", int(from("pubsub-history-events", "GATEWAY_PUBSUB_HISTORY_EVENTS")));
   set("pubsubHistoryAgeMs", int(from("pubsub-history-age", "GATEWAY_PUBSUB_HISTORY_AGE_MS")));
   set("pubsubEventBytes", int(from("pubsub-event-bytes", "GATEWAY_PUBSUB_EVENT_BYTES")));
+  set("threads", int(from("threads", "GATEWAY_THREADS")));
   set("daprHost", str("dapr-host", "DAPR_HOST"));
   set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
   // Variables without a flag. This function is the only place the gateway reads the environment.

@@ -6,6 +6,8 @@ import { HELP, parseCli } from "./cli-args.js";
 
 /** A signal repeated within this many ms of the first is the same signal delivered twice (see onSignal). */
 const DUPLICATE_SIGNAL_MS = 1000;
+/** On a second signal, how long uWS worker threads get to close their sockets before the process exits. */
+const EXIT_THREADS_MS = 1500;
 
 async function main(): Promise<void> {
   let opts: GatewayOptions | "help";
@@ -32,7 +34,12 @@ async function main(): Promise<void> {
       // npm a moment later. A repeat that close to the first is that one keypress, not a request to stop at once.
       if (Date.now() - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
       process.stderr.write(`platform-gateway: second ${sig}, exiting now\n`);
-      process.exit(130);
+      // uWS worker threads must close their sockets before the process exits (Node aborts on a thread's open uWS
+      // handles): at once, bounded.
+      void (starting ?? Promise.resolve(undefined))
+        .then((gw) => Promise.race([gw?.threads?.destroy(), new Promise((r) => setTimeout(r, EXIT_THREADS_MS))]))
+        .finally(() => process.exit(130));
+      return;
     }
     firstSignalAt = Date.now();
     void (starting ?? Promise.resolve(undefined))

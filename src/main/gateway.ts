@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
@@ -25,6 +26,7 @@ import { isNativeUws, json, startRestServer, type RestServer, type Route } from 
 import { createSidecarCallbackFacility } from "./sidecar-callback-facility.js";
 import { createStateFacility } from "./state-facility.js";
 import { createTriggerFacility } from "./trigger-facility.js";
+import { startUwsThreads, type UwsThreads } from "./threads/uws-threads.js";
 
 /** A running gateway. */
 export interface Gateway {
@@ -46,12 +48,16 @@ export interface Gateway {
   close(): Promise<void>;
   /** Immediate shutdown of whatever is left. Safe to call twice. */
   destroy(): void;
+  /** The uWS worker threads serving HTTP (`threads` > 1); undefined when the main thread serves it. */
+  readonly threads: UwsThreads | undefined;
 }
 
 /** Replaceable parts, for tests and embedding. */
 export interface GatewayOverrides {
   /** Use this runtime instead of creating the one `sidecar` names. */
   runtime?: Runtime;
+  /** Bound on web events posted to one uWS worker thread and not yet handled there (tests make it small). */
+  threadEventBacklog?: number;
 }
 
 /** The gRPC server reflection methods the gateway serves (v1 and v1alpha). */
@@ -62,7 +68,8 @@ export const PROXIED_METHODS = "<backend service>/<method>";
 /** The gateway's own gRPC services, as the package definition names them. */
 export const GATEWAY_SERVICES = ["platform.Gateway", "platform.State", "platform.Config", "platform.Trigger", "io.cloudevents.v1.Pubsub"] as const;
 
-async function loadRegistry(o: ValidatedOptions): Promise<ServiceRegistry> {
+/** The services registry the options name (config file, inline services, or none). */
+export async function loadRegistry(o: ValidatedOptions): Promise<ServiceRegistry> {
   if (o.configPath) return loadServicesConfig(o.configPath, o.pubsubName);
   if (o.services.length > 0) return validateServicesConfig({ services: o.services }, o.pubsubName);
   return createServiceRegistry([], o.pubsubName ?? "pubsub");
@@ -126,11 +133,12 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   }
 
   const configOps = createConfigOps(services);
+  const pubsub = createPubsubFacility(ctx);
   const facilities: Facility[] = [
     { grpc: { "platform.Config": configGrpc(configOps) }, routes: configRoutes(configOps) },
     createDispatchFacility(ctx),
     createStateFacility(ctx),
-    createPubsubFacility(ctx),
+    pubsub,
     createTriggerFacility(ctx),
     createSidecarCallbackFacility(ctx),
   ];
@@ -201,7 +209,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       path: "/health",
       auth: false,
       handler: async () => {
-        const report = await runHealthChecks(healthChecks);
+        const report = await runHealthChecks(threads ? [...healthChecks, () => threads!.health()] : healthChecks);
         report.entries["grpc-channel-pool"] ??= { status: "Healthy", description: "no dialable backends registered" };
         return json(report, report.status === "Unhealthy" ? 503 : 200);
       },
@@ -210,11 +218,13 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       method: "GET",
       path: "/metrics",
       auth: false,
-      handler: async () => ({ raw: await metrics.registry.metrics(), contentType: metrics.registry.contentType }),
+      // With worker threads, their registries summed with this one (each metric's help once).
+      handler: async () => ({ raw: threads ? await threads.metrics() : await metrics.registry.metrics(), contentType: metrics.registry.contentType }),
     },
   ];
 
   let rest: RestServer | undefined;
+  let threads: UwsThreads | undefined;
   let grpcPort: number;
   let stopStallGuard = noop;
   try {
@@ -229,7 +239,21 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       stallTimeoutMs: opts.writeStallTimeoutMs,
       stalled: metrics.counter("platform_grpc_streams_stalled_total", "gRPC streams reset because their client read none of a reply for the write-stall timeout", []),
     });
-    rest = await startRestServer(opts.host, opts.httpPort, routes, {
+    if (opts.threads > 1) {
+      threads = await startUwsThreads({
+        count: opts.threads,
+        // Each thread validates these again; what came from the environment or was drawn at random is fixed here,
+        // so every thread signs and verifies browser tokens with the same secret.
+        options: { ...opts, logDestination: undefined, tokenSecret: opts.tokenSecret ?? randomBytes(32).toString("hex") },
+        routes,
+        hub: pubsub.webHub,
+        pubsub: pubsub.ops,
+        metrics,
+        logger,
+        logSink: opts.logDestination ?? process.stdout,
+        ...(overrides.threadEventBacklog !== undefined ? { maxBacklog: overrides.threadEventBacklog } : {}),
+      });
+    } else rest = await startRestServer(opts.host, opts.httpPort, routes, {
       auth,
       logger,
       maxBodyBytes: opts.maxBodyBytes,
@@ -243,13 +267,14 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   } catch (e) {
     server.forceShutdown();
     rest?.stopListening();
+    void threads?.destroy();
     for (const f of facilities) f.destroy?.();
     await runtime.close().catch(() => undefined);
     await metrics.close();
     throw e;
   }
-  const httpPort = rest.port;
-  logger.info({ grpcPort, httpPort, host: opts.host, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");
+  const httpPort = threads ? threads.port : rest!.port;
+  logger.info({ grpcPort, httpPort, host: opts.host, httpThreads: opts.threads, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");
 
   // The runtime and the metrics exporter are released once, whichever of close() and destroy() gets there first;
   // the runtime first, so what it counts while closing is still flushed.
@@ -267,6 +292,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     closing = true;
     rest?.stopListening();
     rest?.closeInflight();
+    void threads?.destroy();
     server.forceShutdown();
     stopStallGuard();
     for (const f of facilities) f.destroy?.();
@@ -280,8 +306,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       logger.info({}, "gateway shutting down");
       rest?.stopListening();
       const deadline = Date.now() + opts.shutdownTimeoutMs;
-      // Facilities end their streams with a status and finish their work.
-      await settleWithin(Promise.allSettled(facilities.map((f) => f.close?.())), deadline - Date.now());
+      // Facilities end their streams with a status and finish their work; worker threads do the same for theirs, and
+      // exit (their forwarded calls are still served here meanwhile).
+      await settleWithin(Promise.allSettled([threads?.close(Math.max(0, deadline - Date.now())), ...facilities.map((f) => f.close?.())]), deadline - Date.now() + (threads ? 2500 : 0));
       // Wait for in-flight unary calls and REST requests, bounded.
       while ((bindDeps.inflight.count > 0 || (rest?.inflight ?? 0) > 0) && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 10));
@@ -306,8 +333,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     grpcPort,
     httpPort,
     context: ctx,
-    routes: { grpc: grpcRoutes, http: rest.routes },
+    routes: { grpc: grpcRoutes, http: rest?.routes ?? threads?.routes ?? [] },
     close,
     destroy,
+    threads,
   };
 }

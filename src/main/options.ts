@@ -54,6 +54,12 @@ export interface GatewayOptions {
   workerThreads?: number;
   /** Tasks that may wait for a worker; past it calls fail RESOURCE_EXHAUSTED. Default 256. */
   workerMaxQueue?: number;
+  /**
+   * Threads serving the HTTP port (REST, WebSocket, SSE), each a uWS app on the same port with its own backend
+   * channels for invoke; 1 serves HTTP on the main thread (no worker threads). gRPC, the broker, state, triggers and
+   * the runtime stay on the main thread. Default: the number of cores.
+   */
+  threads?: number;
   /** Channels per backend. Default 4. Overridden per service by `grpc.channels` in the config. */
   channelsPerBackend?: number;
   /** Broker: how long an unused upstream subscription lingers before release, ms. Default 2000. */
@@ -170,6 +176,15 @@ function optionalString(field: string, v: unknown): string | undefined {
   return v;
 }
 
+/** Most uWS threads: beyond the cores they only add contention, and each holds its own backend channels. */
+export const MAX_THREADS = 64;
+
+function threadCount(v: unknown): number {
+  if (v === undefined) return Math.min(availableParallelism(), MAX_THREADS);
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > MAX_THREADS) bad("threads", v, `must be an integer from 1 to ${MAX_THREADS}`);
+  return v;
+}
+
 /** True for loopback hosts: 127.0.0.0/8, ::1 and "localhost". */
 export function isLoopbackHost(host: string): boolean {
   return host === "localhost" || host === "::1" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host);
@@ -267,6 +282,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 4096),
     workerThreads: positiveInt("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),
     workerMaxQueue: nonNegativeInt("workerMaxQueue", o.workerMaxQueue, 256),
+    threads: threadCount(o.threads),
     channelsPerBackend: positiveInt("channelsPerBackend", o.channelsPerBackend, 4),
     subscriptionLingerMs: nonNegativeInt("subscriptionLingerMs", o.subscriptionLingerMs, 2000),
     sweepIntervalMs: positive("sweepIntervalMs", o.sweepIntervalMs, 5000),

@@ -5,7 +5,8 @@ import type * as grpc from "@grpc/grpc-js";
 import type { Facility, GatewayContext } from "./context.js";
 import { createPubsubGrpc, GRPC_MESSAGE_PREFIX } from "./grpc/pubsub.js";
 import type { Metrics } from "./metrics.js";
-import { createPubsubOps } from "./ops/pubsub.js";
+import { createPubsubOps, type PubsubOps } from "./ops/pubsub.js";
+import type { WebHub } from "./web/hub.js";
 import { declarativeSubscriptionsRoute, pubsubRoutes } from "./rest/pubsub.js";
 import { createAuthenticator } from "./auth.js";
 import { createWebPubsub } from "./web/index.js";
@@ -63,12 +64,20 @@ function brokerObserver(metrics: Metrics): BrokerObserver {
   };
 }
 
+/** The pub/sub facility, with what uWS worker threads reach on the main thread. */
+export interface PubsubFacility extends Facility {
+  /** The web hub the worker threads' hubs attach to. */
+  readonly webHub: WebHub;
+  /** Publish, for a worker thread's WebSocket publish. */
+  readonly ops: PubsubOps;
+}
+
 /**
  * Pub/sub facility: the broker over the runtime's pub/sub port, `io.cloudevents.v1.Pubsub` over gRPC and
  * `POST /v1/pubsub/{topic}` over REST. `close()` ends every open stream with UNAVAILABLE "gateway is shutting down";
  * `destroy()` resets whatever is still open.
  */
-export function createPubsubFacility(ctx: GatewayContext): Facility {
+export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
   const port = ctx.runtime.pubsub;
   const broker = createBroker<CloudEvent>({
     upstream: {
@@ -87,6 +96,8 @@ export function createPubsubFacility(ctx: GatewayContext): Facility {
   const grpcSide = createPubsubGrpc({ ops, broker, logger: ctx.logger, reapGraceMs: ctx.options.sweepIntervalMs });
   const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys));
   return {
+    webHub: web.hub,
+    ops,
     grpc: { "io.cloudevents.v1.Pubsub": grpcSide.impl },
     routes: [...pubsubRoutes(ops), ...web.routes, declarativeSubscriptionsRoute(ctx.options.appApiToken)],
     appHooks: [(app) => web.mount(app)],

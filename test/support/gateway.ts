@@ -36,7 +36,9 @@ export async function startTestGateway(options: GatewayOptions = {}, overrides?:
       cb();
     },
   });
-  const gateway = await createGateway({ grpcPort: 0, httpPort: 0, logLevel: "debug", logDestination: sink, ...options }, overrides);
+  // One HTTP thread unless a test asks for more: starting worker threads costs every test; test/integration/threads.test.ts
+  // runs the threaded front.
+  const gateway = await createGateway({ grpcPort: 0, httpPort: 0, logLevel: "debug", logDestination: sink, threads: 1, ...options }, overrides);
   const clients: grpc.Client[] = [];
   const grpcAddress = `127.0.0.1:${gateway.grpcPort}`;
   return {

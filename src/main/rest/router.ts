@@ -223,6 +223,11 @@ export interface RestServer {
   stopListening(): void;
   /** Close the connection of every request still in flight (their handlers see the abort). Safe to call twice. */
   closeInflight(): void;
+  /**
+   * Stop listening and force-close every connection, WebSockets included (uWS App.close). A uWS worker thread must
+   * have closed everything before it exits: Node aborts the process when a thread ends with uWS sockets still open.
+   */
+  closeAll(): void;
 }
 
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
@@ -394,6 +399,12 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
         closeInflight() {
           for (const res of [...open]) res.close();
           open.clear();
+        },
+        closeAll() {
+          listening = null;
+          open.clear();
+          // Typed in newer uWebSockets.js only; present in the native binary this package ships.
+          (app as unknown as { close?: () => void }).close?.();
         },
       });
     });

@@ -102,6 +102,11 @@ export interface WebHub {
   release(topic: string): void;
   /** Replay for `topics` after `since` (call synchronously right before going live, with the topics acquired). */
   resume(topics: readonly string[], since: Position): Resume;
+  /**
+   * What a uWS worker thread needs to start following a topic it just acquired here: the current sequence number and
+   * the topic's resume history (from which sequence number on it is complete, and the events it holds).
+   */
+  snapshot(topic: string): HubSnapshot;
   /** Counts for health. */
   stats(): { topics: number; history: number };
   /** Drop every topic (the broker ends the attachments itself on close). */
@@ -115,6 +120,31 @@ export interface WebHub {
 export function subscribeError(e: unknown): GatewayError {
   if (subscribeFailureKind(e) === "cancelled") return new GatewayError(Code.UNAVAILABLE, (e as GatewayError).rawMessage, { cause: e });
   return GatewayError.from(e);
+}
+
+/** One event as it crosses to a uWS worker thread: plain values, the CloudEvents JSON text serialized once. */
+export interface EventWire {
+  topic: string;
+  seq: number;
+  position: string;
+  cloudevent: string;
+}
+
+/** WebHub.snapshot's answer. */
+export interface HubSnapshot {
+  /** The last sequence number issued. */
+  seq: number;
+  /** Every event of the topic with a larger sequence number than this is in `events`. */
+  completeAfter: number;
+  /** Held events, oldest first, with when they arrived. */
+  events: Array<EventWire & { at: number }>;
+}
+
+/** Parse a position (`<epoch>-<offset>`); INVALID_ARGUMENT naming `field` when it is not one. */
+export function parsePosition(field: string, text: string): Position {
+  const m = POSITION.exec(text);
+  if (!m) throw invalidArgument(field, `'${text.slice(0, 64)}' is not a position (expected <epoch>-<offset> as sent in an event id)`);
+  return { epoch: m[1]!, seq: Number(m[2]) };
 }
 
 /** Topics the hub follows at once (live or lingering); past it a lingering one is dropped, else RESOURCE_EXHAUSTED. */
@@ -242,11 +272,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
   return {
     epoch,
     position: () => `${epoch}-${seq}`,
-    parsePosition(field, text) {
-      const m = POSITION.exec(text);
-      if (!m) throw invalidArgument(field, `'${text.slice(0, 64)}' is not a position (expected <epoch>-<offset> as sent in an event id)`);
-      return { epoch: m[1]!, seq: Number(m[2]) };
-    },
+    parsePosition,
     addFanout(transport, fanout) {
       fanouts.push({ transport, fanout });
     },
@@ -306,6 +332,18 @@ export function createWebHub(options: WebHubOptions): WebHub {
       }
       events.sort((a, b) => a.seq - b.seq);
       return { recovered, events };
+    },
+    snapshot(name) {
+      const t = topics.get(name);
+      if (!t || t.state !== "open") return { seq, completeAfter: seq, events: [] };
+      const before = t.history.size;
+      t.history.evict(now());
+      historyChanged(before, t.history.size);
+      return {
+        seq,
+        completeAfter: t.history.completeAfter,
+        events: t.history.after(t.history.completeAfter).map((e) => ({ topic: name, seq: e.seq, at: e.at, position: e.data.position, cloudevent: e.data.cloudevent })),
+      };
     },
     stats: () => ({ topics: topics.size, history: historyTotal }),
     close() {

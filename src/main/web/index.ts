@@ -7,7 +7,7 @@ import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { errorBody, json, type Route } from "../rest/router.js";
 import { createOriginPolicy, createTokenIssuer } from "./access.js";
-import { createWebHub } from "./hub.js";
+import { createWebHub, type WebHub } from "./hub.js";
 import { mountSse, type SseFront } from "./sse.js";
 import { mountWebSocket, type WsFront } from "./ws.js";
 import type { WebDeps, WebMetrics } from "./web-deps.js";
@@ -24,10 +24,18 @@ export interface WebPubsub {
   health(): Record<string, HealthEntry>;
   /** End every web stream with reason shutdown. */
   close(): void;
+  /** The hub (on the main thread, the one uWS worker threads attach to). */
+  readonly hub: WebHub;
 }
 
-/** Create the web pub/sub side over the shared broker and the publish operation. */
-export function createWebPubsub(ctx: GatewayContext, broker: Broker, ops: PubsubOps, auth: Authenticator): WebPubsub {
+/** Makes a hub other than the broker's (a uWS worker thread's, fed by the main hub), given the delivery counter. */
+export type HubFactory = (onDeliver: (transport: string, n: number) => void) => WebHub;
+
+/**
+ * Create the web pub/sub side over the shared broker (or, on a uWS worker thread, over the hub `source` makes) and
+ * the publish operation.
+ */
+export function createWebPubsub(ctx: GatewayContext, source: Broker | HubFactory, ops: PubsubOps, auth: Authenticator): WebPubsub {
   const o = ctx.options;
   const m = ctx.metrics;
   const metrics: WebMetrics = {
@@ -41,14 +49,18 @@ export function createWebPubsub(ctx: GatewayContext, broker: Broker, ops: Pubsub
     refused: m.counter("platform_pubsub_web_refused_total", "Web subscribe requests refused before streaming, by transport and status code name", ["transport", "code"]),
   };
   const historyGauge = m.gauge("platform_pubsub_history_events", "Events held in the per-topic resume histories (bounded by count and age per topic)", []);
-  const hub = createWebHub({
-    broker,
-    logger: ctx.logger,
-    historyEvents: o.pubsubHistoryEvents,
-    historyAgeMs: o.pubsubHistoryAgeMs,
-    onDeliver: (transport, n) => metrics.deliveries.inc({ transport }, n),
-    onHistory: (n) => historyGauge.set({}, n),
-  });
+  const onDeliver = (transport: string, n: number): void => metrics.deliveries.inc({ transport }, n);
+  const hub =
+    typeof source === "function"
+      ? source(onDeliver)
+      : createWebHub({
+          broker: source,
+          logger: ctx.logger,
+          historyEvents: o.pubsubHistoryEvents,
+          historyAgeMs: o.pubsubHistoryAgeMs,
+          onDeliver,
+          onHistory: (n) => historyGauge.set({}, n),
+        });
   if (!o.tokenSecret) ctx.logger.warn({}, "no --token-secret (GATEWAY_TOKEN_SECRET): browser tokens are signed with a random per-process secret and die with the process");
   const tokens = createTokenIssuer(o.tokenSecret);
   const deps: WebDeps = {
@@ -67,6 +79,7 @@ export function createWebPubsub(ctx: GatewayContext, broker: Broker, ops: Pubsub
   let ws: WsFront | undefined;
   let sse: SseFront | undefined;
   return {
+    hub,
     routes: [
       {
         method: "POST",

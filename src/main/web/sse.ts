@@ -137,6 +137,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     endTopic(topic, reason: EndReason) {
       for (const sub of [...(byTopic.get(topic) ?? [])]) {
         if (reason.kind === "shutdown") end(sub, "shutdown", "shutdown", true);
+        else if (reason.kind === "slow") end(sub, "slow", "slow", true);
         else end(sub, `upstream-failed: ${topic}`, reason.kind, true);
       }
     },

@@ -125,6 +125,8 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
         const data = ws.getUserData();
         if (!data.topics.includes(topic) && !data.pending?.includes(topic)) continue;
         if (reason.kind === "shutdown") end(ws, CLOSE.shutdown, "shutdown", "shutdown");
+        // A uWS worker thread that fell behind the main thread's event stream (docs/threads.md).
+        else if (reason.kind === "slow") end(ws, CLOSE.slow, "slow", "slow");
         else end(ws, CLOSE.upstreamFailed, `upstream-failed: ${topic}`.slice(0, 120), reason.kind);
       }
     },
