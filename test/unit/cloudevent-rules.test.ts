@@ -82,7 +82,7 @@ describe("one CloudEvents mapping for server and client", () => {
     const cases: Array<[string, boolean]> = [
       ["tenant", true],
       ["a1", true],
-      // 21 characters: past the spec's SHOULD of 20. The client refused it while the gateway took it.
+      // 21 characters: past the CloudEvents 1.0 SHOULD of 20. The client refused it while the gateway took it.
       ["comexampleextension21", true],
       ["x".repeat(64), true],
       ["x".repeat(65), false],
