@@ -11,6 +11,7 @@ import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
 import { gatewayFileDescriptors } from "../shared/descriptors.js";
 import { installStrictCompressedFlag } from "./grpc/strict-decoding.js";
+import { DECOMPRESS_SHAPE, internalsProblem } from "./grpc/grpc-js-internals.js";
 import { guardResetFloods, guardWriteStalls } from "./grpc/session-guards.js";
 import { messageTimeoutInterceptor } from "./grpc/message-timeout.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
@@ -134,7 +135,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   // channelz stays on for the server: grpc-js (1.14) tracks a server's sessions only in its channelz handler, so with
   // channelz off tryShutdown() never sends GOAWAY to connected clients (close() then always waits the full timeout)
   // and forceShutdown() leaves their sessions and in-flight calls open forever.
-  if (!installStrictCompressedFlag()) logger.warn({}, "this grpc-js version cannot be made to refuse compressed-flag messages without grpc-encoding");
+  if (!installStrictCompressedFlag()) logger.warn({}, `compressed-flag messages without grpc-encoding are not refused: ${internalsProblem(DECOMPRESS_SHAPE)}`);
   const server = new grpc.Server({
     "grpc.max_receive_message_length": opts.maxBodyBytes,
     "grpc.max_send_message_length": 64 * 1024 * 1024,

@@ -83,7 +83,17 @@ export function createPubsubFacility(ctx: GatewayContext): Facility {
       ctx.logger.error({ topic, err }, what === "encode" ? "pub/sub event could not be encoded and was dropped" : "releasing the runtime subscription failed"),
   });
   const ops = createPubsubOps(ctx, broker);
-  const grpcSide = createPubsubGrpc({ ops, broker, logger: ctx.logger, reapGraceMs: ctx.options.sweepIntervalMs });
+  const grpcSide = createPubsubGrpc({
+    ops,
+    broker,
+    logger: ctx.logger,
+    reapGraceMs: ctx.options.sweepIntervalMs,
+    writePaths: ctx.metrics.counter(
+      "platform_pubsub_grpc_streams_total",
+      "gRPC Subscribe streams started, by write path: direct (the broker's framed bytes written to the HTTP/2 stream) or grpc-js (the slower fallback when grpc-js internals changed)",
+      ["path"],
+    ),
+  });
   const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys));
   return {
     grpc: { "io.cloudevents.v1.Pubsub": grpcSide.impl },
