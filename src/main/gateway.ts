@@ -12,7 +12,7 @@ import { addReflectionService } from "./grpc/reflection-service.js";
 import { gatewayFileDescriptors } from "../shared/descriptors.js";
 import { installStrictCompressedFlag } from "./grpc/strict-decoding.js";
 import { DECOMPRESS_SHAPE, internalsProblem } from "./grpc/grpc-js-internals.js";
-import { guardResetFloods, guardWriteStalls } from "./grpc/session-guards.js";
+import { countSessions, guardResetFloods, guardWriteStalls } from "./grpc/session-guards.js";
 import { messageTimeoutInterceptor } from "./grpc/message-timeout.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
 import { consoleRoutes } from "./console/index.js";
@@ -42,6 +42,11 @@ export interface Gateway {
   close(): Promise<void>;
   /** Immediate shutdown of whatever is left. Safe to call twice. */
   destroy(): void;
+  /**
+   * Live resources by name (gRPC connections and calls in flight, REST requests in flight, each facility's
+   * subscribers and open streams): read-only counters, every one zero once close() has resolved.
+   */
+  resources(): Record<string, number>;
 }
 
 /** Replaceable parts, for tests and embedding. */
@@ -197,6 +202,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   let rest: RestServer | undefined;
   let grpcPort: number;
   let stopStallGuard = noop;
+  let sessions: { readonly size: number } = { size: 0 };
   try {
     await runtime.start();
     grpcPort = await bindGrpc(opts.grpcPort, opts.host, server);
@@ -204,6 +210,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       logger,
       rotated: metrics.counter("platform_grpc_connections_rotated_total", "gRPC connections closed gracefully because their client reset streams near the HTTP/2 reset-flood limit", []),
     });
+    sessions = countSessions(server, logger);
     stopStallGuard = guardWriteStalls(server, {
       logger,
       stallTimeoutMs: opts.writeStallTimeoutMs,
@@ -288,5 +295,10 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     context: ctx,
     close,
     destroy,
+    resources: () =>
+      Object.assign(
+        { "grpc.sessions": sessions.size, "grpc.inflight": bindDeps.inflight.count, "rest.inflight": rest?.inflight ?? 0 },
+        ...facilities.map((f) => f.resources?.() ?? {}),
+      ),
   };
 }

@@ -113,6 +113,10 @@ export function createPubsubFacility(ctx: GatewayContext): Facility {
       web.close();
       await broker.close();
     },
+    resources() {
+      const s = broker.stats();
+      return { "pubsub.subscribers": s.subscribers, "pubsub.upstreams": s.upstreams, "pubsub.grpc-streams": grpcSide.streams.size, ...web.resources() };
+    },
     destroy() {
       web.close();
       void broker.close();

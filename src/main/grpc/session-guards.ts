@@ -56,6 +56,16 @@ function onSession(server: grpc.Server, logger: Logger, fn: (session: http2.Serv
   for (const h2 of servers) h2.on("session", fn);
 }
 
+/** Count the gRPC server's open HTTP/2 sessions (connections); call it right after bindAsync. */
+export function countSessions(server: grpc.Server, logger: Logger): { readonly size: number } {
+  const open = new Set<http2.ServerHttp2Session>();
+  onSession(server, logger, (session) => {
+    open.add(session);
+    session.once("close", () => open.delete(session));
+  });
+  return open;
+}
+
 /** Options of the write-stall guard. */
 export interface WriteStallOptions {
   logger: Logger;

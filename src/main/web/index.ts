@@ -24,6 +24,8 @@ export interface WebPubsub {
   health(): Record<string, HealthEntry>;
   /** End every web stream with reason shutdown. */
   close(): void;
+  /** Open WebSocket and SSE subscribers. */
+  resources(): Record<string, number>;
 }
 
 /** Create the web pub/sub side over the shared broker and the publish operation. */
@@ -99,6 +101,9 @@ export function createWebPubsub(ctx: GatewayContext, broker: Broker, ops: Pubsub
           description: `${ws?.size ?? 0} WebSocket and ${sse?.size ?? 0} SSE subscribers on ${h.topics} topics, ${h.history} events in resume history`,
         },
       };
+    },
+    resources() {
+      return { "pubsub.websockets": ws?.size ?? 0, "pubsub.sse": sse?.size ?? 0 };
     },
     close() {
       ws?.closeAll();
