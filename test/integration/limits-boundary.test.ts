@@ -17,7 +17,7 @@ describe("limits at their boundary", () => {
   });
   after(() => gw.close());
 
-  const post = (path: string, body: BodyInit, headers: Record<string, string> = {}): Promise<Response> =>
+  const post = (path: string, body: string | Buffer | ReadableStream<Uint8Array>, headers: Record<string, string> = {}): Promise<Response> =>
     fetch(`${gw.http}${path}`, { method: "POST", headers: { "x-api-key": KEY, ...headers }, body, ...(body instanceof ReadableStream ? { duplex: "half" } : {}) } as RequestInit);
 
   it(`a trigger name of exactly ${MAX_TRIGGER_NAME} characters is accepted, ${MAX_TRIGGER_NAME + 1} is refused naming the field (REST and gRPC)`, async () => {
