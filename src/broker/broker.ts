@@ -164,7 +164,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
   }
 
   function acquire(topic: string): TopicEntry {
-    let entry = table.get(topic);
+    const entry = table.get(topic);
     if (entry) {
       entry.refs++;
       if (entry.linger) {
@@ -184,7 +184,6 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
       state: "opening",
       linger: null,
     };
-    entry = e;
     table.set(topic, e);
     e.opening = upstream
       .subscribe(

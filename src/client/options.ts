@@ -1,5 +1,6 @@
 import type { ChannelCredentials, ChannelOptions } from "@grpc/grpc-js";
 import { invalidArgument } from "./errors.js";
+import { isChannelCredentials } from "./grpc-js-internals.js";
 
 /** How a subscription reconnects after a termination the client did not ask for (jittered exponential backoff). */
 export interface ReconnectOptions {
@@ -69,7 +70,7 @@ export function resolveClientOptions(o: GatewayClientOptions): ResolvedClientOpt
   if (typeof o.address !== "string" || o.address.trim() === "") throw invalidArgument("address", `must be a non-empty "host:port" string (got ${JSON.stringify(o.address)})`);
   if (o.apiKey !== undefined && (typeof o.apiKey !== "string" || o.apiKey === "")) throw invalidArgument("apiKey", "must be a non-empty string when given");
   const tls = o.tls ?? false;
-  if (typeof tls !== "boolean" && (typeof tls !== "object" || tls === null || typeof (tls as { _isSecure?: unknown })._isSecure !== "function")) {
+  if (typeof tls !== "boolean" && !isChannelCredentials(tls)) {
     throw invalidArgument("tls", "must be a boolean or grpc ChannelCredentials");
   }
   const callTimeoutMs = num("callTimeoutMs", o.callTimeoutMs, 0, (n) => n >= 0 && Number.isFinite(n), "must be a finite number >= 0");

@@ -46,4 +46,9 @@ export interface Facility {
   close?(): Promise<void>;
   /** Forceful: drop whatever is left. Safe to call twice. */
   destroy?(): void;
+  /**
+   * Live resources this facility holds (subscribers, open streams and sockets, calls in flight), by name: read-only
+   * counters, every one zero once close() has resolved (the test gateway asserts that after each test).
+   */
+  resources?(): Record<string, number>;
 }

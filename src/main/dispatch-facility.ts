@@ -124,6 +124,9 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
         backends.close();
       })());
     },
+    resources() {
+      return { "dispatch.invocations": inflight, "dispatch.streams": streamDeps.open!.size, "dispatch.proxy-streams": proxy.openStreams };
+    },
     destroy() {
       if (destroyed) return;
       destroyed = true;

@@ -11,7 +11,8 @@ import { createDispatchFacility } from "./dispatch-facility.js";
 import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
 import { installStrictCompressedFlag } from "./grpc/strict-decoding.js";
-import { guardResetFloods, guardWriteStalls } from "./grpc/session-guards.js";
+import { DECOMPRESS_SHAPE, internalsProblem } from "./grpc/grpc-js-internals.js";
+import { countSessions, guardResetFloods, guardWriteStalls } from "./grpc/session-guards.js";
 import { messageTimeoutInterceptor } from "./grpc/message-timeout.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
 import { consoleRoutes } from "./console/index.js";
@@ -50,6 +51,11 @@ export interface Gateway {
   destroy(): void;
   /** The uWS worker threads serving HTTP (`threads` > 1); undefined when the main thread serves it. */
   readonly threads: UwsThreads | undefined;
+  /**
+   * Live resources by name (gRPC connections and calls in flight, REST requests in flight, each facility's
+   * subscribers and open streams): read-only counters, every one zero once close() has resolved.
+   */
+  resources(): Record<string, number>;
 }
 
 /** Replaceable parts, for tests and embedding. */
@@ -156,7 +162,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   // channelz stays on for the server: grpc-js (1.14) tracks a server's sessions only in its channelz handler, so with
   // channelz off tryShutdown() never sends GOAWAY to connected clients (close() then always waits the full timeout)
   // and forceShutdown() leaves their sessions and in-flight calls open forever.
-  if (!installStrictCompressedFlag()) logger.warn({}, "this grpc-js version cannot be made to refuse compressed-flag messages without grpc-encoding");
+  if (!installStrictCompressedFlag()) logger.warn({}, `compressed-flag messages without grpc-encoding are not refused: ${internalsProblem(DECOMPRESS_SHAPE)}`);
   const server = new grpc.Server({
     "grpc.max_receive_message_length": opts.maxBodyBytes,
     "grpc.max_send_message_length": 64 * 1024 * 1024,
@@ -227,6 +233,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   let threads: UwsThreads | undefined;
   let grpcPort: number;
   let stopStallGuard = noop;
+  let sessions: { readonly size: number } = { size: 0 };
   try {
     await runtime.start();
     grpcPort = await bindGrpc(opts.grpcPort, opts.host, server);
@@ -234,6 +241,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       logger,
       rotated: metrics.counter("platform_grpc_connections_rotated_total", "gRPC connections closed gracefully because their client reset streams near the HTTP/2 reset-flood limit", []),
     });
+    sessions = countSessions(server, logger);
     stopStallGuard = guardWriteStalls(server, {
       logger,
       stallTimeoutMs: opts.writeStallTimeoutMs,
@@ -337,5 +345,10 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     close,
     destroy,
     threads,
+    resources: () =>
+      Object.assign(
+        { "grpc.sessions": sessions.size, "grpc.inflight": bindDeps.inflight.count, "rest.inflight": rest?.inflight ?? 0 },
+        ...facilities.map((f) => f.resources?.() ?? {}),
+      ),
   };
 }

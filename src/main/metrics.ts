@@ -3,6 +3,7 @@ import type { Meter, MeterProvider as ApiMeterProvider } from "@opentelemetry/ap
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
+import { GAUGE_HASHMAP_SHAPE, gaugeSeries, promClientProblem } from "./prom-client-internals.js";
 
 type Labels<L extends string> = Partial<Record<L, string | number>>;
 
@@ -91,11 +92,12 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     gauge(name, help, labelNames) {
       const g = new Gauge({ name, help, labelNames: [...labelNames], registers: [registry] });
       const o = meter?.createGauge(name, { description: help });
+      // Checked once here, so an upgraded prom-client fails loudly at startup rather than mirroring wrong values.
+      if (o && !gaugeSeries(g)) throw new Error(`OTLP export of ${name}: ${promClientProblem(GAUGE_HASHMAP_SHAPE)}`);
       const mirror = (l: Record<string, string>): void => {
         if (!o) return;
         // prom-client holds the current value; the OTel gauge records it.
-        const cur = (g as unknown as { hashMap: Record<string, { value: number; labels: Record<string, string> }> }).hashMap;
-        for (const entry of Object.values(cur)) {
+        for (const entry of gaugeSeries(g) ?? []) {
           if (Object.entries(l).every(([k, v]) => entry.labels[k] === v)) o.record(entry.value, entry.labels);
         }
       };

@@ -93,7 +93,17 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
       ctx.logger.error({ topic, err }, what === "encode" ? "pub/sub event could not be encoded and was dropped" : "releasing the runtime subscription failed"),
   });
   const ops = createPubsubOps(ctx, broker);
-  const grpcSide = createPubsubGrpc({ ops, broker, logger: ctx.logger, reapGraceMs: ctx.options.sweepIntervalMs });
+  const grpcSide = createPubsubGrpc({
+    ops,
+    broker,
+    logger: ctx.logger,
+    reapGraceMs: ctx.options.sweepIntervalMs,
+    writePaths: ctx.metrics.counter(
+      "platform_pubsub_grpc_streams_total",
+      "gRPC Subscribe streams started, by write path: direct (the broker's framed bytes written to the HTTP/2 stream) or grpc-js (the slower fallback when grpc-js internals changed)",
+      ["path"],
+    ),
+  });
   const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys));
   return {
     webHub: web.hub,
@@ -114,6 +124,10 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
     async close() {
       web.close();
       await broker.close();
+    },
+    resources() {
+      const s = broker.stats();
+      return { "pubsub.subscribers": s.subscribers, "pubsub.upstreams": s.upstreams, "pubsub.grpc-streams": grpcSide.streams.size, ...web.resources() };
     },
     destroy() {
       web.close();

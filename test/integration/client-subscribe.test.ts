@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { createGatewayClient, GatewayClientError, type GatewayClient, type LiveInfo, type ReconnectingInfo, type SubscriptionMessage } from "../../src/client/index.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { runtimeFixtures } from "../support/runtimes.js";
-import { freePort, nextMessage, onceWithin } from "../support/client-helpers.js";
+import { freePort, nextMessage, onceWithin, within } from "../support/client-helpers.js";
 
 const KEY = "sub-key";
 const event = (type: string, data?: unknown) => ({ source: "urn:test:subscribe", type, ...(data !== undefined ? { data } : {}) });
@@ -108,10 +108,10 @@ for (const fixture of runtimeFixtures) {
       try {
         const reconnects: ReconnectingInfo[] = [];
         const sub = bad.subscribe("sub.denied", { onReconnecting: (i) => reconnects.push(i) });
-        await assert.rejects(sub.ready, (e: unknown) => e instanceof GatewayClientError && e.codeName === "UNAUTHENTICATED");
-        const err = await sub.done;
+        await assert.rejects(within(sub.ready, "the refused subscription's ready to reject"), (e: unknown) => e instanceof GatewayClientError && e.codeName === "UNAUTHENTICATED");
+        const err = await within(sub.done, "the refused subscription to end (not reconnect)");
         assert.equal(err?.codeName, "UNAUTHENTICATED");
-        await assert.rejects(sub[Symbol.asyncIterator]().next(), (e: unknown) => e instanceof GatewayClientError && e.codeName === "UNAUTHENTICATED");
+        await assert.rejects(within(sub[Symbol.asyncIterator]().next(), "the refused subscription's iterator to throw"), (e: unknown) => e instanceof GatewayClientError && e.codeName === "UNAUTHENTICATED");
         assert.equal(reconnects.length, 0);
       } finally {
         bad.close();

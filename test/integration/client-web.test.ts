@@ -4,6 +4,7 @@ import { subscribeWeb, Code, type WebEventMessage } from "../../src/client/index
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
+import { within } from "../support/client-helpers.js";
 
 const KEY = "client-web-key";
 
@@ -51,16 +52,22 @@ describe("client: subscribeWeb over WebSocket and SSE from Node", () => {
       assert.ok(at !== undefined);
       assert.ok(recoveries.includes(true), `resumed exactly (${JSON.stringify(recoveries)})`);
       sub.close();
-      assert.equal(await sub.ended, null);
+      assert.equal(await within(sub.ended, "the closed subscription to end"), null);
     });
   }
 
   it("a refusal ends the subscription with the gateway's code", async () => {
     const sub = subscribeWeb({ url: gw.http, transport: "sse", topics: ["x"], apiKey: "wrong", onEvent: () => undefined });
-    const err = await sub.ended;
-    assert.equal(err?.code, Code.UNAUTHENTICATED);
     const ws = subscribeWeb({ url: gw.http, transport: "websocket", topics: ["x"], apiKey: "wrong", onEvent: () => undefined });
-    assert.equal((await ws.ended)?.code, Code.UNAUTHENTICATED);
+    try {
+      const err = await within(sub.ended, "the refused SSE subscription to end (not reconnect)");
+      assert.equal(err?.code, Code.UNAUTHENTICATED);
+      assert.equal((await within(ws.ended, "the refused WebSocket subscription to end (not reconnect)"))?.code, Code.UNAUTHENTICATED);
+    } finally {
+      // A client that kept retrying would otherwise hold the test process open.
+      sub.close();
+      ws.close();
+    }
     assert.throws(() => subscribeWeb({ url: "ftp://x", transport: "sse", topics: ["x"], onEvent: () => undefined }), /url/);
   });
 });

@@ -325,7 +325,7 @@ describe("web console at /console in headless Chromium", () => {
     await page.type("textarea[name=requests]", '{"orderId": "u1"}\n{"orderId": "u2"}\n\n{"orderId": "u3"}');
     const cmds = await page.$$eval("pre.cmd", (p) => p.map((e) => (e as any).innerText as string));
     assert.match(cmds[0]!, /websocat -n -H "x-api-key: \$GATEWAY_API_KEY" 'ws:\/\/127\.0\.0\.1:\d+\/v1\/gateway\/invoke-ws'$/);
-    assert.match(cmds[0]!, /'\{"op":"start","service":"orders","method":"shop\.v1\.OrderService\/UploadOrders"\}' \\\n  '\{"op":"send","requestData":\{"orderId":"u1"\}\}'.*'\{"op":"send","requestData":\{"orderId":"u3"\}\}' \\\n  '\{"op":"end"\}'/s);
+    assert.match(cmds[0]!, /'\{"op":"start","service":"orders","method":"shop\.v1\.OrderService\/UploadOrders"\}' \\\n {2}'\{"op":"send","requestData":\{"orderId":"u1"\}\}'.*'\{"op":"send","requestData":\{"orderId":"u3"\}\}' \\\n {2}'\{"op":"end"\}'/s);
     assert.match(cmds[1]!, /-d '\{"orderId":"u1"\}\n\{"orderId":"u2"\}\n\{"orderId":"u3"\}' .* shop\.v1\.OrderService\/UploadOrders$/s);
     assert.doesNotMatch(await text(page, ".detail"), new RegExp(KEY), "the key is never printed in the commands");
     await page.focus("textarea[name=requests]");

@@ -4,6 +4,7 @@ import { createEmbeddedRuntime } from "../../src/runtime/embedded/index.js";
 import type { Runtime, RuntimeHealth } from "../../src/runtime/runtime.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
 import { checkPromText } from "../support/prom-text.js";
+import { freePort } from "../support/client-helpers.js";
 
 const TIME_SPAN = /^\d{2}:\d{2}:\d{2}\.\d{7}$/;
 
@@ -49,6 +50,36 @@ describe("/health", () => {
     assert.equal(body.status, "Unhealthy");
     assert.equal(body.entries["sidecar"]!.description, "sidecar unreachable");
     sidecar = { status: "Healthy", description: "ok" };
+  });
+});
+
+describe("/health driven by a non-sidecar entry", () => {
+  let gw: TestGateway;
+  before(async () => {
+    // A registered backend nothing listens on: its channels cannot connect while the sidecar stays Healthy.
+    const port = await freePort();
+    gw = await startTestGateway(
+      { apiKeys: ["k"], services: [{ name: "down", grpc: { host: "127.0.0.1", port } }] },
+      { runtime: runtimeWithHealth(() => ({ status: "Healthy", description: "ok" })) },
+    );
+  });
+  after(() => gw.close());
+
+  it("is Degraded (200) from grpc-channel-pool alone, naming the backend, while the sidecar is Healthy", async () => {
+    type Report = { status: string; entries: Record<string, { status: string; description: string }> };
+    let body: Report | undefined;
+    const end = Date.now() + 5000;
+    while (Date.now() < end) {
+      const res = await fetch(`${gw.http}/health`);
+      assert.equal(res.status, 200, "Degraded is still 200");
+      body = (await res.json()) as Report;
+      if (body.status !== "Healthy") break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(body?.entries["sidecar"]?.status, "Healthy");
+    assert.equal(body?.entries["grpc-channel-pool"]?.status, "Degraded");
+    assert.match(body!.entries["grpc-channel-pool"]!.description, /not connected: down \(127\.0\.0\.1:\d+/);
+    assert.equal(body?.status, "Degraded", "the report takes the worst entry, not the sidecar's");
   });
 });
 

@@ -113,8 +113,10 @@ export async function stalledSubscribe(address: string, topics: string[], apiKey
       });
     },
     close() {
-      stream.close();
-      session.close();
+      // destroy, not close: a paused stream holding unread data never emits 'close', so a graceful session.close()
+      // would wait for it forever and keep the connection (and the gateway's side of it) open.
+      stream.destroy();
+      session.destroy();
     },
   };
   stream.on("response", (h) => (s.headers = h));

@@ -5,6 +5,7 @@ import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { connectWs, type WsTestClient } from "../support/web.js";
 import { metric } from "./pubsub-support.js";
+import { wsSocket } from "../support/ws-internals.js";
 
 const KEY = "slow-key";
 /** The default nominal event size: the bound is 1024 x 1 KiB = 1 MiB of queued frames. */
@@ -51,7 +52,7 @@ describe("web pub/sub: a WebSocket subscriber that stops reading", () => {
     await waitFor(() => gw.gateway.context.runtime !== undefined && clients.length === OTHERS + 1, "clients");
     await new Promise((r) => setTimeout(r, 300));
     // Stop reading: the kernel buffers fill, then uWS backpressure grows past the bound.
-    (slow.ws as any)._socket.pause();
+    wsSocket(slow.ws).pause();
     const before = (await metric(gw.http, "platform_pubsub_web_reaped_total", '{transport="websocket",reason="slow"}')) ?? 0;
     const started = Date.now();
     let sent = 0;
@@ -71,7 +72,7 @@ describe("web pub/sub: a WebSocket subscriber that stops reading", () => {
     await waitFor(() => counts.every((n) => n === sent), `every one of ${OTHERS} others got all ${sent} events`, 15_000);
     const elapsed = Date.now() - started;
     assert.ok(inOrder.every(Boolean), "in order");
-    (slow.ws as any)._socket.resume();
+    wsSocket(slow.ws).resume();
     const closed = await slow.closed(10_000);
     assert.ok(closed.code === 4008 || closed.code === 1006, `closed ${closed.code}`);
     if (closed.code === 4008) assert.equal(closed.reason, "slow");

@@ -15,7 +15,11 @@ export interface TestGateway {
   logs: Array<Record<string, unknown>>;
   /** A generic grpc-js client for one of the gateway's services, e.g. "platform.State" (closed by close()). */
   client(service: string): grpc.Client;
-  /** close() the gateway and every client made here. */
+  /**
+   * close() the gateway and every client made here, then assert it released everything: zero broker subscribers,
+   * calls and requests in flight, open streams, sockets and gRPC connections (Gateway.resources()), as connect-es's
+   * useNodeServer checks its server after each suite. Rejects naming each counter that stayed above zero.
+   */
   close(): Promise<void>;
 }
 
@@ -55,8 +59,21 @@ export async function startTestGateway(options: GatewayOptions = {}, overrides?:
     async close() {
       for (const c of clients) c.close();
       await gateway.close();
+      await assertReleased(gateway);
     },
   };
+}
+
+/** How long sockets closed by close() may take to report it (their 'close' events come a few turns later). */
+const RELEASE_WAIT_MS = 2000;
+
+/** Reject unless every Gateway.resources() counter reaches zero within RELEASE_WAIT_MS of close(). */
+async function assertReleased(gateway: Gateway): Promise<void> {
+  const held = (): string[] => Object.entries(gateway.resources()).flatMap(([k, v]) => (v === 0 ? [] : [`${k}=${v}`]));
+  const end = Date.now() + RELEASE_WAIT_MS;
+  while (held().length > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+  const left = held();
+  if (left.length > 0) throw new Error(`the gateway still holds resources ${RELEASE_WAIT_MS} ms after close(): ${left.join(", ")}`);
 }
 
 /** Call a unary method on a generic client; resolves the response or rejects with the grpc-js ServiceError. */

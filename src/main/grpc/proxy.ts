@@ -55,6 +55,8 @@ export interface GrpcProxy {
   reflection(): ReflectionSource;
   /** Shutdown: end every open streaming call UNAVAILABLE and cancel its backend call (unary calls finish on their own). */
   close(): void;
+  /** Proxied streaming calls still open. */
+  readonly openStreams: number;
 }
 
 const identity = (b: Buffer): Buffer => b;
@@ -217,6 +219,9 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
         services.push(...r.services);
       }
       return { version, files, services };
+    },
+    get openStreams() {
+      return streams.size;
     },
     close() {
       for (const end of [...streams]) end();

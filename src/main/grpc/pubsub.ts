@@ -10,6 +10,8 @@ import type { SubscribeRequest__Output } from "../../gen/gateway/io/cloudevents/
 import { rawResponses, toStatusObject, type GrpcImpl, type ServerStreamMethod, type ServiceImpl } from "./server.js";
 import { echo } from "../../shared/echo.js";
 import { topicProblem } from "../cloudevent-validate.js";
+import type { CounterMetric } from "../metrics.js";
+import { CALL_STREAM_SHAPE, callHttp2Stream, internalsProblem, type CallHttp2Stream } from "./grpc-js-internals.js";
 
 /** The topic an empty `topics` list means (docs/pubsub.md "Subscribe"). */
 export const DEFAULT_TOPIC = "state.change";
@@ -38,27 +40,6 @@ export function statusOfEnd(reason: EndReason): GatewayError | null {
   }
 }
 
-/** The parts of the HTTP/2 stream under a grpc-js server call that the fast write path uses. */
-interface Http2StreamLike {
-  closed: boolean;
-  destroyed: boolean;
-  writableNeedDrain: boolean;
-  write(chunk: Uint8Array): boolean;
-  close(code: number): void;
-  on(event: "drain" | "close", listener: () => void): unknown;
-}
-
-/** The HTTP/2 stream under a grpc-js server call (internal field walk: grpc-js offers no public way to reach it). */
-function http2StreamOf(call: object): Http2StreamLike | undefined {
-  let c = (call as { call?: unknown }).call as Record<string, unknown> | undefined;
-  for (let i = 0; c && i < 8; i++) {
-    const s = c["stream"] as Partial<Http2StreamLike> | undefined;
-    if (s && typeof s.close === "function" && typeof s.closed === "boolean" && typeof s.on === "function") return s as Http2StreamLike;
-    c = c["nextCall"] as Record<string, unknown> | undefined;
-  }
-  return undefined;
-}
-
 /** Length of the gRPC message prefix (compressed flag + 32-bit length) the broker's encoder puts before each event. */
 export const GRPC_MESSAGE_PREFIX = 5;
 
@@ -75,9 +56,8 @@ export const GRPC_MESSAGE_PREFIX = 5;
  * backpressure contract. Headers are sent before any event (`sink.open`), and grpc-js's status (`call.end()` /
  * `'error'`) ends the same stream after the data, so the HTTP/2 framing stays what grpc-js would have produced.
  */
-function directStreamOf(call: object): Http2StreamLike | undefined {
-  const stream = http2StreamOf(call);
-  return stream && typeof stream.write === "function" && typeof stream.destroyed === "boolean" ? stream : undefined;
+function directStreamOf(call: object): CallHttp2Stream | undefined {
+  return callHttp2Stream(call);
 }
 
 /** Open Subscribe streams, so the facility can end or drop them at shutdown. */
@@ -97,6 +77,8 @@ export interface PubsubGrpcDeps {
    * buffered before it is reset, ms.
    */
   reapGraceMs: number;
+  /** Subscribe streams started, by write path: "direct" (pre-framed bytes to the HTTP/2 stream) or "grpc-js". */
+  writePaths?: CounterMetric<"path">;
 }
 
 /** The `io.cloudevents.v1.Pubsub` implementation and the set of its open streams. */
@@ -104,8 +86,9 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
   const { ops, broker, logger } = deps;
   const open = new Set<grpc.ServerWritableStream<SubscribeRequest__Output, Buffer>>();
 
+  let warnedNoDirect = false;
   const hardReset = (call: grpc.ServerWritableStream<unknown, unknown>): void => {
-    const s = http2StreamOf(call);
+    const s = callHttp2Stream(call);
     if (s && !s.closed) s.close(h2.NGHTTP2_CANCEL);
   };
 
@@ -122,6 +105,11 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
     /** The call has its status (grpc-js 'finish') or was cancelled: nothing more is written to it. */
     let done = false;
     const direct = directStreamOf(call);
+    deps.writePaths?.inc({ path: direct ? "direct" : "grpc-js" });
+    if (!direct && !warnedNoDirect) {
+      warnedNoDirect = true;
+      logger.warn({}, `${internalsProblem(CALL_STREAM_SHAPE)}: Subscribe streams fall back to grpc-js's slower write path`);
+    }
     // With direct writes grpc-js finishes the call as soon as the status is handed over, while the HTTP/2 stream may
     // still hold buffered events and the trailers for a client that stopped reading: the stream stays in `open`
     // (so destroy() can reset it) until the HTTP/2 stream itself closes.

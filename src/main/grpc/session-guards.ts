@@ -2,6 +2,7 @@ import http2 from "node:http2";
 import type * as grpc from "@grpc/grpc-js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric } from "../metrics.js";
+import { HTTP2_SERVERS_SHAPE, internalsProblem, serverHttp2Servers } from "./grpc-js-internals.js";
 
 /**
  * nghttp2's reset-flood protection (CVE-2023-44487, "rapid reset"): a token bucket of 1,000 RST_STREAM frames per
@@ -47,12 +48,22 @@ export function guardResetFloods(server: grpc.Server, opts: ResetGuardOptions): 
  * http2 servers through the `http2Servers` map (grpc-js 1.14); when that is missing it logs a warning.
  */
 function onSession(server: grpc.Server, logger: Logger, fn: (session: http2.ServerHttp2Session) => void): void {
-  const servers = (server as unknown as { http2Servers?: Map<http2.Http2Server, unknown> }).http2Servers;
-  if (!(servers instanceof Map)) {
-    logger.warn({}, "gRPC session guards unavailable: this grpc-js version does not expose its http2 servers");
+  const servers = serverHttp2Servers(server);
+  if (!servers) {
+    logger.warn({}, `gRPC session guards unavailable: ${internalsProblem(HTTP2_SERVERS_SHAPE)}`);
     return;
   }
-  for (const h2 of servers.keys()) h2.on("session", fn);
+  for (const h2 of servers) h2.on("session", fn);
+}
+
+/** Count the gRPC server's open HTTP/2 sessions (connections); call it right after bindAsync. */
+export function countSessions(server: grpc.Server, logger: Logger): { readonly size: number } {
+  const open = new Set<http2.ServerHttp2Session>();
+  onSession(server, logger, (session) => {
+    open.add(session);
+    session.once("close", () => open.delete(session));
+  });
+  return open;
 }
 
 /** Options of the write-stall guard. */

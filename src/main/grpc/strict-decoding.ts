@@ -1,9 +1,9 @@
 import * as grpc from "@grpc/grpc-js";
 import type { DescMessage } from "@bufbuild/protobuf";
-import { createRequire } from "node:module";
 import { gatewayRegistry } from "../../shared/protos.js";
 import type { GatewayError } from "../../shared/gateway-error.js";
 import { checkWire } from "../../shared/wire-check.js";
+import { wrapDecompressMessage } from "./grpc-js-internals.js";
 
 /**
  * Strict request decoding for the gateway's own gRPC services: what grpc-js and protobufjs let through and the gateway
@@ -53,29 +53,22 @@ let installed: boolean | undefined;
  * Make grpc-js refuse a request message whose compressed flag is set on a call without a `grpc-encoding` (or with
  * `identity`): the gRPC protocol makes that an INTERNAL error, and grpc-js 1.14 reads such a message as uncompressed.
  * grpc-js has no option for it, so this wraps `BaseServerInterceptingCall.decompressMessage` (which gets the
- * 5-byte-prefixed message and the call's encoding) once per process. Returns false when the grpc-js version has no
- * such method (the test in test/integration/input-hardening.test.ts then fails, so an upgrade cannot lose this
- * silently).
+ * 5-byte-prefixed message and the call's encoding) once per process, through grpc-js-internals.ts. Returns false when
+ * the grpc-js version has no such method (the tests in test/integration/input-hardening.test.ts and
+ * grpc-js-internals.test.ts then fail, so an upgrade cannot lose this silently).
  */
 export function installStrictCompressedFlag(): boolean {
   if (installed !== undefined) return installed;
-  try {
-    const require = createRequire(import.meta.url);
-    const mod = require("@grpc/grpc-js/build/src/server-interceptors.js") as { BaseServerInterceptingCall?: { prototype: Record<string, unknown> } };
-    const proto = mod.BaseServerInterceptingCall?.prototype;
-    const original = proto?.["decompressMessage"];
-    if (!proto || typeof original !== "function") return (installed = false);
-    proto["decompressMessage"] = function (this: unknown, message: Buffer, encoding: string): Promise<Buffer> {
-      if (encoding === "identity" && message[0] === 1) {
-        return Promise.reject({
-          code: grpc.status.INTERNAL,
-          details: "the request message has the compressed flag set, but the call names no grpc-encoding",
-        });
-      }
-      return (original as (m: Buffer, e: string) => Promise<Buffer>).call(this, message, encoding);
-    };
-    return (installed = true);
-  } catch {
-    return (installed = false);
-  }
+  return (installed = wrapDecompressMessage(
+    (original) =>
+      function (this: unknown, message: Buffer, encoding: string): Promise<Buffer> {
+        if (encoding === "identity" && message[0] === 1) {
+          return Promise.reject({
+            code: grpc.status.INTERNAL,
+            details: "the request message has the compressed flag set, but the call names no grpc-encoding",
+          });
+        }
+        return original.call(this, message, encoding);
+      },
+  ));
 }

@@ -68,7 +68,6 @@ function parseData(data: string): TriggerData | undefined {
 export function checkTriggerName(name: unknown): string {
   if (typeof name !== "string" || name === "") throw invalidArgument("name", "is required");
   if (name.length > MAX_TRIGGER_NAME) throw invalidArgument("name", `is ${name.length} characters long; the limit is ${MAX_TRIGGER_NAME}`);
-  // eslint-disable-next-line no-control-regex
   if (/[\s\u0000-\u001f\u007f/]/.test(name)) throw invalidArgument("name", `"${name}" must not contain whitespace, control characters or "/"`);
   const problem = jobNameProblem(name);
   if (problem) throw invalidArgument("name", problem);

@@ -77,7 +77,6 @@ async function main(): Promise<void> {
   const auth = createAuthenticator(opts.apiKeys);
 
   let onClose: ((ms: number) => Promise<void>) | undefined;
-  // eslint-disable-next-line prefer-const -- the bridge's handlers read it once it is made, below
   let web: ReturnType<typeof createWebPubsub>;
   const bridge = createBridge(
     port,

@@ -26,6 +26,8 @@ export interface WebPubsub {
   close(): void;
   /** The hub (on the main thread, the one uWS worker threads attach to). */
   readonly hub: WebHub;
+  /** Open WebSocket and SSE subscribers. */
+  resources(): Record<string, number>;
 }
 
 /** Makes a hub other than the broker's (a uWS worker thread's, fed by the main hub), given the delivery counter. */
@@ -112,6 +114,9 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubFactory
           description: `${ws?.size ?? 0} WebSocket and ${sse?.size ?? 0} SSE subscribers on ${h.topics} topics, ${h.history} events in resume history`,
         },
       };
+    },
+    resources() {
+      return { "pubsub.websockets": ws?.size ?? 0, "pubsub.sse": sse?.size ?? 0 };
     },
     close() {
       ws?.closeAll();

@@ -15,6 +15,7 @@ export const MAX_SCHEDULE_TIME_TEXT = "9999-12-31T23:59:59.999Z";
  * The longest Go duration: Go's time.Duration is an int64 of nanoseconds, so `time.ParseDuration` (and Dapr) refuse
  * anything above 2562047h47m16.854775807s.
  */
+// eslint-disable-next-line no-loss-of-precision -- Go's exact bound as written; comparisons use the nearest double
 export const MAX_GO_DURATION_MS = 9_223_372_036_854.775807;
 
 /** MAX_GO_DURATION_MS as Go writes it, for error messages. */
