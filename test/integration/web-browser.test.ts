@@ -145,8 +145,10 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
 
     page = await browser.newPage();
     await page.goto(allowed.origin + "/");
-    const short = await token({ topics: ["a"], ttl_seconds: 1 });
-    await new Promise((r) => setTimeout(r, 1500));
+    const issued = await fetch(`${gw.http}/v1/pubsub/tokens`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify({ topics: ["a"], ttl_seconds: 1 }) });
+    const { token: short, expires_at } = (await issued.json()) as { token: string; expires_at: string };
+    // A token lives at least ttl_seconds and less than a second more (exp is whole seconds, rounded up): wait it out.
+    await new Promise((r) => setTimeout(r, Math.max(0, Date.parse(expires_at) - Date.now()) + 100));
     await page.evaluate((u: string) => (globalThis as any).startSse(u), `http://${direct}/v1/pubsub/events?topic=a&token=${short}`);
     await page.evaluate((u: string) => (globalThis as any).startWs(u, ["pubsub.v1"], ["a"], false), `ws://${direct}/v1/pubsub/ws?token=${short}`);
     const s3 = await until((s) => s.sseReadyState === 2 && s.wsCloses.length === 1, "expired token refused on both");
