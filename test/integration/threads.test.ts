@@ -181,7 +181,8 @@ describe("uWS front on worker threads (--threads 2)", () => {
       const c = await connectWs(gw.http, { token });
       sockets.push(c);
       c.send({ op: "subscribe", topics: ["res1"], id: 1 });
-      await c.next((f) => f.op === "subscribed", "subscribed with the token");
+      const reply = await c.next((f) => f.op === "subscribed" || f.op === "error", "subscribed with the token", 10_000);
+      assert.equal(reply.op, "subscribed", `socket ${i}: ${JSON.stringify(reply)}`);
     }
   });
 
