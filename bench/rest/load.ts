@@ -1,7 +1,6 @@
 import { fork, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
-import { cpuUs } from "../lib/proc.js";
 
 /** One load run's settings. */
 export interface LoadOptions {
@@ -44,6 +43,8 @@ interface ChildResult {
   firstError?: string;
   elapsedMs: number;
   latenciesUs: Float64Array;
+  /** The child's own CPU over the measured run (process.cpuUsage, microseconds). */
+  cpuUs: number;
 }
 
 type ChildMessage = { type: "ready" } | ({ type: "result" } & ChildResult) | { type: "failed"; message: string };
@@ -123,14 +124,7 @@ export async function runLoad(o: LoadOptions, onReady?: () => Promise<void>): Pr
     );
     await Promise.all(ready);
     await onReady?.();
-    const cpu0 = children.map((c) => cpuUs(c.pid));
-    const cpu1: number[] = new Array(procs).fill(NaN);
-    const results = children.map((c, i) =>
-      next(c, "result", o.durationMs + 60_000, "the measured run").then((r) => {
-        cpu1[i] = cpuUs(c.pid); // read at once: the child idles from here on
-        return r;
-      }),
-    );
+    const results = children.map((c) => next(c, "result", o.durationMs + 60_000, "the measured run"));
     for (const c of children) c.send({ type: "go" });
     const rs = await Promise.all(results);
     const total = rs.reduce((a, r) => a + r.latenciesUs.length, 0);
@@ -147,7 +141,7 @@ export async function runLoad(o: LoadOptions, onReady?: () => Promise<void>): Pr
       ...(firstError ? { firstError } : {}),
       elapsedMs: Math.max(...rs.map((r) => r.elapsedMs)),
       latenciesUs,
-      clientCpuUs: cpu1.reduce((a, v, i) => a + (v - cpu0[i]!), 0),
+      clientCpuUs: rs.reduce((a, r) => a + r.cpuUs, 0),
       procs,
     };
   } finally {
