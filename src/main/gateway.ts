@@ -134,9 +134,11 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
 
   const configOps = createConfigOps(services);
   const pubsub = createPubsubFacility(ctx);
+  /** The uWS worker threads once started (`threads` > 1); gRPC invokes run on them from then on. */
+  let threads: UwsThreads | undefined;
   const facilities: Facility[] = [
     { grpc: { "platform.Config": configGrpc(configOps) }, routes: configRoutes(configOps) },
-    createDispatchFacility(ctx),
+    createDispatchFacility(ctx, (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs)),
     createStateFacility(ctx),
     pubsub,
     createTriggerFacility(ctx),
@@ -224,7 +226,6 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   ];
 
   let rest: RestServer | undefined;
-  let threads: UwsThreads | undefined;
   let grpcPort: number;
   let stopStallGuard = noop;
   try {
