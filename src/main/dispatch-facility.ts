@@ -28,7 +28,7 @@ export interface DispatchFacility extends Facility {
  * worker threads) runs invoke on those threads when one can take it; with threads the main thread's invokes are the
  * gRPC ones (the threads serve REST themselves).
  */
-export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffload): DispatchFacility {
+export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffload, offloadMinInflight?: number): DispatchFacility {
   const { logger, options } = ctx;
   const filter = createMetadataFilter(options.forwardHeaders);
   // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
@@ -72,6 +72,7 @@ export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffl
     invocations: ctx.metrics.counter("platform_gateway_invocations_total", "Dynamic invocations by registered service and outcome code name", ["service", "code"]),
     latency: ctx.metrics.histogram("platform_gateway_invoke_duration_seconds", "Latency of dynamic invocations in seconds (conversion and backend call), by service and outcome", ["service", "code"]),
     ...(offload ? { offload } : {}),
+    ...(offloadMinInflight !== undefined ? { offloadMinInflight } : {}),
   });
 
   // Count in-flight invocations so close() lets them finish before the channels go.

@@ -58,6 +58,8 @@ export interface GatewayOverrides {
   runtime?: Runtime;
   /** Bound on web events posted to one uWS worker thread and not yet handled there (tests make it small). */
   threadEventBacklog?: number;
+  /** With threads: offload gRPC invokes arriving while at least this many are in flight (tests use 0: every call). */
+  invokeOffloadMinInflight?: number;
 }
 
 /** The gRPC server reflection methods the gateway serves (v1 and v1alpha). */
@@ -138,7 +140,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   let threads: UwsThreads | undefined;
   const facilities: Facility[] = [
     { grpc: { "platform.Config": configGrpc(configOps) }, routes: configRoutes(configOps) },
-    createDispatchFacility(ctx, (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs)),
+    createDispatchFacility(ctx, (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), overrides.invokeOffloadMinInflight),
     createStateFacility(ctx),
     pubsub,
     createTriggerFacility(ctx),

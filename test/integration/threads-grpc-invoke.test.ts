@@ -84,7 +84,8 @@ describe("gRPC Invoke/InvokeJson on the uWS worker threads (--threads 2)", () =>
 
   before(async () => {
     backend = await startOrderBackend();
-    [one, two] = await Promise.all([startTestGateway(options(backend, 1)), startTestGateway(options(backend, 2))]);
+    // Every call offloaded (the default keeps a lone call on the main thread), so these sequential calls cross.
+    [one, two] = await Promise.all([startTestGateway(options(backend, 1)), startTestGateway(options(backend, 2), { invokeOffloadMinInflight: 0 })]);
   });
   after(async () => {
     await Promise.all([one?.close(), two?.close()]);
@@ -193,5 +194,33 @@ describe("gRPC Invoke/InvokeJson on the uWS worker threads (--threads 2)", () =>
     await waitFor(() => threads.running() === 2, "both threads to start again", 10_000);
     const back = await invoke(two, "InvokeJson", CASES[0]![1]);
     assert.equal(back.status, "OK", back.message);
+  });
+});
+
+describe("gRPC invoke offload policy (--threads 2, defaults)", () => {
+  let backend: OrderBackend;
+  let gw: TestGateway;
+  before(async () => {
+    backend = await startOrderBackend();
+    gw = await startTestGateway(options(backend, 2));
+  });
+  after(async () => {
+    await gw?.close();
+    backend?.close();
+  });
+
+  it("runs a lone call on the main thread (no thread hops) and sends calls that would queue to the threads", async () => {
+    const mainCount = async (): Promise<number> =>
+      metricValue(await gw.gateway.context.metrics.registry.metrics(), "platform_gateway_invocations_total", ['service="orders"', 'code="OK"']);
+    for (let i = 0; i < 3; i++) assert.equal((await invoke(gw, "InvokeJson", CASES[0]![1])).status, "OK");
+    assert.equal(await mainCount(), 3, "sequential calls ran on the main thread");
+    const n = 8;
+    const rs = await Promise.all(
+      Array.from({ length: n }, (_, i) => invoke(gw, "InvokeJson", { service: "orders", method: "GetOrder", request_data: JSON.stringify({ orderId: `sleep:${200 + i}` }) })),
+    );
+    for (const r of rs) assert.equal(r.status, "OK", r.message);
+    const here = await mainCount();
+    assert.ok(here < 3 + n, `some of the ${n} concurrent calls ran on the threads (main thread ran ${here - 3})`);
+    assert.equal(metricValue(await get(gw.http, "/metrics"), "platform_gateway_invocations_total", ['service="orders"', 'code="OK"']), 3 + n, "each counted once");
   });
 });

@@ -99,6 +99,12 @@ export interface DispatchDeps {
    * uWS worker threads); read per call. Absent, or answering undefined: here.
    */
   offload?: InvokeOffload;
+  /**
+   * Offload only a call that arrives while at least this many invocations are in flight here (run here or offloaded).
+   * Default 1: a lone call runs here, sparing it two thread hops; a call that would queue behind others goes to a
+   * thread. 0 offloads every call.
+   */
+  offloadMinInflight?: number;
 }
 
 const EMPTY_JSON = "{}";
@@ -191,26 +197,46 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     }
   };
 
+  const invokeHere = async (input: InvokeInput, started: number): Promise<InvokeResult> => {
+    let label = "(unknown)";
+    let result: InvokeResult;
+    try {
+      const backend = backendOf(input.service);
+      label = backend.name;
+      result = await invokeOrThrow(input, backend);
+    } catch (e) {
+      result = failed(e);
+    }
+    record(label, result, started);
+    return result;
+  };
+
+  const offloadMin = deps.offloadMinInflight ?? 1;
+  /** Invocations in flight here, run here or offloaded. */
+  let inflight = 0;
+
   return {
     async invoke(input) {
       const started = performance.now();
       // A call already given up is answered here at once, as the op always answers it.
-      if (deps.offload && !input.signal?.aborted) {
+      if (deps.offload && inflight >= offloadMin && !input.signal?.aborted) {
         const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
         const far = deps.offload(invokeToWire(input), input.signal, deadline - Date.now() + OFFLOAD_GRACE_MS);
-        if (far) return offloaded(far, input, started);
+        if (far) {
+          inflight++;
+          try {
+            return await offloaded(far, input, started);
+          } finally {
+            inflight--;
+          }
+        }
       }
-      let label = "(unknown)";
-      let result: InvokeResult;
+      inflight++;
       try {
-        const backend = backendOf(input.service);
-        label = backend.name;
-        result = await invokeOrThrow(input, backend);
-      } catch (e) {
-        result = failed(e);
+        return await invokeHere(input, started);
+      } finally {
+        inflight--;
       }
-      record(label, result, started);
-      return result;
     },
     listServices: () => backends.names,
     async listMethods(service, opts = {}) {
