@@ -25,8 +25,9 @@ export interface DispatchFacility extends Facility {
 /**
  * Dynamic dispatch: `platform.Gateway` over gRPC, the `/v1/gateway` and `/v1/grpc` REST routes, a channel pool and a
  * reflection cache per dialable backend, and the JSON<->protobuf converter. `offload` (the main thread with uWS
- * worker threads) runs invoke on those threads when one can take it; with threads the main thread's invokes are the
- * gRPC ones (the threads serve REST themselves).
+ * worker threads and `--grpc-invoke-offload`) runs invoke on those threads for calls arriving while
+ * `offloadMinInflight` are in flight; with threads the main thread's invokes are the gRPC ones (the threads serve
+ * REST themselves).
  */
 export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffload, offloadMinInflight?: number): DispatchFacility {
   const { logger, options } = ctx;

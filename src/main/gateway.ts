@@ -58,7 +58,7 @@ export interface GatewayOverrides {
   runtime?: Runtime;
   /** Bound on web events posted to one uWS worker thread and not yet handled there (tests make it small). */
   threadEventBacklog?: number;
-  /** With threads: offload gRPC invokes arriving while at least this many are in flight (tests use 0: every call). */
+  /** With threads: offload gRPC invokes arriving while at least this many are in flight, whatever `grpcInvokeOffload` says (tests use 0: every call). */
   invokeOffloadMinInflight?: number;
 }
 
@@ -136,11 +136,13 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
 
   const configOps = createConfigOps(services);
   const pubsub = createPubsubFacility(ctx);
-  /** The uWS worker threads once started (`threads` > 1); gRPC invokes run on them from then on. */
+  /** The uWS worker threads once started (`threads` > 1); gRPC invokes may run on them from then on. */
   let threads: UwsThreads | undefined;
+  /** gRPC invokes arriving while this many are in flight run on the threads (`grpcInvokeOffload`); undefined: none. */
+  const offloadMin = opts.threads < 2 ? undefined : (overrides.invokeOffloadMinInflight ?? (opts.grpcInvokeOffload > 0 ? opts.grpcInvokeOffload : undefined));
   const facilities: Facility[] = [
     { grpc: { "platform.Config": configGrpc(configOps) }, routes: configRoutes(configOps) },
-    createDispatchFacility(ctx, (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), overrides.invokeOffloadMinInflight),
+    offloadMin === undefined ? createDispatchFacility(ctx) : createDispatchFacility(ctx, (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), offloadMin),
     createStateFacility(ctx),
     pubsub,
     createTriggerFacility(ctx),

@@ -197,30 +197,37 @@ describe("gRPC Invoke/InvokeJson on the uWS worker threads (--threads 2)", () =>
   });
 });
 
-describe("gRPC invoke offload policy (--threads 2, defaults)", () => {
+describe("gRPC invoke offload policy (--threads 2)", () => {
   let backend: OrderBackend;
-  let gw: TestGateway;
+  let offload: TestGateway;
+  let plain: TestGateway;
   before(async () => {
     backend = await startOrderBackend();
-    gw = await startTestGateway(options(backend, 2));
+    [offload, plain] = await Promise.all([startTestGateway({ ...options(backend, 2), grpcInvokeOffload: 1 }), startTestGateway(options(backend, 2))]);
   });
   after(async () => {
-    await gw?.close();
+    await Promise.all([offload?.close(), plain?.close()]);
     backend?.close();
   });
 
-  it("runs a lone call on the main thread (no thread hops) and sends calls that would queue to the threads", async () => {
-    const mainCount = async (): Promise<number> =>
-      metricValue(await gw.gateway.context.metrics.registry.metrics(), "platform_gateway_invocations_total", ['service="orders"', 'code="OK"']);
-    for (let i = 0; i < 3; i++) assert.equal((await invoke(gw, "InvokeJson", CASES[0]![1])).status, "OK");
-    assert.equal(await mainCount(), 3, "sequential calls ran on the main thread");
+  const mainCount = async (gw: TestGateway): Promise<number> =>
+    metricValue(await gw.gateway.context.metrics.registry.metrics(), "platform_gateway_invocations_total", ['service="orders"', 'code="OK"']);
+  const concurrent = (gw: TestGateway, n: number): Promise<InvokeReply[]> =>
+    Promise.all(Array.from({ length: n }, (_, i) => invoke(gw, "InvokeJson", { service: "orders", method: "GetOrder", request_data: JSON.stringify({ orderId: `sleep:${200 + i}` }) })));
+
+  it("--grpc-invoke-offload 1: a lone call runs on the main thread (no thread hops), calls that would queue go to the threads", async () => {
+    for (let i = 0; i < 3; i++) assert.equal((await invoke(offload, "InvokeJson", CASES[0]![1])).status, "OK");
+    assert.equal(await mainCount(offload), 3, "sequential calls ran on the main thread");
     const n = 8;
-    const rs = await Promise.all(
-      Array.from({ length: n }, (_, i) => invoke(gw, "InvokeJson", { service: "orders", method: "GetOrder", request_data: JSON.stringify({ orderId: `sleep:${200 + i}` }) })),
-    );
-    for (const r of rs) assert.equal(r.status, "OK", r.message);
-    const here = await mainCount();
+    for (const r of await concurrent(offload, n)) assert.equal(r.status, "OK", r.message);
+    const here = await mainCount(offload);
     assert.ok(here < 3 + n, `some of the ${n} concurrent calls ran on the threads (main thread ran ${here - 3})`);
-    assert.equal(metricValue(await get(gw.http, "/metrics"), "platform_gateway_invocations_total", ['service="orders"', 'code="OK"']), 3 + n, "each counted once");
+    assert.equal(metricValue(await get(offload.http, "/metrics"), "platform_gateway_invocations_total", ['service="orders"', 'code="OK"']), 3 + n, "each counted once");
+  });
+
+  it("by default (0) every gRPC invoke runs on the main thread", async () => {
+    const n = 8;
+    for (const r of await concurrent(plain, n)) assert.equal(r.status, "OK", r.message);
+    assert.equal(await mainCount(plain), n);
   });
 });

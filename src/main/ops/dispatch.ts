@@ -102,7 +102,7 @@ export interface DispatchDeps {
   /**
    * Offload only a call that arrives while at least this many invocations are in flight here (run here or offloaded).
    * Default 1: a lone call runs here, sparing it two thread hops; a call that would queue behind others goes to a
-   * thread. 0 offloads every call.
+   * thread. 0 offloads every call. (`--grpc-invoke-offload`.)
    */
   offloadMinInflight?: number;
 }
