@@ -34,6 +34,8 @@ Options (each has an environment variable; the flag wins):
   --pubsub-event-bytes <n>    nominal event size; web bound = 1024 x n GATEWAY_PUBSUB_EVENT_BYTES (default 1024)
   --threads <n>           threads serving the HTTP port (REST, WebSocket, SSE; 1 = main thread only)
                                                                 GATEWAY_THREADS (default: the number of cores)
+  --grpc-invoke-offload <n> with --threads > 1, run a gRPC invoke on the threads when n are in flight
+                                                                GATEWAY_GRPC_INVOKE_OFFLOAD (default 0: never)
   --dapr-host <host>      Dapr sidecar host                             DAPR_HOST (default 127.0.0.1)
   --dapr-grpc-port <port> Dapr sidecar gRPC port                        DAPR_GRPC_PORT (default 50001)
   -h, --help              print this help
@@ -100,6 +102,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "pubsub-history-age": { type: "string" },
       "pubsub-event-bytes": { type: "string" },
       threads: { type: "string" },
+      "grpc-invoke-offload": { type: "string" },
       "dapr-host": { type: "string" },
       "dapr-grpc-port": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -141,6 +144,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("pubsubHistoryAgeMs", int(from("pubsub-history-age", "GATEWAY_PUBSUB_HISTORY_AGE_MS")));
   set("pubsubEventBytes", int(from("pubsub-event-bytes", "GATEWAY_PUBSUB_EVENT_BYTES")));
   set("threads", int(from("threads", "GATEWAY_THREADS")));
+  set("grpcInvokeOffload", int(from("grpc-invoke-offload", "GATEWAY_GRPC_INVOKE_OFFLOAD")));
   set("daprHost", str("dapr-host", "DAPR_HOST"));
   set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
   // Variables without a flag. This function is the only place the gateway reads the environment.

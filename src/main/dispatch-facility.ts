@@ -5,7 +5,7 @@ import { createBackendRegistry } from "../backends/registry.js";
 import type { Facility, GatewayContext } from "./context.js";
 import { createMetadataFilter } from "./forward-metadata.js";
 import { gatewayGrpc } from "./grpc/gateway.js";
-import { backendNamed, createDispatchOps, type DispatchOps } from "./ops/dispatch.js";
+import { backendNamed, createDispatchOps, type DispatchOps, type InvokeOffload } from "./ops/dispatch.js";
 import { invokeStreamGrpc } from "./grpc/invoke-stream.js";
 import { createGrpcProxy } from "./grpc/proxy.js";
 import { invokeStreamRoutes } from "./rest/invoke-stream.js";
@@ -16,11 +16,20 @@ import { gatewayRoutes } from "./rest/gateway.js";
 import { grpcReflectionRoutes } from "./rest/grpc-reflection.js";
 import { createConverter } from "../workers/converter.js";
 
+/** The dispatch facility, with its operations for a uWS worker thread's bridge (`dispatch.invoke`). */
+export interface DispatchFacility extends Facility {
+  /** The operations behind every front (invoke counted for close()). */
+  readonly ops: DispatchOps;
+}
+
 /**
  * Dynamic dispatch: `platform.Gateway` over gRPC, the `/v1/gateway` and `/v1/grpc` REST routes, a channel pool and a
- * reflection cache per dialable backend, and the JSON<->protobuf converter.
+ * reflection cache per dialable backend, and the JSON<->protobuf converter. `offload` (the main thread with uWS
+ * worker threads and `--grpc-invoke-offload`) runs invoke on those threads for calls arriving while
+ * `offloadMinInflight` are in flight; with threads the main thread's invokes are the gRPC ones (the threads serve
+ * REST themselves).
  */
-export function createDispatchFacility(ctx: GatewayContext): Facility {
+export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffload, offloadMinInflight?: number): DispatchFacility {
   const { logger, options } = ctx;
   const filter = createMetadataFilter(options.forwardHeaders);
   // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
@@ -63,6 +72,8 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
     invokeDeadlineMs: options.invokeDeadlineMs,
     invocations: ctx.metrics.counter("platform_gateway_invocations_total", "Dynamic invocations by registered service and outcome code name", ["service", "code"]),
     latency: ctx.metrics.histogram("platform_gateway_invoke_duration_seconds", "Latency of dynamic invocations in seconds (conversion and backend call), by service and outcome", ["service", "code"]),
+    ...(offload ? { offload } : {}),
+    ...(offloadMinInflight !== undefined ? { offloadMinInflight } : {}),
   });
 
   // Count in-flight invocations so close() lets them finish before the channels go.
@@ -93,6 +104,7 @@ export function createDispatchFacility(ctx: GatewayContext): Facility {
   let closed: Promise<void> | undefined;
   let destroyed = false;
   return {
+    ops: counted,
     grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter) } },
     bindGrpc: (server, binding) => proxy.bind(server, binding),
     appHooks: [invokeWsHook(streamDeps, filter, createOriginPolicy(options.corsOrigins))],

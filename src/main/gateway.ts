@@ -64,6 +64,8 @@ export interface GatewayOverrides {
   runtime?: Runtime;
   /** Bound on web events posted to one uWS worker thread and not yet handled there (tests make it small). */
   threadEventBacklog?: number;
+  /** With threads: offload gRPC invokes arriving while at least this many are in flight, whatever `grpcInvokeOffload` says (tests use 0: every call). */
+  invokeOffloadMinInflight?: number;
 }
 
 /** The gRPC server reflection methods the gateway serves (v1 and v1alpha). */
@@ -140,9 +142,13 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
 
   const configOps = createConfigOps(services);
   const pubsub = createPubsubFacility(ctx);
+  /** The uWS worker threads once started (`threads` > 1); gRPC invokes may run on them from then on. */
+  let threads: UwsThreads | undefined;
+  /** gRPC invokes arriving while this many are in flight run on the threads (`grpcInvokeOffload`); undefined: none. */
+  const offloadMin = opts.threads < 2 ? undefined : (overrides.invokeOffloadMinInflight ?? (opts.grpcInvokeOffload > 0 ? opts.grpcInvokeOffload : undefined));
   const facilities: Facility[] = [
     { grpc: { "platform.Config": configGrpc(configOps) }, routes: configRoutes(configOps) },
-    createDispatchFacility(ctx),
+    offloadMin === undefined ? createDispatchFacility(ctx) : createDispatchFacility(ctx, (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), offloadMin),
     createStateFacility(ctx),
     pubsub,
     createTriggerFacility(ctx),
@@ -230,7 +236,6 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   ];
 
   let rest: RestServer | undefined;
-  let threads: UwsThreads | undefined;
   let grpcPort: number;
   let stopStallGuard = noop;
   let sessions: { readonly size: number } = { size: 0 };

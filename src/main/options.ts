@@ -60,6 +60,12 @@ export interface GatewayOptions {
    * the runtime stay on the main thread. Default: the number of cores.
    */
   threads?: number;
+  /**
+   * With `threads` > 1: run gRPC Invoke/InvokeJson's conversion and backend call on the uWS threads for a call that
+   * arrives while at least this many invokes are in flight on the main thread. 0 (default): never, every gRPC invoke
+   * runs on the main thread (docs/threads.md: on a machine without idle cores it only adds CPU per call).
+   */
+  grpcInvokeOffload?: number;
   /** Channels per backend. Default 4. Overridden per service by `grpc.channels` in the config. */
   channelsPerBackend?: number;
   /** Broker: how long an unused upstream subscription lingers before release, ms. Default 2000. */
@@ -283,6 +289,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     workerThreads: positiveInt("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),
     workerMaxQueue: nonNegativeInt("workerMaxQueue", o.workerMaxQueue, 256),
     threads: threadCount(o.threads),
+    grpcInvokeOffload: nonNegativeInt("grpcInvokeOffload", o.grpcInvokeOffload, 0),
     channelsPerBackend: positiveInt("channelsPerBackend", o.channelsPerBackend, 4),
     subscriptionLingerMs: nonNegativeInt("subscriptionLingerMs", o.subscriptionLingerMs, 2000),
     sweepIntervalMs: positive("sweepIntervalMs", o.sweepIntervalMs, 5000),

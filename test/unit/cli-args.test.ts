@@ -54,6 +54,15 @@ describe("command line and environment", () => {
     assert.throws(() => parseCli(["--pubsub-history-events", "many"], {}), /--pubsub-history-events must be an integer/);
   });
 
+  it("--grpc-invoke-offload / GATEWAY_GRPC_INVOKE_OFFLOAD: gRPC invokes on the threads from n in flight; default 0 (never)", () => {
+    assert.deepEqual(parseCli(["--grpc-invoke-offload", "2"], { GATEWAY_GRPC_INVOKE_OFFLOAD: "5" }), { grpcInvokeOffload: 2 });
+    assert.deepEqual(parseCli([], { GATEWAY_GRPC_INVOKE_OFFLOAD: "1" }), { grpcInvokeOffload: 1 });
+    assert.equal(validateGatewayOptions({}).grpcInvokeOffload, 0);
+    assert.throws(() => validateGatewayOptions({ grpcInvokeOffload: -1 }), /grpcInvokeOffload/);
+    assert.throws(() => parseCli(["--grpc-invoke-offload", "yes"], {}), /--grpc-invoke-offload must be an integer/);
+    assert.match(HELP, /--grpc-invoke-offload <n> .*\n.* GATEWAY_GRPC_INVOKE_OFFLOAD \(default 0: never\)/);
+  });
+
   it("bad web pub/sub options name the option", () => {
     assert.throws(() => validateGatewayOptions({ corsOrigins: ["a.example"] }), /corsOrigins/);
     assert.throws(() => validateGatewayOptions({ tokenSecret: "short" }), /tokenSecret must be a string of at least 16 characters/);

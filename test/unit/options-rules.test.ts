@@ -21,6 +21,7 @@ const INTEGER_OPTIONS: Array<[keyof GatewayOptions, number]> = [
   ["subscriptionLingerMs", 0],
   ["pubsubHistoryEvents", 0],
   ["pubsubEventBytes", 1],
+  ["grpcInvokeOffload", 0],
 ];
 
 /** Durations in ms: fractions are fine (timers take them), zero and below are not. */

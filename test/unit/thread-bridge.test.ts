@@ -66,6 +66,22 @@ describe("thread bridge (request/reply over a MessagePort)", () => {
     }
   });
 
+  it("takes a per-call timeout in place of the bridge's (an invoke's deadline), capped at what a timer holds", async () => {
+    const p = pair({ hang: (_p, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))), slow: () => new Promise((r) => setTimeout(() => r("late"), 150)) }, { timeoutMs: 5000 });
+    try {
+      const started = Date.now();
+      const e = await p.a.call("hang", {}, undefined, 40).catch((x: unknown) => x);
+      assert.equal(codeOf(e), Code.DEADLINE_EXCEEDED);
+      assert.match((e as GatewayError).rawMessage, /within 40 ms/);
+      assert.ok(Date.now() - started < 2000);
+      // A bound past 2^31-1 ms (which Node would fire at once) or an unbounded one waits for the answer.
+      assert.equal(await p.a.call("slow", {}, undefined, 2 ** 40), "late");
+      assert.equal(await p.a.call("slow", {}, undefined, Infinity), "late");
+    } finally {
+      p.close();
+    }
+  });
+
   it("bounds the calls waiting at once (RESOURCE_EXHAUSTED past it) and passes a caller's abort to the handler", async () => {
     const signals: AbortSignal[] = [];
     const p = pair({ hang: (_p, signal) => new Promise((_, reject) => (signals.push(signal), signal.addEventListener("abort", () => reject(signal.reason)))) }, { maxPending: 2 });

@@ -160,7 +160,10 @@ export function bindService(server: grpc.Server, definition: grpc.ServiceDefinit
       // grpc-js also emits "cancelled" when the stream closes after the response: finish() clears the signal first,
       // so only calls still running are aborted.
       const running = (work = linkedSignal());
-      call.once("cancelled", () => running.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call")));
+      // Checked first: the error (and its stack) is not built for the "cancelled" that follows every reply.
+      call.once("cancelled", () => {
+        if (!running.cleared) running.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call"));
+      });
       deps.inflight.count++;
       unary!(call.request as never, { metadata: call.metadata, signal: running.signal, deadline: deadlineOf(call) })
         .then(

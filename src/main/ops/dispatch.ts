@@ -1,4 +1,4 @@
-import type * as grpc from "@grpc/grpc-js";
+import * as grpc from "@grpc/grpc-js";
 import type { Backend } from "../../backends/backend.js";
 import type { BackendRegistry } from "../../backends/registry.js";
 import { encodeFileDescriptorSet, messageFields, type MethodEntry } from "../../backends/schema.js";
@@ -47,6 +47,45 @@ export interface DispatchOps {
   protos(service: unknown, signal?: AbortSignal): Promise<Uint8Array>;
 }
 
+/**
+ * An invocation as it crosses to a uWS worker thread (structured-clone safe): the caller's fields as given, the
+ * metadata as the entries the allow-list let through (filtered on the main thread, so credentials never cross).
+ */
+export interface InvokeWire {
+  service: unknown;
+  method: unknown;
+  requestData: unknown;
+  /** [key, value] pairs, in order, repeated keys kept. */
+  metadata: Array<[string, string]>;
+  deadline: number | undefined;
+}
+
+/** An invocation for another thread to run. */
+export function invokeToWire(input: InvokeInput): InvokeWire {
+  const metadata: Array<[string, string]> = [];
+  for (const [key, values] of Object.entries(input.metadata.toJSON())) {
+    for (const v of values) if (typeof v === "string") metadata.push([key, v]);
+  }
+  return { service: input.service, method: input.method, requestData: input.requestData, metadata, deadline: input.deadline };
+}
+
+/** An invocation from another thread, run here; `signal` aborts when the caller gave up. */
+export function invokeFromWire(wire: InvokeWire, signal: AbortSignal): InvokeInput {
+  const metadata = new grpc.Metadata();
+  for (const [key, value] of wire.metadata) metadata.add(key, value);
+  return { service: wire.service, method: wire.method, requestData: wire.requestData, metadata, deadline: wire.deadline, signal };
+}
+
+/**
+ * Runs an invocation on another thread (a uWS worker thread, which has its own backend channels, schemas and
+ * converter), or answers undefined when none can take it (the caller runs it itself). Rejects with a GatewayError when
+ * the call got no answer (the thread exited, the bridge is full, or it did not answer within `timeoutMs`).
+ */
+export type InvokeOffload = (wire: InvokeWire, signal: AbortSignal | undefined, timeoutMs: number) => Promise<InvokeResult> | undefined;
+
+/** Past the invocation's own deadline, how long the thread running it gets to answer before the bridge gives up, ms. */
+export const OFFLOAD_GRACE_MS = 2_000;
+
 /** What the operations need. */
 export interface DispatchDeps {
   services: ServiceRegistry;
@@ -55,6 +94,17 @@ export interface DispatchDeps {
   invokeDeadlineMs: number;
   invocations: CounterMetric<"service" | "code">;
   latency: HistogramMetric<"service" | "code">;
+  /**
+   * Where invoke runs when it is not here (the main thread with `--threads` > 1: gRPC Invoke/InvokeJson run on the
+   * uWS worker threads); read per call. Absent, or answering undefined: here.
+   */
+  offload?: InvokeOffload;
+  /**
+   * Offload only a call that arrives while at least this many invocations are in flight here (run here or offloaded).
+   * Default 1: a lone call runs here, sparing it two thread hops; a call that would queue behind others goes to a
+   * thread. 0 offloads every call. (`--grpc-invoke-offload`.)
+   */
+  offloadMinInflight?: number;
 }
 
 const EMPTY_JSON = "{}";
@@ -120,21 +170,73 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     return { ...inBandOk(), responseData };
   };
 
+  const record = (label: string, result: InvokeResult, started: number): void => {
+    deps.invocations.inc({ service: label, code: result.status });
+    deps.latency.observe({ service: label, code: result.status }, (performance.now() - started) / 1000);
+  };
+
+  /**
+   * The thread that ran the invocation counted it and its outcome is returned as is (the same op ran there). One
+   * that got no answer is counted here, unless the caller gave up: the thread sees that abort and counts the call.
+   */
+  const offloaded = async (far: Promise<InvokeResult>, input: InvokeInput, started: number): Promise<InvokeResult> => {
+    try {
+      return await far;
+    } catch (e) {
+      const result = failed(e);
+      if (!input.signal?.aborted) {
+        let label = "(unknown)";
+        try {
+          label = backendOf(input.service).name;
+        } catch {
+          // an invalid service name: counted as the op counts it
+        }
+        record(label, result, started);
+      }
+      return result;
+    }
+  };
+
+  const invokeHere = async (input: InvokeInput, started: number): Promise<InvokeResult> => {
+    let label = "(unknown)";
+    let result: InvokeResult;
+    try {
+      const backend = backendOf(input.service);
+      label = backend.name;
+      result = await invokeOrThrow(input, backend);
+    } catch (e) {
+      result = failed(e);
+    }
+    record(label, result, started);
+    return result;
+  };
+
+  const offloadMin = deps.offloadMinInflight ?? 1;
+  /** Invocations in flight here, run here or offloaded. */
+  let inflight = 0;
+
   return {
     async invoke(input) {
       const started = performance.now();
-      let label = "(unknown)";
-      let result: InvokeResult;
-      try {
-        const backend = backendOf(input.service);
-        label = backend.name;
-        result = await invokeOrThrow(input, backend);
-      } catch (e) {
-        result = failed(e);
+      // A call already given up is answered here at once, as the op always answers it.
+      if (deps.offload && inflight >= offloadMin && !input.signal?.aborted) {
+        const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
+        const far = deps.offload(invokeToWire(input), input.signal, deadline - Date.now() + OFFLOAD_GRACE_MS);
+        if (far) {
+          inflight++;
+          try {
+            return await offloaded(far, input, started);
+          } finally {
+            inflight--;
+          }
+        }
       }
-      deps.invocations.inc({ service: label, code: result.status });
-      deps.latency.observe({ service: label, code: result.status }, (performance.now() - started) / 1000);
-      return result;
+      inflight++;
+      try {
+        return await invokeHere(input, started);
+      } finally {
+        inflight--;
+      }
     },
     listServices: () => backends.names,
     async listMethods(service, opts = {}) {

@@ -25,8 +25,11 @@ export interface BridgeOptions {
  * of it: no stack, no cause), so a front on either thread answers it exactly as it would an in-process error.
  */
 export interface Bridge {
-  /** Ask the other side to run `op`; `signal` aborting cancels it there too. */
-  call<T>(op: string, payload: unknown, signal?: AbortSignal): Promise<T>;
+  /**
+   * Ask the other side to run `op`; `signal` aborting cancels it there too. `timeoutMs` replaces the bridge's
+   * timeout for this call (e.g. an invoke's own deadline plus a grace); it is capped at what a timer can hold.
+   */
+  call<T>(op: string, payload: unknown, signal?: AbortSignal, timeoutMs?: number): Promise<T>;
   /** Feed one message from the port; false when it is not a bridge message (the caller handles it). */
   receive(message: unknown): boolean;
   /** Calls waiting for an answer. */
@@ -34,6 +37,9 @@ export interface Bridge {
   /** Fail every waiting call with UNAVAILABLE `why` and refuse new ones (the other side is gone). Safe twice. */
   close(why: string): void;
 }
+
+/** The longest delay a Node timer holds (longer ones fire at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Bridge wire messages: `q` request, `r` reply, `x` abort. */
 type Wire =
@@ -99,13 +105,15 @@ export function createBridge(port: BridgePort, handlers: Record<string, BridgeHa
   }
 
   return {
-    call<T>(op: string, payload: unknown, signal?: AbortSignal): Promise<T> {
+    call<T>(op: string, payload: unknown, signal?: AbortSignal, timeoutMs = options.timeoutMs): Promise<T> {
       if (closedWhy !== undefined) return Promise.reject(new GatewayError(Code.UNAVAILABLE, closedWhy));
       if (signal?.aborted) return Promise.reject(GatewayError.from(signal.reason, Code.CANCELLED));
       if (waiting.size >= options.maxPending) {
         return Promise.reject(new GatewayError(Code.RESOURCE_EXHAUSTED, `${options.maxPending} calls to ${options.peer} are waiting already`));
       }
       const id = nextId++;
+      // Past 2^31-1 ms Node fires a timer at once; a negative or NaN bound means "answer now or fail".
+      const ms = Math.min(Math.max(Number.isFinite(timeoutMs) ? timeoutMs : MAX_TIMER_MS, 0), MAX_TIMER_MS);
       return new Promise<T>((resolve, reject) => {
         const w: Waiting = {
           resolve: resolve as (v: unknown) => void,
@@ -113,8 +121,8 @@ export function createBridge(port: BridgePort, handlers: Record<string, BridgeHa
           timer: setTimeout(() => {
             settle(id);
             post({ b: "x", id });
-            reject(new GatewayError(Code.DEADLINE_EXCEEDED, `${options.peer} did not answer ${op} within ${options.timeoutMs} ms`));
-          }, options.timeoutMs),
+            reject(new GatewayError(Code.DEADLINE_EXCEEDED, `${options.peer} did not answer ${op} within ${ms} ms`));
+          }, ms),
         };
         if (signal) {
           const onAbort = (): void => {

@@ -19,6 +19,7 @@ import { loadRegistry } from "../gateway.js";
 import { createLogger, type Logger } from "../logger.js";
 import { createMetrics } from "../metrics.js";
 import { createConfigOps } from "../ops/config.js";
+import { invokeFromWire, type InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import type { InBandStatus } from "../../shared/status.js";
 import { validateGatewayOptions, type GatewayOptions } from "../options.js";
@@ -84,6 +85,8 @@ async function main(): Promise<void> {
       metrics: async () => metrics.registry.getMetricsAsJSON(),
       stats: async () => web.health()["web-pubsub"]?.description ?? "",
       close: async (p: { ms: number }) => onClose?.(p.ms),
+      // gRPC Invoke/InvokeJson from the main thread: the same op as REST invoke here, on this thread's channels.
+      "dispatch.invoke": (p: InvokeWire, signal) => dispatch.ops.invoke(invokeFromWire(p, signal)),
     },
     { timeoutMs: BRIDGE_TIMEOUT_MS, maxPending: BRIDGE_MAX_PENDING, peer: "the main thread" },
   );

@@ -9,6 +9,7 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import type { HealthEntry } from "../context.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
+import type { InvokeResult, InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import type { GatewayOptions } from "../options.js";
 import { createRestRequest, type Route } from "../rest/router.js";
@@ -66,6 +67,11 @@ export interface UwsThreads {
   destroy(): Promise<void>;
   /** Diagnostics and tests: make thread `index` (1-based) fail with an uncaught error. */
   crash(index: number): void;
+  /**
+   * Run an invocation (gRPC Invoke/InvokeJson) on the running thread with the fewest calls waiting (round robin among
+   * equals); undefined when no thread is running (the main thread then runs it itself). An InvokeOffload.
+   */
+  invoke(wire: InvokeWire, signal: AbortSignal | undefined, timeoutMs: number): Promise<InvokeResult> | undefined;
 }
 
 interface Slot {
@@ -323,7 +329,19 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
   }
 
   let closed: Promise<void> | undefined;
+  let turn = 0;
   return {
+    invoke(wire, signal, timeoutMs) {
+      let best: Slot | undefined;
+      const n = slots.length;
+      if (n === 0) return undefined;
+      turn = (turn + 1) % n;
+      for (let i = 0; i < n; i++) {
+        const s = slots[(turn + i) % n]!;
+        if (s.state === "running" && (!best || s.bridge.pending < best.bridge.pending)) best = s;
+      }
+      return best?.bridge.call<InvokeResult>("dispatch.invoke", wire, signal, timeoutMs);
+    },
     port,
     count: deps.count,
     routes: served,
