@@ -32,6 +32,18 @@ export function subscribeFailure(kind: SubscribeFailureKind, message: string, to
   return new GatewayError(code, message, { cause, details: topic === undefined ? { kind } : { kind, topic } });
 }
 
+/**
+ * The re-check after a subscribe awaited its topics' upstreams: why it cannot go live now, or undefined when it can.
+ * `closedMessage` is set when the owner (broker or web hub) closed meanwhile; `signal` is the subscriber's;
+ * `deadTopic` names a topic whose upstream broke meanwhile. Closing wins over a cancel, a cancel over a dead topic.
+ */
+export function notLive(closedMessage: string | undefined, signal: AbortSignal | undefined, deadTopic: string | undefined): GatewayError | undefined {
+  if (closedMessage !== undefined) return subscribeFailure("closed", closedMessage);
+  if (signal?.aborted) return subscribeFailure("cancelled", "the subscriber went away before it was live");
+  if (deadTopic !== undefined) return subscribeFailure("upstream", `the upstream subscription of topic '${deadTopic}' broke while subscribing`, deadTopic);
+  return undefined;
+}
+
 /** The kind of a broker subscribe failure, or undefined for any other error. */
 export function subscribeFailureKind(e: unknown): SubscribeFailureKind | undefined {
   if (!(e instanceof GatewayError)) return undefined;
@@ -316,18 +328,10 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
         throw subscribeFailure("upstream", `subscribing to topic '${topic}' failed: ${(e as Error)?.message ?? String(e)}`, topic, e);
       }
       // Re-check everything the await may have changed.
-      if (closed) {
+      const why = notLive(closed ? "the broker is closing" : undefined, signal, entries.find((x) => x.state !== "open")?.topic);
+      if (why) {
         rollback();
-        throw subscribeFailure("closed", "the broker is closing");
-      }
-      if (signal?.aborted) {
-        rollback();
-        throw subscribeFailure("cancelled", "the subscriber went away before it was live");
-      }
-      const dead = entries.find((x) => x.state !== "open");
-      if (dead) {
-        rollback();
-        throw subscribeFailure("upstream", `the upstream subscription of topic '${dead.topic}' broke while subscribing`, dead.topic);
+        throw why;
       }
       attach(sub, entries);
       return {
@@ -349,13 +353,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
         release(entry);
         throw subscribeFailure("upstream", `subscribing to topic '${topic}' failed: ${(e as Error)?.message ?? String(e)}`, topic, e);
       }
-      const why: GatewayError | undefined = closed
-        ? subscribeFailure("closed", "the broker is closing")
-        : signal?.aborted
-          ? subscribeFailure("cancelled", "the subscriber went away before it was live")
-          : entry.state !== "open"
-            ? subscribeFailure("upstream", `the upstream subscription of topic '${topic}' broke while subscribing`, topic)
-            : undefined;
+      const why = notLive(closed ? "the broker is closing" : undefined, signal, entry.state !== "open" ? topic : undefined);
       if (why) {
         release(entry);
         throw why;

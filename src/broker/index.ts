@@ -1,5 +1,5 @@
 /** The broker: topic table with ref counts, subscriber rings, reaper. Pure logic (no grpc-js, uWS or workers). */
-export { createBroker, subscribeFailure, subscribeFailureKind, type SubscribeFailureKind, type Broker, type BrokerStats, type Subscription } from "./broker.js";
+export { createBroker, notLive, subscribeFailure, subscribeFailureKind, type SubscribeFailureKind, type Broker, type BrokerStats, type Subscription } from "./broker.js";
 export { Ring } from "./ring.js";
 export { TopicHistory, type HistoryEntry, type HistoryOptions } from "./history.js";
 export type { BrokerObserver, BrokerOptions, EndReason, FanoutHandle, FanoutSink, SubscriberSink, UpstreamHandle, UpstreamSource } from "./types.js";

@@ -4,7 +4,7 @@ import { inBandError } from "../../shared/status.js";
 import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle, type StreamStatus } from "../ops/invoke-stream.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
-import { parseOfferedProtocols, type OriginPolicy } from "../web/access.js";
+import { parseOfferedProtocols, webAdmission, type OriginPolicy } from "../web/access.js";
 import { refuse } from "../web/web-deps.js";
 import { requestHeaders, type AppHook } from "./router.js";
 
@@ -59,10 +59,7 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
         // It may carry the key: never kept with the headers the metadata allow-list reads.
         delete headers["sec-websocket-protocol"];
         const origin = headers["origin"] || undefined;
-        let refused: GatewayError | undefined;
-        if (rest.isClosing()) refused = new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-        else if (!origins.allowed(origin, headers["host"])) refused = new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (same origin or --cors-origin)`);
-        else refused = checkCredential(rest.auth, headers["x-api-key"], offered.credentials);
+        const refused = webAdmission(rest.isClosing(), origins, origin, headers["host"]) ?? checkCredential(rest.auth, headers["x-api-key"], offered.credentials);
         if (refused) return refuse(res, refused);
         // Select invoke.v1 when offered; never echo a key value back as the selected protocol.
         const selected = offered.selected.startsWith(KEY_PROTOCOL_PREFIX) ? "" : offered.selected;

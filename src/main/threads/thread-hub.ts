@@ -1,11 +1,11 @@
-import { subscribeFailure, TopicHistory, type EndReason } from "../../broker/index.js";
+import { TopicHistory, type EndReason } from "../../broker/index.js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
-import { MAX_WEB_TOPICS, parsePosition, WebEvent, type EventWire, type HubSnapshot, type TopicFanout, type WebHub } from "../web/hub.js";
+import { acquireTopics, MAX_WEB_TOPICS, parsePosition, WebEvent, type EventWire, type HubSnapshot, type RefTopic, type TopicFanout, type WebHub } from "../web/hub.js";
 import type { Bridge } from "./bridge.js";
 
 /** A topic this thread follows: its subscribers' references and a mirror of the main hub's resume history. */
-interface ThreadTopic {
+interface ThreadTopic extends RefTopic {
   readonly name: string;
   refs: number;
   history: TopicHistory<WebEvent>;
@@ -109,47 +109,30 @@ export function createThreadHub(options: ThreadHubOptions): ThreadHub {
     addFanout(transport, fanout) {
       fanouts.push({ transport, fanout });
     },
-    async acquire(names, signal) {
-      if (closed) throw subscribeFailure("closed", "the gateway is shutting down");
-      const held: ThreadTopic[] = [];
-      for (const name of names) {
-        let t = topics.get(name);
-        if (!t || t.state === "dead") {
-          try {
-            t = open(name);
-          } catch (e) {
-            for (const h of held) releaseOne(h.name);
-            throw e;
-          }
-        }
-        t.refs++;
-        held.push(t);
-      }
-      const rollback = (): void => {
-        for (const t of held) {
-          if (topics.get(t.name) !== t) continue;
-          t.refs--;
-          if (t.refs > 0) continue;
-          if (t.state === "open") drop(t, true);
-          else {
-            // Still opening: the acquire reply hands the main hub's reference back when it comes.
-            t.state = "dead";
-            topics.delete(t.name);
-          }
-        }
-      };
-      try {
-        await Promise.all(held.map((t) => t.opening));
-      } catch (e) {
-        rollback();
-        throw e;
-      }
-      const dead = held.find((t) => t.state !== "open");
-      if (closed || signal?.aborted || dead) {
-        rollback();
-        if (dead) throw subscribeFailure("upstream", `the upstream subscription of topic '${dead.name}' broke while subscribing`, dead.name);
-        throw subscribeFailure(closed ? "closed" : "cancelled", closed ? "the gateway is shutting down" : "the subscriber went away before it was live");
-      }
+    acquire(names, signal) {
+      return acquireTopics(
+        names,
+        {
+          closed: () => closed,
+          get: (name) => {
+            const t = topics.get(name);
+            return t && t.state !== "dead" ? t : undefined;
+          },
+          open,
+          release: (t) => {
+            if (topics.get(t.name) !== t) return;
+            t.refs--;
+            if (t.refs > 0) return;
+            if (t.state === "open") drop(t, true);
+            else {
+              // Still opening: the acquire reply hands the main hub's reference back when it comes.
+              t.state = "dead";
+              topics.delete(t.name);
+            }
+          },
+        },
+        signal,
+      );
     },
     release: releaseOne,
     resume(names, since) {

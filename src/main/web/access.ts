@@ -137,6 +137,17 @@ export function sameOrigin(origin: string, host: string | undefined): boolean {
   return u.host === h || (u.port === "" && `${u.hostname}:${u.protocol === "https:" ? 443 : 80}` === h);
 }
 
+/**
+ * The refusal every web upgrade checks first (pub/sub WebSocket and SSE, invoke-ws): the gateway is shutting down
+ * (UNAVAILABLE), or the browser's Origin is neither the gateway's own nor on `--cors-origin` (PERMISSION_DENIED).
+ * Undefined to go on.
+ */
+export function webAdmission(closing: boolean, origins: OriginPolicy, origin: string | undefined, host: string | undefined): GatewayError | undefined {
+  if (closing) return new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
+  if (!origins.allowed(origin, host)) return new GatewayError(Code.PERMISSION_DENIED, `origin ${(origin ?? "").slice(0, 100)} is not allowed (same origin or --cors-origin)`);
+  return undefined;
+}
+
 /** The origin policy over the allow-list. */
 export function createOriginPolicy(origins: readonly string[]): OriginPolicy {
   const set = new Set(origins.map((o) => o.toLowerCase().replace(/\/$/, "")));

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { subscribeFailure, subscribeFailureKind, TopicHistory, type Broker, type EndReason, type FanoutHandle } from "../../broker/index.js";
+import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type Broker, type EndReason, type FanoutHandle } from "../../broker/index.js";
 import { cloudEventToJson } from "../../shared/cloudevent-json.js";
 import type { CloudEvent } from "../../shared/cloudevent.js";
 import { Code } from "../../shared/code.js";
@@ -49,7 +49,7 @@ export interface TopicFanout {
 }
 
 /** A topic the hub follows: one broker attachment, its history, and how many web subscribers hold it. */
-interface WebTopic {
+interface WebTopic extends RefTopic {
   readonly name: string;
   refs: number;
   history: TopicHistory<WebEvent>;
@@ -57,6 +57,66 @@ interface WebTopic {
   opening: Promise<void>;
   linger: NodeJS.Timeout | null;
   state: "opening" | "open" | "dead";
+}
+
+/** What acquireTopics needs of a hub's topic: its reference count, its opening and its state. */
+export interface RefTopic {
+  readonly name: string;
+  refs: number;
+  opening: Promise<void>;
+  state: "opening" | "open" | "dead";
+}
+
+/** How one hub keeps its topics, for acquireTopics. */
+export interface TopicTable<T extends RefTopic> {
+  /** Whether the hub is closing (then nothing is acquired). */
+  closed(): boolean;
+  /** The live (not dead) topic of that name, if the hub holds one. */
+  get(name: string): T | undefined;
+  /** Open a topic the hub does not hold (may throw, e.g. past the topic bound). */
+  open(name: string): T;
+  /** A reference was taken (the main hub stops a topic's linger here). */
+  taken?(t: T): void;
+  /** Hand back one reference taken by this acquire. */
+  release(t: T): void;
+}
+
+/**
+ * The one acquire of the main web hub and of a worker thread's hub: take one reference on each topic (opening those
+ * not held), wait for every opening, then re-check what the wait may have changed (closing, the subscriber gone, an
+ * upstream that broke). On any failure every reference taken here is handed back and the error thrown.
+ */
+export async function acquireTopics<T extends RefTopic>(names: readonly string[], table: TopicTable<T>, signal?: AbortSignal): Promise<void> {
+  if (table.closed()) throw subscribeFailure("closed", "the gateway is shutting down");
+  const held: T[] = [];
+  const rollback = (): void => {
+    for (const t of held) table.release(t);
+  };
+  for (const name of names) {
+    let t = table.get(name);
+    if (!t) {
+      try {
+        t = table.open(name);
+      } catch (e) {
+        rollback();
+        throw e;
+      }
+    }
+    t.refs++;
+    table.taken?.(t);
+    held.push(t);
+  }
+  try {
+    await Promise.all(held.map((t) => t.opening));
+  } catch (e) {
+    rollback();
+    throw e;
+  }
+  const why = notLive(table.closed() ? "the gateway is shutting down" : undefined, signal, held.find((t) => t.state !== "open")?.name);
+  if (why) {
+    rollback();
+    throw why;
+  }
 }
 
 /** Where a resume starts: this process's epoch and a sequence number. */
@@ -276,41 +336,28 @@ export function createWebHub(options: WebHubOptions): WebHub {
     addFanout(transport, fanout) {
       fanouts.push({ transport, fanout });
     },
-    async acquire(names, signal) {
-      if (closed) throw subscribeFailure("closed", "the gateway is shutting down");
-      const held: WebTopic[] = [];
-      for (const name of names) {
-        let t = topics.get(name);
-        if (!t || t.state === "dead") {
-          try {
-            t = open(name);
-          } catch (e) {
-            for (const h of held) releaseOne(h.name);
-            throw e;
-          }
-        }
-        t.refs++;
-        if (t.linger) {
-          clearTimeout(t.linger);
-          t.linger = null;
-        }
-        held.push(t);
-      }
-      const rollback = (): void => {
-        for (const t of held) if (topics.get(t.name) === t) releaseOne(t.name);
-      };
-      try {
-        await Promise.all(held.map((t) => t.opening));
-      } catch (e) {
-        rollback();
-        throw e;
-      }
-      const dead = held.find((t) => t.state !== "open");
-      if (closed || signal?.aborted || dead) {
-        rollback();
-        if (dead) throw subscribeFailure("upstream", `the upstream subscription of topic '${dead.name}' broke while subscribing`, dead.name);
-        throw subscribeFailure(closed ? "closed" : "cancelled", closed ? "the gateway is shutting down" : "the subscriber went away before it was live");
-      }
+    acquire(names, signal) {
+      return acquireTopics(
+        names,
+        {
+          closed: () => closed,
+          get: (name) => {
+            const t = topics.get(name);
+            return t && t.state !== "dead" ? t : undefined;
+          },
+          open,
+          taken: (t) => {
+            if (t.linger) {
+              clearTimeout(t.linger);
+              t.linger = null;
+            }
+          },
+          release: (t) => {
+            if (topics.get(t.name) === t) releaseOne(t.name);
+          },
+        },
+        signal,
+      );
     },
     release: releaseOne,
     resume(names, since) {

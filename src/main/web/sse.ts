@@ -1,8 +1,7 @@
 import type uws from "uWebSockets.js";
 import type { EndReason } from "../../broker/index.js";
-import { Code } from "../../shared/code.js";
-import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
-import { authenticate, checkTopics, type Grant } from "./access.js";
+import { invalidArgument } from "../../shared/gateway-error.js";
+import { authenticate, checkTopics, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../rest/router.js";
 import { refuse, type WebDeps } from "./web-deps.js";
@@ -175,8 +174,8 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     });
     const cors: Record<string, string> = origin && deps.origins.allowed(origin, host) ? { "access-control-allow-origin": origin, vary: "Origin" } : {};
     void (async () => {
-      if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-      if (!deps.origins.allowed(origin, host)) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
+      const refusal = webAdmission(deps.isClosing(), deps.origins, origin, host);
+      if (refusal) throw refusal;
       const grant = await authenticate(deps, apiKey, query.getAll("token"));
       if (query.getAll("topic").length === 0) throw invalidArgument("topic", "query parameter is required: ?topic=a&topic=b");
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];

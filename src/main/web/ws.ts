@@ -5,7 +5,7 @@ import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import { inBandFailure } from "../../shared/status.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import { allows, authenticate, checkTopics, keyGrant, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, type Grant } from "./access.js";
+import { allows, authenticate, checkTopics, keyGrant, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../rest/router.js";
 import { refuse, type WebDeps } from "./web-deps.js";
@@ -240,8 +240,8 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
         refuse(res, e);
       };
       try {
-        if (deps.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-        if (!deps.origins.allowed(origin, headers["host"])) throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin!.slice(0, 100)} is not allowed (--cors-origin)`);
+        const refusal = webAdmission(deps.isClosing(), deps.origins, origin, headers["host"]);
+        if (refusal) throw refusal;
         if (tokens.length === 0) {
           // x-api-key is checked synchronously: upgrade at once, with no per-connection closure or abort handler.
           return void res.upgrade(newData(keyGrant(deps, apiKey)), key, selected, extensions, context);
