@@ -1,7 +1,7 @@
 import { TopicHistory, type EndReason } from "../../broker/index.js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
-import { acquireTopics, MAX_WEB_TOPICS, parsePosition, WebEvent, type EventWire, type HubSnapshot, type RefTopic, type TopicFanout, type WebHub } from "../web/hub.js";
+import { acquireTopics, MAX_WEB_TOPICS, resumeTopics, parsePosition, WebEvent, type EventWire, type HubSnapshot, type RefTopic, type TopicFanout, type WebHub } from "../web/hub.js";
 import type { Bridge } from "./bridge.js";
 
 /** A topic this thread follows: its subscribers' references and a mirror of the main hub's resume history. */
@@ -135,26 +135,7 @@ export function createThreadHub(options: ThreadHubOptions): ThreadHub {
       );
     },
     release: releaseOne,
-    resume(names, since) {
-      const events: WebEvent[] = [];
-      let recovered = since.epoch === epoch && since.seq <= seq;
-      const t0 = now();
-      for (const name of new Set(names)) {
-        const t = topics.get(name);
-        if (!t || t.state !== "open") {
-          recovered = false;
-          continue;
-        }
-        const before = t.history.size;
-        t.history.evict(t0);
-        count(before, t.history.size);
-        if (since.epoch !== epoch) continue;
-        if (!t.history.covers(since.seq)) recovered = false;
-        for (const e of t.history.after(since.seq)) events.push(e.data);
-      }
-      events.sort((a, b) => a.seq - b.seq);
-      return { recovered, events };
-    },
+    resume: (names, since) => resumeTopics(topics, names, since, { epoch, seq, now: now() }, count),
     snapshot() {
       // Only the main hub answers snapshots.
       return { seq, completeAfter: seq, events: [] };

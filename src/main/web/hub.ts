@@ -119,6 +119,37 @@ export async function acquireTopics<T extends RefTopic>(names: readonly string[]
   }
 }
 
+/**
+ * A resume from `since` over a hub's topics (the one resume of the main hub and a worker thread's hub): the events
+ * after it, in sequence order, and whether they are exactly what was missed (same epoch, every topic held and its
+ * history still covering the position). Old history is evicted first, reporting size changes to `historyChanged`.
+ */
+export function resumeTopics(
+  topics: ReadonlyMap<string, { readonly state: RefTopic["state"]; readonly history: TopicHistory<WebEvent> }>,
+  names: readonly string[],
+  since: Position,
+  at: { epoch: string; seq: number; now: number },
+  historyChanged: (before: number, after: number) => void,
+): Resume {
+  const events: WebEvent[] = [];
+  let recovered = since.epoch === at.epoch && since.seq <= at.seq;
+  for (const name of new Set(names)) {
+    const t = topics.get(name);
+    if (!t || t.state !== "open") {
+      recovered = false;
+      continue;
+    }
+    const before = t.history.size;
+    t.history.evict(at.now);
+    historyChanged(before, t.history.size);
+    if (since.epoch !== at.epoch) continue;
+    if (!t.history.covers(since.seq)) recovered = false;
+    for (const e of t.history.after(since.seq)) events.push(e.data);
+  }
+  events.sort((a, b) => a.seq - b.seq);
+  return { recovered, events };
+}
+
 /** Where a resume starts: this process's epoch and a sequence number. */
 export interface Position {
   epoch: string;
@@ -360,26 +391,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
       );
     },
     release: releaseOne,
-    resume(names, since) {
-      const events: WebEvent[] = [];
-      let recovered = since.epoch === epoch && since.seq <= seq;
-      const t0 = now();
-      for (const name of new Set(names)) {
-        const t = topics.get(name);
-        if (!t || t.state !== "open") {
-          recovered = false;
-          continue;
-        }
-        const before = t.history.size;
-        t.history.evict(t0);
-        historyChanged(before, t.history.size);
-        if (since.epoch !== epoch) continue;
-        if (!t.history.covers(since.seq)) recovered = false;
-        for (const e of t.history.after(since.seq)) events.push(e.data);
-      }
-      events.sort((a, b) => a.seq - b.seq);
-      return { recovered, events };
-    },
+    resume: (names, since) => resumeTopics(topics, names, since, { epoch, seq, now: now() }, historyChanged),
     snapshot(name) {
       const t = topics.get(name);
       if (!t || t.state !== "open") return { seq, completeAfter: seq, events: [] };
