@@ -114,10 +114,7 @@ export function createThreadHub(options: ThreadHubOptions): ThreadHub {
         names,
         {
           closed: () => closed,
-          get: (name) => {
-            const t = topics.get(name);
-            return t && t.state !== "dead" ? t : undefined;
-          },
+          topics,
           open,
           release: (t) => {
             if (topics.get(t.name) !== t) return;

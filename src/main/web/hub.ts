@@ -71,8 +71,8 @@ export interface RefTopic {
 export interface TopicTable<T extends RefTopic> {
   /** Whether the hub is closing (then nothing is acquired). */
   closed(): boolean;
-  /** The live (not dead) topic of that name, if the hub holds one. */
-  get(name: string): T | undefined;
+  /** The hub's topics by name (a dead one is opened again). */
+  readonly topics: ReadonlyMap<string, T>;
   /** Open a topic the hub does not hold (may throw, e.g. past the topic bound). */
   open(name: string): T;
   /** A reference was taken (the main hub stops a topic's linger here). */
@@ -93,8 +93,8 @@ export async function acquireTopics<T extends RefTopic>(names: readonly string[]
     for (const t of held) table.release(t);
   };
   for (const name of names) {
-    let t = table.get(name);
-    if (!t) {
+    let t = table.topics.get(name);
+    if (!t || t.state === "dead") {
       try {
         t = table.open(name);
       } catch (e) {
@@ -372,10 +372,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
         names,
         {
           closed: () => closed,
-          get: (name) => {
-            const t = topics.get(name);
-            return t && t.state !== "dead" ? t : undefined;
-          },
+          topics,
           open,
           taken: (t) => {
             if (t.linger) {
