@@ -232,23 +232,28 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
     return e;
   }
 
+  /** Close the topic's upstream subscription: the end of a linger no subscriber came back during. */
+  function closeUpstream(entry: TopicEntry): void {
+    entry.state = "dead";
+    if (table.get(entry.topic) === entry) table.delete(entry.topic);
+    upstreams--;
+    const h = entry.upstream;
+    entry.upstream = null;
+    report();
+    if (h) {
+      const p = h.close().catch((err: unknown) => options.onError?.("upstream-close", entry.topic, err));
+      closing.push(p);
+      void p.finally(() => closing.splice(closing.indexOf(p), 1));
+    }
+  }
+
   function scheduleRelease(entry: TopicEntry): void {
     if (entry.linger || entry.state === "dead") return;
     entry.linger = setTimeout(() => {
       entry.linger = null;
       // Re-check: a subscriber may have come back during the linger.
       if (entry.refs > 0 || entry.state !== "open") return;
-      entry.state = "dead";
-      if (table.get(entry.topic) === entry) table.delete(entry.topic);
-      upstreams--;
-      const h = entry.upstream;
-      entry.upstream = null;
-      report();
-      if (h) {
-        const p = h.close().catch((err: unknown) => options.onError?.("upstream-close", entry.topic, err));
-        closing.push(p);
-        void p.finally(() => closing.splice(closing.indexOf(p), 1));
-      }
+      closeUpstream(entry);
     }, lingerMs);
     entry.linger.unref();
   }
@@ -361,11 +366,18 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
       entry.fanouts.add(sink);
       let attached = true;
       return {
-        close: () => {
+        close: (opts) => {
           if (!attached) return;
           attached = false;
           // Already gone when the broker ended it (the entry is dead and holds no references then).
-          if (entry.fanouts.delete(sink)) release(entry);
+          if (!entry.fanouts.delete(sink)) return;
+          if (opts?.linger !== false) return release(entry);
+          // The caller kept the topic for a while already: no second linger when this was the last reference.
+          entry.refs--;
+          if (entry.refs > 0 || entry.state !== "open") return;
+          if (entry.linger) clearTimeout(entry.linger);
+          entry.linger = null;
+          closeUpstream(entry);
         },
       };
     },

@@ -61,8 +61,12 @@ export interface FanoutSink<E> {
 
 /** The owner's handle on an attached FanoutSink. */
 export interface FanoutHandle {
-  /** Detach and release the topic reference. Safe to call twice. */
-  close(): void;
+  /**
+   * Detach and release the topic reference. Safe to call twice. `linger: false` when the caller already kept the topic
+   * for a while after its last subscriber left (the web hub's history age): the upstream closes at once if this was
+   * the last reference, instead of lingering a second time.
+   */
+  close(opts?: { linger?: boolean }): void;
 }
 
 /** Hooks the broker reports through, for metrics. All optional, all cheap to call. */

@@ -275,6 +275,27 @@ describe("broker", () => {
     await b.close();
   });
 
+  it("close({linger: false}) of the last reference closes the upstream at once (the web hub lingered already); otherwise the broker lingers", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode, lingerMs: 60_000 });
+    const sink = () => ({ event: () => undefined, end: () => undefined });
+    const kept = await b.attachFanout("k", sink());
+    kept.close();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(up.closed, [], "a plain close lingers (60 s here)");
+    const a = await b.attachFanout("t", sink());
+    const other = await b.attachFanout("t", sink());
+    a.close({ linger: false });
+    await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(up.closed, [], "another reference holds the topic");
+    assert.equal(b.refs("t"), 1);
+    other.close({ linger: false });
+    await until(() => up.closed.includes("t"), "the upstream closed with no second linger");
+    assert.equal(b.refs("t"), 0);
+    assert.ok(!up.closed.includes("k"), "the lingering topic is untouched");
+    await b.close();
+  });
+
   it("a fan-out sink is ended when its upstream breaks and on close; a failed open leaves nothing behind", async () => {
     const up = fakeUpstream();
     const b = createBroker({ upstream: up.source, encode, lingerMs: 10 });

@@ -287,7 +287,8 @@ export function createWebHub(options: WebHubOptions): WebHub {
     if (t.linger) clearTimeout(t.linger);
     t.linger = null;
     historyChanged(t.history.size, 0);
-    t.handle?.close();
+    // The hub's own linger (the history age) was the topic's retention: the broker does not linger again.
+    t.handle?.close({ linger: false });
     t.handle = null;
   }
 
