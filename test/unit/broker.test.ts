@@ -282,12 +282,12 @@ describe("broker", () => {
     const kept = await b.attachFanout("k", sink());
     kept.close();
     await new Promise((r) => setTimeout(r, 50));
-    assert.deepEqual(up.closed, [], "a plain close lingers (60 s here)");
+    assert.equal(up.closed.length, 0, "a plain close lingers (60 s here)");
     const a = await b.attachFanout("t", sink());
     const other = await b.attachFanout("t", sink());
     a.close({ linger: false });
     await new Promise((r) => setTimeout(r, 20));
-    assert.deepEqual(up.closed, [], "another reference holds the topic");
+    assert.equal(up.closed.length, 0, "another reference holds the topic");
     assert.equal(b.refs("t"), 1);
     other.close({ linger: false });
     await until(() => up.closed.includes("t"), "the upstream closed with no second linger");
