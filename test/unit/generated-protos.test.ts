@@ -9,17 +9,10 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { loadSync, type PackageDefinition } from "@grpc/proto-loader";
 import { daprPackageDefinition } from "../../src/runtime/dapr/protos.js";
+import { GATEWAY_PROTO_FILES } from "../../src/gen/protos.js";
 import { protoDir } from "../../src/shared/paths.js";
 import { gatewayFileDescriptors, gatewayPackageDefinition, gatewayRegistry, LOADER_OPTIONS } from "../../src/shared/protos.js";
 
-const GATEWAY_FILES = [
-  "io/cloudevents/v1/cloudevents.proto",
-  "platform/status.proto",
-  "platform/gateway.proto",
-  "platform/state.proto",
-  "platform/config.proto",
-  "platform/trigger.proto",
-];
 
 /** The `type` descriptor proto-loader derived for every message and method of a package definition. */
 function shapes(pkg: PackageDefinition): Map<string, unknown> {
@@ -33,7 +26,7 @@ function shapes(pkg: PackageDefinition): Map<string, unknown> {
 
 describe("generated protos (scripts/gen-protos.mjs)", () => {
   it("gives grpc-js the codecs and object shapes loadSync gave from the .proto files (gateway)", () => {
-    const parsed = loadSync(GATEWAY_FILES, { ...LOADER_OPTIONS, includeDirs: [protoDir()] });
+    const parsed = loadSync([...GATEWAY_PROTO_FILES], { ...LOADER_OPTIONS, includeDirs: [protoDir()] });
     const generated = shapes(gatewayPackageDefinition());
     assert.deepEqual([...generated.keys()].sort(), [...shapes(parsed).keys()].sort());
     for (const [name, shape] of shapes(parsed)) assert.deepEqual(generated.get(name), shape, name);
@@ -56,7 +49,7 @@ describe("generated protos (scripts/gen-protos.mjs)", () => {
   it("serves buf's FileDescriptorProtos: one per file, real names, dependencies first", () => {
     const files = gatewayFileDescriptors().map((b) => fromBinary(FileDescriptorProtoSchema, b));
     const names = files.map((f) => f.name);
-    assert.deepEqual([...names].sort(), [...GATEWAY_FILES, "google/protobuf/any.proto", "google/protobuf/timestamp.proto"].sort());
+    assert.deepEqual([...names].sort(), [...GATEWAY_PROTO_FILES, "google/protobuf/any.proto", "google/protobuf/timestamp.proto"].sort());
     files.forEach((f, i) => {
       for (const dep of f.dependency) assert.ok(names.indexOf(dep) < i, `${f.name} comes after its dependency ${dep}`);
     });
