@@ -1,6 +1,7 @@
-import http2 from "node:http2";
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
+import { H2Connection, H2Error, H2Stream, QUEUE_LIMIT, type ConnectionEvents, type ConnectionLoss } from "./h2-connection.js";
+import { literalField } from "./hpack.js";
 
 /** The outcome of a unary backend call (never throws for a backend status: the caller reports it in-band). */
 export type CallOutcome = { ok: true; bytes: Buffer } | { ok: false; code: Code; message: string };
@@ -18,17 +19,24 @@ export interface H2UnaryOptions {
 }
 
 /**
- * Unary gRPC calls with raw bytes straight over `node:http2`: one stream per call on a small set of kept connections,
- * none of grpc-js's per-call layers (resolving, load-balancing, retrying and subchannel call objects, filters, the
- * stream decoder). Statuses follow grpc-js's client so callers see the same outcomes: the backend's grpc-status and
- * grpc-message; an HTTP status other than 200 mapped as the gRPC spec says ("Received HTTP status code N"); a second
- * response message UNIMPLEMENTED "Too many responses received"; OK without a message UNIMPLEMENTED "No message
- * received"; a message over the limit RESOURCE_EXHAUSTED "Received message larger than max (N vs M)"; the deadline
- * DEADLINE_EXCEEDED "Deadline exceeded"; the caller's abort CANCELLED "Cancelled on client"; a connection that cannot
- * be made UNAVAILABLE naming the address and the error. A stream the server refused before reading it (REFUSED_STREAM,
- * or a connection that dropped before the request was written) is retried once on a fresh connection, as grpc-js's
- * transparent retry does. Connection health for `/healthz` stays with the grpc-js channel pool; this client only
- * carries unary calls (bench/invoke/client-call.ts measures the difference).
+ * Unary gRPC calls with raw bytes over HTTP/2 frames this client writes and parses itself (h2-connection.ts: h2c
+ * with prior knowledge over `net.Socket`; hpack.ts), one stream per call on a small set of kept connections: none of
+ * grpc-js's per-call layers (resolving, load-balancing, retrying and subchannel call objects, filters, the stream
+ * decoder) and none of node:http2's (Http2Stream duplexes, per-request AsyncResource, header objects); per call one
+ * write of HEADERS and DATA, and the response parsed from the connection's one 'data' listener. Statuses follow
+ * grpc-js's client so callers see the same outcomes: the backend's grpc-status and grpc-message; an HTTP status other
+ * than 200 mapped as the gRPC spec says ("Received HTTP status code N"); a second response message UNIMPLEMENTED "Too
+ * many responses received"; OK without a message UNIMPLEMENTED "No message received"; a message over the limit
+ * RESOURCE_EXHAUSTED "Received message larger than max (N vs M)"; the deadline DEADLINE_EXCEEDED "Deadline exceeded";
+ * the caller's abort CANCELLED "Cancelled on client"; a connection that cannot be made UNAVAILABLE naming the address
+ * and the error; a stream reset without a status as grpc-js maps the reset code; a connection that drops mid-call
+ * UNAVAILABLE "Connection dropped"; a malformed frame or header block from the backend ends its connection (GOAWAY),
+ * INTERNAL for the calls that had a response under way, UNAVAILABLE for the others. A stream the server did not
+ * process (REFUSED_STREAM, above a GOAWAY's last stream id, or on a connection that dropped before it connected) is
+ * retried once on a fresh connection, as grpc-js's transparent retry does. Calls beyond the backend's
+ * MAX_CONCURRENT_STREAMS wait on their connection (at most QUEUE_LIMIT, then RESOURCE_EXHAUSTED) within their deadline.
+ * Connection health for `/healthz` stays with the grpc-js channel pool; this client only carries unary calls
+ * (bench/invoke/client-call.ts measures the difference).
  */
 export interface H2UnaryClient {
   call(path: string, request: Buffer, metadata: grpc.Metadata, deadline: number, signal?: AbortSignal): Promise<CallOutcome>;
@@ -46,21 +54,27 @@ const HTTP_TO_GRPC: Record<number, Code> = {
   504: Code.UNAVAILABLE,
 };
 
-const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
-
 /** How long a connection has to answer a PING after a call on it ran into its deadline. */
 const PROBE_MS = 10_000;
 
 /** A stream reset without a gRPC status, as grpc-js reports it. */
 const RST_TO_GRPC: Record<number, [Code, string]> = {
-  [http2.constants.NGHTTP2_REFUSED_STREAM]: [Code.UNAVAILABLE, "Stream refused by server"],
-  [http2.constants.NGHTTP2_CANCEL]: [Code.CANCELLED, "Call cancelled"],
-  [http2.constants.NGHTTP2_ENHANCE_YOUR_CALM]: [Code.RESOURCE_EXHAUSTED, "Bandwidth exhausted or memory limit exceeded"],
-  [http2.constants.NGHTTP2_INADEQUATE_SECURITY]: [Code.PERMISSION_DENIED, "Protocol not secure enough"],
+  [H2Error.REFUSED_STREAM]: [Code.UNAVAILABLE, "Stream refused by server"],
+  [H2Error.CANCEL]: [Code.CANCELLED, "Call cancelled"],
+  [H2Error.ENHANCE_YOUR_CALM]: [Code.RESOURCE_EXHAUSTED, "Bandwidth exhausted or memory limit exceeded"],
+  [H2Error.INADEQUATE_SECURITY]: [Code.PERMISSION_DENIED, "Protocol not secure enough"],
 };
 
-function decodeMessage(v: unknown): string {
-  if (typeof v !== "string") return "";
+/** Request headers the client sets itself, and connection-specific ones HTTP/2 forbids (RFC 9113 8.2.2). */
+const NOT_FROM_METADATA = new Set(["content-type", "te", "grpc-accept-encoding", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]);
+
+/** Largest setTimeout delay; a later deadline runs without a timer (the backend still gets its grpc-timeout). */
+const MAX_TIMER_MS = 0x7fffffff;
+const ONCE = { once: true } as const;
+const EMPTY = Buffer.alloc(0);
+
+function decodeMessage(v: string | undefined): string {
+  if (v === undefined) return "";
   try {
     return decodeURIComponent(v);
   } catch {
@@ -68,101 +82,127 @@ function decodeMessage(v: unknown): string {
   }
 }
 
-/** grpc-timeout: at most 8 digits, in the coarsest unit that keeps it exact enough. */
+/** grpc-timeout: at most 8 digits, in the finest unit that fits. */
 function timeoutHeader(ms: number): string {
   const m = Math.max(1, Math.ceil(ms));
-  return m < 1e8 ? `${m}m` : `${Math.ceil(m / 1000)}S`;
+  if (m < 1e8) return `${m}m`;
+  const s = Math.ceil(m / 1000);
+  if (s < 1e8) return `${s}S`;
+  const min = Math.ceil(s / 60);
+  return min < 1e8 ? `${min}M` : `${Math.min(99_999_999, Math.ceil(min / 60))}H`;
 }
 
-/** What one call carries from attempt to attempt (a refused stream is sent again). */
-interface CallState {
-  readonly index: number;
-  readonly message: Buffer;
-  readonly headers: http2.OutgoingHttpHeaders;
-  readonly deadline: number;
-  readonly signal: AbortSignal | undefined;
-  readonly resolve: (o: CallOutcome) => void;
+type Headers = Record<string, string | string[]>;
+
+/** An upper bound of the HPACK bytes of the metadata's headers. */
+function metadataBound(h: Headers): number {
+  let n = 0;
+  for (const k in h) {
+    const v = h[k]!;
+    if (typeof v === "string") n += 12 + k.length + v.length;
+    else for (const x of v) n += 12 + k.length + x.length;
+  }
+  return n;
+}
+
+/**
+ * The headers every call to `path` starts with, HPACK-encoded once (static-table names, literals without indexing):
+ * :method POST, :scheme http, :path, :authority, content-type application/grpc, te trailers, grpc-accept-encoding
+ * identity (the client takes no compressed messages).
+ */
+function fixedBlock(path: string, authority: string): Buffer {
+  const out = Buffer.allocUnsafe(128 + path.length + authority.length);
+  let p = 0;
+  out[p++] = 0x83; // :method POST, static index 3
+  out[p++] = 0x86; // :scheme http, static index 6
+  p = literalField(out, p, 4, "", path);
+  p = literalField(out, p, 1, "", authority);
+  p = literalField(out, p, 31, "", "application/grpc");
+  p = literalField(out, p, 0, "te", "trailers");
+  p = literalField(out, p, 0, "grpc-accept-encoding", "identity");
+  return Buffer.from(out.subarray(0, p));
 }
 
 /** The client's side of an attempt: its connections and limits. */
-interface ClientState {
+interface Client {
   readonly address: string;
   readonly maxReceiveBytes: number;
   /** maxReceiveBytes, Infinity for none. */
   readonly limit: number;
-  readonly sessionConnected: WeakSet<http2.ClientHttp2Session>;
-  /** The last connection error, for the UNAVAILABLE message. */
-  lastError: string;
-  probe(s: http2.ClientHttp2Session): void;
-  start(call: CallState, fresh: boolean, retried: boolean): void;
+  readonly probeMs: number;
+  /** A connection for slot `index`: the kept one, or a new one when there is none or `fresh` asks for one. */
+  connection(index: number, fresh: boolean): H2Connection;
+  isClosed(): boolean;
 }
 
-/** The gRPC message prefix of an uncompressed message of `length` bytes. */
-function prefixOf(length: number): Buffer {
-  const p = Buffer.allocUnsafe(5);
-  p[0] = 0;
-  p.writeUInt32BE(length, 1);
-  return p;
-}
-
-const ATTEMPT = Symbol("h2-unary attempt");
-type AttemptStream = http2.ClientHttp2Stream & { [ATTEMPT]: Attempt };
-
-// The stream's listeners are shared by every attempt (`this` is the stream, which points at its attempt), so an
-// attempt allocates its state object and no closures.
-function onResponse(this: AttemptStream, h: http2.IncomingHttpHeaders & http2.IncomingHttpStatusHeader): void {
-  this[ATTEMPT].response(h);
-}
-function onTrailers(this: AttemptStream, h: http2.IncomingHttpHeaders): void {
-  this[ATTEMPT].trailers(h);
-}
-function onData(this: AttemptStream, chunk: Buffer): void {
-  this[ATTEMPT].take(chunk);
-}
-function onClose(this: AttemptStream): void {
-  this[ATTEMPT].closed();
-}
-function ignore(): void {} // a stream error: the outcome is decided on close
 function onDeadline(a: Attempt): void {
   a.fail(Code.DEADLINE_EXCEEDED, "Deadline exceeded");
-  a.client.probe(a.session);
+  // A connection that does not even answer a PING is replaced rather than timing out every later call.
+  a.session?.probe(a.client.probeMs);
 }
 
-/** One stream of a call. It is also the abort listener of the call's signal (`handleEvent`). */
-class Attempt {
+/**
+ * One stream of a call (a retry is a new attempt with the same call fields). It is the connection's stream (the
+ * connection calls its methods as frames arrive) and the abort listener of the call's signal (`handleEvent`).
+ */
+class Attempt extends H2Stream {
   private done = false;
+  private gotBytes = false;
   private httpStatus = 0;
   private grpcStatus: number | undefined;
   private grpcMessage = "";
-  private message: Buffer | null = null;
+  // The header block being decoded.
+  private blockStatus: string | undefined;
+  private blockMessage: string | undefined;
+  private result: Buffer | null = null;
   private extra = false;
-  // Frame reassembly: a message may arrive in several DATA chunks.
-  private head: Buffer | null = null;
+  // Message reassembly: the 5-byte prefix (may be split across frames), then the message.
+  private prefix: Buffer | null = null;
+  private prefixHave = 0;
   private need = -1;
-  private parts: Buffer[] = [];
+  private acc: Buffer | null = null;
   private have = 0;
-  private gotBytes = false;
-  private readonly timer: ReturnType<typeof setTimeout> | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  /** The connection the attempt went out on (for the deadline probe). */
+  session: H2Connection | null = null;
 
   constructor(
-    readonly client: ClientState,
-    readonly call: CallState,
-    readonly session: http2.ClientHttp2Session,
-    private readonly stream: AttemptStream,
-    private readonly retried: boolean,
+    readonly client: Client,
+    readonly fixed: Buffer,
+    readonly meta: Headers,
+    readonly metaBound: number,
+    readonly message: Buffer,
+    readonly deadline: number,
+    readonly signal: AbortSignal | undefined,
+    readonly resolve: (o: CallOutcome) => void,
+    readonly index: number,
+    readonly retried: boolean,
   ) {
-    stream[ATTEMPT] = this;
-    this.timer = Number.isFinite(call.deadline) ? setTimeout(onDeadline, Math.max(0, call.deadline - Date.now()), this) : undefined;
-    call.signal?.addEventListener("abort", this, { once: true });
-    stream.on("response", onResponse);
-    stream.on("trailers", onTrailers);
-    stream.on("data", onData);
-    stream.on("error", ignore);
-    stream.on("close", onClose);
-    // The 5-byte prefix and the message as they are, no copy into one buffer; corked, so both leave in one write.
-    stream.cork();
-    stream.write(prefixOf(call.message.length));
-    stream.end(call.message);
+    super();
+  }
+
+  /** Start: deadline timer, abort listener, and the stream on slot `index`'s connection. */
+  go(fresh: boolean): void {
+    const left = this.deadline - Date.now();
+    if (left <= MAX_TIMER_MS) this.timer = setTimeout(onDeadline, Math.max(0, left), this);
+    this.signal?.addEventListener("abort", this, ONCE);
+    this.place(fresh);
+  }
+
+  /** Open (or queue) the stream on a connection. Also where a stream queued on a retiring connection comes back. */
+  place(fresh: boolean): void {
+    if (this.done) return;
+    if (this.client.isClosed()) return this.finish({ ok: false, code: Code.UNAVAILABLE, message: `backend ${this.client.address} is closed` });
+    let conn: H2Connection;
+    try {
+      conn = this.client.connection(this.index, fresh);
+    } catch (e) {
+      return this.finish({ ok: false, code: Code.UNAVAILABLE, message: `backend ${this.client.address} is unavailable: ${(e as Error).message}` });
+    }
+    this.session = conn;
+    if (!conn.open(this)) {
+      this.finish({ ok: false, code: Code.RESOURCE_EXHAUSTED, message: `backend ${this.client.address}: ${QUEUE_LIMIT} calls already wait for a stream on the connection` });
+    }
   }
 
   /** The caller's abort. */
@@ -170,172 +210,214 @@ class Attempt {
     this.fail(Code.CANCELLED, "Cancelled on client");
   }
 
+  headerBlockBound(): number {
+    return this.fixed.length + 40 + this.metaBound;
+  }
+
+  writeHeaderBlock(out: Buffer, pos: number): number {
+    let p = pos + this.fixed.copy(out, pos);
+    const timed = Number.isFinite(this.deadline);
+    // The timeout the backend gets is what is left now (a retry or a queued stream sends less than the first try).
+    if (timed) p = literalField(out, p, 0, "grpc-timeout", timeoutHeader(this.deadline - Date.now()));
+    const h = this.meta;
+    for (const k in h) {
+      if (NOT_FROM_METADATA.has(k) || (timed && k === "grpc-timeout")) continue;
+      const v = h[k]!;
+      if (typeof v === "string") p = literalField(out, p, 0, k, v);
+      else for (const x of v) p = literalField(out, p, 0, k, x);
+    }
+    return p;
+  }
+
   private settle(): boolean {
     if (this.done) return false;
     this.done = true;
     clearTimeout(this.timer);
-    this.call.signal?.removeEventListener("abort", this);
+    this.signal?.removeEventListener("abort", this);
     return true;
   }
 
   private finish(o: CallOutcome): void {
-    if (this.settle()) this.call.resolve(o);
+    if (this.settle()) this.resolve(o);
   }
 
   fail(code: Code, message: string): void {
     this.finish({ ok: false, code, message });
-    if (!this.stream.closed) this.stream.close(NGHTTP2_CANCEL);
+    this.conn?.cancel(this, H2Error.CANCEL);
   }
 
-  response(h: http2.IncomingHttpHeaders & http2.IncomingHttpStatusHeader): void {
+  header(name: string, value: string): void {
+    if (name === ":status") this.httpStatus = Number(value);
+    else if (name === "grpc-status") this.blockStatus = value;
+    else if (name === "grpc-message") this.blockMessage = value;
+  }
+
+  headersDone(): void {
     this.gotBytes = true;
-    this.httpStatus = Number(h[":status"]);
-    this.trailers(h);
-  }
-
-  trailers(h: http2.IncomingHttpHeaders): void {
-    if (h["grpc-status"] !== undefined) {
-      this.grpcStatus = Number(h["grpc-status"]);
-      this.grpcMessage = decodeMessage(h["grpc-message"]);
+    if (this.blockStatus !== undefined) {
+      this.grpcStatus = Number(this.blockStatus);
+      this.grpcMessage = decodeMessage(this.blockMessage);
     }
+    this.blockStatus = undefined;
+    this.blockMessage = undefined;
   }
 
   private onMessage(m: Buffer): void {
-    if (this.message !== null) this.extra = true;
-    else this.message = m;
+    if (this.result !== null) this.extra = true;
+    else this.result = m;
   }
 
-  take(chunk: Buffer): void {
-    while (chunk.length > 0 && !this.done) {
+  data(buf: Buffer, start: number, end: number): void {
+    let i = start;
+    while (i < end && !this.done && !this.extra) {
       if (this.need < 0) {
-        // Collect the 5-byte prefix (it may be split across chunks).
-        const h: Buffer = this.head === null ? chunk : Buffer.concat([this.head, chunk]);
-        if (h.length < 5) {
-          this.head = h;
-          return;
+        let flag: number;
+        if (this.prefixHave === 0 && end - i >= 5) {
+          flag = buf[i]!;
+          this.need = buf.readUInt32BE(i + 1);
+          i += 5;
+        } else {
+          // Collect the 5-byte prefix across frames.
+          this.prefix ??= Buffer.allocUnsafe(5);
+          const t = Math.min(5 - this.prefixHave, end - i);
+          buf.copy(this.prefix, this.prefixHave, i, i + t);
+          this.prefixHave += t;
+          i += t;
+          if (this.prefixHave < 5) return;
+          this.prefixHave = 0;
+          flag = this.prefix[0]!;
+          this.need = this.prefix.readUInt32BE(1);
         }
-        this.head = null;
-        if (h[0] !== 0) return this.fail(Code.INTERNAL, "Received a compressed message, but no compression was negotiated");
-        this.need = h.readUInt32BE(1);
+        if (flag !== 0) return this.fail(Code.INTERNAL, "Received a compressed message, but no compression was negotiated");
         if (this.need > this.client.limit) return this.fail(Code.RESOURCE_EXHAUSTED, `Received message larger than max (${this.need} vs ${this.client.maxReceiveBytes})`);
-        chunk = h.subarray(5);
-        this.parts = [];
         this.have = 0;
+        if (this.need === 0) {
+          this.need = -1;
+          this.onMessage(EMPTY);
+          continue;
+        }
       }
-      const n = Math.min(this.need - this.have, chunk.length);
-      if (n === chunk.length && this.have === 0 && n === this.need) {
-        this.onMessage(chunk);
+      const n = Math.min(this.need - this.have, end - i);
+      if (this.have === 0 && n === this.need) {
+        // The whole message in this frame: no copy.
+        this.onMessage(this.result === null ? buf.subarray(i, i + n) : EMPTY);
         this.need = -1;
-        return;
+        i += n;
+        continue;
       }
-      this.parts.push(chunk.subarray(0, n));
+      // Split across frames: one buffer of the announced size (at most the limit), filled as frames arrive. A second
+      // message is only counted, not kept.
+      if (this.result === null) {
+        this.acc ??= Buffer.allocUnsafe(this.need);
+        buf.copy(this.acc, this.have, i, i + n);
+      }
       this.have += n;
-      chunk = chunk.subarray(n);
+      i += n;
       if (this.have === this.need) {
-        this.onMessage(this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.have));
+        this.onMessage(this.acc ?? EMPTY);
+        this.acc = null;
         this.need = -1;
       }
     }
   }
 
-  closed(): void {
+  ended(): void {
+    this.closed(H2Error.NO_ERROR, null);
+  }
+
+  reset(code: number): void {
+    this.closed(code, null);
+  }
+
+  refused(): void {
+    this.closed(H2Error.REFUSED_STREAM, null);
+  }
+
+  lost(why: ConnectionLoss): void {
+    this.closed(-1, why);
+  }
+
+  /** How the stream ended decides the outcome (the order of these rules is grpc-js's). */
+  private closed(code: number, lost: ConnectionLoss | null): void {
     if (this.done) return;
-    const { client, call, session: sess } = this;
-    const code = this.stream.rstCode;
-    // Retried only when the request provably never reached a handler: the stream was refused, or the connection
-    // never came up. A connection that dropped mid-call is UNAVAILABLE, not retried (the call may have run).
-    if (!this.gotBytes && !this.retried && (code === NGHTTP2_REFUSED_STREAM || sess.connecting || !client.sessionConnected.has(sess))) {
-      // Never reached the backend's handler: once more on a fresh connection (grpc-js transparent retry).
+    const { client } = this;
+    // Retried only when the request provably never reached a handler: the stream was refused (or above a GOAWAY's
+    // last id), or the connection never came up. A connection that dropped mid-call is UNAVAILABLE, not retried (the
+    // call may have run).
+    if (!this.gotBytes && !this.retried && (code === H2Error.REFUSED_STREAM || (lost !== null && !lost.everConnected))) {
       this.settle();
-      if (call.signal?.aborted) return call.resolve({ ok: false, code: Code.CANCELLED, message: "Cancelled on client" });
-      if (Date.now() >= call.deadline) return call.resolve({ ok: false, code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
-      return client.start(call, true, true);
+      if (this.signal?.aborted) return this.resolve({ ok: false, code: Code.CANCELLED, message: "Cancelled on client" });
+      if (Date.now() >= this.deadline) return this.resolve({ ok: false, code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
+      const again = new Attempt(client, this.fixed, this.meta, this.metaBound, this.message, this.deadline, this.signal, this.resolve, this.index, true);
+      return again.go(true);
     }
-    if (!this.gotBytes && (sess.destroyed || sess.closed || !client.sessionConnected.has(sess))) {
-      return this.finish({ ok: false, code: Code.UNAVAILABLE, message: `backend ${client.address} is unavailable: ${client.lastError || "the connection closed before a response"}` });
+    if (lost !== null && !this.gotBytes) {
+      const why = lost.protocolError !== undefined ? `protocol error: ${lost.protocolError}` : lost.socketError || "the connection closed before a response";
+      return this.finish({ ok: false, code: Code.UNAVAILABLE, message: `backend ${client.address} is unavailable: ${why}` });
+    }
+    if (lost?.protocolError !== undefined) {
+      return this.finish({ ok: false, code: Code.INTERNAL, message: `backend ${client.address} sent a malformed response: ${lost.protocolError}` });
     }
     if (this.httpStatus !== 200 && this.grpcStatus === undefined && this.gotBytes) {
       return this.finish({ ok: false, code: HTTP_TO_GRPC[this.httpStatus] ?? Code.UNKNOWN, message: `Received HTTP status code ${this.httpStatus}` });
     }
     if (this.grpcStatus === undefined) {
       // No status: grpc-js's mapping of how the stream ended.
-      if (sess.destroyed || sess.closed) return this.finish({ ok: false, code: Code.UNAVAILABLE, message: `Connection dropped (backend ${client.address})` });
-      const [c, text] = RST_TO_GRPC[code ?? -1] ?? [Code.INTERNAL, `Received RST_STREAM with code ${code}`];
+      if (lost !== null) return this.finish({ ok: false, code: Code.UNAVAILABLE, message: `Connection dropped (backend ${client.address})` });
+      const [c, text] = RST_TO_GRPC[code] ?? [Code.INTERNAL, `Received RST_STREAM with code ${code}`];
       return this.finish({ ok: false, code: c, message: text });
     }
     if (this.grpcStatus !== 0) return this.finish({ ok: false, code: (this.grpcStatus in Code ? this.grpcStatus : Code.UNKNOWN) as Code, message: this.grpcMessage });
     if (this.extra) return this.finish({ ok: false, code: Code.UNIMPLEMENTED, message: "Too many responses received" });
-    if (this.message === null) return this.finish({ ok: false, code: Code.UNIMPLEMENTED, message: "No message received" });
-    this.finish({ ok: true, bytes: this.message });
+    if (this.result === null) return this.finish({ ok: false, code: Code.UNIMPLEMENTED, message: "No message received" });
+    this.finish({ ok: true, bytes: this.result });
   }
 }
 
+/** "host:port" or "[v6]:port" split, or what is wrong with it (reported by every call, as a failed dial would be). */
+function splitAddress(address: string): { host: string; port: number } | string {
+  const at = address.lastIndexOf(":");
+  const port = Number(address.slice(at + 1));
+  let host = address.slice(0, at);
+  if (host.startsWith("[") && host.endsWith("]")) host = host.slice(1, -1);
+  if (at <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) return `address ${JSON.stringify(address.slice(0, 100))} is not host:port`;
+  return { host, port };
+}
+
+/** Cached fixed header blocks per path; beyond this many paths the cache starts over. */
+const PATH_CACHE_LIMIT = 1024;
+
 /** Create the client; connections are made on first use and again after one closes. */
 export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
-  const authority = `http://${opts.address}`;
-  const sessions: (http2.ClientHttp2Session | undefined)[] = new Array(Math.max(1, opts.connections)).fill(undefined);
+  const target = splitAddress(opts.address);
+  const conns: (H2Connection | undefined)[] = new Array(Math.max(1, opts.connections)).fill(undefined);
+  const paths = new Map<string, Buffer>();
   let cursor = 0;
   let closed = false;
 
-  const session = (i: number, fresh: boolean): http2.ClientHttp2Session => {
-    let s = sessions[i];
-    if (s && !fresh && !s.closed && !s.destroyed) return s;
-    if (s && !s.closed) s.close();
-    // No periodic keep-alive pings: a reset connection fails its streams, and a call that runs into its deadline
-    // probes its connection (probe below), so a silently dead one is replaced instead of timing out every call.
-    s = http2.connect(authority, { settings: { enablePush: false } });
-    const mine = s;
-    const drop = (): void => {
-      if (sessions[i] === mine) sessions[i] = undefined;
-    };
-    s.on("error", (e: Error) => {
-      client.lastError = e.message;
-      drop();
-    });
-    s.on("close", drop);
-    s.on("goaway", drop);
-    s.once("connect", () => client.sessionConnected.add(mine));
-    s.unref();
-    sessions[i] = s;
-    return s;
-  };
-
-  /** Ping a connection after a call on it timed out; no answer in time and it is closed (the next call reconnects). */
-  const probing = new WeakSet<http2.ClientHttp2Session>();
-  const client: ClientState = {
+  const client: Client = {
     address: opts.address,
     maxReceiveBytes: opts.maxReceiveBytes,
     limit: opts.maxReceiveBytes < 0 ? Infinity : opts.maxReceiveBytes,
-    sessionConnected: new WeakSet<http2.ClientHttp2Session>(),
-    lastError: "",
-    probe(s) {
-      if (probing.has(s) || s.closed || s.destroyed) return;
-      probing.add(s);
-      const timer = setTimeout(() => s.destroy(), opts.probeTimeoutMs ?? PROBE_MS);
-      timer.unref();
-      try {
-        s.ping((err) => {
-          clearTimeout(timer);
-          probing.delete(s);
-          if (err) s.destroy();
-        });
-      } catch {
-        clearTimeout(timer);
-        s.destroy();
-      }
-    },
-    start(call, fresh, retried) {
-      // The timeout the backend gets is what is left now (a retry sends less than the first attempt did).
-      if (Number.isFinite(call.deadline)) call.headers["grpc-timeout"] = timeoutHeader(call.deadline - Date.now());
-      let sess: http2.ClientHttp2Session;
-      let stream: http2.ClientHttp2Stream;
-      try {
-        sess = session(call.index, fresh);
-        stream = sess.request(call.headers, { endStream: false });
-      } catch (e) {
-        return call.resolve({ ok: false, code: Code.UNAVAILABLE, message: `backend ${opts.address} is unavailable: ${(e as Error).message}` });
-      }
-      new Attempt(client, call, sess, stream as AttemptStream, retried);
+    probeMs: opts.probeTimeoutMs ?? PROBE_MS,
+    isClosed: () => closed,
+    connection(i, fresh) {
+      const c = conns[i];
+      if (c !== undefined && !fresh && c.usable) return c;
+      // A connection replaced for a retry finishes its own streams first.
+      c?.close();
+      const events: ConnectionEvents = {
+        retired(done) {
+          if (conns[i] === done) conns[i] = undefined;
+        },
+        requeue(s) {
+          (s as Attempt).place(false);
+        },
+      };
+      if (typeof target === "string") throw new Error(target);
+      const made = new H2Connection(target.host, target.port, events);
+      conns[i] = made;
+      return made;
     },
   };
 
@@ -346,20 +428,21 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
         if (signal?.aborted) return resolve({ ok: false, code: Code.CANCELLED, message: "the caller cancelled the call" });
         const left = deadline - Date.now();
         if (!(left > 0)) return resolve({ ok: false, code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
-        const headers: http2.OutgoingHttpHeaders = metadata.toHttp2Headers();
-        headers[":method"] = "POST";
-        headers[":path"] = path;
-        headers["content-type"] = "application/grpc";
-        headers["te"] = "trailers";
-        headers["grpc-accept-encoding"] = "identity";
-        cursor = cursor + 1 >= sessions.length ? 0 : cursor + 1;
-        client.start({ index: cursor, message, headers, deadline, signal, resolve }, false, false);
+        let fixed = paths.get(path);
+        if (fixed === undefined) {
+          if (paths.size >= PATH_CACHE_LIMIT) paths.clear();
+          fixed = fixedBlock(path, opts.address);
+          paths.set(path, fixed);
+        }
+        const meta = metadata.toHttp2Headers() as Headers;
+        cursor = cursor + 1 >= conns.length ? 0 : cursor + 1;
+        new Attempt(client, fixed, meta, metadataBound(meta), message, deadline, signal, resolve, cursor, false).go(false);
       });
     },
     close() {
       closed = true;
-      for (const s of sessions) s?.close();
-      sessions.fill(undefined);
+      for (const c of conns) c?.close();
+      conns.fill(undefined);
     },
   };
 }
