@@ -46,9 +46,10 @@ export interface Backend {
    */
   resolve(method: string, signal?: AbortSignal): Promise<{ schema: BackendSchema; method: MethodEntry }>;
   /**
-   * Unary call with pre-encoded request bytes. `deadline` is epoch ms. Carried by a raw node:http2 client on its own
-   * `channels` connections (src/backends/h2-unary.ts: same statuses, about 25 us less CPU per call than the grpc-js
-   * channel); the grpc-js pool keeps health, reconnects, reflection and streams.
+   * Unary call with pre-encoded request bytes. `deadline` is epoch ms. Carried by the gateway's own HTTP/2 client on
+   * its own `channels` connections (src/backends/h2-unary.ts: raw frames over net.Socket, grpc-js's statuses, a small
+   * fraction of the client CPU per call of grpc-js or node:http2); the grpc-js pool keeps health, reconnects,
+   * reflection and streams.
    */
   call(path: string, request: Uint8Array, metadata: grpc.Metadata, deadline: number, signal?: AbortSignal): Promise<CallOutcome>;
   /** Reflection fetches started so far and the protocol version in use (v1 until a fallback happened). */

@@ -198,11 +198,14 @@ export class H2Connection {
   everConnected = false;
   private socketError: string | undefined;
 
+  /** `firstStreamId` is for tests of the stream id limit (odd, default 1). */
   constructor(
     host: string,
     port: number,
     private readonly events: ConnectionEvents,
+    firstStreamId = 1,
   ) {
+    this.nextId = firstStreamId;
     this.socket = net.connect({ host, port, noDelay: true });
     this.socket.on("connect", () => {
       this.everConnected = true;

@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { createH2UnaryClient, type H2UnaryClient } from "../../src/backends/h2-unary.js";
-import { CONNECTION_WINDOW, QUEUE_LIMIT, STREAM_WINDOW } from "../../src/backends/h2-connection.js";
-import { huffmanEncode } from "../../src/backends/hpack.js";
+import { CONNECTION_WINDOW, H2Connection, H2Stream, QUEUE_LIMIT, STREAM_WINDOW, type ConnectionLoss } from "../../src/backends/h2-connection.js";
+import { huffmanEncode, literalField } from "../../src/backends/hpack.js";
 import { Code } from "../../src/shared/code.js";
 import { F, FakeServer, T, grpcFrame, indexedHuffman, plainBlock, settings, u32, type FakeRequest } from "../support/h2-fake-server.js";
 import { waitFor } from "../support/gateway.js";
@@ -245,6 +245,89 @@ describe("raw-frame h2 unary client", () => {
       }
     } finally {
       c.close();
+      await s.close();
+    }
+  });
+});
+
+/** A bare stream for driving H2Connection directly: records what the connection reports. */
+class RecordingStream extends H2Stream {
+  readonly events: string[] = [];
+  readonly fields: [string, string][] = [];
+  body = Buffer.alloc(0);
+  constructor(
+    readonly message: Buffer,
+    private readonly path: string,
+  ) {
+    super();
+  }
+  headerBlockBound(): number {
+    return 64 + this.path.length;
+  }
+  writeHeaderBlock(out: Buffer, pos: number): number {
+    out[pos++] = 0x83;
+    out[pos++] = 0x86;
+    return literalField(out, pos, 4, "", this.path);
+  }
+  header(name: string, value: string): void {
+    this.fields.push([name, value]);
+  }
+  headersDone(endStream: boolean): void {
+    this.events.push(endStream ? "headers+end" : "headers");
+  }
+  data(buf: Buffer, start: number, end: number): void {
+    this.body = Buffer.concat([this.body, buf.subarray(start, end)]);
+  }
+  ended(): void {
+    this.events.push("ended");
+  }
+  reset(code: number): void {
+    this.events.push(`reset ${code}`);
+  }
+  refused(): void {
+    this.events.push("refused");
+  }
+  lost(why: ConnectionLoss): void {
+    this.events.push(`lost ${JSON.stringify(why)}`);
+  }
+}
+
+describe("raw-frame h2 connection lifecycle", () => {
+  it("close() lets the call in flight finish, refuses new calls, and says GOAWAY", async () => {
+    const s = await new FakeServer({ onRequest: (r) => setTimeout(() => r.conn.reply(r.stream, r.body.subarray(5)), 100) }).listen();
+    const c = client(s);
+    try {
+      const p = c.call("/slow", Buffer.from("in flight"), md(), soon());
+      await waitFor(() => s.conns[0]?.open.size === 1, "the stream open at the server");
+      c.close();
+      assert.deepEqual(await c.call("/new", Buffer.alloc(0), md(), soon()), { ok: false, code: Code.UNAVAILABLE, message: `backend 127.0.0.1:${s.port} is closed` });
+      assert.deepEqual(await p, { ok: true, bytes: Buffer.from("in flight") });
+      const goaway = s.sent(T.GOAWAY);
+      assert.equal(goaway.length, 1);
+      assert.equal(goaway[0]!.payload.readUInt32BE(4), 0, "NO_ERROR");
+      await waitFor(() => s.conns[0]!.socket.readableEnded, "the client ended the socket after its last stream");
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a connection whose next stream id would pass 2^31-1 takes no new streams and ends after its last one", async () => {
+    const s = await new FakeServer({ onRequest: (r) => r.conn.reply(r.stream, Buffer.from(String(r.stream))) }).listen();
+    const retired: H2Connection[] = [];
+    const conn = new H2Connection("127.0.0.1", s.port, { retired: (x) => void retired.push(x), requeue: () => assert.fail("nothing was queued") }, 0x7fffffff);
+    try {
+      const st = new RecordingStream(Buffer.from("last"), "/last");
+      assert.equal(conn.open(st), true);
+      assert.deepEqual(retired, [conn], "retired as soon as the last id is used");
+      assert.equal(conn.usable, false);
+      assert.equal(conn.open(new RecordingStream(Buffer.alloc(0), "/refused")), false);
+      await waitFor(() => st.events.includes("ended"), "the last stream's response");
+      assert.deepEqual(st.events, ["headers", "headers+end", "ended"]);
+      assert.deepEqual(st.body, grpcFrame(Buffer.from(String(0x7fffffff))));
+      assert.deepEqual(s.requests.map((r) => r.stream), [0x7fffffff]);
+      await waitFor(() => s.conns[0]!.socket.readableEnded, "the socket ended");
+    } finally {
+      conn.destroy("test over");
       await s.close();
     }
   });
