@@ -244,6 +244,12 @@ export class H2Connection {
     if (!this.usable) return false;
     if (this.streams.size >= this.maxStreams) {
       if (this.queued >= QUEUE_LIMIT) return false;
+      // Calls that left the queue (deadline, abort) stay in the array until reached: drop them before it grows past
+      // twice the limit.
+      if (this.queue.length - this.queueHead >= 2 * QUEUE_LIMIT) {
+        this.queue = this.queue.slice(this.queueHead).filter((q) => q.conn === this && q.id === 0);
+        this.queueHead = 0;
+      }
       s.conn = this;
       s.id = 0;
       this.queue.push(s);

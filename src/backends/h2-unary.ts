@@ -404,8 +404,13 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
     connection(i, fresh) {
       const c = conns[i];
       if (c !== undefined && !fresh && c.usable) return c;
-      // A connection replaced for a retry finishes its own streams first.
-      c?.close();
+      if (c !== undefined) {
+        // A connection replaced for a retry finishes its own streams first; the calls queued on it have been placed
+        // again, on a new connection made for this slot then, which is fresh too.
+        c.close();
+        const made = conns[i];
+        if (made !== undefined && made !== c && made.usable) return made;
+      }
       const events: ConnectionEvents = {
         retired(done) {
           if (conns[i] === done) conns[i] = undefined;
