@@ -250,6 +250,57 @@ describe("raw-frame h2 unary client", () => {
   });
 });
 
+describe("raw-frame h2 unary client: garbage from the backend", () => {
+  it("random frames and random bytes after a request end each call with an outcome by its deadline, and never crash the process", async () => {
+    // A small deterministic PRNG (mulberry32), so a failure can be replayed (H2_GARBAGE_SEED picks another seed).
+    let seed = Number(process.env["H2_GARBAGE_SEED"] ?? 0x5eed);
+    const rnd = (): number => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    const bytes = (n: number): Buffer => Buffer.from(Array.from({ length: n }, () => Math.floor(rnd() * 256)));
+    const s = await new FakeServer({
+      onRequest: ({ conn, stream, body }) => {
+        if (body.length > 5) return conn.reply(stream, body.subarray(5)); // the check call after the garbage
+        // Each garbage connection is ended shortly after, so what the garbage left half-open does not linger.
+        setTimeout(() => conn.socket.end(), 30);
+        if (rnd() < 0.3) return conn.raw(bytes(1 + Math.floor(rnd() * 64)));
+        const frames = 1 + Math.floor(rnd() * 6);
+        for (let i = 0; i < frames; i++) {
+          const type = Math.floor(rnd() * 11);
+          const flags = Math.floor(rnd() * 256);
+          const sid = rnd() < 0.7 ? stream : Math.floor(rnd() * 6);
+          conn.send(type, flags, sid, bytes(Math.floor(rnd() * 24)));
+        }
+      },
+    }).listen();
+    const c = client(s);
+    const seen = new Set<string>();
+    try {
+      for (let i = 0; i < 40; i++) {
+        const t = Date.now();
+        const o = await c.call("/garbage", Buffer.alloc(0), md(), soon(150));
+        assert.ok(Date.now() - t < 1500, `call ${i} ended in time`);
+        if (!o.ok) seen.add(Code[o.code]);
+        // Garbage that arrives after the call ended may still break the connection the next call lands on; within a
+        // few tries the client is on a clean one.
+        let ok = await c.call("/check", Buffer.from(`c${i}`), md(), soon(2000));
+        for (let k = 0; k < 5 && !ok.ok; k++) {
+          await new Promise((r) => setTimeout(r, 20));
+          ok = await c.call("/check", Buffer.from(`c${i}`), md(), soon(2000));
+        }
+        assert.deepEqual(ok, { ok: true, bytes: Buffer.from(`c${i}`) }, `a good call after garbage ${i}`);
+      }
+      assert.ok(seen.size >= 1, "the garbage made calls fail");
+    } finally {
+      c.close();
+      await s.close();
+    }
+  });
+});
+
 /** A bare stream for driving H2Connection directly: records what the connection reports. */
 class RecordingStream extends H2Stream {
   readonly events: string[] = [];
