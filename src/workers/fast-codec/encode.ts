@@ -400,6 +400,8 @@ interface FieldPlan {
   oneofBit: number;
   /** A field of a kind the fast path does not write: its presence bails. */
   slow: boolean;
+  /** A google.protobuf.Value field: JSON null is its value (NULL_VALUE), not "unset". */
+  nullIsValue: boolean;
   /** Writes tag(s) and value for a present key (null included). */
   write: (json: JsonValue, depth: number) => void;
 }
@@ -466,7 +468,8 @@ function compilePlan(desc: DescMessage, plan: MessagePlan): void {
       oneofBit = oneofBits.get(f.oneof)!;
     }
     const write = fieldWriter(f);
-    plan.fields.push({ index: i, oneofBit, slow: write === null, write: write ?? bail });
+    const nullIsValue = f.fieldKind === "message" && f.message.typeName === "google.protobuf.Value";
+    plan.fields.push({ index: i, oneofBit, slow: write === null, nullIsValue, write: write ?? bail });
   }
   // The library's key table: proto name then JSON name per field, in declaration order (a later entry wins a clash).
   for (const f of desc.fields) {
@@ -489,8 +492,9 @@ function writeMessage(plan: MessagePlan, json: JsonValue, depth: number): void {
     const v = json[key];
     if (v === undefined) bail();
     if (f.oneofBit !== 0) {
-      // A null oneof member still counts as setting the oneof in the library: leave those rules to it.
-      if (v === null || (oneofs & f.oneofBit) !== 0) bail();
+      // A null oneof member (other than a Value's null) still counts as setting the oneof in the library, without
+      // a value: leave those rules to it.
+      if ((v === null && !f.nullIsValue) || (oneofs & f.oneofBit) !== 0) bail();
       oneofs |= f.oneofBit;
     }
     values[f.index] = v;
