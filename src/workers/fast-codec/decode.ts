@@ -26,6 +26,16 @@ let vhi = 0;
 
 /** Reads a varint ending before `end` into vlo/vhi (the low and high 32 bits). Ten bytes at most, canonical top. */
 function varint(end: number): void {
+  if (rp < end) {
+    const b0 = rb[rp]!;
+    if (b0 < 0x80) {
+      // one byte: most tags, lengths and small numbers
+      rp++;
+      vlo = b0;
+      vhi = 0;
+      return;
+    }
+  }
   let lo = 0;
   let hi = 0;
   for (let i = 0; ; i++) {
@@ -76,19 +86,18 @@ function stringText(end: number): string {
   const e = lengthEnd(end);
   const start = rp;
   rp = e;
-  let ascii = true;
   for (let i = start; i < e; i++) {
-    if (rb[i]! > 0x7f) {
-      ascii = false;
-      break;
-    }
+    const b = rb[i]!;
+    // Printable ASCII other than " and \ is its own JSON text; anything else goes through the decoder and
+    // JSON.stringify (the library's escaping).
+    if (b < 0x20 || b > 0x7e || b === 0x22 || b === 0x5c) return JSON.stringify(utf8.decode(rb.subarray(start, e)));
   }
-  const s = ascii ? latin1(start, e) : utf8.decode(rb.subarray(start, e));
-  return JSON.stringify(s);
+  return `"${latin1(start, e)}"`;
 }
 
+/** Bytes known to be ASCII as a string. */
 function latin1(start: number, end: number): string {
-  if (end - start < 64) {
+  if (end - start <= 32) {
     let s = "";
     for (let i = start; i < end; i++) s += String.fromCharCode(rb[i]!);
     return s;
@@ -306,7 +315,11 @@ function compilePlan(desc: DescMessage, plan: MessagePlan): void {
 function readMessage(plan: MessagePlan, end: number, depth: number): string {
   if (depth > MAX_DEPTH) bail();
   const fields = plan.fields;
-  const slots: Slot[] = new Array(fields.length);
+  return readFields(plan, new Array<Slot>(fields.length), end, depth);
+}
+
+function readFields(plan: MessagePlan, slots: Slot[], end: number, depth: number): string {
+  const fields = plan.fields;
   let oneofs = 0;
   while (rp < end) {
     const t = tag(end);
