@@ -85,10 +85,10 @@ function encodeJsonValue(registry: FileRegistry, desc: DescMessage, value: JsonV
  */
 export function binaryToJson(registry: FileRegistry, typeName: string, bytes: Uint8Array): string {
   const desc = messageType(registry, typeName);
-  // The compiled fast path writes the same text; it gives up (undefined) on anything it is not sure of, and on a
-  // result the Any reordering below would touch.
+  // The compiled fast path writes the same text; it gives up (undefined) on anything it is not sure of, including
+  // an Any or an "@type" key (the reordering below).
   const fast = fastBinaryToJson(desc, bytes);
-  if (fast !== undefined && !(reachesAny(desc) && fast.includes('"@type"'))) return fast;
+  if (fast !== undefined) return fast;
   let message;
   try {
     message = fromBinary(desc, bytes);
