@@ -63,7 +63,11 @@ function cpuUsPer(fn: () => void, n: number): number {
 
 /** Alternating batches of the two arms; the minimum CPU us per call of each. */
 function compare(a: () => void, b: () => void, budgetMs: number): [number, number] {
-  // Batch size: about 20 ms of the slower arm, so each batch spans several 4 ms scheduler ticks.
+  // Warm up both (JIT tiers), then batches of about 20 ms of the slower arm, so each spans several scheduler ticks.
+  for (const end = Date.now() + budgetMs / 4; Date.now() < end; ) {
+    cpuUsPer(a, 10);
+    cpuUsPer(b, 10);
+  }
   const probe = Math.max(cpuUsPer(a, 20), cpuUsPer(b, 20), 1);
   const n = Math.max(20, Math.round(20_000 / probe));
   let bestA = Infinity;
