@@ -519,6 +519,21 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
     }
   });
 
+  it("string bytes: every 1- and 2-byte value and random 3- and 4-byte ones (UTF-8 validity and JSON escapes)", (t) => {
+    seed = 0x5eed0004;
+    const scalars = msg("kinds.v1.Scalars");
+    const stats: Stats = { cases: 0, libOk: 0, fast: 0 };
+    const check = (body: number[]): void => checkDecode(scalars, new Uint8Array([0x4a, body.length, ...body]), false, stats);
+    for (let a = 0; a < 256; a++) {
+      check([a]);
+      for (let b = 0; b < 256; b++) check([a, b]);
+    }
+    const lead = [0xe0, 0xe1, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf4, 0xf5, 0xc2, 0xdf, 0xc0];
+    for (let i = 0; i < 20000; i++) check([pick(lead), 0x80 + int(64) - (chance(0.1) ? 1 : 0), 0x80 + int(64), ...(chance(0.5) ? [0x7f + int(66)] : [])]);
+    t.diagnostic(JSON.stringify(stats));
+    assert.ok(stats.fast > 20000 && stats.libOk - stats.fast < stats.libOk / 100, "valid strings take the fast path");
+  });
+
   it("hand-written wire forms: unpacked lists, map entries in either order, long varints, bad UTF-8, odd well-known values", () => {
     const stats: Stats = { cases: 0, libOk: 0, fast: 0 };
     const repeats = msg("kinds.v1.Repeats");
