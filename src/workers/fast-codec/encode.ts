@@ -797,7 +797,12 @@ function writeListValue(json: JsonValue, depth: number): void {
  * Only for message types whose top-level JSON is an object (not a well-known type with a JSON form of its own).
  */
 export function fastJsonToBinary(desc: DescMessage, value: JsonValue): Uint8Array | undefined {
-  const body = bodyWriterOf(desc);
+  let body: BodyWriter | null;
+  try {
+    body = bodyWriterOf(desc);
+  } catch {
+    return undefined;
+  }
   if (body === null || !plainWriters.has(body)) return undefined;
   pos = 0;
   forks.length = 0;
