@@ -393,24 +393,6 @@ function enumCodec(e: DescEnum): ScalarCodec {
 /** Writes a message body (no tag, no length) for a JSON value; bails on anything it is not sure of. */
 type BodyWriter = (json: JsonValue, depth: number) => void;
 
-interface FieldPlan {
-  /** Position in field-number order. */
-  index: number;
-  /** This field's bit in the message's oneof mask, 0 outside a oneof. */
-  oneofBit: number;
-  /** A field of a kind the fast path does not write: its presence bails. */
-  slow: boolean;
-  /** A google.protobuf.Value field: JSON null is its value (NULL_VALUE), not "unset". */
-  nullIsValue: boolean;
-  /** Writes tag(s) and value for a present key (null included). */
-  write: (json: JsonValue, depth: number) => void;
-}
-
-interface MessagePlan {
-  byKey: Map<string, FieldPlan>;
-  fields: FieldPlan[];
-}
-
 const bodyWriters = new WeakMap<DescMessage, BodyWriter | null>();
 /** The body writers of "plain" message types (the only ones taken at the top level here). */
 const plainWriters = new WeakSet<BodyWriter>();
@@ -419,9 +401,8 @@ const plainWriters = new WeakSet<BodyWriter>();
 function bodyWriterOf(desc: DescMessage): BodyWriter | null {
   const known = bodyWriters.get(desc);
   if (known !== undefined) return known;
-  const kind = messageKind(desc);
   let writer: BodyWriter | null;
-  switch (kind) {
+  switch (messageKind(desc)) {
     case "slow":
       writer = null;
       break;
@@ -443,66 +424,85 @@ function bodyWriterOf(desc: DescMessage): BodyWriter | null {
     case "listValue":
       writer = writeListValue;
       break;
-    case "plain": {
-      // Registered before the fields compile, so recursive types find it.
-      const plan: MessagePlan = { byKey: new Map(), fields: [] };
-      writer = (json, depth) => writeMessage(plan, json, depth);
-      bodyWriters.set(desc, writer);
-      plainWriters.add(writer);
-      compilePlan(desc, plan);
-      return writer;
-    }
+    case "plain":
+      return compileMessage(desc);
   }
   bodyWriters.set(desc, writer);
   return writer;
 }
 
-function compilePlan(desc: DescMessage, plan: MessagePlan): void {
-  const sorted = desc.fields.concat().sort((a, b) => a.number - b.number);
-  const oneofBits = new Map<unknown, number>();
-  for (let i = 0; i < sorted.length; i++) {
-    const f = sorted[i]!;
-    let oneofBit = 0;
-    if (f.oneof !== undefined) {
-      if (!oneofBits.has(f.oneof)) oneofBits.set(f.oneof, 1 << oneofBits.size);
-      oneofBit = oneofBits.get(f.oneof)!;
-    }
-    const write = fieldWriter(f);
-    const nullIsValue = f.fieldKind === "message" && f.message.typeName === "google.protobuf.Value";
-    plan.fields.push({ index: i, oneofBit, slow: write === null, nullIsValue, write: write ?? bail });
-  }
-  // The library's key table: proto name then JSON name per field, in declaration order (a later entry wins a clash).
-  for (const f of desc.fields) {
-    const entry = plan.fields[sorted.indexOf(f)]!;
-    plan.byKey.set(f.name, entry).set(f.jsonName, entry);
-  }
+/** Whether fieldWriter() handles a field (decided from the descriptors alone, before any writer compiles). */
+function supported(f: DescField): boolean {
+  if (f.message !== undefined) return messageKind(f.message) !== "slow";
+  if (f.enum !== undefined) return enumSupported(f.enum);
+  return true;
 }
 
-function writeMessage(plan: MessagePlan, json: JsonValue, depth: number): void {
-  if (depth > MAX_DEPTH || typeof json !== "object" || json === null || Array.isArray(json)) bail();
+/**
+ * Generate the body writer of a plain message: a loop over the object's keys with a `switch` on the key (the
+ * library's key table: proto name and JSON name per field), one local per field, the oneof checks, then each present
+ * field's writer in field-number order (each call site always calls the same writer).
+ */
+function compileMessage(desc: DescMessage): BodyWriter {
+  const sorted = desc.fields.concat().sort((a, b) => a.number - b.number);
+  // The library's key table: proto name then JSON name per field, in declaration order (a later entry wins a clash).
+  const byKey = new Map<string, DescField>();
+  for (const f of desc.fields) byKey.set(f.name, f).set(f.jsonName, f);
+  const keysOf = new Map<DescField, string[]>();
+  for (const [k, f] of byKey) keysOf.set(f, [...(keysOf.get(f) ?? []), k]);
+  const cases: string[] = [];
+  const writes: string[] = [];
+  const oneofs = new Map<unknown, number[]>();
+  for (let i = 0; i < sorted.length; i++) {
+    const f = sorted[i]!;
+    const keys = keysOf.get(f);
+    if (keys === undefined) continue; // every key of this field is taken by another field: the library's table too
+    const labels = keys.map((k) => `case ${JSON.stringify(k)}:`).join(" ");
+    if (!supported(f)) {
+      cases.push(`${labels} bail();`); // Any, FieldMask, ...: present means the library's path
+      continue;
+    }
+    cases.push(`${labels} if (v${i} !== undefined || (v${i} = json[key]) === undefined) bail(); break;`);
+    writes.push(`if (v${i} !== undefined) W[${i}](v${i}, depth);`);
+    if (f.oneof !== undefined) oneofs.set(f.oneof, [...(oneofs.get(f.oneof) ?? []), i]);
+  }
+  // At most one member per oneof; a null member (other than a Value's null) still counts as setting the oneof in the
+  // library, without a value: leave those rules to it.
+  const oneofChecks = [...oneofs.values()].map((members) => {
+    const parts = members.map((i) => {
+      const f = sorted[i]!;
+      const nullIsValue = f.fieldKind === "message" && f.message.typeName === "google.protobuf.Value";
+      return `if (v${i} !== undefined) { ${nullIsValue ? "" : `if (v${i} === null) bail(); `}n++; }`;
+    });
+    return `{ let n = 0; ${parts.join(" ")} if (n > 1) bail(); }`;
+  });
+  const locals = sorted.map((_, i) => `v${i}`).join(", ");
+  const source = `"use strict";
+return function write(json, depth) {
+  if (depth > ${MAX_DEPTH} || typeof json !== "object" || json === null || Array.isArray(json)) bail();
   const keys = Object.keys(json);
   if (keys.length === 0) return;
-  const fields = plan.fields;
-  const values: (JsonValue | undefined)[] = new Array(fields.length);
-  let oneofs = 0;
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i]!;
-    const f = plan.byKey.get(key);
-    if (f === undefined || f.slow || values[f.index] !== undefined) bail(); // unknown, unsupported, or set twice
-    const v = json[key];
-    if (v === undefined) bail();
-    if (f.oneofBit !== 0) {
-      // A null oneof member (other than a Value's null) still counts as setting the oneof in the library, without
-      // a value: leave those rules to it.
-      if ((v === null && !f.nullIsValue) || (oneofs & f.oneofBit) !== 0) bail();
-      oneofs |= f.oneofBit;
+  ${locals === "" ? "" : `let ${locals};`}
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k];
+    switch (key) {
+      ${cases.join("\n      ")}
+      default: bail();
     }
-    values[f.index] = v;
   }
-  for (let i = 0; i < fields.length; i++) {
-    const v = values[i];
-    if (v !== undefined) fields[i]!.write(v, depth);
+  ${oneofChecks.join("\n  ")}
+  ${writes.join("\n  ")}
+};`;
+  const W: ((json: JsonValue, depth: number) => void)[] = [];
+  const writer = new Function("bail", "W", source)(bail, W) as BodyWriter;
+  // Registered before the field writers compile, so recursive types find it.
+  bodyWriters.set(desc, writer);
+  plainWriters.add(writer);
+  for (let i = 0; i < sorted.length; i++) {
+    const f = sorted[i]!;
+    if (supported(f)) W[i] = fieldWriter(f) ?? bail;
   }
+  return writer;
 }
 
 /** The writer of one field (tag included), or null when the field's type is not handled. */
