@@ -266,7 +266,10 @@ function fieldValue(f: DescField, depth: number, clean: boolean): JsonValue {
 
 type Outcome<T> = { ok: true; value: T } | { ok: false; error: string };
 
-function libEncode(desc: DescMessage, value: JsonValue, reg = registry): Outcome<Uint8Array> {
+/** The registry of the message type under test (kinds or shop). */
+let current = registry;
+
+function libEncode(desc: DescMessage, value: JsonValue, reg = current): Outcome<Uint8Array> {
   try {
     return { ok: true, value: toBinary(desc, fromJson(desc, value, { registry: reg })) };
   } catch (e) {
@@ -274,7 +277,7 @@ function libEncode(desc: DescMessage, value: JsonValue, reg = registry): Outcome
   }
 }
 
-function libDecode(desc: DescMessage, bytes: Uint8Array, reg = registry): Outcome<string> {
+function libDecode(desc: DescMessage, bytes: Uint8Array, reg = current): Outcome<string> {
   try {
     return { ok: true, value: toJsonString(desc, fromBinary(desc, bytes), { registry: reg }) };
   } catch (e) {
@@ -408,7 +411,14 @@ function wireFor(desc: DescMessage, depth: number): Uint8Array {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-const TYPES = ["kinds.v1.Kinds", "kinds.v1.Scalars", "kinds.v1.Optionals", "kinds.v1.Repeats", "kinds.v1.Maps", "kinds.v1.WellKnown"];
+const TYPES = ["kinds.v1.Kinds", "kinds.v1.Scalars", "kinds.v1.Optionals", "kinds.v1.Repeats", "kinds.v1.Maps", "kinds.v1.WellKnown", "shop.v1.Order", "shop.v1.Item"];
+
+/** A random type of TYPES; sets `current` to its registry. */
+function pickType(): DescMessage {
+  const name = pick(TYPES);
+  current = name.startsWith("shop.") ? shop : registry;
+  return msg(name, current);
+}
 
 interface Stats {
   cases: number;
@@ -416,7 +426,7 @@ interface Stats {
   fast: number;
 }
 
-function checkEncode(desc: DescMessage, value: JsonValue, clean: boolean, stats: Stats, reg = registry): Outcome<Uint8Array> {
+function checkEncode(desc: DescMessage, value: JsonValue, clean: boolean, stats: Stats, reg = current): Outcome<Uint8Array> {
   const text = jsonText(value);
   const lib = libEncode(desc, JSON.parse(text) as JsonValue, reg);
   const fast = fastJsonToBinary(desc, JSON.parse(text) as JsonValue);
@@ -432,7 +442,7 @@ function checkEncode(desc: DescMessage, value: JsonValue, clean: boolean, stats:
   return lib;
 }
 
-function checkDecode(desc: DescMessage, bytes: Uint8Array, mustBeFast: boolean, stats: Stats, reg = registry): void {
+function checkDecode(desc: DescMessage, bytes: Uint8Array, mustBeFast: boolean, stats: Stats, reg = current): void {
   const lib = libDecode(desc, bytes, reg);
   const fast = fastBinaryToJson(desc, bytes);
   stats.cases++;
@@ -452,7 +462,7 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
     const clean: Stats = { cases: 0, libOk: 0, fast: 0 };
     const wild: Stats = { cases: 0, libOk: 0, fast: 0 };
     for (let i = 0; i < 3000; i++) {
-      const desc = msg(pick(TYPES));
+      const desc = pickType();
       const isClean = i % 2 === 0;
       checkEncode(desc, messageValue(desc, 0, isClean), isClean, isClean ? clean : wild);
     }
@@ -467,14 +477,14 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
     const mutated: Stats = { cases: 0, libOk: 0, fast: 0 };
     const random: Stats = { cases: 0, libOk: 0, fast: 0 };
     for (let i = 0; i < 1500; i++) {
-      const desc = msg(pick(TYPES));
+      const desc = pickType();
       const enc = libEncode(desc, JSON.parse(jsonText(messageValue(desc, 0, true))) as JsonValue);
       if (!enc.ok) continue;
       checkDecode(desc, enc.value, true, canonical);
       checkDecode(desc, mutate(enc.value), false, mutated);
     }
     for (let i = 0; i < 1500; i++) {
-      const desc = msg(pick(TYPES));
+      const desc = pickType();
       checkDecode(desc, randomWire(desc), false, random);
     }
     t.diagnostic(`canonical: ${JSON.stringify(canonical)}; mutated: ${JSON.stringify(mutated)}; random: ${JSON.stringify(random)}`);
@@ -483,6 +493,7 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
   });
 
   it("the shop schema's orders take the fast path both ways with the library's bytes and text", () => {
+    current = shop;
     const order = msg("shop.v1.Order", shop);
     const stats: Stats = { cases: 0, libOk: 0, fast: 0 };
     for (const size of [100, 300, 1024, 6 * 1024, 64 * 1024]) {
@@ -502,24 +513,25 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
   it("codec.ts answers as the library does: same bytes, same text, GatewayError where the library fails", () => {
     seed = 0x5eed0003;
     for (let i = 0; i < 600; i++) {
-      const type = pick(TYPES);
-      const desc = msg(type);
+      const desc = pickType();
+      const type = desc.typeName;
       const text = jsonText(messageValue(desc, 0, i % 3 === 0));
       const lib = libEncode(desc, JSON.parse(text) as JsonValue);
       if (lib.ok) {
-        const bytes = jsonToBinary(registry, type, text);
+        const bytes = jsonToBinary(current, type, text);
         assert.deepEqual(Buffer.from(bytes), Buffer.from(lib.value));
         const libText = libDecode(desc, bytes);
         assert.ok(libText.ok);
         // (codec.ts puts an Any's "@type" first, codec.test.ts checks that; everything else is the library's text)
-        if (!libText.value.includes('"@type"')) assert.equal(binaryToJson(registry, type, bytes), libText.value);
+        if (!libText.value.includes('"@type"')) assert.equal(binaryToJson(current, type, bytes), libText.value);
       } else {
-        assert.throws(() => jsonToBinary(registry, type, text), (e) => e instanceof GatewayError && e.code === 3, text);
+        assert.throws(() => jsonToBinary(current, type, text), (e) => e instanceof GatewayError && e.code === 3, text);
       }
     }
   });
 
   it("string bytes: every 1- and 2-byte value and random 3- and 4-byte ones (UTF-8 validity and JSON escapes)", (t) => {
+    current = registry;
     seed = 0x5eed0004;
     const scalars = msg("kinds.v1.Scalars");
     const stats: Stats = { cases: 0, libOk: 0, fast: 0 };
@@ -535,6 +547,7 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
   });
 
   it("hand-written wire forms: unpacked lists, map entries in either order, long varints, bad UTF-8, odd well-known values", () => {
+    current = registry;
     const stats: Stats = { cases: 0, libOk: 0, fast: 0 };
     const repeats = msg("kinds.v1.Repeats");
     const maps = msg("kinds.v1.Maps");
