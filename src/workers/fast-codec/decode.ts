@@ -691,11 +691,28 @@ function writeObject(rec: Record<string, number>, writeValue: (v: number) => voi
     if (k === "@type") bail();
     if (!first) outByte(44);
     first = false;
-    outText(JSON.stringify(k));
+    outKey(k);
     outByte(58);
     writeValue(rec[k]!);
   }
   outByte(125);
+}
+
+/** A key as JSON: printable ASCII other than " and \ as is, anything else through JSON.stringify. */
+function outKey(k: string): void {
+  const n = k.length;
+  ensure(n + 2);
+  const at = op;
+  ob[op++] = 34;
+  for (let i = 0; i < n; i++) {
+    const c = k.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) {
+      op = at;
+      return outText(JSON.stringify(k));
+    }
+    ob[op++] = c;
+  }
+  ob[op++] = 34;
 }
 
 /** The map key as the library's record has it (String of the key value). */
