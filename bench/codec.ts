@@ -8,6 +8,8 @@
  *    ratio against protobufjs measured in the same run (> 1: @bufbuild is faster).
  * 3. Inline vs pool per payload size (latency and main-thread time per conversion) and the crossover: the smallest
  *    size at which a pooled conversion costs the main thread less than converting inline, in both directions.
+ * 4. The codec's compiled fast path against the library path it falls back to: CPU per conversion, both directions,
+ *    same run (bench/codec/fast-path.ts, also runnable alone).
  */
 import { availableParallelism } from "node:os";
 import { Bench } from "tinybench";
@@ -15,7 +17,8 @@ import { createConverter } from "../src/workers/converter.js";
 import { schemaSetOf, SHOP_PROTO } from "../test/support/protos/descriptors.js";
 import { orderOfJsonSize } from "../test/support/protos/samples.js";
 import { checkConformance } from "./codec/conformance.js";
-import { bufbuildCodec, protobufjsCodec, type LibraryCodec } from "./codec/libraries.js";
+import { measureFastPath, printFastPath } from "./codec/fast-path.js";
+import { bufbuildCodec, gatewayCodec, protobufjsCodec, type LibraryCodec } from "./codec/libraries.js";
 import { measurePoolCost, type PoolCostRow } from "./codec/pool-cost.js";
 
 const quick = process.argv.includes("--quick");
@@ -32,7 +35,7 @@ function section(title: string): void {
 async function libraries(): Promise<void> {
   const codecs: LibraryCodec[] = [bufbuildCodec(schema.files, ORDER), protobufjsCodec(schema.files, ORDER), protobufjsCodec(schema.files, ORDER, true)];
   section("Conformance (proto3 JSON cases, bench/codec/conformance.ts)");
-  for (const c of codecs) {
+  for (const c of [gatewayCodec(schema.files, ORDER), ...codecs]) {
     const r = checkConformance(c);
     console.log(`- ${c.name}: ${r.passed}/${r.passed + r.failed.length}${r.failed.length ? ` FAILED: ${r.failed.map((f) => f.slice(0, 120)).join("; ")}` : ""}`);
   }
@@ -93,5 +96,11 @@ async function pool(): Promise<void> {
   }
 }
 
+function fastPath(): void {
+  section("Fast path vs library, CPU us per conversion (min of alternating batches; ratio = library / fast path)");
+  printFastPath(measureFastPath(quick ? 300 : 2000));
+}
+
 await libraries();
 await pool();
+fastPath();

@@ -11,6 +11,7 @@
 //                       GATEWAY_LOADER_JSON / DAPR_LOADER_JSON: the protobufjs JSON proto-loader's `fromJSON`
 //                       builds grpc-js's codecs from (see docs/conversion.md "Generated code" for why not the set)
 //   test/support/protos/gen/shop.binpb  `buf build` of the test protos (test/support/protos/descriptors.ts)
+//   test/support/protos/gen/kinds.binpb `buf build` of kinds/v1/kinds.proto (every field kind, fast-codec test)
 //
 // Usage: node scripts/gen-protos.mjs [--force]
 import { execFileSync } from "node:child_process";
@@ -71,7 +72,7 @@ function inputsHash() {
   return h.digest("hex");
 }
 
-const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), join(out, "reflection"), ...(withTests ? [join(testOut, "shop.binpb")] : [])];
+const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), join(out, "reflection"), ...(withTests ? [join(testOut, "shop.binpb"), join(testOut, "kinds.binpb")] : [])];
 const hash = inputsHash();
 if (!process.argv.includes("--force") && existsSync(stampFile) && readFileSync(stampFile, "utf8") === hash && outputs.every((p) => existsSync(p))) {
   process.exit(0);
@@ -144,6 +145,7 @@ bufBuild(daprProtoDir, DAPR_FILES);
 if (withTests) {
   mkdirSync(testOut, { recursive: true });
   writeFileSync(join(testOut, "shop.binpb"), bufBuild(testProtoDir, ["shop/v1/shop.proto"]));
+  writeFileSync(join(testOut, "kinds.binpb"), bufBuild(testProtoDir, ["kinds/v1/kinds.proto"]));
 }
 writeFileSync(
   join(out, "protos.ts"),

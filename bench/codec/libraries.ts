@@ -2,7 +2,7 @@
  * The two candidate codec libraries behind one shape, built from the same encoded FileDescriptorProtos (what server
  * reflection hands the gateway): @bufbuild/protobuf (the codec in src/workers) and protobufjs with ext/protojson.
  */
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, fromJson, toBinary, toJsonString, type JsonValue } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { fromBinary } from "@bufbuild/protobuf";
 import protobuf from "protobufjs";
@@ -18,13 +18,25 @@ export interface LibraryCodec {
   binaryToJson(bytes: Uint8Array): string;
 }
 
-/** The gateway's codec (@bufbuild/protobuf, JSON.parse + fromJson, toJsonString). */
-export function bufbuildCodec(files: readonly Uint8Array[], typeName: string): LibraryCodec {
+/** The gateway's codec (src/workers/codec.ts: its compiled fast path, falling back to @bufbuild/protobuf). */
+export function gatewayCodec(files: readonly Uint8Array[], typeName: string): LibraryCodec {
   const registry = compileSchema(files);
   return {
-    name: "@bufbuild/protobuf",
+    name: "gateway codec (fast path + @bufbuild)",
     jsonToBinary: (json) => jsonToBinary(registry, typeName, json),
     binaryToJson: (bytes) => binaryToJson(registry, typeName, bytes),
+  };
+}
+
+/** @bufbuild/protobuf alone: JSON.parse + fromJson + toBinary; fromBinary + toJsonString. */
+export function bufbuildCodec(files: readonly Uint8Array[], typeName: string): LibraryCodec {
+  const registry = compileSchema(files);
+  const desc = registry.getMessage(typeName);
+  if (desc === undefined) throw new Error(`${typeName} is not in the schema`);
+  return {
+    name: "@bufbuild/protobuf",
+    jsonToBinary: (json) => toBinary(desc, fromJson(desc, JSON.parse(json) as JsonValue, { registry })),
+    binaryToJson: (bytes) => toJsonString(desc, fromBinary(desc, bytes), { registry }),
   };
 }
 

@@ -15,6 +15,8 @@ import {
 } from "@bufbuild/protobuf";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { fastBinaryToJson } from "./fast-codec/decode.js";
+import { fastJsonToBinary } from "./fast-codec/encode.js";
 import { hasSpecialJson, locateJsonProblem, reasonOf } from "./json-error-locator.js";
 import { errorText } from "./schema-registry.js";
 
@@ -47,6 +49,10 @@ export function jsonValueToBinary(registry: FileRegistry, typeName: string, valu
 }
 
 function encodeJsonValue(registry: FileRegistry, desc: DescMessage, value: JsonValue): Uint8Array {
+  // The compiled fast path (fast-codec/) writes the same bytes for the inputs it is sure of; for anything else
+  // (including every invalid input) it returns undefined and the library below decides, errors included.
+  const fast = fastJsonToBinary(desc, value);
+  if (fast !== undefined) return fast;
   // Top-level Timestamp, wrappers, Value, ... have their special JSON forms; every other message is an object.
   if (!hasSpecialJson(desc.typeName) && (typeof value !== "object" || value === null || Array.isArray(value))) {
     throw new GatewayError(Code.INVALID_ARGUMENT, `JSON for ${desc.typeName} must be an object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
@@ -79,6 +85,10 @@ function encodeJsonValue(registry: FileRegistry, desc: DescMessage, value: JsonV
  */
 export function binaryToJson(registry: FileRegistry, typeName: string, bytes: Uint8Array): string {
   const desc = messageType(registry, typeName);
+  // The compiled fast path writes the same text; it gives up (undefined) on anything it is not sure of, including
+  // an Any or an "@type" key (the reordering below).
+  const fast = fastBinaryToJson(desc, bytes);
+  if (fast !== undefined) return fast;
   let message;
   try {
     message = fromBinary(desc, bytes);

@@ -18,7 +18,13 @@ export const protosDir = dirname(fileURLToPath(import.meta.url));
 /** The rich shop schema: shop/v1/shop.proto (imports shop/v1/common.proto and seven well-known types). */
 export const SHOP_PROTO = "shop/v1/shop.proto";
 
-const builtSets: Record<string, string> = { [SHOP_PROTO]: join(protosDir, "gen", "shop.binpb") };
+/** Every field kind of proto3 (kinds/v1/kinds.proto, imports well-known types only): the fast-codec test's schema. */
+export const KINDS_PROTO = "kinds/v1/kinds.proto";
+
+const builtSets: Record<string, string> = {
+  [SHOP_PROTO]: join(protosDir, "gen", "shop.binpb"),
+  [KINDS_PROTO]: join(protosDir, "gen", "kinds.binpb"),
+};
 
 let cache: Map<string, FileDescriptorProto[]> | undefined;
 

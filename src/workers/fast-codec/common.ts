@@ -1,0 +1,151 @@
+/**
+ * What the compiled fast paths (encode.ts: JSON -> binary, decode.ts: binary -> JSON) share: the bail-out signal,
+ * which descriptors they handle, and the 64-bit integer helpers.
+ *
+ * The fast paths are exact copies of @bufbuild/protobuf's behaviour on a subset of inputs. Whatever falls outside
+ * that subset (a value the library would reject, or accept only through a rule the fast path does not copy) throws
+ * BAIL, and codec.ts reruns the library, which then produces the same bytes, text or error as without a fast path.
+ */
+import type { DescEnum, DescMessage } from "@bufbuild/protobuf";
+
+/** Thrown (never returned to a caller) when the fast path is not sure; codec.ts falls back to the library. */
+export const BAIL: unique symbol = Symbol("fast-codec: not sure, use the library");
+
+export function bail(): never {
+  throw BAIL;
+}
+
+/**
+ * Nesting depth past which the fast paths give up. The library stops at 100 (its recursionLimit, counting messages and
+ * Struct/Value levels); bailing well before that leaves the limit's error to the library.
+ */
+export const MAX_DEPTH = 64;
+
+const EDITION_PROTO3 = 999;
+export const IMPLICIT = 2;
+const LEGACY_REQUIRED = 3;
+
+/** Well-known types whose JSON form the fast paths write themselves. */
+export type WktKind = "timestamp" | "duration" | "wrapper" | "struct" | "value" | "listValue";
+
+const wrapperNames = new Set([
+  "google.protobuf.DoubleValue",
+  "google.protobuf.FloatValue",
+  "google.protobuf.Int64Value",
+  "google.protobuf.UInt64Value",
+  "google.protobuf.Int32Value",
+  "google.protobuf.UInt32Value",
+  "google.protobuf.BoolValue",
+  "google.protobuf.StringValue",
+  "google.protobuf.BytesValue",
+]);
+
+/**
+ * How a message type is handled: "plain" (its fields, generic plan), a well-known JSON form the fast path writes, or
+ * "slow" (Any, FieldMask, other special forms, proto2/editions files, groups, required fields, names the plain-object
+ * tricks below cannot carry). A field of a "slow" type makes the fast path bail only when that field is present.
+ */
+export function messageKind(desc: DescMessage): "plain" | "slow" | WktKind {
+  const name = desc.typeName;
+  if (name.startsWith("google.protobuf.")) {
+    switch (name) {
+      case "google.protobuf.Timestamp":
+        return "timestamp";
+      case "google.protobuf.Duration":
+        return "duration";
+      case "google.protobuf.Struct":
+        return "struct";
+      case "google.protobuf.Value":
+        return "value";
+      case "google.protobuf.ListValue":
+        return "listValue";
+      case "google.protobuf.Any":
+      case "google.protobuf.FieldMask":
+        return "slow";
+    }
+    if (wrapperNames.has(name)) {
+      const f = desc.fields[0];
+      return f !== undefined && f.fieldKind === "scalar" && f.name === "value" && f.number === 1 ? "wrapper" : "slow";
+    }
+  }
+  if (desc.file.edition !== EDITION_PROTO3) return "slow";
+  let oneofs = 0;
+  for (const f of desc.fields) {
+    if (f.presence === LEGACY_REQUIRED || ("delimitedEncoding" in f && f.delimitedEncoding)) return "slow";
+    // A key that is an array index would be reordered by the JS object the library builds; a key on Object.prototype
+    // ("constructor", "__proto__") behaves differently on plain objects. Neither appears in real APIs.
+    if (badKey(f.name) || badKey(f.jsonName)) return "slow";
+    if (f.fieldKind === "scalar" && f.scalar === 9 /* STRING */ && !f.utf8Validation) return "slow";
+    if (f.fieldKind === "list" && f.listKind === "scalar" && f.scalar === 9 && !f.utf8Validation) return "slow";
+  }
+  for (const o of desc.oneofs) if (o.kind === "oneof") oneofs++;
+  if (oneofs > 30) return "slow"; // one bit each in a 32-bit mask
+  return "plain";
+}
+
+function badKey(k: string): boolean {
+  return k in Object.prototype || /^[0-9]/.test(k);
+}
+
+/** An enum the fast paths handle: open (proto3), not google.protobuf.NullValue (its JSON is null). */
+export function enumSupported(e: DescEnum): boolean {
+  return e.open && e.typeName !== "google.protobuf.NullValue" && e.values.length > 0;
+}
+
+// Scalar type numbers (google.protobuf.FieldDescriptorProto.Type), as @bufbuild's ScalarType enum.
+export const S = {
+  DOUBLE: 1,
+  FLOAT: 2,
+  INT64: 3,
+  UINT64: 4,
+  INT32: 5,
+  FIXED64: 6,
+  FIXED32: 7,
+  BOOL: 8,
+  STRING: 9,
+  BYTES: 12,
+  UINT32: 13,
+  SFIXED32: 15,
+  SFIXED64: 16,
+  SINT32: 17,
+  SINT64: 18,
+} as const;
+
+/** The wire type a scalar (or enum, as INT32) is written with when not packed. */
+export function wireTypeOf(scalar: number): number {
+  switch (scalar) {
+    case S.DOUBLE:
+    case S.FIXED64:
+    case S.SFIXED64:
+      return 1;
+    case S.FLOAT:
+    case S.FIXED32:
+    case S.SFIXED32:
+      return 5;
+    case S.STRING:
+    case S.BYTES:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+const TWO32 = 4294967296;
+
+/** Decimal text of the signed 64-bit integer hi:lo (two's complement words). */
+export function int64Text(lo: number, hi: number): string {
+  if (hi >= -0x200000 && hi < 0x200000) return String(hi * TWO32 + (lo >>> 0));
+  return ((BigInt(hi) << 32n) + BigInt(lo >>> 0)).toString();
+}
+
+/** Decimal text of the unsigned 64-bit integer hi:lo. */
+export function uint64Text(lo: number, hi: number): string {
+  const h = hi >>> 0;
+  if (h < 0x200000) return String(h * TWO32 + (lo >>> 0));
+  return ((BigInt(h) << 32n) + BigInt(lo >>> 0)).toString();
+}
+
+/** Standard base64 with padding, as the library writes bytes. */
+export function base64Text(buf: Uint8Array, start: number, end: number): string {
+  return Buffer.from(buf.buffer, buf.byteOffset + start, end - start).toString("base64");
+}
