@@ -31,8 +31,8 @@ const AUDIENCE = "platform-gateway/pubsub";
 /**
  * Signs and checks browser tokens: compact JWTs, HS256 over the configured secret, with node:crypto (synchronous).
  * Synchronous on purpose: a WebSocket upgrade is then decided inside uWS's upgrade handler, never after an await.
- * An upgrade completed later from a promise continuation on a uWS worker thread sometimes never had its first frame
- * dispatched (docs/web-pubsub.md, "Browser tokens"); HMAC-SHA256 of a few hundred bytes costs microseconds.
+ * The uWS 20.30 we ship sometimes dropped a socket upgraded later through res.cork() right after open, on worker
+ * threads (docs/web-pubsub.md, "Browser tokens"); HMAC-SHA256 of a few hundred bytes costs microseconds.
  */
 export interface TokenIssuer {
   /** Validate a `POST /v1/pubsub/tokens` body and sign a token; INVALID_ARGUMENT naming the field on bad input. */
@@ -43,7 +43,7 @@ export interface TokenIssuer {
 
 /** The protected header of every token the gateway signs (what jose's SignJWT wrote, byte for byte). */
 const TOKEN_HEADER = Buffer.from(JSON.stringify({ alg: "HS256", typ: "JWT" })).toString("base64url");
-/** One base64url segment, unpadded (a length of 4n+1 cannot come from any byte string). */
+/** The alphabet of one base64url segment, unpadded. */
 const B64URL_SEGMENT = /^[A-Za-z0-9_-]+$/;
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -52,7 +52,8 @@ function invalidToken(): GatewayError {
   return new GatewayError(Code.UNAUTHENTICATED, "token is not valid (malformed, bad signature or wrong audience)");
 }
 
-/** A base64url segment decoded as a UTF-8 JSON object; undefined when it is anything else. */
+/** A base64url segment decoded as a UTF-8 JSON object; undefined when it is anything else (a length of 4n+1 is no
+ * byte string's encoding: Buffer would quietly drop the last character). */
 function jsonSegment(segment: string): Record<string, unknown> | undefined {
   if (!B64URL_SEGMENT.test(segment) || segment.length % 4 === 1) return undefined;
   try {
