@@ -178,21 +178,22 @@ describe("uWS front on worker threads (--threads 2)", () => {
     }
   });
 
-  // KNOWN BUG (todo, so the run reports it without failing): on a uWS worker thread, a WebSocket whose upgrade waited
-  // for the token check (jose is asynchronous) sometimes never receives its first frame: the server logs the socket's
-  // open, then no message handler runs for it (seen in about 1 of 6 runs of this file, more under c8). Key-authenticated
-  // sockets (upgraded synchronously) and the single-thread gateway's token sockets are not affected. See the closing
-  // note of session 3.
-  it("the same token opens WebSockets on any thread (one secret for all)", { todo: "token-upgraded WebSockets on a worker thread can miss their first frame" }, async () => {
+  // A token WebSocket is upgraded inside uWS's upgrade handler (the token is checked synchronously). It was upgraded
+  // after an await (jose), through res.cork(): on a worker thread uWS 20.30 then sometimes dropped the new socket
+  // right after open (the client saw 1006 and no reply to its first frame; about 1 in 6 runs of this file with 4
+  // sockets). 2 * SPREAD sockets make a regression show in most runs, and each fails fast, naming the close.
+  it("the same token opens WebSockets on any thread (one secret for all), and each answers its first frame", async () => {
     const tok = await request(gw.http, "POST", "/v1/pubsub/tokens", { topics: ["res*"], ttl_seconds: 60 });
     assert.equal(tok.status, 200, tok.body);
     const token = (JSON.parse(tok.body) as { token: string }).token;
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < 2 * SPREAD; i++) {
       const c = await connectWs(gw.http, { token });
       sockets.push(c);
       c.send({ op: "subscribe", topics: ["res1"], id: 1 });
-      const reply = await c.next((f) => f.op === "subscribed" || f.op === "error", "subscribed with the token", 10_000);
-      assert.equal(reply.op, "subscribed", `socket ${i}: ${JSON.stringify(reply)}`);
+      await waitFor(() => c.close !== undefined || c.frames.some((f) => f.op === "subscribed" || f.op === "error"), `socket ${i}: a reply or a close`, 10_000);
+      assert.equal(c.close, undefined, `socket ${i} was closed before it answered its first frame`);
+      assert.equal(c.frames[0]?.op, "subscribed", `socket ${i}: ${JSON.stringify(c.frames[0])}`);
+      assert.deepEqual(c.frames[0].topics, ["res1"]);
     }
   });
 

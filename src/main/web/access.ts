@@ -1,5 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
-import { jwtVerify, SignJWT, errors as joseErrors } from "jose";
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { Code } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import { topicProblem } from "../cloudevent-validate.js";
@@ -29,12 +28,75 @@ export const MAX_TOKEN_TTL_SECONDS = 86_400;
 export const MAX_TOKEN_TOPICS = 64;
 const AUDIENCE = "platform-gateway/pubsub";
 
-/** Signs and checks browser tokens: JWT HS256 (jose) with the configured secret. */
+/**
+ * Signs and checks browser tokens: compact JWTs, HS256 over the configured secret, with node:crypto (synchronous).
+ * Synchronous on purpose: a WebSocket upgrade is then decided inside uWS's upgrade handler, never after an await.
+ * The uWS 20.30 we ship sometimes dropped a socket upgraded later through res.cork() right after open, on worker
+ * threads (docs/web-pubsub.md, "Browser tokens"); HMAC-SHA256 of a few hundred bytes costs microseconds.
+ */
 export interface TokenIssuer {
   /** Validate a `POST /v1/pubsub/tokens` body and sign a token; INVALID_ARGUMENT naming the field on bad input. */
-  issue(body: Record<string, unknown>): Promise<{ token: string; expires_at: string }>;
+  issue(body: Record<string, unknown>): { token: string; expires_at: string };
   /** Verify a token; UNAUTHENTICATED saying why (expired, bad signature, malformed). Never echoes the token. */
-  verify(token: string): Promise<Grant>;
+  verify(token: string): Grant;
+}
+
+/** The protected header of every token the gateway signs (what jose's SignJWT wrote, byte for byte). */
+const TOKEN_HEADER = Buffer.from(JSON.stringify({ alg: "HS256", typ: "JWT" })).toString("base64url");
+/** The alphabet of one base64url segment, unpadded. */
+const B64URL_SEGMENT = /^[A-Za-z0-9_-]+$/;
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** The one refusal for every token that is not a valid, current token of this gateway (the reason stays server-side). */
+function invalidToken(): GatewayError {
+  return new GatewayError(Code.UNAUTHENTICATED, "token is not valid (malformed, bad signature or wrong audience)");
+}
+
+/** A base64url segment decoded as a UTF-8 JSON object; undefined when it is anything else (a length of 4n+1 is no
+ * byte string's encoding: Buffer would quietly drop the last character). */
+function jsonSegment(segment: string): Record<string, unknown> | undefined {
+  if (!B64URL_SEGMENT.test(segment) || segment.length % 4 === 1) return undefined;
+  try {
+    const v: unknown = JSON.parse(utf8.decode(Buffer.from(segment, "base64url")));
+    return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Verify a compact JWT signed with `key`, with the checks jose's `jwtVerify(token, key, {algorithms: ["HS256"],
+ * audience, requiredClaims: ["exp"]})` made, signature before claims: three base64url segments; a JSON object header
+ * with `alg` exactly HS256 (`none`, RS256 and the rest are refused before any key is used) and no `crit`; the
+ * HMAC-SHA256 of `header.payload` equal (constant time, canonical encoding) to the signature; a JSON object payload
+ * whose `aud` is (or holds) the audience; `iat`, `nbf` and `exp` numbers where present, `exp` present, `nbf` not in the
+ * future; then `exp` after now (else "token expired"). Every other failure is the same "not valid" refusal, and no
+ * message carries any part of the token.
+ */
+function verifyToken(key: Buffer, token: string, nowMs: number): Grant {
+  const parts = token.split(".");
+  if (parts.length !== 3) throw invalidToken();
+  const [h, p, s] = parts as [string, string, string];
+  const header = jsonSegment(h);
+  if (!header || header["alg"] !== "HS256" || Object.hasOwn(header, "crit")) throw invalidToken();
+  if (!B64URL_SEGMENT.test(s) || !B64URL_SEGMENT.test(p)) throw invalidToken();
+  const expected = createHmac("sha256", key).update(`${h}.${p}`).digest();
+  const given = Buffer.from(s, "base64url");
+  // Re-encoding the given bytes rejects a signature spelled with non-zero padding bits (a second spelling of one MAC).
+  if (given.length !== expected.length || !timingSafeEqual(given, expected) || given.toString("base64url") !== s) throw invalidToken();
+  const claims = jsonSegment(p);
+  if (!claims) throw invalidToken();
+  const aud = claims["aud"];
+  if (!(aud === AUDIENCE || (Array.isArray(aud) && aud.includes(AUDIENCE)))) throw invalidToken();
+  const now = Math.floor(nowMs / 1000);
+  for (const c of ["iat", "nbf"]) if (claims[c] !== undefined && typeof claims[c] !== "number") throw invalidToken();
+  if (typeof claims["nbf"] === "number" && claims["nbf"] > now) throw invalidToken();
+  const exp = claims["exp"];
+  if (typeof exp !== "number") throw invalidToken();
+  if (exp <= now) throw new GatewayError(Code.UNAUTHENTICATED, "token expired: request a new one");
+  const topics = claims["topics"];
+  if (!Array.isArray(topics) || !topics.every((t) => typeof t === "string")) throw new GatewayError(Code.UNAUTHENTICATED, "token carries no topics");
+  return { topics: topics as string[], publish: claims["pub"] === true, expiresAt: exp * 1000 };
 }
 
 /** A token issuer over `secret` (utf-8); a random per-process secret when none is given. */
@@ -44,7 +106,7 @@ export function createTokenIssuer(secret: string | undefined): TokenIssuer {
     .update(secret ?? randomBytes(32).toString("hex"))
     .digest();
   return {
-    async issue(body) {
+    issue(body) {
       for (const k of Object.keys(body)) {
         if (k !== "topics" && k !== "ttl_seconds" && k !== "publish") throw invalidArgument(k.slice(0, 64), "is not a field of a token request (topics, ttl_seconds, publish)");
       }
@@ -61,29 +123,16 @@ export function createTokenIssuer(secret: string | undefined): TokenIssuer {
       }
       const publish = body["publish"] ?? false;
       if (typeof publish !== "boolean") throw invalidArgument("publish", "must be a boolean");
+      const now = Date.now();
       // JWT `exp` is whole seconds: round up, so a token lives at least `ttl_seconds` (flooring gave a ttl-1 token
       // as little as a millisecond when issued late in a second).
-      const exp = Math.ceil(Date.now() / 1000) + ttl;
-      const token = await new SignJWT({ topics, pub: publish })
-        .setProtectedHeader({ alg: "HS256", typ: "JWT" })
-        .setAudience(AUDIENCE)
-        .setIssuedAt()
-        .setExpirationTime(exp)
-        .sign(key);
-      return { token, expires_at: new Date(exp * 1000).toISOString() };
+      const exp = Math.ceil(now / 1000) + ttl;
+      // The claims in the order jose's SignJWT wrote them, so tokens look as they always did.
+      const payload = Buffer.from(JSON.stringify({ topics, pub: publish, aud: AUDIENCE, iat: Math.floor(now / 1000), exp })).toString("base64url");
+      const signature = createHmac("sha256", key).update(`${TOKEN_HEADER}.${payload}`).digest("base64url");
+      return { token: `${TOKEN_HEADER}.${payload}.${signature}`, expires_at: new Date(exp * 1000).toISOString() };
     },
-    async verify(token) {
-      try {
-        const { payload } = await jwtVerify(token, key, { algorithms: ["HS256"], audience: AUDIENCE, requiredClaims: ["exp"] });
-        const topics = payload["topics"];
-        if (!Array.isArray(topics) || !topics.every((t) => typeof t === "string")) throw new GatewayError(Code.UNAUTHENTICATED, "token carries no topics");
-        return { topics: topics as string[], publish: payload["pub"] === true, expiresAt: payload.exp! * 1000 };
-      } catch (e) {
-        if (e instanceof GatewayError) throw e;
-        if (e instanceof joseErrors.JWTExpired) throw new GatewayError(Code.UNAUTHENTICATED, "token expired: request a new one");
-        throw new GatewayError(Code.UNAUTHENTICATED, "token is not valid (malformed, bad signature or wrong audience)");
-      }
-    },
+    verify: (token) => verifyToken(key, token, Date.now()),
   };
 }
 
@@ -162,11 +211,7 @@ export function createOriginPolicy(origins: readonly string[]): OriginPolicy {
  * of the header joined (`requestHeaders`) and `tokens` every token the request carries: more than one of either is
  * ambiguous and refused, never resolved by picking one.
  */
-export async function authenticate(
-  deps: { auth: Authenticator; tokens: TokenIssuer },
-  apiKey: string | undefined,
-  tokens: readonly string[],
-): Promise<Grant> {
+export function authenticate(deps: { auth: Authenticator; tokens: TokenIssuer }, apiKey: string | undefined, tokens: readonly string[]): Grant {
   const given = [...new Set(tokens.filter((t) => t !== ""))];
   if (given.length > 1) throw new GatewayError(Code.UNAUTHENTICATED, "two different tokens are given (?token= and Sec-WebSocket-Protocol count alike); send exactly one");
   if (given.length === 1) return deps.tokens.verify(given[0]!);

@@ -86,7 +86,7 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubFactory
       {
         method: "POST",
         path: "/v1/pubsub/tokens",
-        handler: async (req) => json(await tokens.issue(req.json())),
+        handler: async (req) => json(tokens.issue(req.json())),
       },
       {
         // A plain GET (no Upgrade header) reaches the REST table: say what the route wants.

@@ -176,7 +176,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     void (async () => {
       const refusal = webAdmission(deps.isClosing(), deps.origins, origin, host);
       if (refusal) throw refusal;
-      const grant = await authenticate(deps, apiKey, query.getAll("token"));
+      const grant = authenticate(deps, apiKey, query.getAll("token"));
       if (query.getAll("topic").length === 0) throw invalidArgument("topic", "query parameter is required: ?topic=a&topic=b");
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;

@@ -5,7 +5,7 @@ import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import { inBandFailure } from "../../shared/status.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import { allows, authenticate, checkTopics, keyGrant, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
+import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../rest/router.js";
 import { refuse, type WebDeps } from "./web-deps.js";
@@ -239,31 +239,19 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
         metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
         refuse(res, e);
       };
+      let grant: Grant;
       try {
         const refusal = webAdmission(deps.isClosing(), deps.origins, origin, headers["host"]);
         if (refusal) throw refusal;
-        if (tokens.length === 0) {
-          // x-api-key is checked synchronously: upgrade at once, with no per-connection closure or abort handler.
-          return void res.upgrade(newData(keyGrant(deps, apiKey)), key, selected, extensions, context);
-        }
+        grant = authenticate(deps, apiKey, tokens);
       } catch (e) {
         return refused(e);
       }
-      // A token is verified asynchronously (jose): the request must watch for the client going away meanwhile.
-      let aborted = false;
-      res.onAborted(() => {
-        aborted = true;
-      });
-      authenticate(deps, apiKey, tokens).then(
-        (grant) => {
-          if (aborted) return;
-          if (deps.isClosing()) return refused(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
-          res.cork(() => res.upgrade(newData(grant), key, selected, extensions, context));
-        },
-        (e: unknown) => {
-          if (!aborted) refused(e);
-        },
-      );
+      // x-api-key and tokens are both checked synchronously (HMAC): the upgrade happens here, inside uWS's upgrade
+      // handler, with no abort handler or per-connection closure. Never move it after an await: uWS 20.30's
+      // res.cork() around a later upgrade can drop the new socket right after open (docs/web-pubsub.md, "Browser
+      // tokens").
+      res.upgrade(newData(grant), key, selected, extensions, context);
     },
     open(ws) {
       const data = ws.getUserData();
