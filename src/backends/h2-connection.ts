@@ -135,7 +135,7 @@ export abstract class H2Stream implements HeaderSink {
   abstract ended(): void;
   /** The peer reset the stream with this error code. Already off the connection. */
   abstract reset(code: number): void;
-  /** The stream was never processed by the peer (GOAWAY below its id): safe to send again. Already off. */
+  /** The peer never processed the stream (its id is above a GOAWAY's last stream id): safe to send again. Already off. */
   abstract refused(): void;
   /** The connection went away under the stream. Already off. */
   abstract lost(why: ConnectionLoss): void;
@@ -192,10 +192,12 @@ export class H2Connection {
   private probeTimer: ReturnType<typeof setTimeout> | undefined;
   private probeCount = 0;
   private closing = false;
-  /** Takes no new streams. */
-  retiredFlag = false;
+  /** Takes no new streams (GOAWAY, stream ids used up, closing, or gone). */
+  private retiredFlag = false;
+  /** The socket is gone (or going, after a connection error); every stream has been told. */
   destroyed = false;
-  everConnected = false;
+  /** The socket connected at some point. */
+  private everConnected = false;
   private socketError: string | undefined;
 
   /** `firstStreamId` is for tests of the stream id limit (odd, default 1). */
@@ -224,11 +226,6 @@ export class H2Connection {
     this.socket.on("close", () => this.teardown(undefined));
     this.socket.unref();
     this.write(GREETING);
-  }
-
-  /** Open streams. */
-  get active(): number {
-    return this.streams.size;
   }
 
   /** Takes new streams. */

@@ -130,8 +130,11 @@ interface Client {
   /** maxReceiveBytes, Infinity for none. */
   readonly limit: number;
   readonly probeMs: number;
-  /** A connection for slot `index`: the kept one, or a new one when there is none or `fresh` asks for one. */
-  connection(index: number, fresh: boolean): H2Connection;
+  /**
+   * A connection for slot `index`: the kept one, or a new one when there is none or the kept one is `not` (a retry's
+   * failed connection, replaced; a connection made since then is fresh enough).
+   */
+  connection(index: number, not: H2Connection | null): H2Connection;
   isClosed(): boolean;
 }
 
@@ -182,20 +185,20 @@ class Attempt extends H2Stream {
   }
 
   /** Start: deadline timer, abort listener, and the stream on slot `index`'s connection. */
-  go(fresh: boolean): void {
+  go(not: H2Connection | null): void {
     const left = this.deadline - Date.now();
     if (left <= MAX_TIMER_MS) this.timer = setTimeout(onDeadline, Math.max(0, left), this);
     this.signal?.addEventListener("abort", this, ONCE);
-    this.place(fresh);
+    this.place(not);
   }
 
   /** Open (or queue) the stream on a connection. Also where a stream queued on a retiring connection comes back. */
-  place(fresh: boolean): void {
+  place(not: H2Connection | null): void {
     if (this.done) return;
     if (this.client.isClosed()) return this.finish({ ok: false, code: Code.UNAVAILABLE, message: `backend ${this.client.address} is closed` });
     let conn: H2Connection;
     try {
-      conn = this.client.connection(this.index, fresh);
+      conn = this.client.connection(this.index, not);
     } catch (e) {
       return this.finish({ ok: false, code: Code.UNAVAILABLE, message: `backend ${this.client.address} is unavailable: ${(e as Error).message}` });
     }
@@ -349,7 +352,7 @@ class Attempt extends H2Stream {
       if (this.signal?.aborted) return this.resolve({ ok: false, code: Code.CANCELLED, message: "Cancelled on client" });
       if (Date.now() >= this.deadline) return this.resolve({ ok: false, code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
       const again = new Attempt(client, this.fixed, this.meta, this.metaBound, this.message, this.deadline, this.signal, this.resolve, this.index, true);
-      return again.go(true);
+      return again.go(this.session);
     }
     if (lost !== null && !this.gotBytes) {
       const why = lost.protocolError !== undefined ? `protocol error: ${lost.protocolError}` : lost.socketError || "the connection closed before a response";
@@ -401,12 +404,12 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
     limit: opts.maxReceiveBytes < 0 ? Infinity : opts.maxReceiveBytes,
     probeMs: opts.probeTimeoutMs ?? PROBE_MS,
     isClosed: () => closed,
-    connection(i, fresh) {
+    connection(i, not) {
       const c = conns[i];
-      if (c !== undefined && !fresh && c.usable) return c;
+      if (c !== undefined && c !== not && c.usable) return c;
       if (c !== undefined) {
         // A connection replaced for a retry finishes its own streams first; the calls queued on it have been placed
-        // again, on a new connection made for this slot then, which is fresh too.
+        // again, on a new connection made for this slot then, which will do for the retry too.
         c.close();
         const made = conns[i];
         if (made !== undefined && made !== c && made.usable) return made;
@@ -416,7 +419,7 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
           if (conns[i] === done) conns[i] = undefined;
         },
         requeue(s) {
-          (s as Attempt).place(false);
+          (s as Attempt).place(null);
         },
       };
       if (typeof target === "string") throw new Error(target);
@@ -441,7 +444,7 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
         }
         const meta = metadata.toHttp2Headers() as Headers;
         cursor = cursor + 1 >= conns.length ? 0 : cursor + 1;
-        new Attempt(client, fixed, meta, metadataBound(meta), message, deadline, signal, resolve, cursor, false).go(false);
+        new Attempt(client, fixed, meta, metadataBound(meta), message, deadline, signal, resolve, cursor, false).go(null);
       });
     },
     close() {

@@ -140,6 +140,25 @@ describe("raw-frame h2 unary client", () => {
     }
   });
 
+  it("GOAWAY refusing every stream in flight: all of them go again, together on one new connection", async () => {
+    let held = 0;
+    const s = await new FakeServer({
+      onRequest: (r) => {
+        if (r.conn !== s.conns[0]) return r.conn.reply(r.stream, r.body.subarray(5));
+        if (++held === 10) r.conn.send(T.GOAWAY, 0, 0, Buffer.concat([u32(0), u32(0)]));
+      },
+    }).listen();
+    const c = client(s);
+    try {
+      const outs = await Promise.all(Array.from({ length: 10 }, (_, i) => c.call("/g", Buffer.from(`g${i}`), md(), soon())));
+      outs.forEach((o, i) => assert.deepEqual(o, { ok: true, bytes: Buffer.from(`g${i}`) }));
+      assert.equal(s.conns.length, 2, "one new connection for the ten retries, not one each");
+    } finally {
+      c.close();
+      await s.close();
+    }
+  });
+
   it("MAX_CONCURRENT_STREAMS=1: calls wait their turn (bounded by their deadline and by the queue limit), never more than one stream open", async () => {
     const s = await new FakeServer({
       settings: settings([[3, 1]]),
