@@ -312,13 +312,18 @@ export class H2Connection {
 
   // ---- writing ----
 
-  /** Frames written in one tick leave in one writev. */
+  /**
+   * Frames written in one event-loop turn leave in one writev: the socket is uncorked in the check phase
+   * (setImmediate), after every request the poll phase read (uWS and grpc-js both deliver there) has written its
+   * frames, so at 64 calls in flight one syscall carries many calls, while a lone call waits for nothing but the end
+   * of the poll phase it arrived in.
+   */
   private write(b: Buffer): void {
     if (this.destroyed) return;
     if (!this.corked) {
       this.corked = true;
       this.socket.cork();
-      process.nextTick(uncork, this);
+      setImmediate(uncork, this);
     }
     this.socket.write(b);
   }
