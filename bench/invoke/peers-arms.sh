@@ -1,6 +1,7 @@
 #!/bin/bash
 # Like peers-ab.sh, for more than two sides: alternately runs ../shared/peers/run_invoke.py (c=64 and c=1, paths
-# direct, gwgrpc, gwrest, grpcgw) on each ARM, N times each, then prints bench/invoke/peers-summary.py. An arm is
+# direct, gwgrpc, gwrest, grpcgw; PATHS=... to change, e.g. adding passthru, the bare grpc-js
+# pass-through proxy) on each ARM, N times each, then prints bench/invoke/peers-summary.py. An arm is
 # NAME=DIR or NAME=DIR,VAR=VALUE,... (environment for the gateway, e.g. GATEWAY_THREADS=1): each DIR a checkout with
 # `npm run build` done and node_modules present.
 #
@@ -21,7 +22,7 @@ for i in $(seq 1 "$N"); do
     IFS=, read -r -a parts <<< "${arm#*=}"
     dir=$(cd "${parts[0]}" && pwd)
     (cd "$PEERS" && env "${parts[@]:1}" PERF_MAIN="$dir" python3 run_invoke.py --reps 1 --rep-base "$i" --conc 64,1 $QUICK --no-wait \
-      --paths direct,gwgrpc,gwrest,grpcgw --tag "$TAG-$name" --out "$TAG.jsonl")
+      --paths "${PATHS:-direct,gwgrpc,gwrest,grpcgw}" --tag "$TAG-$name" --out "$TAG.jsonl")
   done
   uptime
 done

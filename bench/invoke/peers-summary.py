@@ -19,7 +19,7 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     p = r["paths"]
     d, g = p.get("direct"), p.get("grpcgw")
-    for path in ("gwrest", "gwgrpc"):
+    for path in ("gwrest", "gwgrpc", "passthru"):
         if path not in p or not g or not d:
             continue
         x, k = p[path], (r["tag"], r["conc"], path)
