@@ -302,9 +302,32 @@ function concat(parts: Uint8Array[]): Uint8Array {
   return new Uint8Array(Buffer.concat(parts));
 }
 
+/** A record whose tag is re-encoded with `extra` more varint bytes (overlong, same value). */
+function overlongTag(rec: Uint8Array, extra: number): Uint8Array {
+  const r = new BinaryReader(rec);
+  const [no, wt] = r.tag();
+  let v = ((no << 3) | wt) >>> 0;
+  const out: number[] = [];
+  while (v > 0x7f) {
+    out.push((v & 0x7f) | 0x80);
+    v >>>= 7;
+  }
+  out.push(v | 0x80);
+  for (let i = 1; i < extra; i++) out.push(0x80);
+  out.push(0);
+  return concat([new Uint8Array(out), rec.subarray(r.pos)]);
+}
+
 function mutate(bytes: Uint8Array): Uint8Array {
   const recs = records(bytes);
-  switch (int(6)) {
+  switch (int(7)) {
+    case 6: {
+      // a tag in more bytes than needed (valid up to five bytes for the library)
+      if (recs.length === 0) return bytes;
+      const i = int(recs.length);
+      recs[i] = overlongTag(recs[i]!, 1 + int(5));
+      return concat(recs);
+    }
     case 0: // another field order
       return concat(recs.sort(() => rand() - 0.5));
     case 1: // a record twice
@@ -569,6 +592,10 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
     // Negative int32 as ten bytes, overlong but valid varints, sint/zigzag extremes.
     checkDecode(scalars, w().tag(5, WireType.Varint).int32(-2147483648).tag(17, WireType.Varint).sint32(-2147483648).tag(18, WireType.Varint).sint64("-9223372036854775808").finish(), true, stats);
     checkDecode(scalars, new Uint8Array([0x28, 0x81, 0x80, 0x80, 0x80, 0x00]), true, stats);
+    // Overlong tags: five bytes are read, six (or a fifth byte past 0x0f) are an illegal tag for the library.
+    checkDecode(scalars, new Uint8Array([0xa8, 0x80, 0x80, 0x80, 0x00, 0x01]), true, stats);
+    checkDecode(scalars, new Uint8Array([0xa8, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01]), false, stats);
+    checkDecode(scalars, new Uint8Array([0xa8, 0x80, 0x80, 0x80, 0x10, 0x01]), false, stats);
     // Invalid UTF-8, a string cut short, a field given twice.
     checkDecode(scalars, new Uint8Array([0x4a, 0x02, 0xc3, 0x28]), false, stats);
     checkDecode(scalars, new Uint8Array([0x4a, 0x05, 0x61]), false, stats);

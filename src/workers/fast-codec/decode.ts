@@ -69,10 +69,15 @@ function varint(end: number): void {
   vhi = hi;
 }
 
-/** A tag (field number << 3 | wire type), or -1 when it does not fit 32 bits. */
+/**
+ * A tag (field number << 3 | wire type), or -1 (matching no field) where the library's reader throws "illegal tag":
+ * more than five bytes, or a fifth byte past 0x0f.
+ */
 function tag(end: number): number {
+  const start = rp;
   varint(end);
-  return vhi === 0 ? vlo >>> 0 : -1;
+  const n = rp - start;
+  return vhi === 0 && (n < 5 || (n === 5 && rb[rp - 1]! <= 0x0f)) ? vlo >>> 0 : -1;
 }
 
 /** Length of a length-delimited record; returns its end. */
