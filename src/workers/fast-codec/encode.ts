@@ -1,7 +1,8 @@
 /**
  * Compiled JSON -> protobuf binary: walks the parsed JSON value and writes the wire bytes directly, without building
- * a @bufbuild/protobuf message first. One plan per message type, compiled on first use and kept on the descriptor
- * (a WeakMap, so a schema's plans go when its registry does).
+ * a @bufbuild/protobuf message first. One writer per message type, generated on first use (a `switch` on the JSON key,
+ * then the field writers in number order) and kept on the descriptor (a WeakMap, so a schema's writers go when its
+ * registry does).
  *
  * Output is byte for byte what `toBinary(desc, fromJson(desc, value))` writes: fields in field-number order, implicit
  * fields skipped when zero (-0.0 is written, as the library does), proto3 `optional` and oneof members written when
