@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { fromBinary, fromJson, toBinary, toJsonString, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromBinary, fromJson, toBinary, toJsonString, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { binaryToJson, jsonToBinary } from "../../src/workers/codec.js";
 import { fastBinaryToJson } from "../../src/workers/fast-codec/decode.js";
@@ -612,5 +613,29 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
     checkDecode(wk, value((x) => x.tag(1, WireType.Varint).int32(3)), true, stats);
     checkDecode(wk, value((x) => x.tag(3, WireType.LengthDelimited).string("a").tag(4, WireType.Varint).bool(true)), false, stats);
     assert.ok(stats.fast >= 12, JSON.stringify(stats));
+  });
+
+  it("names from a backend's descriptors cannot inject code into the generated readers and writers", () => {
+    // Reflection hands the gateway whatever json_name a backend declares; the generated code must treat it as data.
+    const hostile = ['a"b', "c\\d", "e\nf", "g${process.exit(7)}h", "i`j", "k'); process.exit(7); ('", "\u2028", "é"];
+    const file = create(FileDescriptorProtoSchema, {
+      name: "hostile.proto",
+      package: "hostile",
+      syntax: "proto3",
+      messageType: [
+        {
+          name: "M",
+          field: hostile.map((jsonName, i) => ({ name: `f${i}`, number: i + 1, label: 1, type: 9, jsonName })),
+        },
+      ],
+    });
+    current = compileSchema([toBinary(FileDescriptorProtoSchema, file)]);
+    const desc = msg("hostile.M", current);
+    const stats: Stats = { cases: 0, libOk: 0, fast: 0 };
+    const value = Object.fromEntries(hostile.map((k, i) => [k, `v${i}`]));
+    const enc = checkEncode(desc, value, true, stats);
+    assert.ok(enc.ok);
+    checkDecode(desc, enc.value, true, stats);
+    assert.equal(fastBinaryToJson(desc, enc.value), JSON.stringify(value));
   });
 });
