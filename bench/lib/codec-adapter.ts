@@ -8,17 +8,18 @@ import { NotAvailable, type Suite } from "./suite.js";
 
 /**
  * Figures from the markdown that `bench/codec.ts` prints (it is a script, not a module with an entry point):
- * conformance lines, the library speed table, the inline-vs-pool table and the crossover lines. Unknown lines are
- * ignored, so the script may print more.
+ * conformance lines, the library speed table, the inline-vs-pool table, the crossover lines and the fast-path table.
+ * Unknown lines are ignored, so the script may print more.
  */
 export function parseCodecOutput(text: string): Figure[] {
   const figures: Figure[] = [];
   const crossovers: Array<{ dir: string; bytes: number | undefined }> = [];
-  let table: "libs" | "pool" | undefined;
+  let table: "libs" | "pool" | "fast" | undefined;
   for (const line of text.split("\n")) {
     const t = line.trim();
     if (t.startsWith("| JSON size")) table = "libs";
     else if (t.startsWith("| direction")) table = "pool";
+    else if (t.startsWith("| message")) table = "fast";
     else if (!t.startsWith("|")) table = undefined;
     const conf = /^- (.+?): (\d+)\/(\d+)/.exec(t);
     if (conf) {
@@ -38,6 +39,14 @@ export function parseCodecOutput(text: string): Figure[] {
       const [json, , dir] = cells;
       figures.push(
         figure(`library-${slug(dir!)}-${json}`, `@bufbuild/protobuf ${dir}, ${json} B JSON`, nums[3]!, { unit: "us", baseline: { label: "protobufjs ext/protojson", value: nums[4]! } }),
+      );
+    } else if (table === "fast" && cells.length >= 7 && Number.isFinite(nums[4])) {
+      const [label, json, , dir] = cells;
+      figures.push(
+        figure(`fast-path-${slug(dir!)}-${slug(label!)}`, `Codec fast path: CPU per ${dir} conversion, ${label} (${json} B JSON)`, nums[5]!, {
+          unit: "us",
+          baseline: { label: "@bufbuild/protobuf path", value: nums[4]! },
+        }),
       );
     } else if (table === "pool" && cells.length >= 6 && Number.isFinite(nums[1])) {
       const [dir, bytes] = cells;
@@ -105,7 +114,7 @@ function runScript(file: string, mode: RunMode, signal: AbortSignal, onLine: (l:
 export function codecSuite(file: string): Suite {
   const spec: ExternalSpec = {
     name: "codec",
-    title: "Conversion: @bufbuild vs protobufjs per size; JSON<->protobuf inline vs worker pool; the threshold",
+    title: "Conversion: @bufbuild vs protobufjs per size; JSON<->protobuf inline vs worker pool; the threshold; the codec's fast path",
     file,
     suiteExport: "codecSuite",
     functionExport: "runCodecBench",

@@ -1,7 +1,8 @@
 /**
  * Proto3 canonical JSON <-> protobuf binary for the message types of a compiled schema, on @bufbuild/protobuf
- * (chosen over protobufjs by measurement: bench/codec.ts, docs/conversion.md). Runs on the main thread for small
- * payloads and in the workers for large ones; throws GatewayError only.
+ * (chosen over protobufjs by measurement: bench/codec.ts, docs/conversion.md), with a compiled fast path in front
+ * (fast-codec/: the library's exact output for the inputs it is sure of, the library itself for the rest). Runs on
+ * the main thread for small payloads and in the workers for large ones; throws GatewayError only.
  */
 import {
   fromBinary,

@@ -192,12 +192,16 @@ describe("bench harness wiring", () => {
         "| json->binary | 16384 | 100 | 300 | 100 | 40 | 0.40 |",
         "- json->binary: pool cheaper for the main thread from 16384 B",
         "- binary->json: pool cheaper for the main thread from 4096 B",
+        "| message | JSON B | binary B | direction | library CPU us | fast path CPU us | library / fast | of which JSON.parse us | ratio without it |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| order ~1024 B | 1170 | 397 | binary->JSON | 20.0 | 8.00 | 2.50 |  |  |",
       ].join("\n"),
     );
     const byId = new Map(figures.map((f) => [f.id, f]));
     assert.equal(byId.get("conformance-bufbuild-protobuf")?.ratio, 1);
     assert.deepEqual([byId.get("library-json-binary-1024")?.value, byId.get("library-json-binary-1024")?.ratio], [10, 0.4]);
     assert.equal(byId.get("pool-main-json-binary-16384")?.ratio, 0.4);
+    assert.deepEqual([byId.get("fast-path-binary-json-order-1024-b")?.value, byId.get("fast-path-binary-json-order-1024-b")?.ratio], [8, 0.4]);
     const t = byId.get("threshold-default")!;
     assert.equal(t.baseline?.value, 16384, "the crossover is the size from which the pool pays in both directions");
     assert.equal(typeof t.target?.met, "boolean");

@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { fromBinary, fromJson, toBinary, toJsonString, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromBinary, fromJson, toBinary, toJsonString, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { binaryToJson, jsonToBinary } from "../../src/workers/codec.js";
 import { fastBinaryToJson } from "../../src/workers/fast-codec/decode.js";
@@ -302,9 +303,32 @@ function concat(parts: Uint8Array[]): Uint8Array {
   return new Uint8Array(Buffer.concat(parts));
 }
 
+/** A record whose tag is re-encoded with `extra` more varint bytes (overlong, same value). */
+function overlongTag(rec: Uint8Array, extra: number): Uint8Array {
+  const r = new BinaryReader(rec);
+  const [no, wt] = r.tag();
+  let v = ((no << 3) | wt) >>> 0;
+  const out: number[] = [];
+  while (v > 0x7f) {
+    out.push((v & 0x7f) | 0x80);
+    v >>>= 7;
+  }
+  out.push(v | 0x80);
+  for (let i = 1; i < extra; i++) out.push(0x80);
+  out.push(0);
+  return concat([new Uint8Array(out), rec.subarray(r.pos)]);
+}
+
 function mutate(bytes: Uint8Array): Uint8Array {
   const recs = records(bytes);
-  switch (int(6)) {
+  switch (int(7)) {
+    case 6: {
+      // a tag in more bytes than needed (valid up to five bytes for the library)
+      if (recs.length === 0) return bytes;
+      const i = int(recs.length);
+      recs[i] = overlongTag(recs[i]!, 1 + int(5));
+      return concat(recs);
+    }
     case 0: // another field order
       return concat(recs.sort(() => rand() - 0.5));
     case 1: // a record twice
@@ -569,6 +593,10 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
     // Negative int32 as ten bytes, overlong but valid varints, sint/zigzag extremes.
     checkDecode(scalars, w().tag(5, WireType.Varint).int32(-2147483648).tag(17, WireType.Varint).sint32(-2147483648).tag(18, WireType.Varint).sint64("-9223372036854775808").finish(), true, stats);
     checkDecode(scalars, new Uint8Array([0x28, 0x81, 0x80, 0x80, 0x80, 0x00]), true, stats);
+    // Overlong tags: five bytes are read, six (or a fifth byte past 0x0f) are an illegal tag for the library.
+    checkDecode(scalars, new Uint8Array([0xa8, 0x80, 0x80, 0x80, 0x00, 0x01]), true, stats);
+    checkDecode(scalars, new Uint8Array([0xa8, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01]), false, stats);
+    checkDecode(scalars, new Uint8Array([0xa8, 0x80, 0x80, 0x80, 0x10, 0x01]), false, stats);
     // Invalid UTF-8, a string cut short, a field given twice.
     checkDecode(scalars, new Uint8Array([0x4a, 0x02, 0xc3, 0x28]), false, stats);
     checkDecode(scalars, new Uint8Array([0x4a, 0x05, 0x61]), false, stats);
@@ -585,5 +613,29 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
     checkDecode(wk, value((x) => x.tag(1, WireType.Varint).int32(3)), true, stats);
     checkDecode(wk, value((x) => x.tag(3, WireType.LengthDelimited).string("a").tag(4, WireType.Varint).bool(true)), false, stats);
     assert.ok(stats.fast >= 12, JSON.stringify(stats));
+  });
+
+  it("names from a backend's descriptors cannot inject code into the generated readers and writers", () => {
+    // Reflection hands the gateway whatever json_name a backend declares; the generated code must treat it as data.
+    const hostile = ['a"b', "c\\d", "e\nf", "g${process.exit(7)}h", "i`j", "k'); process.exit(7); ('", "\u2028", "é"];
+    const file = create(FileDescriptorProtoSchema, {
+      name: "hostile.proto",
+      package: "hostile",
+      syntax: "proto3",
+      messageType: [
+        {
+          name: "M",
+          field: hostile.map((jsonName, i) => ({ name: `f${i}`, number: i + 1, label: 1, type: 9, jsonName })),
+        },
+      ],
+    });
+    current = compileSchema([toBinary(FileDescriptorProtoSchema, file)]);
+    const desc = msg("hostile.M", current);
+    const stats: Stats = { cases: 0, libOk: 0, fast: 0 };
+    const value = Object.fromEntries(hostile.map((k, i) => [k, `v${i}`]));
+    const enc = checkEncode(desc, value, true, stats);
+    assert.ok(enc.ok);
+    checkDecode(desc, enc.value, true, stats);
+    assert.equal(fastBinaryToJson(desc, enc.value), JSON.stringify(value));
   });
 });

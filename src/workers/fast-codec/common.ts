@@ -9,8 +9,9 @@
 import type { DescEnum, DescMessage } from "@bufbuild/protobuf";
 
 /** Thrown (never returned to a caller) when the fast path is not sure; codec.ts falls back to the library. */
-export const BAIL: unique symbol = Symbol("fast-codec: not sure, use the library");
+const BAIL: unique symbol = Symbol("fast-codec: not sure, use the library");
 
+/** Give up on this conversion (the caller returns undefined and codec.ts runs the library). */
 export function bail(): never {
   throw BAIL;
 }
@@ -143,9 +144,4 @@ export function uint64Text(lo: number, hi: number): string {
   const h = hi >>> 0;
   if (h < 0x200000) return String(h * TWO32 + (lo >>> 0));
   return ((BigInt(h) << 32n) + BigInt(lo >>> 0)).toString();
-}
-
-/** Standard base64 with padding, as the library writes bytes. */
-export function base64Text(buf: Uint8Array, start: number, end: number): string {
-  return Buffer.from(buf.buffer, buf.byteOffset + start, end - start).toString("base64");
 }

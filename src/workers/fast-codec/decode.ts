@@ -14,15 +14,24 @@
  */
 import type { DescEnum, DescField, DescMessage } from "@bufbuild/protobuf";
 import { bail, enumSupported, IMPLICIT, int64Text, MAX_DEPTH, messageKind, S, uint64Text, wireTypeOf } from "./common.js";
-
-// Buffer's native slices (what `toString(encoding, start, end)` calls after checking its arguments, at a third of
-// the cost for short strings); untyped in @types/node.
-declare module "node:buffer" {
-  interface Buffer {
-    latin1Slice(start: number, end: number): string;
-    utf8Slice(start: number, end: number): string;
-  }
-}
+import {
+  encoded,
+  mark,
+  notAscii,
+  outAscii,
+  outBase64,
+  outByte,
+  outBytes,
+  outFloat,
+  outInt,
+  outKey,
+  outputText,
+  outQuoted,
+  outString as outStringBytes,
+  releaseOutput,
+  reset,
+  startOutput,
+} from "./json-out.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Input: module state for the one synchronous conversion running on this thread.
@@ -69,10 +78,15 @@ function varint(end: number): void {
   vhi = hi;
 }
 
-/** A tag (field number << 3 | wire type), or -1 when it does not fit 32 bits. */
+/**
+ * A tag (field number << 3 | wire type), or -1 (matching no field) where the library's reader throws "illegal tag":
+ * more than five bytes, or a fifth byte past 0x0f.
+ */
 function tag(end: number): number {
+  const start = rp;
   varint(end);
-  return vhi === 0 ? vlo >>> 0 : -1;
+  const n = rp - start;
+  return vhi === 0 && (n < 5 || (n === 5 && rb[rp - 1]! <= 0x0f)) ? vlo >>> 0 : -1;
 }
 
 /** Length of a length-delimited record; returns its end. */
@@ -108,224 +122,28 @@ function stringValue(end: number): string {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Output: the JSON text as UTF-8 bytes.
-// ---------------------------------------------------------------------------------------------------------------
-
-const OUT_INITIAL = 16384;
-const OUT_KEEP = 1 << 20; // a buffer grown past this by one large message is dropped afterwards
-
-let ob = new Uint8Array(OUT_INITIAL);
-let obuf = Buffer.from(ob.buffer);
-let op = 0;
-/** No byte >= 0x80 written: the text is latin1-sliced instead of UTF-8-decoded. */
-let oascii = true;
-
-function grow(n: number): void {
-  let len = ob.length * 2;
-  while (len < op + n) len *= 2;
-  const next = new Uint8Array(len);
-  next.set(ob.subarray(0, op));
-  ob = next;
-  obuf = Buffer.from(next.buffer);
-}
-
-function ensure(n: number): void {
-  if (op + n > ob.length) grow(n);
-}
-
-function outByte(b: number): void {
-  if (op >= ob.length) grow(1);
-  ob[op++] = b;
-}
-
-/** A string known to be ASCII (numbers, names, dates). */
-function outAscii(s: string): void {
-  const n = s.length;
-  ensure(n);
-  for (let i = 0; i < n; i++) ob[op++] = s.charCodeAt(i);
-}
-
-/** Pre-encoded UTF-8 (keys, enum names). */
-function outBytes(b: Uint8Array): void {
-  const n = b.length;
-  ensure(n);
-  if (n > 32) {
-    ob.set(b, op);
-    op += n;
-    return;
-  }
-  for (let i = 0; i < n; i++) ob[op++] = b[i]!; // short keys: a loop beats set()'s call overhead
-}
-
-const textEncoder = new TextEncoder();
-
-/** Any well-formed JS string, as UTF-8. */
-function outText(s: string): void {
-  const n = s.length;
-  ensure(n * 3);
-  for (let i = 0; i < n; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0x80) {
-      oascii = false;
-      op += textEncoder.encodeInto(s.substring(i), ob.subarray(op)).written;
-      return;
-    }
-    ob[op++] = c;
-  }
-}
-
-/** UTF-8 of JSON text (key and colon, an enum name in quotes). */
-function encoded(text: string): Uint8Array {
-  return textEncoder.encode(text);
-}
-
-const HEX = "0123456789abcdef";
-
-/**
- * A length-delimited string value, as JSON: validated as UTF-8 exactly as the library's strict TextDecoder does, and
- * escaped exactly as JSON.stringify does (\" \\ \b \f \n \r \t, other control characters as \u00xx).
- */
-function outString(end: number): boolean {
-  const e = lengthEnd(end);
-  ensure((e - rp) * 6 + 2);
-  const buf = rb;
-  let p = op;
-  const o = ob;
-  o[p++] = 34;
-  let i = rp;
-  while (i < e) {
-    const b = buf[i]!;
-    if (b >= 0x20 && b < 0x80) {
-      if (b === 0x22 || b === 0x5c) {
-        o[p++] = 0x5c;
-      }
-      o[p++] = b;
-      i++;
-    } else if (b < 0x20) {
-      o[p++] = 0x5c;
-      switch (b) {
-        case 8:
-          o[p++] = 98; // b
-          break;
-        case 9:
-          o[p++] = 116; // t
-          break;
-        case 10:
-          o[p++] = 110; // n
-          break;
-        case 12:
-          o[p++] = 102; // f
-          break;
-        case 13:
-          o[p++] = 114; // r
-          break;
-        default:
-          o[p++] = 117; // u00xx
-          o[p++] = 48;
-          o[p++] = 48;
-          o[p++] = HEX.charCodeAt(b >> 4);
-          o[p++] = HEX.charCodeAt(b & 15);
-      }
-      i++;
-    } else {
-      // A multi-byte sequence: the WHATWG decoder's rules (no overlong forms, no surrogates, at most U+10FFFF).
-      let n: number;
-      let lo = 0x80;
-      let hi = 0xbf;
-      if (b >= 0xc2 && b <= 0xdf) n = 1;
-      else if (b >= 0xe0 && b <= 0xef) {
-        n = 2;
-        if (b === 0xe0) lo = 0xa0;
-        else if (b === 0xed) hi = 0x9f;
-      } else if (b >= 0xf0 && b <= 0xf4) {
-        n = 3;
-        if (b === 0xf0) lo = 0x90;
-        else if (b === 0xf4) hi = 0x8f;
-      } else return bail();
-      if (i + n >= e) bail(); // truncated sequence
-      const c1 = buf[i + 1]!;
-      if (c1 < lo || c1 > hi) bail();
-      for (let k = 2; k <= n; k++) {
-        const c = buf[i + k]!;
-        if (c < 0x80 || c > 0xbf) bail();
-      }
-      for (let k = 0; k <= n; k++) o[p++] = buf[i + k]!;
-      i += n + 1;
-      oascii = false;
-    }
-  }
-  o[p++] = 34;
-  op = p;
-  const empty = e === rp;
-  rp = e;
-  return empty;
-}
-
-const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const B64C = Uint8Array.from(B64, (c) => c.charCodeAt(0));
-
-/** A length-delimited bytes value as standard base64 with padding, in quotes. Returns whether it was empty. */
-function outBase64(end: number): boolean {
-  const e = lengthEnd(end);
-  const len = e - rp;
-  ensure(((len + 2) / 3) * 4 + 2);
-  const buf = rb;
-  const o = ob;
-  let p = op;
-  o[p++] = 34;
-  let i = rp;
-  for (; i + 2 < e; i += 3) {
-    const v = (buf[i]! << 16) | (buf[i + 1]! << 8) | buf[i + 2]!;
-    o[p++] = B64C[v >> 18]!;
-    o[p++] = B64C[(v >> 12) & 63]!;
-    o[p++] = B64C[(v >> 6) & 63]!;
-    o[p++] = B64C[v & 63]!;
-  }
-  if (e - i === 1) {
-    const v = buf[i]! << 16;
-    o[p++] = B64C[v >> 18]!;
-    o[p++] = B64C[(v >> 12) & 63]!;
-    o[p++] = 61;
-    o[p++] = 61;
-  } else if (e - i === 2) {
-    const v = (buf[i]! << 16) | (buf[i + 1]! << 8);
-    o[p++] = B64C[v >> 18]!;
-    o[p++] = B64C[(v >> 12) & 63]!;
-    o[p++] = B64C[(v >> 6) & 63]!;
-    o[p++] = 61;
-  }
-  o[p++] = 34;
-  op = p;
-  rp = e;
-  return len === 0;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
 // Scalars: write one value's JSON (the wire type was checked) and return whether it was the zero value
 // (implicit-presence fields leave those out).
 // ---------------------------------------------------------------------------------------------------------------
 
 type ValueWriter = (end: number) => boolean;
 
-function outFloat(v: number): boolean {
-  if (Number.isNaN(v)) outAscii('"NaN"');
-  else if (v === Infinity) outAscii('"Infinity"');
-  else if (v === -Infinity) outAscii('"-Infinity"');
-  else outAscii(String(v));
-  return Object.is(v, 0);
+/** A length-delimited string value as JSON; returns whether it was empty. */
+function outString(end: number): boolean {
+  const e = lengthEnd(end);
+  const start = rp;
+  rp = e;
+  outStringBytes(rb, start, e);
+  return e === start;
 }
 
-function outInt(n: number): boolean {
-  if (n >= 0 && n < 10) outByte(48 + n);
-  else outAscii(String(n));
-  return n === 0;
-}
-
-function outQuoted(text: string): void {
-  ensure(text.length + 2);
-  ob[op++] = 34;
-  outAscii(text);
-  ob[op++] = 34;
+/** A length-delimited bytes value as base64 JSON; returns whether it was empty. */
+function outBytesValue(end: number): boolean {
+  const e = lengthEnd(end);
+  const start = rp;
+  rp = e;
+  outBase64(rb, start, e);
+  return e === start;
 }
 
 function scalarWriter(scalar: number): ValueWriter {
@@ -393,7 +211,7 @@ function scalarWriter(scalar: number): ValueWriter {
     case S.STRING:
       return outString;
     case S.BYTES:
-      return outBase64;
+      return outBytesValue;
     default:
       throw new Error(`unknown scalar type ${scalar}`);
   }
@@ -414,7 +232,7 @@ function enumWriter(e: DescEnum): ValueWriter {
     if (name === undefined) outAscii(String(n));
     else {
       outBytes(name);
-      if (!ascii) oascii = false;
+      if (!ascii) notAscii();
     }
     return n === first;
   };
@@ -505,10 +323,8 @@ const helpers = {
     rp = lengthEnd(end);
   },
   lengthEnd,
-  mark: (): number => op,
-  reset: (m: number): void => {
-    op = m;
-  },
+  mark,
+  reset,
   outByte,
   outBytes,
 };
@@ -622,7 +438,7 @@ return function write(end, depth) {
   const writer: BodyWriter = keysAscii
     ? inner
     : (end, depth) => {
-        oascii = false;
+        notAscii();
         inner(end, depth);
       };
   // Registered before the children compile, so recursive types find it.
@@ -696,23 +512,6 @@ function writeObject(rec: Record<string, number>, writeValue: (v: number) => voi
     writeValue(rec[k]!);
   }
   outByte(125);
-}
-
-/** A key as JSON: printable ASCII other than " and \ as is, anything else through JSON.stringify. */
-function outKey(k: string): void {
-  const n = k.length;
-  ensure(n + 2);
-  const at = op;
-  ob[op++] = 34;
-  for (let i = 0; i < n; i++) {
-    const c = k.charCodeAt(i);
-    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) {
-      op = at;
-      return outText(JSON.stringify(k));
-    }
-    ob[op++] = c;
-  }
-  ob[op++] = 34;
 }
 
 /** The map key as the library's record has it (String of the key value). */
@@ -975,12 +774,11 @@ export function fastBinaryToJson(desc: DescMessage, bytes: Uint8Array): string |
   rv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   rbuf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   rp = 0;
-  op = 0;
-  oascii = true;
+  startOutput();
   try {
     body(bytes.length, 1);
     if (rp !== bytes.length) return undefined;
-    return oascii ? obuf.latin1Slice(0, op) : obuf.utf8Slice(0, op);
+    return outputText();
   } catch {
     // BAIL, or anything unexpected (a stack overflow on absurd nesting): the library decides.
     return undefined;
@@ -988,10 +786,7 @@ export function fastBinaryToJson(desc: DescMessage, bytes: Uint8Array): string |
     rb = EMPTY;
     rv = EMPTY_VIEW;
     rbuf = EMPTY_BUFFER;
-    if (ob.length > OUT_KEEP) {
-      ob = new Uint8Array(OUT_INITIAL);
-      obuf = Buffer.from(ob.buffer);
-    }
+    releaseOutput();
   }
 }
 

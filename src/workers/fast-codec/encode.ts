@@ -1,7 +1,8 @@
 /**
  * Compiled JSON -> protobuf binary: walks the parsed JSON value and writes the wire bytes directly, without building
- * a @bufbuild/protobuf message first. One plan per message type, compiled on first use and kept on the descriptor
- * (a WeakMap, so a schema's plans go when its registry does).
+ * a @bufbuild/protobuf message first. One writer per message type, generated on first use (a `switch` on the JSON key,
+ * then the field writers in number order) and kept on the descriptor (a WeakMap, so a schema's writers go when its
+ * registry does).
  *
  * Output is byte for byte what `toBinary(desc, fromJson(desc, value))` writes: fields in field-number order, implicit
  * fields skipped when zero (-0.0 is written, as the library does), proto3 `optional` and oneof members written when
@@ -11,132 +12,25 @@
  */
 import type { DescEnum, DescField, DescMessage, JsonValue } from "@bufbuild/protobuf";
 import { bail, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf } from "./common.js";
-
-// ---------------------------------------------------------------------------------------------------------------
-// The writer: one growable scratch buffer per thread (conversions are synchronous, so never shared by two calls).
-// ---------------------------------------------------------------------------------------------------------------
-
-const INITIAL = 8192;
-const KEEP = 1 << 20; // a scratch buffer grown past this by one large message is dropped afterwards
-
-let buf = new Uint8Array(INITIAL);
-let view = new DataView(buf.buffer);
-let pos = 0;
-const forks: number[] = [];
-
-function grow(required: number): void {
-  let len = buf.length * 2;
-  while (len < required) len *= 2;
-  const next = new Uint8Array(len);
-  next.set(buf.subarray(0, pos));
-  buf = next;
-  view = new DataView(next.buffer);
-}
-
-function ensure(n: number): void {
-  if (pos + n > buf.length) grow(pos + n);
-}
-
-function varint32(v: number): void {
-  ensure(5);
-  while (v > 0x7f) {
-    buf[pos++] = (v & 0x7f) | 0x80;
-    v >>>= 7;
-  }
-  buf[pos++] = v;
-}
-
-function int32(v: number): void {
-  if (v >= 0) return varint32(v);
-  ensure(10); // negative: sign-extended to 64 bits, ten bytes
-  for (let i = 0; i < 9; i++) {
-    buf[pos++] = (v & 0x7f) | 0x80;
-    v >>= 7;
-  }
-  buf[pos++] = 1;
-}
-
-// Port of the library's BinaryWriter.writeVarint64 (same bytes for every lo/hi).
-function varint64(lo: number, hi: number): void {
-  ensure(10);
-  for (let i = 0; i < 28; i += 7) {
-    const shift = lo >>> i;
-    const more = !(shift >>> 7 === 0 && hi === 0);
-    buf[pos++] = (more ? shift | 0x80 : shift) & 0xff;
-    if (!more) return;
-  }
-  const split = ((lo >>> 28) & 0x0f) | ((hi & 0x07) << 4);
-  const moreHi = !(hi >> 3 === 0);
-  buf[pos++] = (moreHi ? split | 0x80 : split) & 0xff;
-  if (!moreHi) return;
-  for (let i = 3; i < 31; i += 7) {
-    const shift = hi >>> i;
-    const more = !(shift >>> 7 === 0);
-    buf[pos++] = (more ? shift | 0x80 : shift) & 0xff;
-    if (!more) return;
-  }
-  buf[pos++] = (hi >>> 31) & 0x01;
-}
-
-function varint32Size(v: number): number {
-  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5;
-}
-
-/** UTF-8 with its length prefix. A lone surrogate bails: the library rejects it ("invalid UTF8"). */
-function string(s: string): void {
-  const len = s.length;
-  ensure(len * 3 + 5);
-  const guess = varint32Size(len);
-  const start = pos + guess;
-  let p = start;
-  for (let i = 0; i < len; i++) {
-    let c = s.charCodeAt(i);
-    if (c < 0x80) {
-      buf[p++] = c;
-    } else if (c < 0x800) {
-      buf[p++] = 0xc0 | (c >> 6);
-      buf[p++] = 0x80 | (c & 0x3f);
-    } else if (c >= 0xd800 && c <= 0xdfff) {
-      const d = c <= 0xdbff && i + 1 < len ? s.charCodeAt(i + 1) : 0;
-      if (d < 0xdc00 || d > 0xdfff) bail();
-      i++;
-      c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
-      buf[p++] = 0xf0 | (c >> 18);
-      buf[p++] = 0x80 | ((c >> 12) & 0x3f);
-      buf[p++] = 0x80 | ((c >> 6) & 0x3f);
-      buf[p++] = 0x80 | (c & 0x3f);
-    } else {
-      buf[p++] = 0xe0 | (c >> 12);
-      buf[p++] = 0x80 | ((c >> 6) & 0x3f);
-      buf[p++] = 0x80 | (c & 0x3f);
-    }
-  }
-  const written = p - start;
-  const size = varint32Size(written);
-  if (size !== guess) buf.copyWithin(pos + size, start, p);
-  varint32(written);
-  pos += written;
-}
-
-function fork(): void {
-  ensure(1);
-  forks.push(pos);
-  buf[pos++] = 0; // one byte reserved for the length: shifted in join() when the body is 128 bytes or more
-}
-
-function join(): void {
-  const at = forks.pop()!;
-  const len = pos - at - 1;
-  const size = varint32Size(len);
-  if (size > 1) {
-    ensure(size - 1);
-    buf.copyWithin(at + size, at + 1, pos);
-  }
-  const end = pos + size - 1;
-  pos = at;
-  varint32(len);
-  pos = end;
-}
+import {
+  byte,
+  bytes2,
+  double,
+  finishBytes,
+  fixed32,
+  fixed64 as fixed64Words,
+  float,
+  fork,
+  int32,
+  join,
+  raw,
+  releaseBytes,
+  sfixed32,
+  startBytes,
+  string,
+  varint32,
+  varint64,
+} from "./wire-out.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Scalars: parse (accept exactly what the library accepts, or bail), zero test, write.
@@ -211,10 +105,7 @@ function split64(v: number | bigint): void {
 
 function fixed64(v: number | bigint): void {
   split64(v);
-  ensure(8);
-  view.setInt32(pos, lo, true);
-  view.setInt32(pos + 4, hi, true);
-  pos += 8;
+  fixed64Words(lo, hi);
 }
 
 const B64 = new Int8Array(128).fill(-1);
@@ -261,11 +152,7 @@ function scalarCodec(scalar: number): ScalarCodec {
       return {
         parse: parseFloat64,
         isZero: isFloatZero,
-        write(v) {
-          ensure(8);
-          view.setFloat64(pos, v as number, true);
-          pos += 8;
-        },
+        write: (v) => double(v as number),
       };
     case S.FLOAT:
       return {
@@ -275,11 +162,7 @@ function scalarCodec(scalar: number): ScalarCodec {
           return v;
         },
         isZero: isFloatZero,
-        write(v) {
-          ensure(4);
-          view.setFloat32(pos, v as number, true);
-          pos += 4;
-        },
+        write: (v) => float(v as number),
       };
     case S.INT32:
       return { parse: (j) => parseInt32(j, -0x80000000, 0x7fffffff, int32Text), isZero: isNumZero, write: (v) => int32(v as number) };
@@ -293,11 +176,7 @@ function scalarCodec(scalar: number): ScalarCodec {
       return {
         parse: (j) => parseInt32(j, -0x80000000, 0x7fffffff, int32Text),
         isZero: isNumZero,
-        write(v) {
-          ensure(4);
-          view.setInt32(pos, v as number, true);
-          pos += 4;
-        },
+        write: (v) => sfixed32(v as number),
       };
     case S.UINT32:
       return { parse: (j) => parseInt32(j, 0, 0xffffffff, uint32Text), isZero: isNumZero, write: (v) => varint32(v as number) };
@@ -305,11 +184,7 @@ function scalarCodec(scalar: number): ScalarCodec {
       return {
         parse: (j) => parseInt32(j, 0, 0xffffffff, uint32Text),
         isZero: isNumZero,
-        write(v) {
-          ensure(4);
-          view.setUint32(pos, v as number, true);
-          pos += 4;
-        },
+        write: (v) => fixed32(v as number),
       };
     case S.INT64:
     case S.UINT64:
@@ -342,10 +217,7 @@ function scalarCodec(scalar: number): ScalarCodec {
       return {
         parse: (j) => (typeof j === "boolean" ? j : bail()),
         isZero: (v) => v === false,
-        write(v) {
-          ensure(1);
-          buf[pos++] = v ? 1 : 0;
-        },
+        write: (v) => byte(v ? 1 : 0),
       };
     case S.STRING:
       return { parse: (j) => (typeof j === "string" ? j : bail()), isZero: (v) => v === "", write: (v) => string(v as string) };
@@ -356,9 +228,7 @@ function scalarCodec(scalar: number): ScalarCodec {
         write(v) {
           const b = v as Uint8Array;
           varint32(b.length);
-          ensure(b.length);
-          buf.set(b, pos);
-          pos += b.length;
+          raw(b);
         },
       };
     default:
@@ -744,24 +614,18 @@ function writeValue(json: JsonValue, depth: number): void {
   switch (typeof json) {
     case "number": // number_value = 2
       varint32(17);
-      ensure(8);
-      view.setFloat64(pos, json, true);
-      pos += 8;
+      double(json);
       return;
     case "string": // string_value = 3
       varint32(26);
       string(json);
       return;
     case "boolean": // bool_value = 4
-      ensure(2);
-      buf[pos++] = 32;
-      buf[pos++] = json ? 1 : 0;
+      bytes2(32, json ? 1 : 0);
       return;
     case "object":
       if (json === null) {
-        ensure(2); // null_value = 1 (NULL_VALUE)
-        buf[pos++] = 8;
-        buf[pos++] = 0;
+        bytes2(8, 0); // null_value = 1 (NULL_VALUE)
       } else if (Array.isArray(json)) {
         varint32(50); // list_value = 6
         fork();
@@ -804,18 +668,14 @@ export function fastJsonToBinary(desc: DescMessage, value: JsonValue): Uint8Arra
     return undefined;
   }
   if (body === null || !plainWriters.has(body)) return undefined;
-  pos = 0;
-  forks.length = 0;
+  startBytes();
   try {
     body(value, 1);
-    return buf.slice(0, pos);
+    return finishBytes();
   } catch {
     // BAIL, or anything unexpected (a stack overflow on absurd nesting): the library decides, and reports errors.
     return undefined;
   } finally {
-    if (buf.length > KEEP) {
-      buf = new Uint8Array(INITIAL);
-      view = new DataView(buf.buffer);
-    }
+    releaseBytes();
   }
 }
