@@ -6,6 +6,7 @@
  * path, so it may be slow.
  */
 import { fromJson, type DescField, type DescMessage, type JsonValue, type Registry } from "@bufbuild/protobuf";
+import { WRAPPER_TYPE_NAMES } from "./fast-codec/common.js";
 
 /** Where a conversion failed and why. `path` is empty for the root message. */
 export interface JsonProblem {
@@ -21,15 +22,7 @@ const specialJson = new Set([
   "google.protobuf.Struct",
   "google.protobuf.Value",
   "google.protobuf.ListValue",
-  "google.protobuf.DoubleValue",
-  "google.protobuf.FloatValue",
-  "google.protobuf.Int64Value",
-  "google.protobuf.UInt64Value",
-  "google.protobuf.Int32Value",
-  "google.protobuf.UInt32Value",
-  "google.protobuf.BoolValue",
-  "google.protobuf.StringValue",
-  "google.protobuf.BytesValue",
+  ...WRAPPER_TYPE_NAMES,
 ]);
 
 /** Whether `typeName` is a well-known type whose JSON form is not an object (a string, number, array, ...). */

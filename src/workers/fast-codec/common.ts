@@ -29,7 +29,8 @@ const LEGACY_REQUIRED = 3;
 /** Well-known types whose JSON form the fast paths write themselves. */
 export type WktKind = "timestamp" | "duration" | "wrapper" | "struct" | "value" | "listValue";
 
-const wrapperNames = new Set([
+/** The nine wrapper types (google.protobuf.*Value): a JSON scalar or null, never an object. */
+export const WRAPPER_TYPE_NAMES: readonly string[] = [
   "google.protobuf.DoubleValue",
   "google.protobuf.FloatValue",
   "google.protobuf.Int64Value",
@@ -39,7 +40,31 @@ const wrapperNames = new Set([
   "google.protobuf.BoolValue",
   "google.protobuf.StringValue",
   "google.protobuf.BytesValue",
-]);
+];
+const wrapperNames = new Set(WRAPPER_TYPE_NAMES);
+
+/** One direction's writers for the kinds of message the fast path handles (the encoder and the decoder each pass theirs). */
+export interface KindWriters<W> {
+  timestamp: W;
+  duration: W;
+  struct: W;
+  value: W;
+  listValue: W;
+  wrapper(scalar: number): W;
+  /** A plain message's compiled writer (the compiler caches it itself, so recursive types find it while compiling). */
+  plain(desc: DescMessage): W;
+}
+
+/** The writer of `desc` in one direction, null when its kind is "slow"; compiled or picked once per descriptor. */
+export function writerOfKind<W>(desc: DescMessage, cache: WeakMap<DescMessage, W | null>, writers: KindWriters<W>): W | null {
+  const known = cache.get(desc);
+  if (known !== undefined) return known;
+  const kind = messageKind(desc);
+  if (kind === "plain") return writers.plain(desc);
+  const writer = kind === "slow" ? null : kind === "wrapper" ? writers.wrapper(desc.fields[0]!.scalar!) : writers[kind];
+  cache.set(desc, writer);
+  return writer;
+}
 
 /**
  * How a message type is handled: "plain" (its fields, generic plan), a well-known JSON form the fast path writes, or

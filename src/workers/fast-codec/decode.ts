@@ -13,7 +13,7 @@
  * Timestamp out of range, a NaN Value), a truncated message, Any, FieldMask, an "@type" map key, ...
  */
 import type { DescEnum, DescField, DescMessage } from "@bufbuild/protobuf";
-import { bail, enumSupported, IMPLICIT, int64Text, MAX_DEPTH, messageKind, S, uint64Text, wireTypeOf } from "./common.js";
+import { bail, enumSupported, IMPLICIT, int64Text, MAX_DEPTH, messageKind, S, uint64Text, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
 import {
   encoded,
   mark,
@@ -266,37 +266,19 @@ const bodyWriters = new WeakMap<DescMessage, BodyWriter | null>();
 const plainWriters = new WeakSet<BodyWriter>();
 
 function bodyWriterOf(desc: DescMessage): BodyWriter | null {
-  const known = bodyWriters.get(desc);
-  if (known !== undefined) return known;
-  let writer: BodyWriter | null;
-  switch (messageKind(desc)) {
-    case "slow":
-      writer = null;
-      break;
-    case "timestamp":
-      writer = writeTimestamp;
-      break;
-    case "duration":
-      writer = writeDuration;
-      break;
-    case "wrapper":
-      writer = wrapperWriter(desc.fields[0]!.scalar!);
-      break;
-    case "struct":
-      writer = writeStruct;
-      break;
-    case "value":
-      writer = writeValue;
-      break;
-    case "listValue":
-      writer = writeListValue;
-      break;
-    case "plain":
-      return compileMessage(desc);
-  }
-  bodyWriters.set(desc, writer);
-  return writer;
+  return writerOfKind(desc, bodyWriters, KIND_WRITERS);
 }
+
+/** This direction's writer per well-known kind (function declarations below, hoisted). */
+const KIND_WRITERS: KindWriters<BodyWriter> = {
+  timestamp: writeTimestamp,
+  duration: writeDuration,
+  struct: writeStruct,
+  value: writeValue,
+  listValue: writeListValue,
+  wrapper: wrapperWriter,
+  plain: compileMessage,
+};
 
 /** Helpers the generated code calls (each call site always calls the same function: no megamorphic dispatch). */
 const helpers = {

@@ -11,7 +11,7 @@
  * oneof member, Any, FieldMask, ...), throws BAIL and codec.ts runs the library instead.
  */
 import type { DescEnum, DescField, DescMessage, JsonValue } from "@bufbuild/protobuf";
-import { bail, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf } from "./common.js";
+import { bail, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
 import {
   byte,
   bytes2,
@@ -269,37 +269,19 @@ const plainWriters = new WeakSet<BodyWriter>();
 
 /** The body writer for a message type, or null when its type is "slow". Compiled once per descriptor. */
 function bodyWriterOf(desc: DescMessage): BodyWriter | null {
-  const known = bodyWriters.get(desc);
-  if (known !== undefined) return known;
-  let writer: BodyWriter | null;
-  switch (messageKind(desc)) {
-    case "slow":
-      writer = null;
-      break;
-    case "timestamp":
-      writer = writeTimestamp;
-      break;
-    case "duration":
-      writer = writeDuration;
-      break;
-    case "wrapper":
-      writer = wrapperWriter(desc.fields[0]!.scalar!);
-      break;
-    case "struct":
-      writer = writeStruct;
-      break;
-    case "value":
-      writer = writeValue;
-      break;
-    case "listValue":
-      writer = writeListValue;
-      break;
-    case "plain":
-      return compileMessage(desc);
-  }
-  bodyWriters.set(desc, writer);
-  return writer;
+  return writerOfKind(desc, bodyWriters, KIND_WRITERS);
 }
+
+/** This direction's writer per well-known kind (function declarations below, hoisted). */
+const KIND_WRITERS: KindWriters<BodyWriter> = {
+  timestamp: writeTimestamp,
+  duration: writeDuration,
+  struct: writeStruct,
+  value: writeValue,
+  listValue: writeListValue,
+  wrapper: wrapperWriter,
+  plain: compileMessage,
+};
 
 /** Whether fieldWriter() handles a field (decided from the descriptors alone, before any writer compiles). */
 function supported(f: DescField): boolean {
