@@ -213,31 +213,38 @@ describe("threads: the process exits cleanly at shutdown (no native abort from a
     }
   });
 
-  it("a program embedding the gateway that calls destroy() then process.exit() (bench/invoke/child.ts): exit 0, no abort", async () => {
-    const proc = fork(fileURLToPath(new URL("../support/embedded-gateway.ts", import.meta.url)), [String(backend.port), KEY], {
-      execArgv: ["--import", "tsx"],
-      stdio: ["ignore", "ignore", "pipe", "ipc"],
-    });
-    const stderr: string[] = [];
-    proc.stderr!.on("data", (d: Buffer) => stderr.push(d.toString()));
-    const gw = { proc, stderr, httpPort: 0 };
-    try {
-      const ready = await within(new Promise<{ ready: { httpPort: number } }>((r) => proc.once("message", (m) => r(m as { ready: { httpPort: number } }))), 60_000);
-      assert.ok(ready, `not ready within 60 s: ${stderr.join("")}`);
-      gw.httpPort = ready.ready.httpPort;
-      const l = await loaded(gw, 300);
+  for (const [how, code, what] of [
+    ["close", 0, "awaits close() then calls process.exit()"],
+    ["destroy", 0, "calls destroy() then process.exit() (bench/invoke/child.ts)"],
+    ["exit", 0, "calls process.exit() with the gateway still running"],
+    ["throw", 1, "dies of an uncaught error on the main thread"],
+  ] as const) {
+    it(`a program embedding the gateway that ${what}: exit ${code}, no abort`, async () => {
+      const proc = fork(fileURLToPath(new URL("../support/embedded-gateway.ts", import.meta.url)), [String(backend.port), KEY, how], {
+        execArgv: ["--import", "tsx"],
+        stdio: ["ignore", "ignore", "pipe", "ipc"],
+      });
+      const stderr: string[] = [];
+      proc.stderr!.on("data", (d: Buffer) => stderr.push(d.toString()));
+      const gw = { proc, stderr, httpPort: 0 };
       try {
-        proc.disconnect();
-        const r = await exited(gw, 10_000);
-        assert.doesNotMatch(r.stderr, ABORT, `native abort at exit:\n${r.stderr}`);
-        assert.equal(r.signal, null, `died of ${r.signal}:\n${r.stderr}`);
-        assert.equal(r.code, 0, r.stderr);
-        await Promise.all([...l.drained, ...l.stuck]);
+        const ready = await within(new Promise<{ ready: { httpPort: number } }>((r) => proc.once("message", (m) => r(m as { ready: { httpPort: number } }))), 60_000);
+        assert.ok(ready, `not ready within 60 s: ${stderr.join("")}`);
+        gw.httpPort = ready.ready.httpPort;
+        const l = await loaded(gw, 300);
+        try {
+          proc.disconnect();
+          const r = await exited(gw, 10_000);
+          assert.doesNotMatch(r.stderr, ABORT, `native abort at exit:\n${r.stderr}`);
+          assert.equal(r.signal, null, `died of ${r.signal}:\n${r.stderr}`);
+          assert.equal(r.code, code, r.stderr);
+          await Promise.all([...l.drained, ...l.stuck]);
+        } finally {
+          release(l);
+        }
       } finally {
-        release(l);
+        proc.kill("SIGKILL");
       }
-    } finally {
-      proc.kill("SIGKILL");
-    }
-  });
+    });
+  }
 });

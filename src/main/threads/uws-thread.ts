@@ -163,7 +163,11 @@ async function main(): Promise<void> {
     else if (msg.t === "exit") {
       // The main thread is in its `exit` handler, blocked until we are closed: no drain, no reply, just close.
       closeSockets();
-      dispatch.destroy?.();
+      try {
+        dispatch.destroy?.();
+      } catch {
+        // The process is exiting: the backend connections go with it.
+      }
     }
     else if (msg.t === "crash") {
       // Diagnostics: an uncaught error on this thread, to exercise the crash path end to end.
