@@ -1,7 +1,7 @@
 /**
  * A program that embeds the gateway (createGateway, two uWS worker threads) and ends when its parent disconnects:
- * `close` awaits close() then calls process.exit(0); `destroy` calls destroy() then process.exit(0), as bench/invoke/child.ts does; `exit` only process.exit(0); `throw`
- * dies of an uncaught error (exit 1). `tsx test/support/embedded-gateway.ts <backendPort> <apiKey> <how>` sends
+ * `close` awaits close() then calls process.exit(0); `destroy` calls destroy() then process.exit(0), as
+ * bench/invoke/child.ts does; `exit` only process.exit(0); `throw` dies of an uncaught error (exit 1). `tsx test/support/embedded-gateway.ts <backendPort> <apiKey> <how>` sends
  * `{ready: {httpPort}}` over IPC. For the exit tests (test/integration/threads-exit.test.ts).
  */
 import { Writable } from "node:stream";
