@@ -12,6 +12,7 @@ const gw = await createGateway({
   grpcPort: 0,
   httpPort: 0,
   threads: 2,
+  shutdownTimeoutMs: 1500,
   apiKeys: [apiKey!],
   logLevel: "error",
   logDestination: new Writable({ write: (_c, _e, cb) => cb() }),
