@@ -47,7 +47,10 @@ export interface Gateway {
    * finish within `shutdownTimeoutMs`, then stop. Safe to call twice (returns the same promise).
    */
   close(): Promise<void>;
-  /** Immediate shutdown of whatever is left. Safe to call twice. */
+  /**
+   * Immediate shutdown of whatever is left. Safe to call twice. The process may exit right after it: uWS worker
+   * threads still closing are made to close their sockets in the process's `exit` handler (docs/threads.md).
+   */
   destroy(): void;
   /** The uWS worker threads serving HTTP (`threads` > 1); undefined when the main thread serves it. */
   readonly threads: UwsThreads | undefined;

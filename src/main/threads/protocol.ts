@@ -30,6 +30,11 @@ export interface ThreadData {
   epoch: string;
   /** Every main-thread route; those the thread does not serve itself it forwards. */
   routes: RouteSpec[];
+  /**
+   * One Int32 over a SharedArrayBuffer: the thread stores 1 (and notifies) once it has no uWS socket left open. The
+   * main thread's `exit` handler waits on it (Atomics.wait) after posting `exit`, since it cannot wait for events.
+   */
+  closedFlag: Int32Array;
 }
 
 /** A forwarded REST request: the route it matched on the thread (auth and the shutdown gate already passed there). */
@@ -53,7 +58,7 @@ export interface ReplyWire {
   headers: Record<string, string> | undefined;
 }
 
-/** Messages outside the bridge. Thread to main: ready, failed, log, ack. Main to thread: ev, end, crash. */
+/** Messages outside the bridge. Thread to main: ready, failed, log, ack. Main to thread: ev, end, crash, exit. */
 export type ThreadMessage =
   | { t: "ready"; port: number; routes: string[] }
   | { t: "failed"; code: number; message: string }
@@ -62,4 +67,9 @@ export type ThreadMessage =
   | { t: "ack"; n: number }
   | { t: "ev"; e: unknown }
   | { t: "end"; topic: string; reason: unknown }
-  | { t: "crash" };
+  | { t: "crash" }
+  /**
+   * The process is exiting now (the main thread is in its `exit` handler): close every uWS socket at once, then set
+   * `closedFlag`. Node aborts the whole process when a thread's loop is closed with uWS sockets still open.
+   */
+  | { t: "exit" };

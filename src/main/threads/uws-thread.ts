@@ -34,6 +34,21 @@ import { createThreadHub } from "./thread-hub.js";
 const data = workerData as ThreadData;
 const port = parentPort!;
 
+/** This thread's uWS app once listening. Node aborts the process when a thread's loop closes with its sockets open. */
+let rest: RestServer | undefined;
+/** Set once this thread (or the process) is going away: nothing may start listening after it. */
+let exiting = false;
+/**
+ * Close every uWS socket now (listen socket, HTTP, WebSocket, SSE; in-flight handlers see the abort) and set the
+ * shared flag the main thread's `exit` handler may be waiting on. Every way out of this thread goes through here.
+ */
+function closeSockets(): void {
+  exiting = true;
+  rest?.closeAll();
+  Atomics.store(data.closedFlag, 0, 1);
+  Atomics.notify(data.closedFlag, 0);
+}
+
 /** Log lines go to the main thread, which writes them where its own go (one stream, one order per thread). */
 function threadLogger(level: GatewayOptions["logLevel"]): Logger {
   const sink = new Writable({
@@ -54,12 +69,11 @@ const NO_RUNTIME = new Proxy({} as Runtime, {
 
 async function main(): Promise<void> {
   const logger = threadLogger(data.options.logLevel);
-  let rest: RestServer | undefined;
   // A thread that dies with uWS sockets open takes the process down (Node aborts on the open handles): close them
   // first, then exit non-zero so the main thread logs it and starts a new thread.
   const die = (what: string, err: unknown): void => {
     logger.fatal({ err }, `uWS worker thread failed (${what}); closing its connections and exiting`);
-    rest?.closeAll();
+    closeSockets();
     setImmediate(() => process.exit(1));
   };
   process.on("uncaughtException", (err) => die("uncaught exception", err));
@@ -78,13 +92,18 @@ async function main(): Promise<void> {
   const auth = createAuthenticator(opts.apiKeys);
 
   let onClose: ((ms: number) => Promise<void>) | undefined;
+  /** A `close` that came while this thread was still starting (a restart racing the gateway's close): when to stop by. */
+  let closeBy: number | undefined;
   let web: ReturnType<typeof createWebPubsub>;
   const bridge = createBridge(
     port,
     {
       metrics: async () => metrics.registry.getMetricsAsJSON(),
       stats: async () => web.health()["web-pubsub"]?.description ?? "",
-      close: async (p: { ms: number }) => onClose?.(p.ms),
+      close: async (p: { ms: number }) => {
+        if (onClose) return onClose(p.ms);
+        closeBy = Math.min(closeBy ?? Infinity, Date.now() + p.ms);
+      },
       // gRPC Invoke/InvokeJson from the main thread: the same op as REST invoke here, on this thread's channels.
       "dispatch.invoke": (p: InvokeWire, signal) => dispatch.ops.invoke(invokeFromWire(p, signal)),
     },
@@ -141,6 +160,15 @@ async function main(): Promise<void> {
       }
     }
     else if (msg.t === "end") hub?.end(msg.topic, msg.reason as EndReason);
+    else if (msg.t === "exit") {
+      // The main thread is in its `exit` handler, blocked until we are closed: no drain, no reply, just close.
+      closeSockets();
+      try {
+        dispatch.destroy?.();
+      } catch {
+        // The process is exiting: the backend connections go with it.
+      }
+    }
     else if (msg.t === "crash") {
       // Diagnostics: an uncaught error on this thread, to exercise the crash path end to end.
       setTimeout(() => {
@@ -149,6 +177,9 @@ async function main(): Promise<void> {
     }
   });
 
+  // Checked right before listening (startRestServer listens synchronously): once the process is exiting, a thread still
+  // starting must not open a socket the exit would find.
+  if (exiting) throw new GatewayError(Code.UNAVAILABLE, "the process is exiting");
   rest = await startRestServer(opts.host, opts.httpPort, [...local, ...bridged], {
     auth,
     logger,
@@ -175,7 +206,7 @@ async function main(): Promise<void> {
       while ((!drained || rest!.inflight > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       rest!.closeInflight();
       dispatch.destroy?.();
-      rest!.closeAll();
+      closeSockets();
       bridge.close("the worker thread is shutting down");
       // Exit once the reply to `close` is out: nothing of uWS is left open, and channels or timers must not hold us.
       setImmediate(() => process.exit(0));
@@ -183,9 +214,13 @@ async function main(): Promise<void> {
   };
 
   port.postMessage({ t: "ready", port: rest.port, routes: [...rest.routes] } satisfies ThreadMessage);
+  if (exiting) closeSockets();
+  else if (closeBy !== undefined) void onClose(Math.max(0, closeBy - Date.now()));
 }
 
 main().catch((e: unknown) => {
+  // Startup failed after listening (e.g. in dispatch.start): the socket must be closed before the thread exits.
+  closeSockets();
   const err = GatewayError.from(e);
   port.postMessage({ t: "failed", code: err.code, message: err.rawMessage } satisfies ThreadMessage);
   setImmediate(() => process.exit(1));

@@ -24,6 +24,11 @@ const EXIT_GRACE_MS = 2_000;
 /** A thread that crashes is restarted after this delay, doubled per crash in the last minute, up to the maximum, ms. */
 const RESTART_DELAY_MS = 100;
 const RESTART_DELAY_MAX_MS = 5_000;
+/**
+ * How long the process's `exit` handler waits, in all, for the threads still running to close their uWS sockets, ms.
+ * A thread answers within one turn of its loop; only a thread stuck in synchronous code takes it all.
+ */
+const EXIT_CLOSE_MS = 1_000;
 
 /** What the uWS worker threads need of the main thread. */
 export interface UwsThreadsDeps {
@@ -82,6 +87,8 @@ interface Slot {
   held: Set<string>;
   state: "starting" | "running" | "closing" | "exited";
   exited: Promise<void>;
+  /** The current worker's ThreadData.closedFlag: 1 once it has no uWS socket open. */
+  closedFlag: Int32Array;
   /** Events posted to the current worker, and handled there as of its last ack. */
   posted: number;
   acked: number;
@@ -137,14 +144,17 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
   const host = deps.options.host ?? "127.0.0.1";
   const port = deps.options.httpPort ? deps.options.httpPort : await freePort(host);
   const byKey = new Map(deps.routes.map((r) => [`${r.method} ${r.path}`, r]));
-  const data = (index: number): ThreadData => ({
+  const data = (index: number, closedFlag: Int32Array): ThreadData => ({
     index,
     options: { ...deps.options, httpPort: port },
     epoch: hub.epoch,
     routes: deps.routes.map((r) => ({ method: r.method, path: r.path, auth: r.auth !== false })),
+    closedFlag,
   });
   let closing = false;
   const slots: Slot[] = [];
+  /** Every slot made, the ones still starting included (slots holds only those that started). */
+  const made: Slot[] = [];
   /** Routes the first thread to become ready reported (UwsThreads.routes). */
   const served: string[] = [];
 
@@ -196,15 +206,19 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
 
   function spawn(slot: Slot | undefined, index: number): Promise<Slot> {
     const entry = threadEntry();
+    const closedFlag = new Int32Array(new SharedArrayBuffer(4));
+    const workerData = data(index, closedFlag);
     const worker = entry.tsxApi
       ? new Worker(`import(${JSON.stringify(entry.tsxApi)}).then((m) => { m.register(); return import(${JSON.stringify(pathToFileURL(entry.filename).href)}); })`, {
           eval: true,
-          workerData: data(index),
+          workerData,
         })
-      : new Worker(entry.filename, { workerData: data(index) });
+      : new Worker(entry.filename, { workerData });
     let lastError: string | undefined;
-    const s: Slot = slot ?? { index, worker, bridge: undefined as unknown as Bridge, held: new Set(), state: "starting", exited: Promise.resolve(), crashes: [], posted: 0, acked: 0, shed: false };
+    const s: Slot = slot ?? { index, worker, bridge: undefined as unknown as Bridge, held: new Set(), state: "starting", exited: Promise.resolve(), closedFlag, crashes: [], posted: 0, acked: 0, shed: false };
+    if (!slot) made.push(s);
     s.worker = worker;
+    s.closedFlag = closedFlag;
     s.state = "starting";
     s.held = new Set();
     s.posted = s.acked = 0;
@@ -304,6 +318,28 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
     }, delay).unref();
   }
 
+  /**
+   * The process is exiting (process.exit anywhere: right after destroy(), a second signal, a fatal error, or the loop
+   * ran dry with a thread left behind): Node stops the threads next, and aborts if one still has uWS sockets open.
+   * An `exit` handler cannot wait for events, so it asks each thread still alive to close its sockets at once and
+   * waits on the thread's shared flag (Atomics.wait: the thread runs on its own loop meanwhile), bounded.
+   */
+  const onProcessExit = (): void => {
+    const open = made.filter((s) => s.state !== "exited" && Atomics.load(s.closedFlag, 0) === 0);
+    for (const s of open) s.worker.postMessage({ t: "exit" } satisfies ThreadMessage);
+    const until = Date.now() + EXIT_CLOSE_MS;
+    for (const s of open) {
+      if (Atomics.wait(s.closedFlag, 0, 0, Math.max(0, until - Date.now())) === "timed-out") {
+        logger.error({ thread: s.index }, `uWS worker thread did not close its sockets within ${EXIT_CLOSE_MS} ms of the process exiting`);
+      }
+    }
+  };
+  process.on("exit", onProcessExit);
+  /** Once every thread has exited there is nothing left for the handler to do (a left-behind thread keeps it). */
+  const releaseExitHook = (): void => {
+    if (made.every((s) => s.state === "exited")) process.off("exit", onProcessExit);
+  };
+
   const starting = Array.from({ length: deps.count }, (_, i) => spawn(undefined, i + 1));
   const results = await Promise.allSettled(starting);
   for (const r of results) if (r.status === "fulfilled") slots.push(r.value);
@@ -311,6 +347,7 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
   if (failed) {
     closing = true;
     await Promise.all(slots.map((s) => closeSlot(s, 0)));
+    releaseExitHook();
     throw GatewayError.from(failed.reason, Code.UNAVAILABLE);
   }
 
@@ -322,7 +359,8 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
     const late = await Promise.race([s.exited.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), ms + EXIT_GRACE_MS)))]);
     clearTimeout(timer);
     if (late) {
-      // terminate() would abort the whole process (uWS sockets open on the thread's loop): leave it behind instead.
+      // terminate() would abort the whole process (uWS sockets open on the thread's loop): leave it behind instead;
+      // the process's exit handler still asks it to close its sockets before Node stops it.
       logger.error({ thread: s.index }, "uWS worker thread did not exit within the shutdown bound; leaving it behind");
       s.worker.unref();
     }
@@ -377,11 +415,13 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
       return (closed ??= (async () => {
         closing = true;
         await Promise.all(slots.map((s) => closeSlot(s, ms)));
+        releaseExitHook();
       })());
     },
     async destroy() {
       closing = true;
       await Promise.all(slots.map((s) => closeSlot(s, 0)));
+      releaseExitHook();
     },
     crash(index) {
       slots.find((s) => s.index === index)?.worker.postMessage({ t: "crash" } satisfies ThreadMessage);
