@@ -12,14 +12,14 @@ import {
   serverHttp2Servers,
   wrapDecompressMessage,
 } from "../../src/main/grpc/grpc-js-internals.js";
+import { rawBytesMethod } from "../support/raw-methods.js";
 
 // Each accessor of src/main/grpc/grpc-js-internals.ts against the real grpc-js: when an upgrade changes a private
 // shape, the matching test fails with "grpc-js <version> changed <what>".
 
-const identity = (b: Buffer): Buffer => b;
 const service: grpc.ServiceDefinition = {
-  Stream: { path: "/t.T/Stream", requestStream: false, responseStream: true, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity },
-  Unary: { path: "/t.T/Unary", requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity },
+  Stream: rawBytesMethod("/t.T/Stream", { responseStream: true }),
+  Unary: rawBytesMethod("/t.T/Unary"),
 };
 
 /** A grpc-js server with a pass-through interceptor (as the gateway's message timeout adds one) on 127.0.0.1:0. */

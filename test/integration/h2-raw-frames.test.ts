@@ -12,6 +12,7 @@ import { huffmanEncode, literalField } from "../../src/backends/hpack.js";
 import { Code } from "../../src/shared/code.js";
 import { F, FakeServer, T, grpcFrame, indexedHuffman, plainBlock, settings, u32, type FakeRequest } from "../support/h2-fake-server.js";
 import { waitFor } from "../support/gateway.js";
+import { rawBytesMethod } from "../support/raw-methods.js";
 
 const soon = (ms = 5000): number => Date.now() + ms;
 const md = (): grpc.Metadata => new grpc.Metadata();
@@ -406,20 +407,10 @@ describe("raw-frame h2 connection lifecycle", () => {
 describe("raw-frame h2 unary client against grpc-js: flow control beyond the windows", () => {
   let server: grpc.Server;
   let port: number;
-  const id = (b: Buffer): Buffer => b;
   before(async () => {
     server = new grpc.Server({ "grpc.max_receive_message_length": 16 << 20, "grpc.max_send_message_length": 16 << 20 });
-    const m = (path: string): grpc.MethodDefinition<Buffer, Buffer> => ({
-      path,
-      requestStream: false,
-      responseStream: false,
-      requestSerialize: id,
-      requestDeserialize: id,
-      responseSerialize: id,
-      responseDeserialize: id,
-    });
     server.addService(
-      { Echo: m("/t.T/Echo"), Big: m("/t.T/Big") },
+      { Echo: rawBytesMethod("/t.T/Echo"), Big: rawBytesMethod("/t.T/Big") },
       {
         Echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, call.request),
         Big: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, Buffer.alloc(6 << 20, 9)),

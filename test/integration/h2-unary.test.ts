@@ -9,17 +9,8 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { createH2UnaryClient, type H2UnaryClient } from "../../src/backends/h2-unary.js";
 import { Code } from "../../src/shared/code.js";
+import { rawBytesMethod as method } from "../support/raw-methods.js";
 
-const id = (b: Buffer): Buffer => b;
-const method = (path: string): grpc.MethodDefinition<Buffer, Buffer> => ({
-  path,
-  requestStream: false,
-  responseStream: false,
-  requestSerialize: id,
-  requestDeserialize: id,
-  responseSerialize: id,
-  responseDeserialize: id,
-});
 const SERVICE: grpc.ServiceDefinition = {
   Echo: method("/t.T/Echo"),
   Slow: method("/t.T/Slow"),

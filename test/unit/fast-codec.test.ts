@@ -6,6 +6,8 @@
  * Canonical inputs must take the fast path (otherwise it would be a slow path that merely passes this test).
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
 import { create, fromBinary, fromJson, toBinary, toJsonString, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
@@ -637,5 +639,24 @@ describe("fast codec: differential against @bufbuild/protobuf", () => {
     assert.ok(enc.ok);
     checkDecode(desc, enc.value, true, stats);
     assert.equal(fastBinaryToJson(desc, enc.value), JSON.stringify(value));
+  });
+});
+
+describe("fast codec where code generation is disallowed", () => {
+  it("converts through the library with the same bytes, text and errors (node --disallow-code-generation-from-strings)", () => {
+    const child = fileURLToPath(new URL("../support/codec-roundtrip-child.ts", import.meta.url));
+    type Outcome = { ok?: string; code?: number; message?: string };
+    const run = (flags: string[]): { results: Outcome[]; fastTaken: boolean } =>
+      JSON.parse(execFileSync(process.execPath, [...flags, "--import", "tsx", child], { encoding: "utf8", timeout: 60_000 }));
+    const locked = run(["--disallow-code-generation-from-strings"]);
+    const normal = run([]);
+    assert.equal(normal.fastTaken, true);
+    assert.equal(locked.fastTaken, false);
+    assert.deepEqual(locked.results, normal.results);
+    // The valid order converted both times, and the invalid inputs were refused naming the problem.
+    const [first, second, wrongType, unknown] = locked.results;
+    assert.ok(first?.ok && second?.ok === first.ok);
+    assert.match(wrongType?.message ?? "", /orderId/);
+    assert.match(unknown?.message ?? "", /nope/);
   });
 });

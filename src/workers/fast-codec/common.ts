@@ -55,12 +55,24 @@ export interface KindWriters<W> {
   plain(desc: DescMessage): W;
 }
 
-/** The writer of `desc` in one direction, null when its kind is "slow"; compiled or picked once per descriptor. */
+/**
+ * The writer of `desc` in one direction, null when its kind is "slow" or it cannot be compiled here; compiled or
+ * picked once per descriptor.
+ */
 export function writerOfKind<W>(desc: DescMessage, cache: WeakMap<DescMessage, W | null>, writers: KindWriters<W>): W | null {
   const known = cache.get(desc);
   if (known !== undefined) return known;
   const kind = messageKind(desc);
-  if (kind === "plain") return writers.plain(desc);
+  if (kind === "plain") {
+    try {
+      return writers.plain(desc);
+    } catch {
+      // Compilation cannot succeed later (code generation from strings disallowed): remember, so every conversion of
+      // this type goes straight to the library instead of building and rejecting the source again.
+      cache.set(desc, null);
+      return null;
+    }
+  }
   const writer = kind === "slow" ? null : kind === "wrapper" ? writers.wrapper(desc.fields[0]!.scalar!) : writers[kind];
   cache.set(desc, writer);
   return writer;

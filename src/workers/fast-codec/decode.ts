@@ -745,12 +745,8 @@ function writeListValue(end: number, depth: number): void {
  * error). Only for message types whose JSON is an object (not a well-known type with a JSON form of its own).
  */
 export function fastBinaryToJson(desc: DescMessage, bytes: Uint8Array): string | undefined {
-  let body: BodyWriter | null;
-  try {
-    body = bodyWriterOf(desc);
-  } catch {
-    return undefined; // e.g. code generation disallowed (--disallow-code-generation-from-strings): the library it is
-  }
+  // null: a "slow" type, or one that cannot be compiled here (writerOfKind): the library it is.
+  const body = bodyWriterOf(desc);
   if (body === null || !plainWriters.has(body)) return undefined;
   rb = bytes;
   rv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);

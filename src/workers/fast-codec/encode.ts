@@ -643,12 +643,8 @@ function writeListValue(json: JsonValue, depth: number): void {
  * Only for message types whose top-level JSON is an object (not a well-known type with a JSON form of its own).
  */
 export function fastJsonToBinary(desc: DescMessage, value: JsonValue): Uint8Array | undefined {
-  let body: BodyWriter | null;
-  try {
-    body = bodyWriterOf(desc);
-  } catch {
-    return undefined;
-  }
+  // null: a "slow" type, or one that cannot be compiled here (writerOfKind): the library it is.
+  const body = bodyWriterOf(desc);
   if (body === null || !plainWriters.has(body)) return undefined;
   startBytes();
   try {
