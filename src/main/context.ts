@@ -31,7 +31,7 @@ export interface Facility {
   /** Extra gRPC services with their own definitions (e.g. Dapr app callbacks), bound with the same auth wrapper unless `auth` is false. */
   extraGrpc?: Array<{ definition: import("@grpc/grpc-js").ServiceDefinition; impl: import("./grpc/server.js").ServiceImpl; auth?: boolean }>;
   /** Given the gateway's gRPC server once its own services are bound (e.g. to register proxied backend methods). */
-  bindGrpc?(server: import("@grpc/grpc-js").Server, binding: import("./grpc/proxy.js").ProxyBinding): void;
+  bindGrpc?(server: import("./grpc/front.js").GrpcServiceHost, binding: import("./grpc/proxy.js").ProxyBinding): void;
   /** More services and files for the gateway's reflection service (read on every reflection request). */
   reflection?(): import("./grpc/proxy.js").ReflectionSource;
   /** Native uWS handlers beside the REST routes (WebSocket and SSE paths), attached before the catch-all route and before the server listens. */

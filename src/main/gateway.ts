@@ -1,7 +1,5 @@
 import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
-import { Code } from "../shared/code.js";
-import { GatewayError } from "../shared/gateway-error.js";
 import { gatewayFileDescriptors, gatewayPackageDefinition } from "../shared/protos.js";
 import { createRuntime, type Runtime } from "../runtime/index.js";
 import { createAuthenticator } from "./auth.js";
@@ -10,10 +8,7 @@ import type { Facility, GatewayContext, HealthEntry } from "./context.js";
 import { createDispatchFacility } from "./dispatch-facility.js";
 import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
-import { installStrictCompressedFlag } from "./grpc/strict-decoding.js";
-import { DECOMPRESS_SHAPE, internalsProblem } from "./grpc/grpc-js-internals.js";
-import { countSessions, guardResetFloods, guardWriteStalls } from "./grpc/session-guards.js";
-import { messageTimeoutInterceptor } from "./grpc/message-timeout.js";
+import { grpcJsFront, type GrpcFront } from "./grpc/front.js";
 import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
 import { consoleRoutes } from "./console/index.js";
 import { runHealthChecks } from "./health.js";
@@ -101,15 +96,6 @@ async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
 
 function noop(): void {}
 
-function bindGrpc(port: number, host: string, server: grpc.Server): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const addr = host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
-    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, bound) =>
-      err ? reject(new GatewayError(Code.UNAVAILABLE, `gRPC server cannot listen on ${addr}: ${err.message}`)) : resolve(bound),
-    );
-  });
-}
-
 /** Start a gateway: load config, create the runtime, start both servers. Rejects with a GatewayError on bad options. */
 export async function createGateway(options: GatewayOptions, overrides: GatewayOverrides = {}): Promise<Gateway> {
   const opts = validateGatewayOptions(options);
@@ -168,17 +154,8 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     latency: metrics.histogram("platform_grpc_request_duration_seconds", "Latency of unary gRPC calls in seconds, by full method and status code name", ["method", "code"]),
     inflight: { count: 0 },
   };
-  // channelz stays on for the server: grpc-js (1.14) tracks a server's sessions only in its channelz handler, so with
-  // channelz off tryShutdown() never sends GOAWAY to connected clients (close() then always waits the full timeout)
-  // and forceShutdown() leaves their sessions and in-flight calls open forever.
-  if (!installStrictCompressedFlag()) logger.warn({}, `compressed-flag messages without grpc-encoding are not refused: ${internalsProblem(DECOMPRESS_SHAPE)}`);
-  const server = new grpc.Server({
-    "grpc.max_receive_message_length": opts.maxBodyBytes,
-    "grpc.max_send_message_length": 64 * 1024 * 1024,
-    // grpc-js advertises no limit (2^32-1) unless told; each stream holds buffers and a handler.
-    "grpc.max_concurrent_streams": opts.grpcMaxConcurrentStreams,
-    interceptors: [messageTimeoutInterceptor(opts.grpcMessageTimeoutMs, bindDeps.requests)],
-  });
+  const front: GrpcFront = grpcJsFront({ options: opts, logger, metrics, requests: bindDeps.requests });
+  const server = front.services;
   const pkg = gatewayPackageDefinition();
   const methodsOf = (d: grpc.ServiceDefinition): string[] => Object.values(d).map((m) => m.path.slice(1));
   const grpcRoutes = [
@@ -240,21 +217,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
 
   let rest: RestServer | undefined;
   let grpcPort: number;
-  let stopStallGuard = noop;
-  let sessions: { readonly size: number } = { size: 0 };
   try {
     await runtime.start();
-    grpcPort = await bindGrpc(opts.grpcPort, opts.host, server);
-    guardResetFloods(server, {
-      logger,
-      rotated: metrics.counter("platform_grpc_connections_rotated_total", "gRPC connections closed gracefully because their client reset streams near the HTTP/2 reset-flood limit", []),
-    });
-    sessions = countSessions(server, logger);
-    stopStallGuard = guardWriteStalls(server, {
-      logger,
-      stallTimeoutMs: opts.writeStallTimeoutMs,
-      stalled: metrics.counter("platform_grpc_streams_stalled_total", "gRPC streams reset because their client read none of a reply for the write-stall timeout", []),
-    });
+    grpcPort = await front.listen();
     if (opts.threads > 1) {
       threads = await startUwsThreads({
         count: opts.threads,
@@ -281,7 +246,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     });
     for (const f of facilities) await f.start?.();
   } catch (e) {
-    server.forceShutdown();
+    front.forceShutdown();
     rest?.stopListening();
     void threads?.destroy();
     for (const f of facilities) f.destroy?.();
@@ -309,8 +274,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     rest?.stopListening();
     rest?.closeInflight();
     void threads?.destroy();
-    server.forceShutdown();
-    stopStallGuard();
+    front.forceShutdown();
     for (const f of facilities) f.destroy?.();
     void release();
   };
@@ -331,10 +295,10 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       }
       await new Promise<void>((resolve) => {
         const t = setTimeout(() => {
-          server.forceShutdown();
+          front.forceShutdown();
           resolve();
         }, Math.max(0, deadline - Date.now())).unref();
-        server.tryShutdown(() => {
+        front.tryShutdown(() => {
           clearTimeout(t);
           resolve();
         });
@@ -355,7 +319,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     threads,
     resources: () =>
       Object.assign(
-        { "grpc.sessions": sessions.size, "grpc.inflight": bindDeps.inflight.count, "rest.inflight": rest?.inflight ?? 0 },
+        { "grpc.sessions": front.sessions.size, "grpc.inflight": bindDeps.inflight.count, "rest.inflight": rest?.inflight ?? 0 },
         ...facilities.map((f) => f.resources?.() ?? {}),
       ),
   };

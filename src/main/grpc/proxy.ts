@@ -10,6 +10,7 @@ import type { MetadataFilter } from "../forward-metadata.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric } from "../metrics.js";
 import { kindOf, type MethodKind } from "../ops/dispatch.js";
+import type { GrpcServiceHost } from "./front.js";
 import { deadlineOf, toStatusObject } from "./server.js";
 
 /** What the proxy needs from the gateway's gRPC server setup. */
@@ -43,7 +44,7 @@ export interface ProxyOptions {
 /** The transparent gRPC proxy: backend services served on the gateway's port, bytes in, bytes out. */
 export interface GrpcProxy {
   /** Attach to the gateway's server (before or after it listens). */
-  bind(server: grpc.Server, binding: ProxyBinding): void;
+  bind(server: GrpcServiceHost, binding: ProxyBinding): void;
   /**
    * A backend's schema loaded or changed: route its services. A service another backend (or the gateway) already
    * exposes is not routed and is reported in `conflicts()` and an error log naming both.
@@ -69,7 +70,7 @@ function status(code: Code, details: string, metadata?: grpc.Metadata): Partial<
 /** Create the proxy over the backend registry. */
 export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
   const { backends, filter, logger } = opts;
-  let server: grpc.Server | undefined;
+  let server: GrpcServiceHost | undefined;
   let binding: ProxyBinding | undefined;
   /** service -> owning backend */
   const owner = new Map<string, string>();

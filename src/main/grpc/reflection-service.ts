@@ -6,6 +6,7 @@ import { echo } from "../../shared/echo.js";
 import { protoDir } from "../../shared/paths.js";
 import type { ServerReflectionRequest__Output } from "../../gen/reflection/grpc/reflection/v1/ServerReflectionRequest.js";
 import type { ServerReflectionResponse } from "../../gen/reflection/grpc/reflection/v1/ServerReflectionResponse.js";
+import type { GrpcServiceHost } from "./front.js";
 
 /**
  * A gRPC server reflection service (v1 and v1alpha) over a set of encoded FileDescriptorProtos. Unlike
@@ -124,7 +125,7 @@ function reflectionDefinitions(): Record<"v1" | "v1alpha", grpc.ServiceDefinitio
 }
 
 /** Add the reflection service(s) to a grpc-js server. */
-export function addReflectionService(server: grpc.Server, opts: ReflectionServiceOptions): void {
+export function addReflectionService(server: GrpcServiceHost, opts: ReflectionServiceOptions): void {
   const own = { index: buildIndex(opts.files), services: opts.services };
   let merged = own;
   let mergedKey = "";

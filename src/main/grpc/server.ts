@@ -5,6 +5,7 @@ import { linkedSignal, type LinkedSignal } from "../../shared/signals.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
+import type { GrpcServiceHost } from "./front.js";
 import { decodeFailureOf, withStrictRequest } from "./strict-decoding.js";
 
 /** What a unary handler gets besides the request. */
@@ -102,7 +103,7 @@ export function admit(deps: BindDeps, md: grpc.Metadata): GatewayError | undefin
  * Add one service to the server: every method of `definition` gets auth, the shutdown gate, request metrics and
  * error translation around the handler in `impl`.
  */
-export function bindService(server: grpc.Server, definition: grpc.ServiceDefinition, impl: ServiceImpl, deps: BindDeps): void {
+export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDefinition, impl: ServiceImpl, deps: BindDeps): void {
   const handlers: grpc.UntypedServiceImplementation = {};
   // A copy: the package definition is shared with clients in the same process.
   const bound: Record<string, grpc.MethodDefinition<unknown, unknown>> = { ...definition };
