@@ -6,7 +6,9 @@ import type { CounterMetric, Metrics } from "../metrics.js";
 import type { ValidatedOptions } from "../options.js";
 import { DECOMPRESS_SHAPE, internalsProblem } from "./grpc-js-internals.js";
 import { messageTimeoutInterceptor } from "./message-timeout.js";
-import { countSessions, guardResetFloods, guardWriteStalls } from "./session-guards.js";
+import { NativeGrpcServer } from "./native/server.js";
+import type { H2ServerSession } from "./native/h2-server-types.js";
+import { countSessions, guardResetFloods, guardWriteStalls, NGHTTP2_RESET_BURST, NGHTTP2_RESET_RATE } from "./session-guards.js";
 import { installStrictCompressedFlag } from "./strict-decoding.js";
 
 /**
@@ -90,6 +92,91 @@ export function grpcJsFront(deps: GrpcFrontDeps): GrpcFront {
     forceShutdown() {
       server.forceShutdown();
       stopStallGuard();
+    },
+  };
+}
+
+/** RST_STREAM / GOAWAY code a session is destroyed with when its client's resets use up the whole budget. */
+const ENHANCE_YOUR_CALM = 0xb;
+const CANCEL = 0x8;
+
+/**
+ * The gRPC endpoint on the gateway's native server (native/server.ts), with the same guards as the grpc-js front,
+ * built on the server's own hooks instead of grpc-js's private sessions:
+ * - resets: the budget the grpc-js front mirrors from nghttp2 (a token bucket of NGHTTP2_RESET_BURST client resets,
+ *   refilled NGHTTP2_RESET_RATE a second). At half of it the connection is closed gracefully (GOAWAY NO_ERROR: calls in
+ *   flight finish, the client reconnects with a full budget); a client that keeps resetting on the old connection until
+ *   the budget is gone has it destroyed (GOAWAY ENHANCE_YOUR_CALM), as nghttp2 would.
+ * - write stalls: every stream with buffered reply bytes that have not shrunk for the write-stall timeout is reset.
+ */
+export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
+  const { options: opts, logger } = deps;
+  const m = guardMetrics(deps.metrics);
+  const buckets = new WeakMap<H2ServerSession, { tokens: number; lastSec: number; rotated: boolean }>();
+  const peer = (s: H2ServerSession): string => `${s.remoteAddress}:${s.remotePort}`;
+  const server = new NativeGrpcServer({
+    maxReceiveMessageLength: opts.maxBodyBytes,
+    maxSendMessageLength: 64 * 1024 * 1024,
+    maxConcurrentStreams: opts.grpcMaxConcurrentStreams,
+    messageTimeoutMs: opts.grpcMessageTimeoutMs,
+    onMessageTimeout: (path) => deps.requests.inc({ method: path.slice(1), code: "DEADLINE_EXCEEDED" }),
+    onStreamClose({ session, byClient }) {
+      if (!byClient) return;
+      const nowSec = Math.floor(performance.now() / 1000);
+      let b = buckets.get(session);
+      if (!b) buckets.set(session, (b = { tokens: NGHTTP2_RESET_BURST, lastSec: nowSec, rotated: false }));
+      b.tokens = Math.min(NGHTTP2_RESET_BURST, b.tokens + (nowSec - b.lastSec) * NGHTTP2_RESET_RATE) - 1;
+      b.lastSec = nowSec;
+      const resets = server.clientResets(session);
+      if (b.tokens <= 0) {
+        logger.warn({ peer: peer(session), resets }, "gRPC connection closed (GOAWAY ENHANCE_YOUR_CALM): its client reset streams past the reset-flood limit; calls in flight on it failed");
+        session.destroy(ENHANCE_YOUR_CALM);
+      } else if (!b.rotated && NGHTTP2_RESET_BURST - b.tokens >= NGHTTP2_RESET_BURST / 2) {
+        b.rotated = true;
+        m.rotated.inc({});
+        logger.info({ peer: peer(session), resets, budgetLeft: b.tokens }, "gRPC connection closed gracefully (GOAWAY NO_ERROR): its client reset streams near the HTTP/2 reset-flood limit; new calls go to a new connection");
+        session.close();
+      }
+    },
+  });
+  const watched = new WeakMap<object, { size: number; since: number }>();
+  let sweep: ReturnType<typeof setInterval> | undefined;
+  return {
+    services: server,
+    async listen() {
+      const port = await server.listen(opts.host, opts.grpcPort).catch((e: Error) => {
+        throw listenFailure(address(opts.host, opts.grpcPort), e);
+      });
+      sweep = setInterval(() => {
+        const now = performance.now();
+        for (const stream of server.openStreams) {
+          const size = stream.bufferedBytes;
+          const w = watched.get(stream);
+          if (!w || size === 0 || size < w.size) {
+            // New, empty or draining: the client reads.
+            watched.set(stream, { size, since: now });
+            continue;
+          }
+          w.size = size;
+          if (now - w.since < opts.writeStallTimeoutMs) continue;
+          watched.delete(stream);
+          m.stalled.inc({});
+          logger.warn({ bufferedBytes: size, stalledMs: Math.round(now - w.since) }, "gRPC stream reset: its client read none of the reply for the write-stall timeout");
+          stream.reset(CANCEL);
+        }
+      }, Math.min(1000, Math.max(50, opts.writeStallTimeoutMs / 4)));
+      sweep.unref();
+      return port;
+    },
+    sessions: {
+      get size() {
+        return server.sessionCount;
+      },
+    },
+    tryShutdown: (done) => server.tryShutdown(() => done()),
+    forceShutdown() {
+      server.forceShutdown();
+      clearInterval(sweep);
     },
   };
 }
