@@ -215,6 +215,12 @@ function statusOf(r: { headers: http2.IncomingHttpHeaders; trailers?: http2.Inco
 const MAX_RECEIVE = 64 * 1024;
 const MAX_SEND = 128 * 1024;
 
+/** The transports under test: the native HTTP/2 layer (the default) and the node:http2 test double. */
+const TRANSPORTS: Array<[string, NativeGrpcServerOptions["transport"]]> = [
+  ["native h2", undefined],
+  ["node:http2 double", createNodeH2Transport],
+];
+
 async function startNative(extra: NativeGrpcServerOptions = {}): Promise<{ server: NativeGrpcServer; port: number; closes: StreamCloseInfo[]; timeouts: string[] }> {
   const closes: StreamCloseInfo[] = [];
   const timeouts: string[] = [];
@@ -224,7 +230,6 @@ async function startNative(extra: NativeGrpcServerOptions = {}): Promise<{ serve
     messageTimeoutMs: 300,
     onMessageTimeout: (p) => timeouts.push(p),
     onStreamClose: (i) => closes.push(i),
-    transport: createNodeH2Transport,
     ...extra,
   });
   server.addService(SERVICE, implWithout("Missing"));
@@ -249,14 +254,15 @@ async function until(what: string, cond: () => boolean, ms = 3000): Promise<void
   }
 }
 
-describe("native gRPC server", () => {
+for (const [transportName, transport] of TRANSPORTS) {
+describe(`native gRPC server (${transportName})`, () => {
   let native: Awaited<ReturnType<typeof startNative>>;
   let ref: Awaited<ReturnType<typeof startGrpcJs>>;
   let client: AnyClient;
   let gzipClient: AnyClient;
 
   before(async () => {
-    native = await startNative();
+    native = await startNative({ transport });
     ref = await startGrpcJs();
     client = new Client(`127.0.0.1:${native.port}`, grpc.credentials.createInsecure()) as AnyClient;
     gzipClient = new Client(`127.0.0.1:${native.port}`, grpc.credentials.createInsecure(), { "grpc.default_compression_algorithm": 2 }) as AnyClient;
@@ -539,9 +545,9 @@ describe("native gRPC server", () => {
   });
 });
 
-describe("native gRPC server shutdown", () => {
+describe(`native gRPC server shutdown (${transportName})`, () => {
   it("tryShutdown lets a call in flight finish, then calls back; new connections are refused", async () => {
-    const { server, port } = await startNative();
+    const { server, port } = await startNative({ transport });
     server.register(
       "/t.T/Slow",
       ((_c: unknown, cb: Cb) => setTimeout(() => cb(null, Buffer.from("done")), 200)) as never,
@@ -577,13 +583,13 @@ describe("native gRPC server shutdown", () => {
   });
 
   it("tryShutdown with no connections calls back at once", async () => {
-    const { server } = await startNative();
+    const { server } = await startNative({ transport });
     await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
     await assert.rejects(server.listen("127.0.0.1", 0), /shut down/);
   });
 
   it("forceShutdown ends calls in flight: the handler sees 'cancelled', the client UNAVAILABLE or CANCELLED", async () => {
-    const { server, port } = await startNative();
+    const { server, port } = await startNative({ transport });
     let cancelled = false;
     server.register("/t.T/Stuck", ((call: Unary) => call.once("cancelled", () => (cancelled = true))) as never, (b: never) => b, (b) => b, "unary");
     const c = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
@@ -610,3 +616,4 @@ describe("native gRPC server shutdown", () => {
     assert.throws(() => new NativeGrpcServer({ messageTimeoutMs: -5 }), /messageTimeoutMs/);
   });
 });
+}

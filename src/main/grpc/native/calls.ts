@@ -122,8 +122,10 @@ export class CallCore implements H2StreamHandler {
     if (head.timeout !== undefined) {
       const ms = parseGrpcTimeout(head.timeout);
       if (ms === undefined) {
-        const details = `Invalid grpc-timeout value "${head.timeout}"`;
-        process.nextTick(() => this.sendStatus({ code: grpc.status.INTERNAL, details }));
+        // grpc-js sends this on the next tick, always before the request message is handled (that waits for an
+        // await); here the message may already be in this socket read, so the status goes out now.
+        this.sendStatus({ code: grpc.status.INTERNAL, details: `Invalid grpc-timeout value "${head.timeout}"` });
+        return;
       } else {
         this.deadline = Date.now() + ms;
         this.deadlineTimer = setTimeout(() => this.sendStatus({ code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" }), ms);

@@ -1,5 +1,6 @@
 import type * as grpc from "@grpc/grpc-js";
 import { CallCore, type CallContext, type Handler } from "./calls.js";
+import { createH2Server } from "./h2-server.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "./h2-server-types.js";
 import { readRequestHead, UNSUPPORTED_MEDIA_TYPE, unimplementedReply } from "./wire.js";
 
@@ -69,13 +70,6 @@ export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Rea
   });
 }
 
-/** The default HTTP/2 layer, loaded on first listen so this module does not depend on it at import time. */
-async function defaultTransport(): Promise<(options: H2ServerOptions) => H2Server> {
-  const specifier = "./h2-server.js";
-  const mod = (await import(specifier)) as { createH2Server: (options: H2ServerOptions) => H2Server };
-  return mod.createH2Server;
-}
-
 /** A gRPC server on the native HTTP/2 layer, for the gateway's handlers (see the module comment). */
 export class NativeGrpcServer {
   private readonly handlers = new Map<string, Handler>();
@@ -136,7 +130,7 @@ export class NativeGrpcServer {
   async listen(host: string, port: number): Promise<number> {
     if (this.shutdown) throw new Error("the gRPC server is shut down");
     if (this.transport) throw new Error("the gRPC server is already listening");
-    const create = this.hooks.transport ?? (await defaultTransport());
+    const create = this.hooks.transport ?? createH2Server;
     const transport = create({
       maxConcurrentStreams: this.opts.maxConcurrentStreams,
       maxHeaderListSize: this.opts.maxHeaderListSize,
