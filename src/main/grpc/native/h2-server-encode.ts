@@ -1,0 +1,65 @@
+import { STATIC_TABLE, literalField, literalFieldBound, writeInt } from "../../../backends/hpack.js";
+import type { HeaderList } from "./h2-server-types.js";
+
+/**
+ * HPACK encoding of response header lists for the native HTTP/2 server (h2-server-session.ts). A field that equals a
+ * static-table entry (`:status: 200`) is one indexed byte; any other field is a "literal without indexing" (the name by
+ * static index when it has one), never Huffman. The encoder never inserts into the client's dynamic table, so a block
+ * depends only on the header list, not on the connection: the blocks of the few lists a gRPC server sends over and over
+ * (`:status 200` + `content-type`, `grpc-status: 0`) are cached process-wide and reused without re-encoding.
+ */
+
+/** Full static-table matches ("name\0value" -> index) and first static index of each name. */
+const EXACT = new Map<string, number>();
+const NAME = new Map<string, number>();
+STATIC_TABLE.forEach(([n, v], i) => {
+  if (v !== "") EXACT.set(`${n}\0${v}`, i + 1);
+  if (!NAME.has(n)) NAME.set(n, i + 1);
+});
+
+/** Encode `list` as one header block (no frame header). */
+export function encodeHeaderList(list: HeaderList): Buffer {
+  let bound = 0;
+  for (let i = 0; i < list.length; i++) bound += literalFieldBound(list[i]![0].length * 3, list[i]![1].length * 3);
+  const out = Buffer.allocUnsafe(bound);
+  let p = 0;
+  for (let i = 0; i < list.length; i++) {
+    const [name, value] = list[i]!;
+    const exact = EXACT.get(`${name}\0${value}`);
+    if (exact !== undefined) p = writeInt(out, p, exact, 7, 0x80);
+    else p = literalField(out, p, NAME.get(name) ?? 0, name, value);
+  }
+  return out.subarray(0, p);
+}
+
+/** Blocks cached: a small ring, searched linearly (strings the gRPC layer reuses compare by identity first). */
+const CACHE_SLOTS = 32;
+/** Blocks larger than this are encoded every time (they carry per-call values, e.g. a long grpc-message). */
+const CACHE_MAX_BLOCK = 256;
+const cacheKeys: (string[] | undefined)[] = new Array<string[] | undefined>(CACHE_SLOTS);
+const cacheBlocks: (Buffer | undefined)[] = new Array<Buffer | undefined>(CACHE_SLOTS);
+let cacheNext = 0;
+
+/** The header block of `list`, from the cache when the same list (by value) was encoded recently. */
+export function headerBlock(list: HeaderList): Buffer {
+  const n = list.length * 2;
+  search: for (let i = 0; i < CACHE_SLOTS; i++) {
+    const k = cacheKeys[i];
+    if (k === undefined) break;
+    if (k.length !== n) continue;
+    for (let j = 0; j < list.length; j++) {
+      const f = list[j]!;
+      if (k[2 * j] !== f[0] || k[2 * j + 1] !== f[1]) continue search;
+    }
+    return cacheBlocks[i]!;
+  }
+  const block = encodeHeaderList(list);
+  if (block.length <= CACHE_MAX_BLOCK) {
+    const key: string[] = [];
+    for (const [name, value] of list) key.push(name, value);
+    cacheKeys[cacheNext] = key;
+    cacheBlocks[cacheNext] = block;
+    cacheNext = (cacheNext + 1) % CACHE_SLOTS;
+  }
+  return block;
+}

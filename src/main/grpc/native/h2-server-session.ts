@@ -1,0 +1,969 @@
+import type net from "node:net";
+import { CONNECTION_WINDOW, H2Error, STREAM_WINDOW, frameHeader } from "../../../backends/h2-connection.js";
+import { HpackDecoder, HpackError, type HeaderSink } from "../../../backends/hpack.js";
+import { headerBlock } from "./h2-server-encode.js";
+import { ServerStream } from "./h2-server-stream.js";
+import type { H2ServerOptions, H2ServerSession, HeaderList } from "./h2-server-types.js";
+
+/**
+ * One client connection of the native HTTP/2 server (RFC 9113, server role, cleartext with prior knowledge), the
+ * mirror of the raw-frame client in src/backends/h2-connection.ts: it checks the 24-byte client preface, sends our
+ * SETTINGS (MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE, MAX_HEADER_LIST_SIZE) and a connection WINDOW_UPDATE, parses
+ * the client's frames from one 'data' listener and writes ours.
+ *
+ * Reading: SETTINGS applied and acknowledged (INITIAL_WINDOW_SIZE moves open streams' send windows, MAX_FRAME_SIZE
+ * sizes our frames, a lowered HEADER_TABLE_SIZE is signalled with a table size update 0: this side never indexes);
+ * PING answered; PING/SETTINGS/empty-frame and RST_STREAM floods end the connection (ENHANCE_YOUR_CALM); HEADERS with
+ * CONTINUATION, padding and priority decoded through the connection's HPACK decoder (every block, also refused ones,
+ * so the table stays in step); new streams odd and increasing, beyond MAX_CONCURRENT_STREAMS refused (REFUSED_STREAM),
+ * a header list over maxHeaderListSize refused (ENHANCE_YOUR_CALM, as node:http2 does; grpc-js reports it as
+ * RESOURCE_EXHAUSTED); DATA delivered with its credit returned unless the stream is paused; anything malformed is a
+ * connection error (GOAWAY with the code, the socket ended) or a stream error (RST_STREAM) as RFC 9113 says.
+ *
+ * Writing: frames go into a per-connection slab and leave in one socket write per event-loop turn (flushed from
+ * setImmediate, after every request the poll phase read has been answered), so respond() + write() + end() of a unary
+ * reply is one syscall and no per-frame Buffer; large DATA payloads are passed to the socket as they are (writev).
+ * DATA respects the client's windows and MAX_FRAME_SIZE, the rest waits per stream; the socket's own backlog is
+ * bounded too (SOCKET_HWM), so a client that grants windows but does not read cannot grow this process's memory.
+ */
+
+// Frame types (RFC 9113 6).
+const DATA = 0x0;
+const HEADERS = 0x1;
+const PRIORITY = 0x2;
+const RST_STREAM = 0x3;
+const SETTINGS = 0x4;
+const PUSH_PROMISE = 0x5;
+const PING = 0x6;
+const GOAWAY = 0x7;
+const WINDOW_UPDATE = 0x8;
+const CONTINUATION = 0x9;
+// Flags.
+const END_STREAM = 0x1;
+const ACK = 0x1;
+const END_HEADERS = 0x4;
+const PADDED = 0x8;
+const PRIORITY_FLAG = 0x20;
+
+const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+/** The largest frame payload accepted: the protocol default, so never advertised. */
+const MAX_FRAME_IN = 16_384;
+const MAX_WINDOW = 0x7fffffff;
+/** Output slab size: many small frames per allocation. */
+const SLAB = 16 * 1024;
+/** DATA payloads up to this size are copied next to their frame header; larger ones go to the socket as they are. */
+const COPY_MAX = 4096;
+/** DATA waits (like a closed window) while the socket holds this many unsent bytes; its 'drain' resumes it. */
+const SOCKET_HWM = 1 << 20;
+/** A socket backlog beyond this (control-frame answers to a client that does not read) ends the connection. */
+const SOCKET_LIMIT = SOCKET_HWM + (4 << 20);
+/** The client preface and its first SETTINGS must arrive within this time. */
+const PREFACE_TIMEOUT_MS = 10_000;
+/** After our side of the socket has ended, the client has this long to end its side. */
+const END_TIMEOUT_MS = 2000;
+/** PING, SETTINGS, PRIORITY, empty DATA/CONTINUATION and unknown frames allowed per second before ENHANCE_YOUR_CALM. */
+export const FLOOD_LIMIT = 1000;
+/** Client RST_STREAMs allowed per second (the "rapid reset" attack opens and cancels streams as fast as it can). */
+export const RESET_LIMIT = 10_000;
+/** CONTINUATION frames allowed in one header block. */
+const MAX_CONTINUATIONS = 64;
+
+const SETTINGS_ACK = Buffer.from([0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0]);
+
+/** Takes the fields of header blocks nobody reads (trailers, refused streams): decoded only to keep the table in step. */
+const DISCARD: HeaderSink = { header(): void {} };
+
+/** What every session of one server shares. */
+export interface SessionShared {
+  readonly options: H2ServerOptions;
+  /** Our SETTINGS frame and the connection WINDOW_UPDATE, written first on every connection. */
+  readonly greeting: Buffer;
+  /** The largest header block (HEADERS + CONTINUATION) accepted. */
+  readonly blockLimit: number;
+  readonly sessions: Set<ServerSession>;
+}
+
+/** The server's first frames for these options. */
+export function serverGreeting(options: H2ServerOptions): Buffer {
+  const b = Buffer.alloc(9 + 18 + 9 + 4);
+  let p = frameHeader(b, 0, 18, SETTINGS, 0, 0);
+  b.writeUInt16BE(0x3, p);
+  b.writeUInt32BE(options.maxConcurrentStreams, p + 2);
+  b.writeUInt16BE(0x4, p + 6);
+  b.writeUInt32BE(STREAM_WINDOW, p + 8);
+  b.writeUInt16BE(0x6, p + 12);
+  b.writeUInt32BE(options.maxHeaderListSize, p + 14);
+  p = frameHeader(b, p + 18, 4, WINDOW_UPDATE, 0, 0);
+  b.writeUInt32BE(CONNECTION_WINDOW - 65_535, p);
+  return b;
+}
+
+function flushLater(s: ServerSession): void {
+  s.flushScheduled();
+}
+function prefaceExpired(s: ServerSession): void {
+  s.destroy(H2Error.SETTINGS_TIMEOUT);
+}
+function endExpired(socket: net.Socket): void {
+  socket.destroy();
+}
+
+/** One HTTP/2 connection; see the file comment. */
+export class ServerSession implements H2ServerSession, HeaderSink {
+  readonly remoteAddress: string;
+  readonly remotePort: number;
+  private readonly streams = new Map<number, ServerStream>();
+  private readonly decoder = new HpackDecoder(4096, Number.MAX_SAFE_INTEGER);
+  private readonly opts: H2ServerOptions;
+  /** The highest client stream id seen. */
+  private lastId = 0;
+  // The client's settings and our send window.
+  private maxFrame = 16_384;
+  private peerInitialWindow = 65_535;
+  private sendWindow = 65_535;
+  /** The largest dynamic table size the client's decoder may still assume (4096 until it lowers it). */
+  private encoderTable = 4096;
+  /** A dynamic table size update (to 0) must start our next header block. */
+  private tableUpdate = false;
+  private recvWindow = CONNECTION_WINDOW;
+  private recvUnacked = 0;
+  // Reading: the preface, then frames assembled across socket chunks (a partial header, then a whole frame in `part`).
+  private prefaceHave = 0;
+  private settingsSeen = false;
+  private readonly head = Buffer.allocUnsafe(9);
+  private headHave = 0;
+  private part: Buffer | null = null;
+  private partHave = 0;
+  // A header block continued in CONTINUATION frames.
+  private contStream = 0;
+  private contEndStream = false;
+  private contParts: Buffer[] = [];
+  private contSize = 0;
+  private contFrames = 0;
+  // The request header list being decoded.
+  private fields: HeaderList = [];
+  private fieldsSize = 0;
+  private fieldsOver = false;
+  private fieldsBad = false;
+  private regularSeen = false;
+  // Writing: frames written into `slab` from `slabStart`; cut segments and large payloads queued in `chunks`.
+  private slab = Buffer.alloc(0);
+  private slabStart = 0;
+  private slabPos = 0;
+  private chunks: Buffer[] = [];
+  private outBytes = 0;
+  private flushPending = false;
+  /** Streams with DATA waiting for a window (lazily pruned: done or emptied streams are skipped). */
+  private blocked: ServerStream[] = [];
+  // close() delivery, after the call that caused it has returned.
+  private closes: ServerStream[] = [];
+  private closesPending = false;
+  private readonly runCloses: () => void;
+  private sessionCloseWhy: string | undefined;
+  // Lifecycle.
+  private goawayLast = -1;
+  private closing = false;
+  private peerGoaway = false;
+  private ended = false;
+  private destroyed = false;
+  private announced = false;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private socketError: string | undefined;
+  private flood = 0;
+  private floodStart = performance.now();
+  private resets = 0;
+  private resetStart = performance.now();
+
+  constructor(
+    private readonly socket: net.Socket,
+    private readonly shared: SessionShared,
+  ) {
+    this.opts = shared.options;
+    this.remoteAddress = socket.remoteAddress ?? "";
+    this.remotePort = socket.remotePort ?? 0;
+    this.runCloses = () => this.deliverCloses();
+    socket.setNoDelay(true);
+    socket.on("data", (chunk: Buffer) => {
+      try {
+        this.read(chunk);
+      } catch (e) {
+        // A bug here must not take the process down: the connection ends, its streams are told.
+        this.fail(H2Error.INTERNAL_ERROR, `server error: ${(e as Error).message}`);
+      }
+    });
+    socket.on("drain", () => {
+      try {
+        this.flushBlocked();
+      } catch (e) {
+        this.fail(H2Error.INTERNAL_ERROR, `server error: ${(e as Error).message}`);
+      }
+    });
+    socket.on("error", (e: Error) => {
+      this.socketError = e.message;
+    });
+    socket.on("close", () => this.teardown(H2Error.CANCEL, this.socketError ?? (this.ended ? "closed" : "connection closed by the client"), false));
+    shared.sessions.add(this);
+    this.timer = setTimeout(prefaceExpired, PREFACE_TIMEOUT_MS, this);
+    this.timer.unref();
+    this.writeBuffer(shared.greeting);
+  }
+
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  close(): void {
+    if (this.destroyed || this.closing) return;
+    this.closing = true;
+    this.writeGoaway(H2Error.NO_ERROR, "");
+    this.maybeEnd();
+  }
+
+  destroy(code: number = H2Error.NO_ERROR): void {
+    if (this.destroyed) return;
+    if (!this.ended) this.writeGoaway(code, "");
+    this.teardown(code === H2Error.NO_ERROR ? H2Error.CANCEL : code, "destroyed by the server", true);
+  }
+
+  // ---- the stream operations (H2ServerStream delegates here) ----
+
+  respond(s: ServerStream, headers: HeaderList, endStream: boolean): void {
+    if (s.done || s.headersSent) return;
+    s.headersSent = true;
+    this.writeHeaders(s.id, headers, endStream);
+    if (endStream) this.localEnd(s);
+  }
+
+  write(s: ServerStream, data: Buffer): boolean {
+    if (s.done || s.outEnded || s.trailers !== null) return false;
+    const n = data.length;
+    if (n === 0) return s.bufferedBytes <= this.opts.streamHighWaterMark;
+    if (s.out === null && n <= s.sendWindow && n <= this.sendWindow && n <= this.maxFrame && !this.socketBusy()) {
+      // The common case: the whole message fits the windows, one DATA frame now.
+      this.writeData(s.id, data, 0, n, 0);
+      s.sendWindow -= n;
+      this.sendWindow -= n;
+      return true;
+    }
+    if (s.out === null) s.out = [data];
+    else s.out.push(data);
+    s.bufferedBytes += n;
+    this.sendData(s);
+    if (s.bufferedBytes > 0 && !s.blocked) {
+      s.blocked = true;
+      this.blocked.push(s);
+    }
+    if (s.bufferedBytes > this.opts.streamHighWaterMark) {
+      s.needDrain = true;
+      return false;
+    }
+    return true;
+  }
+
+  end(s: ServerStream, trailers: HeaderList): void {
+    if (s.done || s.outEnded || s.trailers !== null) return;
+    s.headersSent = true;
+    if (s.out === null) {
+      this.writeHeaders(s.id, trailers, true);
+      this.localEnd(s);
+    } else s.trailers = trailers;
+  }
+
+  /** Reset `s` with `code` (RST_STREAM) and close it. */
+  resetStream(s: ServerStream, code: number, why: string): void {
+    if (s.done) return;
+    this.writeRst(s.id, code);
+    this.finish(s, code, why);
+  }
+
+  /** Return the stream credit held back (resume()). */
+  returnCredit(s: ServerStream): void {
+    if (s.done || s.inEnded || s.recvUnacked === 0) return;
+    this.writeWindowUpdate(s.id, s.recvUnacked);
+    s.recvWindow += s.recvUnacked;
+    s.recvUnacked = 0;
+  }
+
+  /** Our END_STREAM is written: the stream closes now, or once the client's end has been delivered. */
+  private localEnd(s: ServerStream): void {
+    s.outEnded = true;
+    if (s.endDelivered) this.finish(s, H2Error.NO_ERROR, "complete");
+    else if (!s.inEnded) {
+      // The response is complete before the request: ask the client to stop sending (RFC 9113 8.1).
+      this.writeRst(s.id, H2Error.NO_ERROR);
+      this.finish(s, H2Error.NO_ERROR, "response complete before the request ended");
+    }
+  }
+
+  /** The stream is off the connection; its close() is delivered after the current call returns. */
+  private finish(s: ServerStream, code: number, why: string): void {
+    if (s.done) return;
+    s.done = true;
+    s.closeCode = code;
+    s.closeWhy = why;
+    this.streams.delete(s.id);
+    s.out = null;
+    s.bufferedBytes = 0;
+    s.trailers = null;
+    this.closes.push(s);
+    if (!this.closesPending) {
+      this.closesPending = true;
+      queueMicrotask(this.runCloses);
+    }
+    this.maybeEnd();
+  }
+
+  private deliverCloses(): void {
+    this.closesPending = false;
+    while (this.closes.length > 0) {
+      const list = this.closes;
+      this.closes = [];
+      for (const s of list) {
+        s.closed = true;
+        try {
+          s.handler.close(s.closeCode, s.closeWhy);
+        } catch {
+          // The stream is gone already; nothing is left to reset.
+        }
+      }
+    }
+    if (this.sessionCloseWhy !== undefined) {
+      const why = this.sessionCloseWhy;
+      this.sessionCloseWhy = undefined;
+      try {
+        this.opts.onSessionClose?.(this, why);
+      } catch {
+        // A hook's bug must not escape a microtask.
+      }
+    }
+  }
+
+  // ---- writing ----
+
+  private schedule(): void {
+    if (!this.flushPending) {
+      this.flushPending = true;
+      setImmediate(flushLater, this);
+    }
+  }
+
+  /** Room for `n` bytes at the returned position of `this.slab`; the caller then sets slabPos past what it wrote. */
+  private reserve(n: number): number {
+    if (this.slabPos + n > this.slab.length) {
+      this.cut();
+      this.slab = Buffer.allocUnsafe(Math.max(SLAB, n));
+      this.slabStart = 0;
+      this.slabPos = 0;
+    }
+    this.schedule();
+    return this.slabPos;
+  }
+
+  private commit(end: number): void {
+    this.outBytes += end - this.slabPos;
+    this.slabPos = end;
+  }
+
+  private cut(): void {
+    if (this.slabPos > this.slabStart) {
+      this.chunks.push(this.slab.subarray(this.slabStart, this.slabPos));
+      this.slabStart = this.slabPos;
+    }
+  }
+
+  private writeBuffer(b: Buffer): void {
+    if (b.length <= COPY_MAX) {
+      const p = this.reserve(b.length);
+      b.copy(this.slab, p);
+      this.commit(p + b.length);
+      return;
+    }
+    this.cut();
+    this.chunks.push(b);
+    this.outBytes += b.length;
+    this.schedule();
+  }
+
+  /** The setImmediate flush. */
+  flushScheduled(): void {
+    this.flushPending = false;
+    if (this.destroyed) {
+      this.chunks = [];
+      return;
+    }
+    this.flushOut();
+    if (this.socket.writableLength > SOCKET_LIMIT) this.fail(H2Error.ENHANCE_YOUR_CALM, "the client does not read what it asks for");
+  }
+
+  private flushOut(): void {
+    this.cut();
+    const c = this.chunks;
+    if (c.length === 0) return;
+    this.outBytes = 0;
+    if (this.socket.destroyed || !this.socket.writable) {
+      c.length = 0;
+      return;
+    }
+    if (c.length === 1) this.socket.write(c[0]!);
+    else {
+      this.socket.cork();
+      for (let i = 0; i < c.length; i++) this.socket.write(c[i]!);
+      this.socket.uncork();
+    }
+    c.length = 0;
+  }
+
+  private socketBusy(): boolean {
+    return this.socket.writableLength + this.outBytes > SOCKET_HWM;
+  }
+
+  /** HEADERS (and CONTINUATION frames when the block exceeds the client's MAX_FRAME_SIZE). */
+  private writeHeaders(id: number, list: HeaderList, endStream: boolean): void {
+    let block = headerBlock(list);
+    if (this.tableUpdate) {
+      this.tableUpdate = false;
+      block = Buffer.concat([Buffer.from([0x20]), block]);
+    }
+    const len = block.length;
+    const es = endStream ? END_STREAM : 0;
+    if (len <= this.maxFrame) {
+      const p = this.reserve(9 + len);
+      const q = frameHeader(this.slab, p, len, HEADERS, END_HEADERS | es, id);
+      block.copy(this.slab, q);
+      this.commit(q + len);
+      return;
+    }
+    for (let off = 0; off < len; ) {
+      const n = Math.min(this.maxFrame, len - off);
+      const last = off + n === len;
+      const p = this.reserve(9 + n);
+      const q = frameHeader(this.slab, p, n, off === 0 ? HEADERS : CONTINUATION, (off === 0 ? es : 0) | (last ? END_HEADERS : 0), id);
+      block.copy(this.slab, q, off, off + n);
+      this.commit(q + n);
+      off += n;
+    }
+  }
+
+  private writeData(id: number, buf: Buffer, from: number, to: number, flags: number): void {
+    const n = to - from;
+    if (n <= COPY_MAX) {
+      const p = this.reserve(9 + n);
+      const q = frameHeader(this.slab, p, n, DATA, flags, id);
+      buf.copy(this.slab, q, from, to);
+      this.commit(q + n);
+      return;
+    }
+    const p = this.reserve(9);
+    this.commit(frameHeader(this.slab, p, n, DATA, flags, id));
+    this.cut();
+    this.chunks.push(from === 0 && to === buf.length ? buf : buf.subarray(from, to));
+    this.outBytes += n;
+  }
+
+  private writeRst(id: number, code: number): void {
+    const p = this.reserve(13);
+    const q = frameHeader(this.slab, p, 4, RST_STREAM, 0, id);
+    this.slab.writeUInt32BE(code, q);
+    this.commit(q + 4);
+  }
+
+  private writeWindowUpdate(id: number, inc: number): void {
+    const p = this.reserve(13);
+    const q = frameHeader(this.slab, p, 4, WINDOW_UPDATE, 0, id);
+    this.slab.writeUInt32BE(inc, q);
+    this.commit(q + 4);
+  }
+
+  /** GOAWAY with the highest stream id seen (streams above it were not processed and may be retried elsewhere). */
+  private writeGoaway(code: number, debug: string): void {
+    if (this.goawayLast < 0) this.goawayLast = this.lastId;
+    const d = Buffer.from(debug.slice(0, 200), "utf8");
+    const p = this.reserve(17 + d.length);
+    const q = frameHeader(this.slab, p, 8 + d.length, GOAWAY, 0, 0);
+    this.slab.writeUInt32BE(this.goawayLast, q);
+    this.slab.writeUInt32BE(code, q + 4);
+    d.copy(this.slab, q + 8);
+    this.commit(q + 8 + d.length);
+  }
+
+  /** Send what the windows allow of the stream's buffered DATA, then its trailers once all of it is out. */
+  private sendData(s: ServerStream): void {
+    const out = s.out;
+    if (out === null) return;
+    while (s.outHead < out.length) {
+      if (this.socketBusy()) return;
+      const chunk = out[s.outHead]!;
+      const left = chunk.length - s.outOff;
+      const n = Math.min(left, s.sendWindow, this.sendWindow, this.maxFrame);
+      if (n <= 0) return;
+      this.writeData(s.id, chunk, s.outOff, s.outOff + n, 0);
+      s.sendWindow -= n;
+      this.sendWindow -= n;
+      s.bufferedBytes -= n;
+      if (n === left) {
+        out[s.outHead++] = EMPTY;
+        s.outOff = 0;
+      } else s.outOff += n;
+    }
+    s.out = null;
+    s.outHead = 0;
+    s.outOff = 0;
+    if (s.trailers !== null) {
+      const t = s.trailers;
+      s.trailers = null;
+      this.writeHeaders(s.id, t, true);
+      this.localEnd(s);
+    }
+  }
+
+  /** A window opened (or the socket drained): send what waits, and tell streams whose buffer emptied. */
+  private flushBlocked(): void {
+    if (this.blocked.length === 0 || this.destroyed) return;
+    const list = this.blocked;
+    this.blocked = [];
+    for (let i = 0; i < list.length; i++) {
+      const s = list[i]!;
+      if (s.done) continue;
+      this.sendData(s);
+      if (s.done) continue;
+      if (s.out !== null) {
+        this.blocked.push(s);
+        continue;
+      }
+      s.blocked = false;
+      if (s.needDrain) {
+        s.needDrain = false;
+        try {
+          s.handler.drain();
+        } catch (e) {
+          this.resetStream(s, H2Error.INTERNAL_ERROR, `drain handler failed: ${(e as Error).message}`);
+        }
+      }
+    }
+  }
+
+  // ---- lifecycle ----
+
+  /** After GOAWAY (ours or the client's), end the socket once the last stream is done. */
+  private maybeEnd(): void {
+    if ((this.closing || this.peerGoaway) && this.streams.size === 0 && !this.ended && !this.destroyed) {
+      this.ended = true;
+      this.flushOut();
+      this.socket.end();
+      clearTimeout(this.timer);
+      this.timer = setTimeout(endExpired, END_TIMEOUT_MS, this.socket);
+      this.timer.unref();
+    }
+  }
+
+  /** A connection error (RFC 9113 5.4.1): GOAWAY with the code and why, then the socket ended; every stream closed. */
+  private fail(code: number, why: string): void {
+    if (this.destroyed) return;
+    this.writeGoaway(code, why);
+    this.teardown(code, why, true);
+  }
+
+  /** The connection is gone: every stream closed with `code`; `letOut` flushes what is written (a GOAWAY) first. */
+  private teardown(code: number, why: string, letOut: boolean): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    clearTimeout(this.timer);
+    this.shared.sessions.delete(this);
+    if (letOut && !this.socket.destroyed) {
+      this.flushOut();
+      this.socket.end();
+      setTimeout(endExpired, 1000, this.socket).unref();
+    } else this.socket.destroy();
+    this.chunks = [];
+    this.blocked = [];
+    for (const s of this.streams.values()) {
+      s.done = true;
+      s.closeCode = code;
+      s.closeWhy = why;
+      s.out = null;
+      s.bufferedBytes = 0;
+      this.closes.push(s);
+    }
+    this.streams.clear();
+    if (this.announced) this.sessionCloseWhy = why;
+    if (!this.closesPending) {
+      this.closesPending = true;
+      queueMicrotask(this.runCloses);
+    }
+  }
+
+  /** Counts a frame that costs us work but carries nothing; true (and the connection failed) past FLOOD_LIMIT/s. */
+  private flooded(): boolean {
+    if (++this.flood <= FLOOD_LIMIT) return false;
+    const now = performance.now();
+    if (now - this.floodStart < 1000) {
+      this.fail(H2Error.ENHANCE_YOUR_CALM, "too many control frames");
+      return true;
+    }
+    this.flood = 0;
+    this.floodStart = now;
+    return false;
+  }
+
+  // ---- reading ----
+
+  private read(chunk: Buffer): void {
+    if (this.destroyed) return;
+    let off = 0;
+    const len = chunk.length;
+    if (this.prefaceHave < PREFACE.length) {
+      const n = Math.min(PREFACE.length - this.prefaceHave, len);
+      for (let i = 0; i < n; i++) {
+        if (chunk[i] !== PREFACE[this.prefaceHave + i]) return this.fail(H2Error.PROTOCOL_ERROR, "expected the HTTP/2 client preface");
+      }
+      this.prefaceHave += n;
+      off = n;
+      if (this.prefaceHave < PREFACE.length) return;
+      this.announced = true;
+      try {
+        this.opts.onSession?.(this);
+      } catch {
+        // A hook's bug does not stop the connection.
+      }
+      if (this.destroyed) return;
+    }
+    if (this.headHave > 0 || this.part !== null) {
+      if (this.part === null) {
+        const t = Math.min(9 - this.headHave, len - off);
+        chunk.copy(this.head, this.headHave, off, off + t);
+        this.headHave += t;
+        off += t;
+        if (this.headHave < 9) return;
+        const size = (this.head[0]! << 16) | (this.head[1]! << 8) | this.head[2]!;
+        if (size > MAX_FRAME_IN) return this.fail(H2Error.FRAME_SIZE_ERROR, `frame of ${size} bytes exceeds ${MAX_FRAME_IN}`);
+        this.part = Buffer.allocUnsafe(9 + size);
+        this.head.copy(this.part, 0);
+        this.partHave = 9;
+      }
+      const part = this.part;
+      const t = Math.min(part.length - this.partHave, len - off);
+      chunk.copy(part, this.partHave, off, off + t);
+      this.partHave += t;
+      off += t;
+      if (this.partHave < part.length) return;
+      this.part = null;
+      this.headHave = 0;
+      this.frame(part, 0, part.length - 9);
+      if (this.destroyed) return;
+    }
+    while (off < len) {
+      if (len - off < 9) {
+        chunk.copy(this.head, 0, off, len);
+        this.headHave = len - off;
+        return;
+      }
+      const size = (chunk[off]! << 16) | (chunk[off + 1]! << 8) | chunk[off + 2]!;
+      if (size > MAX_FRAME_IN) return this.fail(H2Error.FRAME_SIZE_ERROR, `frame of ${size} bytes exceeds ${MAX_FRAME_IN}`);
+      if (len - off < 9 + size) {
+        this.part = Buffer.allocUnsafe(9 + size);
+        chunk.copy(this.part, 0, off, len);
+        this.partHave = len - off;
+        return;
+      }
+      this.frame(chunk, off, size);
+      if (this.destroyed) return;
+      off += 9 + size;
+    }
+  }
+
+  /** One whole frame: header at buf[at], payload of `size` bytes after it. */
+  private frame(buf: Buffer, at: number, size: number): void {
+    const type = buf[at + 3]!;
+    const flags = buf[at + 4]!;
+    const sid = buf.readUInt32BE(at + 5) & 0x7fffffff;
+    const p = at + 9;
+    if (!this.settingsSeen) {
+      if (type !== SETTINGS || (flags & ACK) !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "the client's first frame is not SETTINGS");
+      this.settingsSeen = true;
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    if (this.contStream !== 0 && type !== CONTINUATION) return this.fail(H2Error.PROTOCOL_ERROR, "a header block was interrupted by another frame");
+    switch (type) {
+      case DATA:
+        return this.onDataFrame(buf, p, size, flags, sid);
+      case HEADERS:
+        return this.onHeaders(buf, p, size, flags, sid);
+      case PRIORITY:
+        if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "PRIORITY on stream 0");
+        if (size !== 5) return this.fail(H2Error.FRAME_SIZE_ERROR, "PRIORITY payload is not 5 bytes");
+        this.flooded();
+        return;
+      case RST_STREAM:
+        return this.onReset(buf, p, size, sid);
+      case SETTINGS:
+        return this.onSettings(buf, p, size, flags, sid);
+      case PUSH_PROMISE:
+        return this.fail(H2Error.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
+      case PING:
+        return this.onPing(buf, p, size, flags, sid);
+      case GOAWAY:
+        return this.onGoaway(size, sid);
+      case WINDOW_UPDATE:
+        return this.onWindowUpdate(buf, p, size, sid);
+      case CONTINUATION:
+        return this.onContinuation(buf, p, size, flags, sid);
+      default:
+        this.flooded(); // unknown frame types are ignored (RFC 9113 4.1), but not without bound
+        return;
+    }
+  }
+
+  /** The padding length of a PADDED frame (0 when not padded), or -1 after a connection error. */
+  private unpad(buf: Buffer, p: number, size: number, flags: number): number {
+    if ((flags & PADDED) === 0) return 0;
+    if (size < 1 || buf[p]! >= size) {
+      this.fail(H2Error.PROTOCOL_ERROR, "padding exceeds the frame");
+      return -1;
+    }
+    return buf[p]!;
+  }
+
+  private onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "DATA on stream 0");
+    const pad = this.unpad(buf, p, size, flags);
+    if (pad < 0) return;
+    const endStream = (flags & END_STREAM) !== 0;
+    if (size === 0 && !endStream && this.flooded()) return;
+    // The whole frame counts against the windows, padding included (RFC 9113 6.9.1).
+    this.recvWindow -= size;
+    if (this.recvWindow < 0) return this.fail(H2Error.FLOW_CONTROL_ERROR, "DATA beyond the connection window");
+    // Connection credit goes back as frames arrive: the stream windows bound what each (paused) stream holds.
+    this.recvUnacked += size;
+    if (this.recvUnacked >= CONNECTION_WINDOW / 2) {
+      this.writeWindowUpdate(0, this.recvUnacked);
+      this.recvWindow += this.recvUnacked;
+      this.recvUnacked = 0;
+    }
+    const s = this.streams.get(sid);
+    if (s === undefined) {
+      if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `DATA on idle stream ${sid}`);
+      return; // a stream already closed here (reset, or ended while the client was still sending)
+    }
+    if (s.inEnded) return this.resetStream(s, H2Error.STREAM_CLOSED, "DATA after the client ended the stream");
+    s.recvWindow -= size;
+    if (s.recvWindow < 0) return this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the client overran the stream window");
+    if (endStream) s.inEnded = true;
+    const start = (flags & PADDED) !== 0 ? p + 1 : p;
+    const stop = p + size - pad;
+    if (stop > start) {
+      try {
+        s.handler.data(buf, start, stop);
+      } catch (e) {
+        return this.resetStream(s, H2Error.INTERNAL_ERROR, `data handler failed: ${(e as Error).message}`);
+      }
+      if (s.done) return;
+    }
+    if (endStream) return this.deliverEnd(s);
+    s.recvUnacked += size;
+    if (!s.paused && s.recvUnacked >= STREAM_WINDOW / 4) {
+      this.writeWindowUpdate(sid, s.recvUnacked);
+      s.recvWindow += s.recvUnacked;
+      s.recvUnacked = 0;
+    }
+  }
+
+  /** The client ended its side: handler.end(), and the stream closes if ours is ended too. */
+  private deliverEnd(s: ServerStream): void {
+    s.inEnded = true;
+    s.endDelivered = true;
+    try {
+      s.handler.end();
+    } catch (e) {
+      return this.resetStream(s, H2Error.INTERNAL_ERROR, `end handler failed: ${(e as Error).message}`);
+    }
+    if (!s.done && s.outEnded) this.finish(s, H2Error.NO_ERROR, "complete");
+  }
+
+  private onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "HEADERS on stream 0");
+    if ((sid & 1) === 0) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on even stream id ${sid}`);
+    const pad = this.unpad(buf, p, size, flags);
+    if (pad < 0) return;
+    let start = (flags & PADDED) !== 0 ? p + 1 : p;
+    if ((flags & PRIORITY_FLAG) !== 0) start += 5;
+    const end = p + size - pad;
+    if (start > end) return this.fail(H2Error.PROTOCOL_ERROR, "HEADERS too short for its flags");
+    const endStream = (flags & END_STREAM) !== 0;
+    if ((flags & END_HEADERS) !== 0) return this.headerBlock(sid, buf, start, end, endStream);
+    if (end - start > this.shared.blockLimit) return this.fail(H2Error.ENHANCE_YOUR_CALM, `header block larger than ${this.shared.blockLimit} bytes`);
+    this.contStream = sid;
+    this.contEndStream = endStream;
+    this.contParts = [buf.subarray(start, end)];
+    this.contSize = end - start;
+    this.contFrames = 0;
+  }
+
+  private onContinuation(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if (this.contStream === 0 || sid !== this.contStream) return this.fail(H2Error.PROTOCOL_ERROR, "CONTINUATION without a header block to continue");
+    this.contSize += size;
+    if (this.contSize > this.shared.blockLimit) return this.fail(H2Error.ENHANCE_YOUR_CALM, `header block larger than ${this.shared.blockLimit} bytes`);
+    if (++this.contFrames > MAX_CONTINUATIONS) return this.fail(H2Error.ENHANCE_YOUR_CALM, `more than ${MAX_CONTINUATIONS} CONTINUATION frames`);
+    this.contParts.push(buf.subarray(p, p + size));
+    if ((flags & END_HEADERS) === 0) return;
+    const block = Buffer.concat(this.contParts, this.contSize);
+    this.contStream = 0;
+    this.contParts = [];
+    this.headerBlock(sid, block, 0, block.length, this.contEndStream);
+  }
+
+  /** Collects a request's header fields while the decoder runs (HeaderSink). */
+  header(name: string, value: string): void {
+    if (this.fieldsOver) return;
+    this.fieldsSize += name.length + value.length + 32;
+    if (this.fieldsSize > this.opts.maxHeaderListSize) {
+      this.fieldsOver = true;
+      return;
+    }
+    // Pseudo-headers come first (RFC 9113 8.3): a request with one after a regular field is malformed.
+    if (name.charCodeAt(0) === 58) {
+      if (this.regularSeen) this.fieldsBad = true;
+    } else this.regularSeen = true;
+    this.fields.push([name, value]);
+  }
+
+  private decode(buf: Buffer, start: number, end: number, sink: HeaderSink): boolean {
+    try {
+      this.decoder.decode(buf, start, end, sink);
+      return true;
+    } catch (e) {
+      if (e instanceof HpackError) {
+        this.fail(H2Error.COMPRESSION_ERROR, `malformed header block: ${e.message}`);
+        return false;
+      }
+      throw e;
+    }
+  }
+
+  private headerBlock(sid: number, buf: Buffer, start: number, end: number, endStream: boolean): void {
+    const open = this.streams.get(sid);
+    if (open !== undefined) {
+      // Trailers from the client: decoded for the table, then only their END_STREAM matters.
+      if (!this.decode(buf, start, end, DISCARD)) return;
+      if (open.inEnded) return this.resetStream(open, H2Error.STREAM_CLOSED, "HEADERS after the client ended the stream");
+      if (!endStream) return this.resetStream(open, H2Error.PROTOCOL_ERROR, "trailers without END_STREAM");
+      return this.deliverEnd(open);
+    }
+    if (sid <= this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on stream ${sid}, not above the last stream ${this.lastId}`);
+    this.lastId = sid;
+    this.fields = [];
+    this.fieldsSize = 0;
+    this.fieldsOver = false;
+    this.fieldsBad = false;
+    this.regularSeen = false;
+    if (!this.decode(buf, start, end, this)) return;
+    const fields = this.fields;
+    this.fields = [];
+    // Streams above our GOAWAY's last id, or after the client's GOAWAY, are not processed: the client may retry them.
+    if ((this.goawayLast >= 0 && sid > this.goawayLast) || this.peerGoaway || this.ended) return this.writeRst(sid, H2Error.REFUSED_STREAM);
+    if (this.fieldsOver) return this.writeRst(sid, H2Error.ENHANCE_YOUR_CALM);
+    if (this.fieldsBad) return this.writeRst(sid, H2Error.PROTOCOL_ERROR);
+    if (this.streams.size >= this.opts.maxConcurrentStreams) return this.writeRst(sid, H2Error.REFUSED_STREAM);
+    const s = new ServerStream(this, sid, fields, this.peerInitialWindow, STREAM_WINDOW);
+    this.streams.set(sid, s);
+    if (endStream) s.inEnded = true;
+    try {
+      s.handler = this.opts.onStream(s);
+    } catch (e) {
+      return this.resetStream(s, H2Error.INTERNAL_ERROR, `stream handler failed: ${(e as Error).message}`);
+    }
+    if (endStream && !s.done) this.deliverEnd(s);
+  }
+
+  private onReset(buf: Buffer, p: number, size: number, sid: number): void {
+    if (size !== 4) return this.fail(H2Error.FRAME_SIZE_ERROR, "RST_STREAM payload is not 4 bytes");
+    if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "RST_STREAM on stream 0");
+    if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `RST_STREAM on idle stream ${sid}`);
+    if (++this.resets > RESET_LIMIT) {
+      const now = performance.now();
+      if (now - this.resetStart < 1000) return this.fail(H2Error.ENHANCE_YOUR_CALM, "too many stream resets");
+      this.resets = 0;
+      this.resetStart = now;
+    }
+    const s = this.streams.get(sid);
+    if (s === undefined) return;
+    this.finish(s, buf.readUInt32BE(p), "client reset");
+  }
+
+  private onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "SETTINGS on a stream");
+    if ((flags & ACK) !== 0) {
+      if (size !== 0) return this.fail(H2Error.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
+      return;
+    }
+    if (size % 6 !== 0) return this.fail(H2Error.FRAME_SIZE_ERROR, "SETTINGS payload is not a multiple of 6");
+    if (this.flooded()) return;
+    for (let i = p; i < p + size; i += 6) {
+      const id = buf.readUInt16BE(i);
+      const v = buf.readUInt32BE(i + 2);
+      if (id === 0x1) {
+        if (v < this.encoderTable) {
+          this.encoderTable = 0;
+          this.tableUpdate = true;
+        }
+      } else if (id === 0x2) {
+        if (v > 1) return this.fail(H2Error.PROTOCOL_ERROR, `ENABLE_PUSH ${v}`);
+      } else if (id === 0x4) {
+        if (v > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, `INITIAL_WINDOW_SIZE ${v} too large`);
+        const delta = v - this.peerInitialWindow;
+        this.peerInitialWindow = v;
+        for (const s of this.streams.values()) {
+          s.sendWindow += delta;
+          if (s.sendWindow > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, "a stream window overflowed");
+        }
+      } else if (id === 0x5) {
+        if (v < 16_384 || v > 16_777_215) return this.fail(H2Error.PROTOCOL_ERROR, `MAX_FRAME_SIZE ${v} out of range`);
+        this.maxFrame = v;
+      }
+      // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE (advisory) and unknown ids are ignored.
+    }
+    this.writeBuffer(SETTINGS_ACK);
+    this.flushBlocked();
+  }
+
+  private onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if (size !== 8) return this.fail(H2Error.FRAME_SIZE_ERROR, "PING payload is not 8 bytes");
+    if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "PING on a stream");
+    if ((flags & ACK) !== 0) return; // this side sends no PINGs
+    if (this.flooded()) return;
+    const q = this.reserve(17);
+    const d = frameHeader(this.slab, q, 8, PING, ACK, 0);
+    buf.copy(this.slab, d, p, p + 8);
+    this.commit(d + 8);
+  }
+
+  private onGoaway(size: number, sid: number): void {
+    if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "GOAWAY on a stream");
+    if (size < 8) return this.fail(H2Error.FRAME_SIZE_ERROR, "GOAWAY payload shorter than 8 bytes");
+    // The client opens no more streams; those it has finish, then the connection ends.
+    this.peerGoaway = true;
+    this.maybeEnd();
+  }
+
+  private onWindowUpdate(buf: Buffer, p: number, size: number, sid: number): void {
+    if (size !== 4) return this.fail(H2Error.FRAME_SIZE_ERROR, "WINDOW_UPDATE payload is not 4 bytes");
+    const inc = buf.readUInt32BE(p) & 0x7fffffff;
+    if (sid === 0) {
+      if (inc === 0) return this.fail(H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
+      this.sendWindow += inc;
+      if (this.sendWindow > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, "the connection window overflowed");
+    } else {
+      const s = this.streams.get(sid);
+      if (s === undefined) {
+        if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `WINDOW_UPDATE on idle stream ${sid}`);
+        return;
+      }
+      if (inc === 0) return this.resetStream(s, H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
+      if (s.sendWindow + inc > MAX_WINDOW) return this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the stream window overflowed");
+      s.sendWindow += inc;
+    }
+    this.flushBlocked();
+  }
+}
+
+const EMPTY = Buffer.alloc(0);

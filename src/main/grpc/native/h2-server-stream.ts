@@ -1,0 +1,86 @@
+import type { H2ServerStream, H2StreamHandler, HeaderList } from "./h2-server-types.js";
+import type { ServerSession } from "./h2-server-session.js";
+
+/** The handler of a stream until onStream returns one (and of streams refused before they got one). */
+export const NO_HANDLER: H2StreamHandler = {
+  data(): void {},
+  end(): void {},
+  close(): void {},
+  drain(): void {},
+};
+
+/**
+ * One client stream on the native HTTP/2 server. It holds the stream's state; the frame work is the session's (the
+ * methods delegate there), so a stream is one plain object with no closures and no EventEmitter.
+ */
+export class ServerStream implements H2ServerStream {
+  handler: H2StreamHandler = NO_HANDLER;
+  /** What this side may still send (the client's stream window; negative after it shrank INITIAL_WINDOW_SIZE). */
+  sendWindow: number;
+  /** What the client may still send. */
+  recvWindow: number;
+  /** Bytes received whose credit has not been returned (held while paused). */
+  recvUnacked = 0;
+  paused = false;
+  /** Outbound DATA waiting for a window: chunks from `outHead`, the first one from `outOff`. */
+  out: Buffer[] | null = null;
+  outHead = 0;
+  outOff = 0;
+  bufferedBytes = 0;
+  /** end() was called while DATA was buffered: the trailers to send after it. */
+  trailers: HeaderList | null = null;
+  /** A write() returned false: `drain` is due when the buffer empties. */
+  needDrain = false;
+  /** In the session's list of streams waiting for a window. */
+  blocked = false;
+  headersSent = false;
+  /** END_STREAM from the client seen (set before that frame's data is delivered). */
+  inEnded = false;
+  /** handler.end() delivered. */
+  endDelivered = false;
+  /** Our END_STREAM is written, or queued behind buffered DATA. */
+  outEnded = false;
+  /** Off the connection: no more frames in or out; close() is queued or delivered. */
+  done = false;
+  closed = false;
+  /** What close() will say. */
+  closeCode = 0;
+  closeWhy = "";
+
+  constructor(
+    readonly session: ServerSession,
+    readonly id: number,
+    readonly headers: HeaderList,
+    sendWindow: number,
+    recvWindow: number,
+  ) {
+    this.sendWindow = sendWindow;
+    this.recvWindow = recvWindow;
+  }
+
+  respond(headers: HeaderList, endStream: boolean): void {
+    this.session.respond(this, headers, endStream);
+  }
+
+  write(data: Buffer): boolean {
+    return this.session.write(this, data);
+  }
+
+  end(trailers: HeaderList): void {
+    this.session.end(this, trailers);
+  }
+
+  reset(code: number): void {
+    this.session.resetStream(this, code, "reset by this server");
+  }
+
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.session.returnCredit(this);
+  }
+}

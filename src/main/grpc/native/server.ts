@@ -1,0 +1,243 @@
+import type * as grpc from "@grpc/grpc-js";
+import { CallCore, type CallContext, type Handler } from "./calls.js";
+import { createH2Server } from "./h2-server.js";
+import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "./h2-server-types.js";
+import { readRequestHead, UNSUPPORTED_MEDIA_TYPE, unimplementedReply } from "./wire.js";
+
+/**
+ * The gateway's native gRPC server: the parts of grpc-js's `Server` the gateway uses (addService, register/unregister,
+ * listen, tryShutdown/forceShutdown) on the native HTTP/2 layer (h2-server.ts), so the gateway's grpc-js-shaped
+ * handlers run unchanged while a unary call costs one parse and one socket write instead of grpc-js's interceptor
+ * chain over node:http2 (issue 16). Client-observable behaviour (status codes and texts, headers, trailers) is
+ * grpc-js 1.14's; calls.ts and wire.ts say where each piece comes from.
+ */
+
+/** How a stream ended, for the gateway's connection guards. */
+export interface StreamCloseInfo {
+  session: H2ServerSession;
+  /** RST_STREAM code (0 when both sides ended it normally). */
+  code: number;
+  why: string;
+  /** The client reset it (a non-zero code this side did not send). */
+  byClient: boolean;
+}
+
+/** Options of a NativeGrpcServer. Every field is optional; `validateNativeGrpcServerOptions` fills the defaults. */
+export interface NativeGrpcServerOptions {
+  /** Largest request message accepted after decompression, bytes; -1: no limit. Default 4 MiB (grpc-js's). */
+  maxReceiveMessageLength?: number;
+  /** Largest response message sent, bytes; -1: no limit (grpc-js's default). */
+  maxSendMessageLength?: number;
+  /** SETTINGS_MAX_CONCURRENT_STREAMS advertised. Default 1000. */
+  maxConcurrentStreams?: number;
+  /** Largest request header list, bytes (RFC 7541 sizes). Default 64 KiB. */
+  maxHeaderListSize?: number;
+  /** Outbound bytes a stream buffers before write() returns false. Default 64 KiB. */
+  streamHighWaterMark?: number;
+  /**
+   * Bound on the wait for a unary or server-streaming call's request message after its headers, ms; 0: none (the
+   * default). The call then ends DEADLINE_EXCEEDED, as the gateway's grpc-js interceptor (message-timeout.ts) does.
+   */
+  messageTimeoutMs?: number;
+  /** A call ended by the message timeout (the gateway counts it). */
+  onMessageTimeout?(path: string): void;
+  /** A new connection. */
+  onSession?(session: H2ServerSession): void;
+  /** A connection ended. */
+  onSessionClose?(session: H2ServerSession, why: string): void;
+  /** A stream ended (every stream, also those refused with 415 or UNIMPLEMENTED). */
+  onStreamClose?(info: StreamCloseInfo): void;
+  /** The HTTP/2 layer. Default: h2-server.ts `createH2Server`. */
+  transport?: (options: H2ServerOptions) => H2Server;
+}
+
+type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onSession" | "onSessionClose" | "onStreamClose" | "transport">>;
+
+/** Fill defaults and check each numeric field; throws naming the field and the value. */
+export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Readonly<Required_> {
+  const int = (name: keyof Required_, value: number | undefined, dflt: number, min: number, max: number): number => {
+    const v = value ?? dflt;
+    if (!Number.isInteger(v) || v < min || v > max) throw new RangeError(`NativeGrpcServer option ${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+    return v;
+  };
+  return Object.freeze({
+    maxReceiveMessageLength: int("maxReceiveMessageLength", o.maxReceiveMessageLength, 4 * 1024 * 1024, -1, 2 ** 32 - 1),
+    maxSendMessageLength: int("maxSendMessageLength", o.maxSendMessageLength, -1, -1, 2 ** 32 - 1),
+    maxConcurrentStreams: int("maxConcurrentStreams", o.maxConcurrentStreams, 1000, 1, 2 ** 31 - 1),
+    maxHeaderListSize: int("maxHeaderListSize", o.maxHeaderListSize, 64 * 1024, 1024, 2 ** 31 - 1),
+    streamHighWaterMark: int("streamHighWaterMark", o.streamHighWaterMark, 64 * 1024, 1, 2 ** 31 - 1),
+    messageTimeoutMs: int("messageTimeoutMs", o.messageTimeoutMs, 0, 0, 2 ** 31 - 1),
+  });
+}
+
+/** A gRPC server on the native HTTP/2 layer, for the gateway's handlers (see the module comment). */
+export class NativeGrpcServer {
+  private readonly handlers = new Map<string, Handler>();
+  private readonly opts: Readonly<Required_>;
+  private readonly hooks: NativeGrpcServerOptions;
+  private readonly ctx: CallContext;
+  private transport: H2Server | undefined;
+  private readonly openSessions = new Set<H2ServerSession>();
+  private readonly resets = new Map<H2ServerSession, number>();
+  private readonly calls = new Set<H2ServerStream>();
+  private shutdown = false;
+  private shutdownCallbacks: Array<(error?: Error) => void> = [];
+
+  constructor(options: NativeGrpcServerOptions = {}) {
+    this.opts = validateNativeGrpcServerOptions(options);
+    this.hooks = options;
+    this.ctx = {
+      maxReceive: this.opts.maxReceiveMessageLength,
+      maxSend: this.opts.maxSendMessageLength,
+      messageTimeoutMs: this.opts.messageTimeoutMs,
+      onMessageTimeout: options.onMessageTimeout,
+      callClosed: (call, code, why) => this.streamClosed(call.h2, code, why, call.resetByUs),
+    };
+  }
+
+  /** Add every method of a service (grpc-js Server.addService): a method left out of `impl` answers UNIMPLEMENTED. */
+  addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
+    if (service === null || typeof service !== "object" || implementation === null || typeof implementation !== "object") {
+      throw new Error("addService() requires two objects as arguments");
+    }
+    const keys = Object.keys(service);
+    if (keys.length === 0) throw new Error("Cannot add an empty service to a server");
+    for (const name of keys) {
+      const attrs = service[name]!;
+      const type = attrs.requestStream ? (attrs.responseStream ? "bidi" : "clientStream") : attrs.responseStream ? "serverStream" : "unary";
+      let fn = implementation[name] as ((...args: never[]) => unknown) | undefined;
+      if (fn === undefined && typeof attrs.originalName === "string") fn = implementation[attrs.originalName] as unknown as typeof fn;
+      const impl = fn !== undefined ? fn.bind(implementation) : unimplementedHandler(type, name);
+      if (!this.register(attrs.path, impl, attrs.responseSerialize as Handler["serialize"], attrs.requestDeserialize, type)) {
+        throw new Error(`Method handler for ${attrs.path} already provided.`);
+      }
+    }
+  }
+
+  /** Route `path` to `handler` (grpc-js Server.register); false when the path already has one. */
+  register(path: string, handler: (...args: never[]) => unknown, serialize: (value: never) => Buffer, deserialize: (bytes: Buffer) => unknown, type: string): boolean {
+    if (this.handlers.has(path)) return false;
+    this.handlers.set(path, { func: handler, serialize, deserialize, type, path });
+    return true;
+  }
+
+  /** Remove the route of `path`; calls already running keep their handler. */
+  unregister(path: string): boolean {
+    return this.handlers.delete(path);
+  }
+
+  /** Listen on host:port (0: ephemeral); resolves the bound port. */
+  async listen(host: string, port: number): Promise<number> {
+    if (this.shutdown) throw new Error("the gRPC server is shut down");
+    if (this.transport) throw new Error("the gRPC server is already listening");
+    const create = this.hooks.transport ?? createH2Server;
+    const transport = create({
+      maxConcurrentStreams: this.opts.maxConcurrentStreams,
+      maxHeaderListSize: this.opts.maxHeaderListSize,
+      streamHighWaterMark: this.opts.streamHighWaterMark,
+      onStream: (stream) => this.onStream(stream),
+      onSession: (session) => {
+        this.openSessions.add(session);
+        this.hooks.onSession?.(session);
+      },
+      onSessionClose: (session, why) => {
+        this.openSessions.delete(session);
+        this.resets.delete(session);
+        try {
+          this.hooks.onSessionClose?.(session, why);
+        } finally {
+          this.maybeShutdownDone();
+        }
+      },
+    });
+    this.transport = transport;
+    return transport.listen(port, host);
+  }
+
+  /** Open connections. */
+  get sessionCount(): number {
+    return this.openSessions.size;
+  }
+
+  /** Open connections (for guards that close or destroy one). */
+  get sessions(): ReadonlySet<H2ServerSession> {
+    return this.openSessions;
+  }
+
+  /** Streams with a call in progress: `bufferedBytes` for a write-stall sweep, `reset(code)` to end one. */
+  get openStreams(): ReadonlySet<H2ServerStream> {
+    return this.calls;
+  }
+
+  /** Streams of `session` the client has reset so far (RST_STREAM with a non-zero code this side did not send). */
+  clientResets(session: H2ServerSession): number {
+    return this.resets.get(session) ?? 0;
+  }
+
+  /**
+   * Graceful shutdown (grpc-js tryShutdown): stop accepting connections, GOAWAY each one (calls on the wire finish),
+   * `callback` once every connection has closed.
+   */
+  tryShutdown(callback: (error?: Error) => void): void {
+    this.shutdown = true;
+    this.shutdownCallbacks.push(callback);
+    this.transport?.stopListening();
+    for (const s of [...this.openSessions]) s.close();
+    this.maybeShutdownDone();
+  }
+
+  /** Immediate shutdown (grpc-js forceShutdown): stop listening, destroy every connection (GOAWAY CANCEL). */
+  forceShutdown(): void {
+    this.shutdown = true;
+    this.transport?.stopListening();
+    for (const s of [...this.openSessions]) s.destroy(0x8);
+    this.maybeShutdownDone();
+  }
+
+  private maybeShutdownDone(): void {
+    if (!this.shutdown || this.openSessions.size > 0 || this.shutdownCallbacks.length === 0) return;
+    const cbs = this.shutdownCallbacks;
+    this.shutdownCallbacks = [];
+    queueMicrotask(() => {
+      for (const cb of cbs) cb();
+    });
+  }
+
+  /** A new stream: route it (415 / UNIMPLEMENTED as grpc-js answers) and start its call. */
+  private onStream(stream: H2ServerStream): H2StreamHandler {
+    const head = readRequestHead(stream.headers);
+    const ct = head.contentType;
+    if (ct === undefined || !ct.startsWith("application/grpc")) {
+      stream.respond(UNSUPPORTED_MEDIA_TYPE, true);
+      return this.refused(stream);
+    }
+    const handler = head.path === undefined ? undefined : this.handlers.get(head.path);
+    if (handler === undefined) {
+      stream.respond(unimplementedReply(String(head.path)), true);
+      return this.refused(stream);
+    }
+    const call = new CallCore(stream, handler, head, this.ctx);
+    this.calls.add(stream);
+    call.start();
+    return call;
+  }
+
+  /** The handler of a stream answered at once: only its close is of interest. */
+  private refused(stream: H2ServerStream): H2StreamHandler {
+    return { data() {}, end() {}, drain() {}, close: (code, why) => this.streamClosed(stream, code, why, false) };
+  }
+
+  private streamClosed(stream: H2ServerStream, code: number, why: string, resetByUs: boolean): void {
+    this.calls.delete(stream);
+    const byClient = code !== 0 && !resetByUs;
+    if (byClient) this.resets.set(stream.session, (this.resets.get(stream.session) ?? 0) + 1);
+    this.hooks.onStreamClose?.({ session: stream.session, code, why, byClient });
+  }
+}
+
+/** grpc-js's handler for a method the implementation left out (server.js getDefaultHandler). */
+function unimplementedHandler(type: string, name: string): (...args: never[]) => unknown {
+  const status = { code: 12, details: `The server does not implement the method ${name}` };
+  if (type === "unary" || type === "clientStream") return ((_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(status, null)) as never;
+  return ((call: { emit(e: string, s: unknown): void }) => call.emit("error", status)) as never;
+}

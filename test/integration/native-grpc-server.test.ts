@@ -1,0 +1,619 @@
+/**
+ * The native gRPC server (src/main/grpc/native/server.ts) over real sockets, with grpc-js clients and raw node:http2
+ * requests: every handler kind, metadata both ways, deadlines, cancellation, message limits, compression, the message
+ * timeout, UNIMPLEMENTED, 415 and shutdown. Where a client can observe the behaviour, the same raw request is also sent
+ * to a grpc-js Server with the same handlers and the two answers must be equal.
+ */
+import assert from "node:assert/strict";
+import http2 from "node:http2";
+import zlib from "node:zlib";
+import { after, before, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { NativeGrpcServer, type NativeGrpcServerOptions, type StreamCloseInfo } from "../../src/main/grpc/native/server.js";
+import { callHttp2Stream } from "../../src/main/grpc/grpc-js-internals.js";
+import { createNodeH2Transport } from "../support/node-h2-transport.js";
+import { rawBytesMethod as method } from "../support/raw-methods.js";
+
+const SERVICE: grpc.ServiceDefinition = {
+  Echo: method("/t.T/Echo"),
+  Meta: method("/t.T/Meta"),
+  Fail: method("/t.T/Fail"),
+  Throw: method("/t.T/Throw"),
+  Hang: method("/t.T/Hang"),
+  BadSerialize: { ...method("/t.T/BadSerialize"), responseSerialize: () => { throw new Error("nope"); } },
+  BadDeserialize: { ...method("/t.T/BadDeserialize"), requestDeserialize: () => { throw new Error("nope"); } },
+  Big: method("/t.T/Big"),
+  Missing: method("/t.T/Missing"),
+  List: method("/t.T/List", { responseStream: true }),
+  ListFail: method("/t.T/ListFail", { responseStream: true }),
+  Flood: method("/t.T/Flood", { responseStream: true }),
+  Direct: method("/t.T/Direct", { responseStream: true }),
+  Sum: method("/t.T/Sum", { requestStream: true }),
+  Chat: method("/t.T/Chat", { requestStream: true, responseStream: true }),
+};
+
+type Unary = grpc.ServerUnaryCall<Buffer, Buffer>;
+type Cb = grpc.sendUnaryData<Buffer>;
+
+/** What the handlers saw, for assertions. */
+const seen = {
+  cancelled: [] as string[],
+  floodWritten: 0,
+  floodStops: 0,
+  chatPaused: 0,
+};
+
+function impl(): grpc.UntypedServiceImplementation {
+  return {
+    Echo: (call: Unary, cb: Cb) => cb(null, call.request),
+    Meta: (call: Unary, cb: Cb) => {
+      const out = new grpc.Metadata();
+      out.set("x-header", "h1");
+      call.sendMetadata(out);
+      const trailers = new grpc.Metadata();
+      trailers.set("x-trailer", "t1");
+      trailers.set("x-trailer-bin", Buffer.from([0, 1, 2, 255]));
+      const body = {
+        tenant: call.metadata.get("x-tenant"),
+        bin: (call.metadata.get("x-data-bin") as Buffer[]).map((b) => [...b]),
+        hasTimeoutHeader: call.metadata.get("grpc-timeout").length > 0,
+        hasContentType: call.metadata.get("content-type").length > 0,
+        deadlineSet: Number.isFinite(call.getDeadline() as number),
+        peer: call.getPeer(),
+        path: (call as unknown as { getPath(): string }).getPath(),
+      };
+      cb(null, Buffer.from(JSON.stringify(body)), trailers);
+    },
+    Fail: (_call: Unary, cb: Cb) => {
+      const md = new grpc.Metadata();
+      md.set("x-why", "because");
+      cb({ code: grpc.status.FAILED_PRECONDITION, details: "stock is 0 for sku-1 (ünïcode, 100%)", metadata: md });
+    },
+    Throw: () => {
+      throw new Error("boom");
+    },
+    Hang: (call: Unary) => {
+      call.once("cancelled", () => seen.cancelled.push(call.request.toString()));
+    },
+    BadSerialize: (_call: Unary, cb: Cb) => cb(null, Buffer.from("x")),
+    BadDeserialize: (_call: Unary, cb: Cb) => cb(null, Buffer.from("x")),
+    Big: (call: Unary, cb: Cb) => cb(null, Buffer.alloc(Number(call.request.toString()), 7)),
+    List: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+      const n = Number(call.request.toString());
+      for (let i = 0; i < n; i++) call.write(Buffer.from(`m${i}`));
+      const md = new grpc.Metadata();
+      md.set("x-count", String(n));
+      call.end(md);
+    },
+    ListFail: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+      call.write(Buffer.from("first"));
+      call.emit("error", { code: grpc.status.ABORTED, details: "stopped after one" });
+    },
+    Flood: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+      // Write `n` 16 KiB messages, each time write() says stop waiting for 'drain'.
+      const n = Number(call.request.toString());
+      const chunk = Buffer.alloc(16 * 1024, 1);
+      const pump = (): void => {
+        while (seen.floodWritten < n) {
+          seen.floodWritten++;
+          if (!call.write(chunk)) {
+            seen.floodStops++;
+            call.once("drain", pump);
+            return;
+          }
+        }
+        call.end();
+      };
+      pump();
+    },
+    Direct: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+      const s = callHttp2Stream(call);
+      if (!s) return call.emit("error", { code: grpc.status.INTERNAL, details: "no direct stream" });
+      call.sendMetadata(new grpc.Metadata());
+      for (const text of ["a", "bc"]) {
+        const body = Buffer.from(text);
+        const framed = Buffer.alloc(5 + body.length);
+        framed.writeUInt32BE(body.length, 1);
+        body.copy(framed, 5);
+        s.write(framed);
+      }
+      call.end();
+    },
+    Sum: (call: grpc.ServerReadableStream<Buffer, Buffer>, cb: Cb) => {
+      let total = 0;
+      call.on("data", (b: Buffer) => (total += Number(b.toString())));
+      call.on("end", () => cb(null, Buffer.from(String(total))));
+    },
+    Chat: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
+      let pending = 0;
+      let ended = false;
+      call.on("data", (b: Buffer) => {
+        // As proxy.ts and invoke-stream.ts do: pause while a message is handled elsewhere.
+        call.pause();
+        seen.chatPaused++;
+        pending++;
+        setImmediate(() => {
+          call.write(Buffer.from(b.toString().toUpperCase()));
+          call.resume();
+          if (--pending === 0 && ended) call.end();
+        });
+      });
+      call.on("end", () => {
+        ended = true;
+        if (pending === 0) call.end();
+      });
+    },
+  };
+}
+
+function implWithout(name: string): grpc.UntypedServiceImplementation {
+  const all = impl();
+  delete all[name];
+  return all;
+}
+
+const Client = grpc.makeGenericClientConstructor(SERVICE, "T");
+type AnyClient = InstanceType<typeof Client> & Record<string, (...a: unknown[]) => unknown>;
+
+function unary(client: AnyClient, name: string, req: Buffer, md = new grpc.Metadata(), options: grpc.CallOptions = {}): Promise<{ err: grpc.ServiceError | null; res?: Buffer; headers?: grpc.Metadata; trailers?: grpc.Metadata }> {
+  return new Promise((resolve) => {
+    let headers: grpc.Metadata | undefined;
+    let trailers: grpc.Metadata | undefined;
+    const call = client[name]!(req, md, options, (err: grpc.ServiceError | null, res?: Buffer) => {
+      setImmediate(() => resolve({ err, res, headers, trailers: err?.metadata ?? trailers }));
+    }) as grpc.ClientUnaryCall;
+    call.on("metadata", (m: grpc.Metadata) => (headers = m));
+    call.on("status", (s: grpc.StatusObject) => (trailers = s.metadata));
+  });
+}
+
+/** One raw HTTP/2 request: its response headers, data and trailers. */
+async function raw(
+  port: number,
+  path: string,
+  body: Buffer | undefined,
+  extra: http2.OutgoingHttpHeaders = {},
+): Promise<{ headers: http2.IncomingHttpHeaders; trailers?: http2.IncomingHttpHeaders; data: Buffer }> {
+  const s = http2.connect(`http://127.0.0.1:${port}`);
+  s.on("error", () => undefined);
+  try {
+    return await new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`no answer for ${path} within 3 s`)), 3000);
+      const st = s.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...extra }, { endStream: body === undefined });
+      st.on("error", () => undefined);
+      let headers: http2.IncomingHttpHeaders = {};
+      const parts: Buffer[] = [];
+      let trailers: http2.IncomingHttpHeaders | undefined;
+      st.on("response", (h) => (headers = h));
+      st.on("trailers", (h) => (trailers = h));
+      st.on("data", (d: Buffer) => parts.push(d));
+      st.on("close", () => {
+        clearTimeout(t);
+        resolve({ headers, trailers, data: Buffer.concat(parts) });
+      });
+      if (body !== undefined) st.end(body);
+    });
+  } finally {
+    s.close();
+  }
+}
+
+function frame(body: Buffer, flag = 0): Buffer {
+  const out = Buffer.alloc(5 + body.length);
+  out[0] = flag;
+  out.writeUInt32BE(body.length, 1);
+  body.copy(out, 5);
+  return out;
+}
+
+/** The status of a raw reply: from trailers, or from a trailers-only response. */
+function statusOf(r: { headers: http2.IncomingHttpHeaders; trailers?: http2.IncomingHttpHeaders }): { http: unknown; code: unknown; message: string | undefined } {
+  const h = r.trailers ?? r.headers;
+  return { http: r.headers[":status"], code: h["grpc-status"], message: h["grpc-message"] === undefined ? undefined : decodeURIComponent(String(h["grpc-message"])) };
+}
+
+const MAX_RECEIVE = 64 * 1024;
+const MAX_SEND = 128 * 1024;
+
+/** The transports under test: the native HTTP/2 layer (the default) and the node:http2 test double. */
+const TRANSPORTS: Array<[string, NativeGrpcServerOptions["transport"]]> = [
+  ["native h2", undefined],
+  ["node:http2 double", createNodeH2Transport],
+];
+
+async function startNative(extra: NativeGrpcServerOptions = {}): Promise<{ server: NativeGrpcServer; port: number; closes: StreamCloseInfo[]; timeouts: string[] }> {
+  const closes: StreamCloseInfo[] = [];
+  const timeouts: string[] = [];
+  const server = new NativeGrpcServer({
+    maxReceiveMessageLength: MAX_RECEIVE,
+    maxSendMessageLength: MAX_SEND,
+    messageTimeoutMs: 300,
+    onMessageTimeout: (p) => timeouts.push(p),
+    onStreamClose: (i) => closes.push(i),
+    ...extra,
+  });
+  server.addService(SERVICE, implWithout("Missing"));
+  const port = await server.listen("127.0.0.1", 0);
+  return { server, port, closes, timeouts };
+}
+
+async function startGrpcJs(): Promise<{ server: grpc.Server; port: number }> {
+  const server = new grpc.Server({ "grpc.max_receive_message_length": MAX_RECEIVE, "grpc.max_send_message_length": MAX_SEND });
+  server.addService(SERVICE, implWithout("Missing"));
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  return { server, port };
+}
+
+async function until(what: string, cond: () => boolean, ms = 3000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+for (const [transportName, transport] of TRANSPORTS) {
+describe(`native gRPC server (${transportName})`, () => {
+  let native: Awaited<ReturnType<typeof startNative>>;
+  let ref: Awaited<ReturnType<typeof startGrpcJs>>;
+  let client: AnyClient;
+  let gzipClient: AnyClient;
+
+  before(async () => {
+    native = await startNative({ transport });
+    ref = await startGrpcJs();
+    client = new Client(`127.0.0.1:${native.port}`, grpc.credentials.createInsecure()) as AnyClient;
+    gzipClient = new Client(`127.0.0.1:${native.port}`, grpc.credentials.createInsecure(), { "grpc.default_compression_algorithm": 2 }) as AnyClient;
+  });
+  after(() => {
+    client.close();
+    gzipClient.close();
+    native.server.forceShutdown();
+    ref.server.forceShutdown();
+  });
+
+  it("answers a unary call", async () => {
+    const r = await unary(client, "Echo", Buffer.from("hello"));
+    assert.equal(r.err, null);
+    assert.equal(r.res!.toString(), "hello");
+    const empty = await unary(client, "Echo", Buffer.alloc(0));
+    assert.equal(empty.res!.length, 0);
+  });
+
+  it("passes metadata both ways, -bin included, and hides the transport's headers", async () => {
+    const md = new grpc.Metadata();
+    md.add("x-tenant", "a");
+    md.add("x-tenant", "b");
+    md.add("x-data-bin", Buffer.from([1, 2, 3]));
+    md.add("x-data-bin", Buffer.from([250]));
+    const r = await unary(client, "Meta", Buffer.alloc(0), md, { deadline: Date.now() + 5000 });
+    assert.equal(r.err, null);
+    const body = JSON.parse(r.res!.toString()) as Record<string, unknown>;
+    // Repeats join as node:http2 joins them for grpc-js ("a, b").
+    assert.deepEqual(body["tenant"], ["a, b"]);
+    assert.deepEqual(body["bin"], [[1, 2, 3], [250]]);
+    assert.equal(body["hasTimeoutHeader"], false);
+    assert.equal(body["hasContentType"], false);
+    assert.equal(body["deadlineSet"], true);
+    assert.match(String(body["peer"]), /^127\.0\.0\.1:\d+$/);
+    assert.equal(body["path"], "/t.T/Meta");
+    assert.deepEqual(r.headers!.get("x-header"), ["h1"]);
+    assert.deepEqual(r.trailers!.get("x-trailer"), ["t1"]);
+    assert.deepEqual([...(r.trailers!.get("x-trailer-bin")[0] as Buffer)], [0, 1, 2, 255]);
+  });
+
+  it("sends a handler's error status with its details and trailers", async () => {
+    const r = await unary(client, "Fail", Buffer.alloc(0));
+    assert.equal(r.err!.code, grpc.status.FAILED_PRECONDITION);
+    assert.equal(r.err!.details, "stock is 0 for sku-1 (ünïcode, 100%)");
+    assert.deepEqual(r.err!.metadata.get("x-why"), ["because"]);
+  });
+
+  it("answers client-observable errors exactly as grpc-js does", async () => {
+    const bigDecl = Buffer.alloc(5);
+    bigDecl.writeUInt32BE(MAX_RECEIVE + 1, 1);
+    const cases: Array<[string, string, Buffer | undefined, http2.OutgoingHttpHeaders?]> = [
+      ["unknown path", "/t.T/Nope", frame(Buffer.alloc(0))],
+      ["method left out of the implementation", "/t.T/Missing", frame(Buffer.alloc(0))],
+      ["wrong content-type", "/t.T/Echo", frame(Buffer.alloc(0)), { "content-type": "text/plain" }],
+      ["no content-type", "/t.T/Echo", frame(Buffer.alloc(0)), { "content-type": undefined }],
+      ["handler throws", "/t.T/Throw", frame(Buffer.alloc(0))],
+      ["serializer throws", "/t.T/BadSerialize", frame(Buffer.alloc(0))],
+      ["deserializer throws", "/t.T/BadDeserialize", frame(Buffer.alloc(0))],
+      ["no request message", "/t.T/Echo", Buffer.alloc(0)],
+      ["two request messages", "/t.T/Echo", Buffer.concat([frame(Buffer.from("a")), frame(Buffer.from("b"))])],
+      ["message over the receive limit", "/t.T/Echo", bigDecl],
+      ["reply over the send limit", "/t.T/Big", frame(Buffer.from(String(MAX_SEND + 1)))],
+      ["unsupported grpc-encoding", "/t.T/Echo", frame(Buffer.from("x"), 1), { "grpc-encoding": "br" }],
+      ["invalid grpc-timeout", "/t.T/Echo", frame(Buffer.from("x")), { "grpc-timeout": "soon" }],
+      ["gzip that is not gzip", "/t.T/Echo", frame(Buffer.from("not gzip"), 1), { "grpc-encoding": "gzip" }],
+      [
+        "gzip over the receive limit once inflated",
+        "/t.T/Echo",
+        frame(zlib.gzipSync(Buffer.alloc(MAX_RECEIVE + 10)), 1),
+        { "grpc-encoding": "gzip" },
+      ],
+      ["error status with trailers", "/t.T/Fail", frame(Buffer.alloc(0))],
+      ["server stream ended by emit('error')", "/t.T/ListFail", frame(Buffer.alloc(0))],
+      ["server stream with trailers", "/t.T/List", frame(Buffer.from("3"))],
+    ];
+    for (const [what, path, body, extra] of cases) {
+      const [a, b] = await Promise.all([raw(native.port, path, body, extra), raw(ref.port, path, body, extra)]);
+      assert.deepEqual(statusOf(a), statusOf(b), what);
+      assert.deepEqual(a.data, b.data, `${what}: data`);
+      const pick = (h: http2.IncomingHttpHeaders | undefined): Record<string, unknown> =>
+        Object.fromEntries(Object.entries(h ?? {}).filter(([k]) => k !== "date"));
+      assert.deepEqual(pick(a.headers), pick(b.headers), `${what}: headers`);
+      assert.deepEqual(pick(a.trailers), pick(b.trailers), `${what}: trailers`);
+    }
+  });
+
+  it("refuses a compressed-flag message without grpc-encoding (strict decoding)", async () => {
+    const r = await raw(native.port, "/t.T/Echo", frame(Buffer.from("x"), 1));
+    assert.deepEqual(statusOf(r), { http: 200, code: "13", message: "the request message has the compressed flag set, but the call names no grpc-encoding" });
+  });
+
+  it("reads gzip- and deflate-compressed requests", async () => {
+    const r = await unary(gzipClient, "Echo", Buffer.from("zipped ".repeat(100)));
+    assert.equal(r.err, null);
+    assert.equal(r.res!.toString(), "zipped ".repeat(100));
+    const d = await raw(native.port, "/t.T/Echo", frame(zlib.deflateSync(Buffer.from("deflated")), 1), { "grpc-encoding": "deflate" });
+    assert.equal(statusOf(d).code, "0");
+    assert.equal(d.data.subarray(5).toString(), "deflated");
+    // A compressed message inflating past the limit is RESOURCE_EXHAUSTED, as the client sees it.
+    const big = await unary(gzipClient, "Echo", Buffer.alloc(MAX_RECEIVE + 1));
+    assert.equal(big.err!.code, grpc.status.RESOURCE_EXHAUSTED);
+  });
+
+  it("enforces the receive and send limits", async () => {
+    const r = await unary(client, "Echo", Buffer.alloc(MAX_RECEIVE + 1));
+    assert.equal(r.err!.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.equal(r.err!.details, `Received message larger than max (${MAX_RECEIVE + 1} vs ${MAX_RECEIVE})`);
+    const ok = await unary(client, "Echo", Buffer.alloc(MAX_RECEIVE, 3));
+    assert.equal(ok.res!.length, MAX_RECEIVE);
+    const s = await unary(client, "Big", Buffer.from(String(MAX_SEND + 1)));
+    assert.equal(s.err!.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.equal(s.err!.details, `Sent message larger than max (${MAX_SEND + 6} vs. ${MAX_SEND})`);
+    const big = await unary(client, "Big", Buffer.from(String(MAX_SEND)));
+    assert.equal(big.res!.length, MAX_SEND);
+  });
+
+  it("ends a call at its deadline with DEADLINE_EXCEEDED from the server and 'cancelled' for the handler", async () => {
+    const r = await raw(native.port, "/t.T/Hang", frame(Buffer.from("deadline-1")), { "grpc-timeout": "100m" });
+    assert.deepEqual(statusOf(r), { http: 200, code: "4", message: "Deadline exceeded" });
+    await until("cancelled", () => seen.cancelled.includes("deadline-1"));
+  });
+
+  it("emits 'cancelled' when the client cancels, and counts the client's reset", async () => {
+    const before = native.closes.filter((c) => c.byClient).length;
+    const call = client["Hang"]!(Buffer.from("cancel-1"), () => undefined) as grpc.ClientUnaryCall;
+    await new Promise((r) => setTimeout(r, 50));
+    call.cancel();
+    await until("cancelled", () => seen.cancelled.includes("cancel-1"));
+    await until("reset counted", () => native.closes.filter((c) => c.byClient).length === before + 1);
+    const last = native.closes.filter((c) => c.byClient).at(-1)!;
+    assert.equal(last.code, http2.constants.NGHTTP2_CANCEL);
+  });
+
+  it("ends a call whose request message does not arrive within the message timeout", async () => {
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const st = s.request({ ":method": "POST", ":path": "/t.T/Echo", "content-type": "application/grpc", te: "trailers" }, { endStream: false });
+      st.on("error", () => undefined);
+      const started = Date.now();
+      const h = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error("not ended within 3 s")), 3000);
+        st.on("response", (hh) => {
+          clearTimeout(t);
+          resolve(hh);
+        });
+        st.resume();
+      });
+      assert.ok(Date.now() - started >= 250);
+      assert.equal(h["grpc-status"], "4");
+      assert.match(decodeURIComponent(String(h["grpc-message"])), /request message did not arrive within 300 ms/);
+      assert.ok(native.timeouts.includes("/t.T/Echo"));
+    } finally {
+      s.destroy();
+    }
+  });
+
+  it("runs server-streaming calls with trailers and emit('error')", async () => {
+    const got: string[] = [];
+    const status = await new Promise<grpc.StatusObject>((resolve) => {
+      const call = client["List"]!(Buffer.from("5")) as grpc.ClientReadableStream<Buffer>;
+      call.on("data", (b: Buffer) => got.push(b.toString()));
+      call.on("error", () => undefined);
+      call.on("status", resolve);
+    });
+    assert.deepEqual(got, ["m0", "m1", "m2", "m3", "m4"]);
+    assert.equal(status.code, grpc.status.OK);
+    assert.deepEqual(status.metadata.get("x-count"), ["5"]);
+    const err = await new Promise<grpc.ServiceError>((resolve) => {
+      const call = client["ListFail"]!(Buffer.alloc(0)) as grpc.ClientReadableStream<Buffer>;
+      call.on("data", () => undefined);
+      call.on("error", resolve);
+    });
+    assert.equal(err.code, grpc.status.ABORTED);
+    assert.equal(err.details, "stopped after one");
+  });
+
+  it("applies backpressure to a server stream whose client does not read: write() false, then 'drain'", async () => {
+    seen.floodWritten = 0;
+    seen.floodStops = 0;
+    const n = 512; // 8 MiB
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const st = s.request({ ":method": "POST", ":path": "/t.T/Flood", "content-type": "application/grpc", te: "trailers" });
+      st.on("error", () => undefined);
+      st.end(frame(Buffer.from(String(n))));
+      st.pause();
+      await until("writes to stall", () => seen.floodStops > 0);
+      await new Promise((r) => setTimeout(r, 300));
+      // The client reads nothing: the handler is held well below the 512 messages it wants to write.
+      const stalledAt = seen.floodWritten;
+      assert.ok(stalledAt < 100, `the handler wrote ${stalledAt} messages to a client that reads nothing`);
+      let bytes = 0;
+      const trailers = new Promise<http2.IncomingHttpHeaders>((resolve) => st.on("trailers", resolve));
+      st.on("data", (d: Buffer) => (bytes += d.length));
+      st.resume();
+      assert.equal((await trailers)["grpc-status"], "0");
+      assert.equal(seen.floodWritten, n);
+      assert.ok(seen.floodStops > 1);
+      await until("all bytes", () => bytes === n * (16 * 1024 + 5));
+    } finally {
+      s.destroy();
+    }
+  });
+
+  it("keeps pubsub's direct write path: callHttp2Stream(call) writes pre-framed messages", async () => {
+    const got: string[] = [];
+    const status = await new Promise<grpc.StatusObject>((resolve) => {
+      const call = client["Direct"]!(Buffer.alloc(0)) as grpc.ClientReadableStream<Buffer>;
+      call.on("data", (b: Buffer) => got.push(b.toString()));
+      call.on("error", () => undefined);
+      call.on("status", resolve);
+    });
+    assert.equal(status.code, grpc.status.OK, status.details);
+    assert.deepEqual(got, ["a", "bc"]);
+  });
+
+  it("runs client-streaming calls", async () => {
+    const r = await new Promise<{ err: grpc.ServiceError | null; res?: Buffer }>((resolve) => {
+      const call = client["Sum"]!((err: grpc.ServiceError | null, res?: Buffer) => resolve({ err, res })) as grpc.ClientWritableStream<Buffer>;
+      for (let i = 1; i <= 100; i++) call.write(Buffer.from(String(i)));
+      call.end();
+    });
+    assert.equal(r.err, null);
+    assert.equal(r.res!.toString(), "5050");
+  });
+
+  it("runs bidi calls with pause/resume on the inbound side", async () => {
+    const before = seen.chatPaused;
+    const got: string[] = [];
+    const status = await new Promise<grpc.StatusObject>((resolve) => {
+      const call = client["Chat"]!() as grpc.ClientDuplexStream<Buffer, Buffer>;
+      call.on("data", (b: Buffer) => got.push(b.toString()));
+      call.on("status", resolve);
+      call.on("error", () => undefined);
+      for (const w of ["a", "b", "c"]) call.write(Buffer.from(w));
+      call.end();
+    });
+    assert.equal(status.code, grpc.status.OK);
+    assert.deepEqual(got, ["A", "B", "C"]);
+    assert.equal(seen.chatPaused - before, 3);
+  });
+
+  it("answers UNIMPLEMENTED for an unregistered path and after unregister()", async () => {
+    const c = new grpc.Client(`127.0.0.1:${native.port}`, grpc.credentials.createInsecure());
+    try {
+      const err = await new Promise<grpc.ServiceError>((resolve) =>
+        c.makeUnaryRequest("/x.Y/Z", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), (e) => resolve(e!)),
+      );
+      assert.equal(err.code, grpc.status.UNIMPLEMENTED);
+      assert.equal(err.details, "The server does not implement the method /x.Y/Z");
+      assert.equal(native.server.register("/x.Y/Z", ((_c: unknown, cb: Cb) => cb(null, Buffer.from("yes"))) as never, (b: never) => b, (b) => b, "unary"), true);
+      assert.equal(native.server.register("/x.Y/Z", (() => undefined) as never, (b: never) => b, (b) => b, "unary"), false);
+      const ok = await new Promise<Buffer>((resolve, reject) =>
+        c.makeUnaryRequest("/x.Y/Z", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), (e, v) => (e ? reject(e) : resolve(v!))),
+      );
+      assert.equal(ok.toString(), "yes");
+      assert.equal(native.server.unregister("/x.Y/Z"), true);
+      assert.equal(native.server.unregister("/x.Y/Z"), false);
+      const again = await new Promise<grpc.ServiceError>((resolve) =>
+        c.makeUnaryRequest("/x.Y/Z", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), (e) => resolve(e!)),
+      );
+      assert.equal(again.code, grpc.status.UNIMPLEMENTED);
+    } finally {
+      c.close();
+    }
+    assert.throws(() => native.server.addService({ Echo: SERVICE["Echo"]! }, {}), /Method handler for \/t\.T\/Echo already provided\./);
+  });
+
+  it("counts open sessions and exposes open streams with their buffered bytes", async () => {
+    await unary(client, "Echo", Buffer.from("x"));
+    assert.ok(native.server.sessionCount >= 1);
+    const call = client["Hang"]!(Buffer.from("streams-1"), () => undefined) as grpc.ClientUnaryCall;
+    await until("stream listed", () => native.server.openStreams.size >= 1);
+    for (const s of native.server.openStreams) assert.equal(typeof s.bufferedBytes, "number");
+    call.cancel();
+    await until("stream gone", () => native.server.openStreams.size === 0);
+  });
+});
+
+describe(`native gRPC server shutdown (${transportName})`, () => {
+  it("tryShutdown lets a call in flight finish, then calls back; new connections are refused", async () => {
+    const { server, port } = await startNative({ transport });
+    server.register(
+      "/t.T/Slow",
+      ((_c: unknown, cb: Cb) => setTimeout(() => cb(null, Buffer.from("done")), 200)) as never,
+      (b: never) => b,
+      (b) => b,
+      "unary",
+    );
+    const c = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    try {
+      const reply = new Promise<{ e: grpc.ServiceError | null; v?: Buffer }>((resolve) =>
+        c.makeUnaryRequest("/t.T/Slow", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), (e, v) => resolve({ e, v })),
+      );
+      await until("session", () => server.sessionCount === 1);
+      await new Promise((r) => setTimeout(r, 50));
+      let shut = false;
+      server.tryShutdown(() => (shut = true));
+      const r = await reply;
+      assert.equal(r.e, null);
+      assert.equal(r.v!.toString(), "done");
+      await until("tryShutdown callback", () => shut);
+      const refused = await new Promise<grpc.ServiceError | null>((resolve) => {
+        const c2 = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+        c2.makeUnaryRequest("/t.T/Echo", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), { deadline: Date.now() + 500 }, (e) => {
+          c2.close();
+          resolve(e);
+        });
+      });
+      assert.equal(refused!.code, grpc.status.UNAVAILABLE);
+    } finally {
+      c.close();
+      server.forceShutdown();
+    }
+  });
+
+  it("tryShutdown with no connections calls back at once", async () => {
+    const { server } = await startNative({ transport });
+    await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+    await assert.rejects(server.listen("127.0.0.1", 0), /shut down/);
+  });
+
+  it("forceShutdown ends calls in flight: the handler sees 'cancelled', the client UNAVAILABLE or CANCELLED", async () => {
+    const { server, port } = await startNative({ transport });
+    let cancelled = false;
+    server.register("/t.T/Stuck", ((call: Unary) => call.once("cancelled", () => (cancelled = true))) as never, (b: never) => b, (b) => b, "unary");
+    const c = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    try {
+      const reply = new Promise<grpc.ServiceError | null>((resolve) =>
+        c.makeUnaryRequest("/t.T/Stuck", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), (e) => resolve(e)),
+      );
+      await until("stream open", () => server.openStreams.size === 1);
+      let shut = false;
+      server.tryShutdown(() => (shut = true));
+      server.forceShutdown();
+      const e = await reply;
+      assert.ok(e && [grpc.status.UNAVAILABLE, grpc.status.CANCELLED, grpc.status.INTERNAL].includes(e.code), `code ${e?.code}`);
+      await until("cancelled", () => cancelled);
+      await until("pending tryShutdown callback", () => shut);
+      assert.equal(server.sessionCount, 0);
+    } finally {
+      c.close();
+    }
+  });
+
+  it("rejects bad options naming the field", () => {
+    assert.throws(() => new NativeGrpcServer({ maxConcurrentStreams: 0 }), /maxConcurrentStreams must be an integer from 1/);
+    assert.throws(() => new NativeGrpcServer({ messageTimeoutMs: -5 }), /messageTimeoutMs/);
+  });
+});
+}
