@@ -108,7 +108,7 @@ function impl(): grpc.UntypedServiceImplementation {
     },
     Direct: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
       const s = callHttp2Stream(call);
-      if (!s) return call.emit("error", { code: grpc.status.INTERNAL, details: "no direct stream" });
+      if (!s) return void call.emit("error", { code: grpc.status.INTERNAL, details: "no direct stream" });
       call.sendMetadata(new grpc.Metadata());
       for (const text of ["a", "bc"]) {
         const body = Buffer.from(text);
@@ -465,6 +465,34 @@ describe(`native gRPC server (${transportName})`, () => {
       assert.equal(seen.floodWritten, n);
       assert.ok(seen.floodStops > 1);
       await until("all bytes", () => bytes === n * (16 * 1024 + 5));
+    } finally {
+      s.destroy();
+    }
+  });
+
+  it("lets a write-stall sweep reset a stream through openStreams: not counted as a client reset", async () => {
+    seen.floodWritten = 0;
+    seen.floodStops = 0;
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const st = s.request({ ":method": "POST", ":path": "/t.T/Flood", "content-type": "application/grpc", te: "trailers" });
+      st.on("error", () => undefined);
+      st.end(frame(Buffer.from("512")));
+      st.pause();
+      await until("writes to stall", () => seen.floodStops > 0);
+      const stalled = [...native.server.openStreams].find((o) => o.path === "/t.T/Flood");
+      assert.ok(stalled && stalled.bufferedBytes > 0, "the stalled stream holds buffered bytes");
+      const before = native.closes.length;
+      const closed = new Promise<number>((resolve) => st.on("close", () => resolve(st.rstCode ?? -1)));
+      stalled.reset(http2.constants.NGHTTP2_CANCEL);
+      assert.equal(await closed, http2.constants.NGHTTP2_CANCEL);
+      await until("close reported", () => native.closes.length > before);
+      assert.deepEqual(
+        native.closes.slice(before).map((c) => [c.code, c.byClient]),
+        [[http2.constants.NGHTTP2_CANCEL, false]],
+      );
+      assert.ok(![...native.server.openStreams].some((o) => o.path === "/t.T/Flood"));
     } finally {
       s.destroy();
     }
