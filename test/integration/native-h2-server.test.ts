@@ -600,6 +600,49 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("reads a request in padded HEADERS with priority + CONTINUATION, padded and empty DATA frames and client trailers", async () => {
+    const { port, seen } = await start(echo);
+    const raw = new Raw(port).open();
+    try {
+      const b = block([...REQ, ["x-long", "z".repeat(300)]]);
+      const cut = 20;
+      // HEADERS: pad length 4, priority (stream dependency 0, weight 16), the first 20 bytes of the block, 4 pad bytes.
+      const first = Buffer.concat([Buffer.from([4, 0, 0, 0, 0, 15]), b.subarray(0, cut), Buffer.alloc(4)]);
+      raw.send(frame(H.HEADERS, 0x8 | 0x20, 1, first), frame(H.CONTINUATION, 0, 1, b.subarray(cut, 100)), frame(H.CONTINUATION, END_HEADERS, 1, b.subarray(100)));
+      raw.send(frame(H.DATA, 0x8, 1, Buffer.concat([Buffer.from([3]), Buffer.from("abc"), Buffer.alloc(3)])), frame(H.DATA, 0, 1), frame(H.DATA, 0, 1, Buffer.from("def")));
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block([["x-client-trailer", "1"]])));
+      await waitFor(() => raw.of(H.HEADERS).length === 2, "the response and trailers");
+      assert.equal(seen[0]!.stream.headers.find(([k]) => k === "x-long")![1], "z".repeat(300));
+      assert.equal(Buffer.concat(raw.of(H.DATA).map((f) => f.payload)).toString(), "abcdef");
+      assert.deepEqual(seen[0]!.events, ["data", "data", "end", "close"]);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("after the client's GOAWAY it refuses new streams, finishes the open one, then ends the connection", async () => {
+    const { port, seen, sessionsClosed } = await start((s, rec) => ({
+      end() {
+        if (s.id === 1) setTimeout(() => echo(s, rec).end!(), 50);
+        else echo(s, rec).end!();
+      },
+    }));
+    const raw = new Raw(port).open();
+    try {
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => seen.length === 1, "stream 1");
+      raw.send(frame(H.GOAWAY, 0, 0, Buffer.concat([u32(0), u32(0)])), frame(H.HEADERS, END_HEADERS | END_STREAM, 3, block(REQ)));
+      await waitFor(() => raw.of(H.RST_STREAM).length === 1, "stream 3 refused");
+      assert.deepEqual([raw.of(H.RST_STREAM)[0]!.stream, raw.of(H.RST_STREAM)[0]!.payload.readUInt32BE(0)], [3, 7]);
+      await waitFor(() => raw.closed, "the connection to end");
+      assert.deepEqual(raw.of(H.HEADERS).map((f) => f.stream), [1, 1], "stream 1 was answered in full");
+      await waitFor(() => sessionsClosed.length === 1, "onSessionClose");
+      assert.equal(seen.length, 1);
+    } finally {
+      raw.destroy();
+    }
+  });
+
   describe("malformed input: GOAWAY with the code, the connection closed, the server up for others", () => {
     const cases: [string, (raw: Raw) => void, number, RegExp][] = [
       ["a bad preface", (r) => r.send(Buffer.from("PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n")), 0x1, /preface/],
