@@ -10,6 +10,7 @@ import net from "node:net";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { createH2Server } from "../../src/main/grpc/native/h2-server.js";
+import { RESET_LIMIT } from "../../src/main/grpc/native/h2-server-session.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../src/main/grpc/native/h2-server-types.js";
 import { HpackDecoder, literalField } from "../../src/backends/hpack.js";
 import { waitFor } from "../support/gateway.js";
@@ -638,6 +639,54 @@ describe("native HTTP/2 server", () => {
       assert.deepEqual(raw.of(H.HEADERS).map((f) => f.stream), [1, 1], "stream 1 was answered in full");
       await waitFor(() => sessionsClosed.length === 1, "onSessionClose");
       assert.equal(seen.length, 1);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("a client that opens huge windows but does not read holds the DATA in the stream buffer, not in the socket", async () => {
+    const chunk = Buffer.alloc(1024 * 1024, 5);
+    const { port, seen } = await start((s) => ({
+      end() {
+        s.respond([[":status", "200"]], false);
+        for (let i = 0; i < 24; i++) s.write(chunk);
+        s.end([["x-done", "1"]]);
+      },
+    }));
+    const raw = new Raw(port);
+    try {
+      const big = Buffer.alloc(6);
+      big.writeUInt16BE(4, 0);
+      big.writeUInt32BE(0x7fffffff, 2);
+      raw.send(PREFACE, frame(H.SETTINGS, 0, 0, big), frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)));
+      await waitFor(() => raw.of(H.SETTINGS).some((f) => f.flags & ACK), "our SETTINGS acknowledged");
+      raw.socket.pause();
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => seen[0]?.ended === true, "the request");
+      await new Promise((r) => setTimeout(r, 200));
+      // The windows allow all 24 MiB; the socket backlog is capped, so most of it still waits in the stream.
+      assert.ok(seen[0]!.stream.bufferedBytes >= 16 * 1024 * 1024, `buffered ${seen[0]!.stream.bufferedBytes}`);
+      raw.socket.resume();
+      await waitFor(() => raw.of(H.HEADERS).length === 2, "the trailers", 10_000);
+      assert.equal(raw.of(H.DATA).reduce((n, f) => n + f.payload.length, 0), 24 * chunk.length);
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.equal(seen[0]!.closed[0]!.code, 0);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("ends a connection that floods RST_STREAM (rapid reset) with ENHANCE_YOUR_CALM", async () => {
+    const { port } = await start(() => ({}));
+    const raw = new Raw(port).open();
+    try {
+      const b = block(REQ);
+      const frames: Buffer[] = [];
+      for (let i = 0, id = 1; i <= RESET_LIMIT; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
+      raw.send(...frames);
+      const g = await raw.goaway();
+      assert.equal(g.code, 0xb);
+      assert.match(g.debug, /resets/);
     } finally {
       raw.destroy();
     }
