@@ -692,6 +692,32 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("resets malformed requests (RST_STREAM PROTOCOL_ERROR) before onStream: missing :path, upper case, connection-specific, pseudo-header order", async () => {
+    const { port, seen } = await start(echo);
+    const raw = new Raw(port).open();
+    try {
+      const bad: [string, string][][] = [
+        REQ.filter(([k]) => k !== ":path"),
+        [...REQ, ["X-Upper", "1"]],
+        [...REQ, ["connection", "keep-alive"]],
+        [...REQ, ["te", "gzip"]],
+        [...REQ.slice(0, 2), ["x-a", "1"], ...REQ.slice(2)],
+        [...REQ, [":path", "/again"]],
+        [...REQ, [":protocol", "x"]],
+      ];
+      bad.forEach((fields, i) => raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1 + 2 * i, block(fields))));
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1 + 2 * bad.length, block([...REQ, ["te", "trailers"]])));
+      await waitFor(() => raw.of(H.RST_STREAM).length === bad.length && raw.of(H.HEADERS).length === 2, "the resets and the good reply");
+      assert.deepEqual(
+        raw.of(H.RST_STREAM).map((f) => [f.stream, f.payload.readUInt32BE(0)]),
+        bad.map((_, i) => [1 + 2 * i, 0x1]),
+      );
+      assert.deepEqual(seen.map((s) => s.stream.id), [1 + 2 * bad.length]);
+    } finally {
+      raw.destroy();
+    }
+  });
+
   describe("malformed input: GOAWAY with the code, the connection closed, the server up for others", () => {
     const cases: [string, (raw: Raw) => void, number, RegExp][] = [
       ["a bad preface", (r) => r.send(Buffer.from("PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n")), 0x1, /preface/],
