@@ -338,6 +338,13 @@ describe(`native gRPC server (${transportName})`, () => {
       ["error status with trailers", "/t.T/Fail", frame(Buffer.alloc(0))],
       ["server stream ended by emit('error')", "/t.T/ListFail", frame(Buffer.alloc(0))],
       ["server stream with trailers", "/t.T/List", frame(Buffer.from("3"))],
+      ["client stream", "/t.T/Sum", Buffer.concat([frame(Buffer.from("1")), frame(Buffer.from("2"))])],
+      ["client stream without messages", "/t.T/Sum", Buffer.alloc(0)],
+      ["bidi", "/t.T/Chat", Buffer.concat([frame(Buffer.from("a")), frame(Buffer.from("b"))])],
+      ["a valid grpc-timeout", "/t.T/Echo", frame(Buffer.from("x")), { "grpc-timeout": "5S" }],
+      ["gzip request", "/t.T/Echo", frame(zlib.gzipSync(Buffer.from("hi")), 1), { "grpc-encoding": "gzip" }],
+      ["unsupported grpc-encoding on an uncompressed message", "/t.T/Echo", frame(Buffer.from("x")), { "grpc-encoding": "br" }],
+      ["a message split over two DATA frames", "/t.T/Echo", frame(Buffer.alloc(40 * 1024, 9))],
     ];
     for (const [what, path, body, extra] of cases) {
       const [a, b] = await Promise.all([raw(native.port, path, body, extra), raw(ref.port, path, body, extra)]);
@@ -416,6 +423,43 @@ describe(`native gRPC server (${transportName})`, () => {
       assert.equal(h["grpc-status"], "4");
       assert.match(decodeURIComponent(String(h["grpc-message"])), /request message did not arrive within 300 ms/);
       assert.ok(native.timeouts.includes("/t.T/Echo"));
+    } finally {
+      s.destroy();
+    }
+  });
+
+  it("applies the message timeout to server-streaming calls but not to client-streaming ones", async () => {
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const open = (path: string): http2.ClientHttp2Stream => {
+        const st = s.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" }, { endStream: false });
+        st.on("error", () => undefined);
+        st.resume();
+        return st;
+      };
+      const statusOfStream = (st: http2.ClientHttp2Stream): Promise<string> =>
+        new Promise((resolve, reject) => {
+          const t = setTimeout(() => reject(new Error("no status within 3 s")), 3000);
+          const done = (h: http2.IncomingHttpHeaders): void => {
+            if (h["grpc-status"] === undefined) return;
+            clearTimeout(t);
+            resolve(`${h["grpc-status"]} ${decodeURIComponent(String(h["grpc-message"]))}`);
+          };
+          st.on("response", done);
+          st.on("trailers", done);
+        });
+      const list = open("/t.T/List");
+      const sum = open("/t.T/Sum");
+      const listStatus = statusOfStream(list);
+      const sumStatus = statusOfStream(sum);
+      assert.match(await listStatus, /^4 the request message did not arrive within 300 ms/);
+      // The client stream is still open well past the timeout, and completes normally.
+      await new Promise((r) => setTimeout(r, 100));
+      sum.end(frame(Buffer.from("7")));
+      assert.equal(await sumStatus, "0 OK");
+      assert.ok(native.timeouts.includes("/t.T/List"));
+      assert.ok(!native.timeouts.includes("/t.T/Sum"));
     } finally {
       s.destroy();
     }
