@@ -24,6 +24,7 @@ const SERVICE: grpc.ServiceDefinition = {
   BadDeserialize: { ...method("/t.T/BadDeserialize"), requestDeserialize: () => { throw new Error("nope"); } },
   Big: method("/t.T/Big"),
   Missing: method("/t.T/Missing"),
+  SeeMetadata: method("/t.T/SeeMetadata"),
   List: method("/t.T/List", { responseStream: true }),
   ListFail: method("/t.T/ListFail", { responseStream: true }),
   Flood: method("/t.T/Flood", { responseStream: true }),
@@ -63,6 +64,16 @@ function impl(): grpc.UntypedServiceImplementation {
         path: (call as unknown as { getPath(): string }).getPath(),
       };
       cb(null, Buffer.from(JSON.stringify(body)), trailers);
+    },
+    SeeMetadata: (call: Unary, cb: Cb) => {
+      // What a handler sees, and the same entries sent back as headers (repeats, -bin) and trailers.
+      const seenMd = call.metadata.toJSON();
+      const out = new grpc.Metadata();
+      out.add("x-out", "1");
+      out.add("x-out", "2");
+      out.add("x-out-bin", Buffer.from([0, 255]));
+      call.sendMetadata(out);
+      cb(null, Buffer.from(JSON.stringify({ seenMd, host: String(call.getHost()).replace(/:\d+$/, ":port"), deadline: Number.isFinite(call.getDeadline() as number) })), call.metadata.clone());
     },
     Fail: (_call: Unary, cb: Cb) => {
       const md = new grpc.Metadata();
@@ -345,6 +356,23 @@ describe(`native gRPC server (${transportName})`, () => {
       ["gzip request", "/t.T/Echo", frame(zlib.gzipSync(Buffer.from("hi")), 1), { "grpc-encoding": "gzip" }],
       ["unsupported grpc-encoding on an uncompressed message", "/t.T/Echo", frame(Buffer.from("x")), { "grpc-encoding": "br" }],
       ["a message split over two DATA frames", "/t.T/Echo", frame(Buffer.alloc(40 * 1024, 9))],
+      [
+        "metadata as a handler sees it and sends it back",
+        "/t.T/SeeMetadata",
+        frame(Buffer.alloc(0)),
+        {
+          "x-one": "a",
+          "x-rep": ["b", "c"],
+          "x-data-bin": ["AAEC", "/w=="],
+          "x-joined-bin": "AAEC, /w==",
+          cookie: ["k=1", "k2=2"],
+          "user-agent": "test-agent/1.0",
+          "grpc-timeout": "10S",
+          "grpc-accept-encoding": "gzip",
+          "accept-encoding": "identity",
+          "x-empty": "",
+        },
+      ],
     ];
     for (const [what, path, body, extra] of cases) {
       const [a, b] = await Promise.all([raw(native.port, path, body, extra), raw(ref.port, path, body, extra)]);
