@@ -270,6 +270,12 @@ export class CallCore implements H2StreamHandler, OpenStream {
 
   /** One complete message off the wire: flag byte and payload. */
   private receive(flag: number, payload: Buffer): void {
+    // The message timeout bounds the client's sending, so it ends when the bytes are in (grpc-js's interceptor sees
+    // the message only after inflating, which under load on the zlib thread pool can take longer than the bound).
+    if (this.messageTimer) {
+      clearTimeout(this.messageTimer);
+      this.messageTimer = undefined;
+    }
     if (flag !== 1) return this.deliverBytes(payload);
     const encoding = this.head.encoding ?? "identity";
     if (encoding === "identity") {
@@ -344,10 +350,6 @@ export class CallCore implements H2StreamHandler, OpenStream {
   }
 
   private onMessage(value: unknown): void {
-    if (this.messageTimer) {
-      clearTimeout(this.messageTimer);
-      this.messageTimer = undefined;
-    }
     const call = this.call;
     if (call === undefined) {
       // unary / server-streaming: one request message, the handler runs at half-close.

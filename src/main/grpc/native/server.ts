@@ -70,8 +70,14 @@ export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Rea
   });
 }
 
+/**
+ * What the gateway's binding code (bindService, addReflectionService, the proxy, facilities' bindGrpc) needs of a gRPC
+ * server: grpc-js's `Server` and NativeGrpcServer both have it, so that code can take either.
+ */
+export type GrpcServerSurface = Pick<grpc.Server, "addService" | "register" | "unregister" | "tryShutdown" | "forceShutdown">;
+
 /** A gRPC server on the native HTTP/2 layer, for the gateway's handlers (see the module comment). */
-export class NativeGrpcServer {
+export class NativeGrpcServer implements GrpcServerSurface {
   private readonly handlers = new Map<string, Handler>();
   private readonly opts: Readonly<Required_>;
   private readonly hooks: NativeGrpcServerOptions;
@@ -111,16 +117,22 @@ export class NativeGrpcServer {
       let fn = implementation[name] as ((...args: never[]) => unknown) | undefined;
       if (fn === undefined && typeof attrs.originalName === "string") fn = implementation[attrs.originalName] as unknown as typeof fn;
       const impl = fn !== undefined ? fn.bind(implementation) : unimplementedHandler(type, name);
-      if (!this.register(attrs.path, impl, attrs.responseSerialize as Handler["serialize"], attrs.requestDeserialize, type)) {
+      if (!this.register(attrs.path, impl, attrs.responseSerialize, attrs.requestDeserialize, type)) {
         throw new Error(`Method handler for ${attrs.path} already provided.`);
       }
     }
   }
 
   /** Route `path` to `handler` (grpc-js Server.register); false when the path already has one. */
-  register(path: string, handler: (...args: never[]) => unknown, serialize: (value: never) => Buffer, deserialize: (bytes: Buffer) => unknown, type: string): boolean {
+  register<RequestType, ResponseType>(
+    path: string,
+    handler: grpc.UntypedHandleCall | ((...args: never[]) => unknown),
+    serialize: grpc.serialize<ResponseType>,
+    deserialize: grpc.deserialize<RequestType>,
+    type: string,
+  ): boolean {
     if (this.handlers.has(path)) return false;
-    this.handlers.set(path, { func: handler, serialize, deserialize, type, path });
+    this.handlers.set(path, { func: handler as Handler["func"], serialize: serialize as Handler["serialize"], deserialize, type, path });
     return true;
   }
 
