@@ -24,6 +24,7 @@ const SERVICE: grpc.ServiceDefinition = {
   BadDeserialize: { ...method("/t.T/BadDeserialize"), requestDeserialize: () => { throw new Error("nope"); } },
   Big: method("/t.T/Big"),
   Missing: method("/t.T/Missing"),
+  SeeMetadata: method("/t.T/SeeMetadata"),
   List: method("/t.T/List", { responseStream: true }),
   ListFail: method("/t.T/ListFail", { responseStream: true }),
   Flood: method("/t.T/Flood", { responseStream: true }),
@@ -63,6 +64,16 @@ function impl(): grpc.UntypedServiceImplementation {
         path: (call as unknown as { getPath(): string }).getPath(),
       };
       cb(null, Buffer.from(JSON.stringify(body)), trailers);
+    },
+    SeeMetadata: (call: Unary, cb: Cb) => {
+      // What a handler sees, and the same entries sent back as headers (repeats, -bin) and trailers.
+      const seenMd = call.metadata.toJSON();
+      const out = new grpc.Metadata();
+      out.add("x-out", "1");
+      out.add("x-out", "2");
+      out.add("x-out-bin", Buffer.from([0, 255]));
+      call.sendMetadata(out);
+      cb(null, Buffer.from(JSON.stringify({ seenMd, host: String(call.getHost()).replace(/:\d+$/, ":port"), deadline: Number.isFinite(call.getDeadline() as number) })), call.metadata.clone());
     },
     Fail: (_call: Unary, cb: Cb) => {
       const md = new grpc.Metadata();
@@ -108,7 +119,7 @@ function impl(): grpc.UntypedServiceImplementation {
     },
     Direct: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
       const s = callHttp2Stream(call);
-      if (!s) return call.emit("error", { code: grpc.status.INTERNAL, details: "no direct stream" });
+      if (!s) return void call.emit("error", { code: grpc.status.INTERNAL, details: "no direct stream" });
       call.sendMetadata(new grpc.Metadata());
       for (const text of ["a", "bc"]) {
         const body = Buffer.from(text);
@@ -338,6 +349,30 @@ describe(`native gRPC server (${transportName})`, () => {
       ["error status with trailers", "/t.T/Fail", frame(Buffer.alloc(0))],
       ["server stream ended by emit('error')", "/t.T/ListFail", frame(Buffer.alloc(0))],
       ["server stream with trailers", "/t.T/List", frame(Buffer.from("3"))],
+      ["client stream", "/t.T/Sum", Buffer.concat([frame(Buffer.from("1")), frame(Buffer.from("2"))])],
+      ["client stream without messages", "/t.T/Sum", Buffer.alloc(0)],
+      ["bidi", "/t.T/Chat", Buffer.concat([frame(Buffer.from("a")), frame(Buffer.from("b"))])],
+      ["a valid grpc-timeout", "/t.T/Echo", frame(Buffer.from("x")), { "grpc-timeout": "5S" }],
+      ["gzip request", "/t.T/Echo", frame(zlib.gzipSync(Buffer.from("hi")), 1), { "grpc-encoding": "gzip" }],
+      ["unsupported grpc-encoding on an uncompressed message", "/t.T/Echo", frame(Buffer.from("x")), { "grpc-encoding": "br" }],
+      ["a message split over two DATA frames", "/t.T/Echo", frame(Buffer.alloc(40 * 1024, 9))],
+      [
+        "metadata as a handler sees it and sends it back",
+        "/t.T/SeeMetadata",
+        frame(Buffer.alloc(0)),
+        {
+          "x-one": "a",
+          "x-rep": ["b", "c"],
+          "x-data-bin": ["AAEC", "/w=="],
+          "x-joined-bin": "AAEC, /w==",
+          cookie: ["k=1", "k2=2"],
+          "user-agent": "test-agent/1.0",
+          "grpc-timeout": "10S",
+          "grpc-accept-encoding": "gzip",
+          "accept-encoding": "identity",
+          "x-empty": "",
+        },
+      ],
     ];
     for (const [what, path, body, extra] of cases) {
       const [a, b] = await Promise.all([raw(native.port, path, body, extra), raw(ref.port, path, body, extra)]);
@@ -421,6 +456,43 @@ describe(`native gRPC server (${transportName})`, () => {
     }
   });
 
+  it("applies the message timeout to server-streaming calls but not to client-streaming ones", async () => {
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const open = (path: string): http2.ClientHttp2Stream => {
+        const st = s.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" }, { endStream: false });
+        st.on("error", () => undefined);
+        st.resume();
+        return st;
+      };
+      const statusOfStream = (st: http2.ClientHttp2Stream): Promise<string> =>
+        new Promise((resolve, reject) => {
+          const t = setTimeout(() => reject(new Error("no status within 3 s")), 3000);
+          const done = (h: http2.IncomingHttpHeaders): void => {
+            if (h["grpc-status"] === undefined) return;
+            clearTimeout(t);
+            resolve(`${h["grpc-status"]} ${decodeURIComponent(String(h["grpc-message"]))}`);
+          };
+          st.on("response", done);
+          st.on("trailers", done);
+        });
+      const list = open("/t.T/List");
+      const sum = open("/t.T/Sum");
+      const listStatus = statusOfStream(list);
+      const sumStatus = statusOfStream(sum);
+      assert.match(await listStatus, /^4 the request message did not arrive within 300 ms/);
+      // The client stream is still open well past the timeout, and completes normally.
+      await new Promise((r) => setTimeout(r, 100));
+      sum.end(frame(Buffer.from("7")));
+      assert.equal(await sumStatus, "0 OK");
+      assert.ok(native.timeouts.includes("/t.T/List"));
+      assert.ok(!native.timeouts.includes("/t.T/Sum"));
+    } finally {
+      s.destroy();
+    }
+  });
+
   it("runs server-streaming calls with trailers and emit('error')", async () => {
     const got: string[] = [];
     const status = await new Promise<grpc.StatusObject>((resolve) => {
@@ -465,6 +537,34 @@ describe(`native gRPC server (${transportName})`, () => {
       assert.equal(seen.floodWritten, n);
       assert.ok(seen.floodStops > 1);
       await until("all bytes", () => bytes === n * (16 * 1024 + 5));
+    } finally {
+      s.destroy();
+    }
+  });
+
+  it("lets a write-stall sweep reset a stream through openStreams: not counted as a client reset", async () => {
+    seen.floodWritten = 0;
+    seen.floodStops = 0;
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const st = s.request({ ":method": "POST", ":path": "/t.T/Flood", "content-type": "application/grpc", te: "trailers" });
+      st.on("error", () => undefined);
+      st.end(frame(Buffer.from("512")));
+      st.pause();
+      await until("writes to stall", () => seen.floodStops > 0);
+      const stalled = [...native.server.openStreams].find((o) => o.path === "/t.T/Flood");
+      assert.ok(stalled && stalled.bufferedBytes > 0, "the stalled stream holds buffered bytes");
+      const before = native.closes.length;
+      const closed = new Promise<number>((resolve) => st.on("close", () => resolve(st.rstCode ?? -1)));
+      stalled.reset(http2.constants.NGHTTP2_CANCEL);
+      assert.equal(await closed, http2.constants.NGHTTP2_CANCEL);
+      await until("close reported", () => native.closes.length > before);
+      assert.deepEqual(
+        native.closes.slice(before).map((c) => [c.code, c.byClient]),
+        [[http2.constants.NGHTTP2_CANCEL, false]],
+      );
+      assert.ok(![...native.server.openStreams].some((o) => o.path === "/t.T/Flood"));
     } finally {
       s.destroy();
     }

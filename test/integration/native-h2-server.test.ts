@@ -10,7 +10,8 @@ import net from "node:net";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { createH2Server } from "../../src/main/grpc/native/h2-server.js";
-import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler, HeaderList } from "../../src/main/grpc/native/h2-server-types.js";
+import { RESET_LIMIT } from "../../src/main/grpc/native/h2-server-session.js";
+import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../src/main/grpc/native/h2-server-types.js";
 import { HpackDecoder, literalField } from "../../src/backends/hpack.js";
 import { waitFor } from "../support/gateway.js";
 import { rawBytesMethod } from "../support/raw-methods.js";
@@ -283,6 +284,475 @@ describe("native HTTP/2 server", () => {
       assert.equal(slow.closed[0]!.why, "client reset");
     } finally {
       client.close();
+    }
+  });
+
+  it("carries several MB both ways through both windows (the client's 64 KiB stream window, our 4 MiB one)", async () => {
+    const { port, seen } = await start(echo);
+    const c = await connect(port);
+    try {
+      const big = Buffer.alloc(6 * 1024 * 1024);
+      for (let i = 0; i < big.length; i += 4) big.writeUInt32BE(i, i);
+      const r = await request(c, big);
+      assert.equal(r.body.length, big.length);
+      assert.ok(r.body.equals(big), "the echoed body equals the request body");
+      assert.equal(r.trailers["x-trailer"], "done");
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.equal(seen[0]!.closed[0]!.code, 0);
+    } finally {
+      await closeClient(c);
+    }
+  });
+
+  it("write() returns false past the high-water mark and drain follows once the client's window let it all out", async () => {
+    const chunk = Buffer.alloc(256 * 1024, 7);
+    const results: boolean[] = [];
+    const { port, seen } = await start((s) => ({
+      end() {
+        s.respond([[":status", "200"]], false);
+        results.push(s.write(chunk));
+        results.push(s.write(chunk));
+        assert.ok(s.bufferedBytes > 64 * 1024, "bytes beyond the client's window wait in the stream buffer");
+      },
+      drain() {
+        results.push(true);
+        s.end([["x-done", "1"]]);
+      },
+    }));
+    const c = await connect(port);
+    try {
+      const r = await request(c, Buffer.from("go"));
+      assert.equal(r.body.length, 2 * chunk.length);
+      assert.equal(r.trailers["x-done"], "1");
+      assert.deepEqual(results, [false, false, true]);
+      assert.equal(seen[0]!.drains, 1);
+      assert.equal(seen[0]!.stream.bufferedBytes, 0);
+    } finally {
+      await closeClient(c);
+    }
+  });
+
+  it("pause() holds back the client at the stream window; resume() returns the credit and the upload completes", async () => {
+    let received = 0;
+    const { port, seen } = await start((s) => {
+      s.pause();
+      return {
+        data(_b, start, end) {
+          received += end - start;
+        },
+        end() {
+          s.respond([[":status", "200"]], false);
+          s.end([["x-received", String(received)]]);
+        },
+      };
+    });
+    const c = await connect(port);
+    try {
+      const pending = request(c, Buffer.alloc(10 * 1024 * 1024, 1));
+      // The client can send the stream's initial window (4 MiB) and not a byte more while the stream is paused.
+      await waitFor(() => received >= 4 * 1024 * 1024, "the first 4 MiB");
+      await new Promise((r) => setTimeout(r, 150));
+      assert.equal(received, 4 * 1024 * 1024);
+      seen[0]!.stream.resume();
+      const r = await pending;
+      assert.equal(r.trailers["x-received"], String(10 * 1024 * 1024));
+    } finally {
+      await closeClient(c);
+    }
+  });
+
+  it("a client reset (RST_STREAM CANCEL) closes the stream with 0x8; later streams are unaffected", async () => {
+    const { port, seen } = await start((s, rec) => {
+      if (s.headers.some(([k, v]) => k === ":path" && v === "/hold")) return {};
+      return echo(s, rec);
+    });
+    const c = await connect(port);
+    try {
+      const req = c.request({ ":method": "POST", ":path": "/hold" });
+      req.on("error", () => undefined);
+      req.write("part");
+      await waitFor(() => seen.length === 1 && seen[0]!.body.length === 1, "the held stream's data");
+      req.close(http2.constants.NGHTTP2_CANCEL);
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.deepEqual(seen[0]!.closed[0], { code: 0x8, why: "client reset" });
+      // Methods on a closed stream change nothing.
+      seen[0]!.stream.respond([[":status", "200"]], false);
+      assert.equal(seen[0]!.stream.write(Buffer.from("late")), false);
+      assert.equal((await request(c, Buffer.from("next"))).body.toString(), "next");
+    } finally {
+      await closeClient(c);
+    }
+  });
+
+  it("answers PING with its payload, and a graceful close() lets the in-flight stream finish before the socket ends", async () => {
+    let session: H2ServerSession | undefined;
+    const { port, seen, sessionsClosed } = await start(() => ({}), { onSession: (s) => (session = s) });
+    const c = await connect(port);
+    try {
+      const payload = Buffer.from("12345678");
+      const pinged = await new Promise<Buffer>((resolve, reject) => c.ping(payload, (e, _d, p) => (e ? reject(e) : resolve(p))));
+      assert.deepEqual(pinged, payload);
+      const pending = request(c, Buffer.from("in flight"));
+      await waitFor(() => seen[0]?.ended === true, "the request");
+      let goaway: number | undefined;
+      c.on("goaway", (code) => (goaway = code));
+      session!.close();
+      await waitFor(() => goaway !== undefined, "the client's goaway event");
+      assert.equal(goaway, 0);
+      assert.equal(session!.openStreams, 1);
+      const s = seen[0]!.stream;
+      s.respond([[":status", "200"]], false);
+      s.write(Buffer.from("finished"));
+      s.end([["x-late", "yes"]]);
+      const r = await pending;
+      assert.equal(r.body.toString(), "finished");
+      assert.equal(r.trailers["x-late"], "yes");
+      await waitFor(() => sessionsClosed.length === 1, "onSessionClose");
+      await waitFor(() => c.closed || c.destroyed, "the client connection to end");
+    } finally {
+      c.destroy();
+    }
+  });
+
+  it("destroy() closes every open stream, tells onSessionClose and drops the connection", async () => {
+    let session: H2ServerSession | undefined;
+    const { port, seen, server, sessionsClosed } = await start(() => ({}), { onSession: (s) => (session = s) });
+    const c = await connect(port);
+    c.on("error", () => undefined);
+    try {
+      const pending = [request(c, Buffer.from("a")), request(c, Buffer.from("b"))];
+      await waitFor(() => seen.length === 2 && seen.every((s) => s.ended), "two requests");
+      assert.equal(server.sessions.size, 1);
+      session!.destroy();
+      const rs = await Promise.all(pending);
+      assert.ok(rs.every((r) => r.headers[":status"] === undefined), "no response reached the client");
+      await waitFor(() => seen.every((s) => s.closed.length === 1) && sessionsClosed.length === 1, "closes");
+      assert.deepEqual(
+        seen.map((s) => s.closed[0]!.code),
+        [0x8, 0x8],
+      );
+      assert.deepEqual(sessionsClosed, ["destroyed by the server"]);
+      assert.equal(server.sessions.size, 0);
+      await waitFor(() => c.destroyed, "the client connection to end");
+    } finally {
+      c.destroy();
+    }
+  });
+
+  it("refuses a header list over maxHeaderListSize with RST_STREAM ENHANCE_YOUR_CALM and keeps the HPACK table in step", async () => {
+    const { port, seen } = await start(echo, { maxHeaderListSize: 1024 });
+    const c = await connect(port);
+    try {
+      // node:http2 indexes these into the dynamic table: the refused block must still be decoded for the next ones.
+      const r = await request(c, Buffer.from("x"), { "x-small": "indexed", "x-big": "v".repeat(2000) });
+      assert.equal(r.rstCode, http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+      assert.equal(seen.length, 0, "the refused stream never reached onStream");
+      const ok = await request(c, Buffer.from("y"), { "x-small": "indexed" });
+      assert.equal(ok.body.toString(), "y");
+      assert.ok(seen[0]!.stream.headers.some(([k, v]) => k === "x-small" && v === "indexed"));
+    } finally {
+      await closeClient(c);
+    }
+  });
+
+  it("a handler that throws gets its stream reset (INTERNAL_ERROR) and closed; the connection serves on", async () => {
+    const { port, seen } = await start((s, rec) => {
+      if (s.headers.some(([k, v]) => k === ":path" && v === "/boom")) {
+        return {
+          end() {
+            throw new Error("handler bug");
+          },
+        };
+      }
+      return echo(s, rec);
+    });
+    const c = await connect(port);
+    try {
+      const r = await request(c, Buffer.from("x"), { ":path": "/boom" });
+      assert.equal(r.rstCode, http2.constants.NGHTTP2_INTERNAL_ERROR);
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.equal(seen[0]!.closed[0]!.code, 2);
+      assert.match(seen[0]!.closed[0]!.why, /handler bug/);
+      assert.equal((await request(c, Buffer.from("fine"))).body.toString(), "fine");
+    } finally {
+      await closeClient(c);
+    }
+  });
+
+  it("respond() + write() + end() in one turn leave in one socket write, HEADERS, DATA and trailers in order", async () => {
+    const { port } = await start((s) => ({
+      end() {
+        s.respond([[":status", "200"], ["content-type", "application/grpc"]], false);
+        s.write(Buffer.from([0, 0, 0, 0, 2, 104, 105]));
+        s.end([["grpc-status", "0"]]);
+      },
+    }));
+    const raw = new Raw(port).open();
+    const writes: Buffer[] = [];
+    const orig = net.Socket.prototype.write;
+    try {
+      await waitFor(() => raw.of(H.SETTINGS).some((f) => f.flags & ACK), "our SETTINGS acknowledged");
+      net.Socket.prototype.write = function (this: net.Socket, chunk: unknown, ...rest: unknown[]): boolean {
+        if (this.localPort === port) writes.push(Buffer.from(chunk as Buffer));
+        return (orig as (...a: unknown[]) => boolean).call(this, chunk, ...rest);
+      } as typeof orig;
+      raw.send(frame(H.HEADERS, END_HEADERS, 1, block(REQ)), frame(H.DATA, END_STREAM, 1, Buffer.from([0, 0, 0, 0, 0])));
+      await waitFor(() => raw.of(H.HEADERS).length === 2, "the response");
+      net.Socket.prototype.write = orig;
+      assert.equal(writes.length, 1, "one socket write");
+      const types = raw.frames.filter((f) => f.stream === 1).map((f) => [f.type, f.flags]);
+      assert.deepEqual(types, [
+        [H.HEADERS, END_HEADERS],
+        [H.DATA, 0],
+        [H.HEADERS, END_HEADERS | END_STREAM],
+      ]);
+      const d = new HpackDecoder();
+      const got: [string, string][] = [];
+      for (const f of raw.of(H.HEADERS)) d.decode(f.payload, 0, f.payload.length, { header: (n, v) => got.push([n, v]) });
+      assert.deepEqual(got, [
+        [":status", "200"],
+        ["content-type", "application/grpc"],
+        ["grpc-status", "0"],
+      ]);
+      assert.equal(raw.of(H.HEADERS)[0]!.payload[0], 0x88, ":status 200 is the static index");
+    } finally {
+      net.Socket.prototype.write = orig;
+      raw.destroy();
+    }
+  });
+
+  it("applies the client's SETTINGS: INITIAL_WINDOW_SIZE moves open streams' windows, HEADER_TABLE_SIZE 0 is signalled", async () => {
+    const { port } = await start((s) => ({
+      end() {
+        s.respond([[":status", "200"]], false);
+        s.write(Buffer.alloc(100, 9));
+        s.end([["grpc-status", "0"]]);
+      },
+    }));
+    const settings = (pairs: [number, number][]): Buffer => {
+      const b = Buffer.alloc(6 * pairs.length);
+      pairs.forEach(([id, v], i) => {
+        b.writeUInt16BE(id, 6 * i);
+        b.writeUInt32BE(v, 6 * i + 2);
+      });
+      return b;
+    };
+    const raw = new Raw(port);
+    try {
+      raw.send(PREFACE, frame(H.SETTINGS, 0, 0, settings([[1, 0], [4, 10]])));
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => raw.of(H.DATA).length === 1, "the first DATA");
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(raw.of(H.DATA)[0]!.payload.length, 10, "only the stream window's 10 bytes");
+      assert.equal(raw.of(H.HEADERS).length, 1);
+      assert.equal(raw.of(H.HEADERS)[0]!.payload[0], 0x20, "a dynamic table size update to 0 starts the first block");
+      raw.send(frame(H.SETTINGS, 0, 0, settings([[4, 100]])));
+      await waitFor(() => raw.of(H.HEADERS).length === 2, "the trailers");
+      assert.equal(raw.of(H.DATA).reduce((n, f) => n + f.payload.length, 0), 100);
+      assert.equal(raw.of(H.SETTINGS).filter((f) => f.flags & ACK).length, 2);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("refuses streams beyond MAX_CONCURRENT_STREAMS with RST_STREAM REFUSED_STREAM, which it advertises", async () => {
+    const { port, seen } = await start(() => ({}), { maxConcurrentStreams: 2 });
+    const raw = new Raw(port).open();
+    try {
+      await waitFor(() => raw.of(H.SETTINGS).length > 0, "SETTINGS");
+      const ours = raw.of(H.SETTINGS)[0]!.payload;
+      assert.deepEqual([ours.readUInt16BE(0), ours.readUInt32BE(2)], [3, 2]);
+      for (const id of [1, 3, 5]) raw.send(frame(H.HEADERS, END_HEADERS, id, block(REQ)));
+      await waitFor(() => raw.of(H.RST_STREAM).length === 1, "a RST_STREAM");
+      const rst = raw.of(H.RST_STREAM)[0]!;
+      assert.deepEqual([rst.stream, rst.payload.readUInt32BE(0)], [5, 7]);
+      assert.equal(seen.length, 2);
+      // A stream done frees a slot.
+      raw.send(frame(H.RST_STREAM, 0, 1, u32(8)));
+      raw.send(frame(H.HEADERS, END_HEADERS, 7, block(REQ)));
+      await waitFor(() => seen.length === 3, "the third stream");
+      assert.equal(seen[2]!.stream.id, 7);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("a client that overruns a paused stream's window gets RST_STREAM FLOW_CONTROL_ERROR on it; the connection goes on", async () => {
+    const { port, seen } = await start((s) => {
+      s.pause();
+      return {};
+    });
+    const raw = new Raw(port).open();
+    try {
+      raw.send(frame(H.HEADERS, END_HEADERS, 1, block(REQ)));
+      const f = frame(H.DATA, 0, 1, Buffer.alloc(16_384));
+      raw.send(...Array.from({ length: 4 * 64 + 1 }, () => f));
+      await waitFor(() => raw.of(H.RST_STREAM).length === 1, "the RST_STREAM");
+      const rst = raw.of(H.RST_STREAM)[0]!;
+      assert.deepEqual([rst.stream, rst.payload.readUInt32BE(0)], [1, 0x3]);
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.deepEqual(seen[0]!.closed[0], { code: 0x3, why: "the client overran the stream window" });
+      assert.equal(Buffer.concat(seen[0]!.body).length, 4 * 1024 * 1024, "exactly the window was delivered");
+      raw.send(frame(H.PING, 0, 0, Buffer.from("stillon!")));
+      await waitFor(() => raw.of(H.PING).some((p) => p.flags & ACK && p.payload.toString() === "stillon!"), "the PING ACK");
+      assert.equal(raw.of(H.GOAWAY).length, 0);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("reads a request in padded HEADERS with priority + CONTINUATION, padded and empty DATA frames and client trailers", async () => {
+    const { port, seen } = await start(echo);
+    const raw = new Raw(port).open();
+    try {
+      const b = block([...REQ, ["x-long", "z".repeat(300)]]);
+      const cut = 20;
+      // HEADERS: pad length 4, priority (stream dependency 0, weight 16), the first 20 bytes of the block, 4 pad bytes.
+      const first = Buffer.concat([Buffer.from([4, 0, 0, 0, 0, 15]), b.subarray(0, cut), Buffer.alloc(4)]);
+      raw.send(frame(H.HEADERS, 0x8 | 0x20, 1, first), frame(H.CONTINUATION, 0, 1, b.subarray(cut, 100)), frame(H.CONTINUATION, END_HEADERS, 1, b.subarray(100)));
+      raw.send(frame(H.DATA, 0x8, 1, Buffer.concat([Buffer.from([3]), Buffer.from("abc"), Buffer.alloc(3)])), frame(H.DATA, 0, 1), frame(H.DATA, 0, 1, Buffer.from("def")));
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block([["x-client-trailer", "1"]])));
+      await waitFor(() => raw.of(H.HEADERS).length === 2, "the response and trailers");
+      assert.equal(seen[0]!.stream.headers.find(([k]) => k === "x-long")![1], "z".repeat(300));
+      assert.equal(Buffer.concat(raw.of(H.DATA).map((f) => f.payload)).toString(), "abcdef");
+      assert.deepEqual(seen[0]!.events, ["data", "data", "end", "close"]);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("after the client's GOAWAY it refuses new streams, finishes the open one, then ends the connection", async () => {
+    const { port, seen, sessionsClosed } = await start((s, rec) => ({
+      end() {
+        if (s.id === 1) setTimeout(() => echo(s, rec).end!(), 50);
+        else echo(s, rec).end!();
+      },
+    }));
+    const raw = new Raw(port).open();
+    try {
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => seen.length === 1, "stream 1");
+      raw.send(frame(H.GOAWAY, 0, 0, Buffer.concat([u32(0), u32(0)])), frame(H.HEADERS, END_HEADERS | END_STREAM, 3, block(REQ)));
+      await waitFor(() => raw.of(H.RST_STREAM).length === 1, "stream 3 refused");
+      assert.deepEqual([raw.of(H.RST_STREAM)[0]!.stream, raw.of(H.RST_STREAM)[0]!.payload.readUInt32BE(0)], [3, 7]);
+      await waitFor(() => raw.closed, "the connection to end");
+      assert.deepEqual(raw.of(H.HEADERS).map((f) => f.stream), [1, 1], "stream 1 was answered in full");
+      await waitFor(() => sessionsClosed.length === 1, "onSessionClose");
+      assert.equal(seen.length, 1);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("a client that opens huge windows but does not read holds the DATA in the stream buffer, not in the socket", async () => {
+    const chunk = Buffer.alloc(1024 * 1024, 5);
+    const { port, seen } = await start((s) => ({
+      end() {
+        s.respond([[":status", "200"]], false);
+        for (let i = 0; i < 24; i++) s.write(chunk);
+        s.end([["x-done", "1"]]);
+      },
+    }));
+    const raw = new Raw(port);
+    try {
+      const big = Buffer.alloc(6);
+      big.writeUInt16BE(4, 0);
+      big.writeUInt32BE(0x7fffffff, 2);
+      raw.send(PREFACE, frame(H.SETTINGS, 0, 0, big), frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)));
+      await waitFor(() => raw.of(H.SETTINGS).some((f) => f.flags & ACK), "our SETTINGS acknowledged");
+      raw.socket.pause();
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => seen[0]?.ended === true, "the request");
+      await new Promise((r) => setTimeout(r, 200));
+      // The windows allow all 24 MiB; the socket backlog is capped, so most of it still waits in the stream.
+      assert.ok(seen[0]!.stream.bufferedBytes >= 16 * 1024 * 1024, `buffered ${seen[0]!.stream.bufferedBytes}`);
+      raw.socket.resume();
+      await waitFor(() => raw.of(H.HEADERS).length === 2, "the trailers", 10_000);
+      assert.equal(raw.of(H.DATA).reduce((n, f) => n + f.payload.length, 0), 24 * chunk.length);
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.equal(seen[0]!.closed[0]!.code, 0);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("ends a connection that floods RST_STREAM (rapid reset) with ENHANCE_YOUR_CALM", async () => {
+    const { port } = await start(() => ({}));
+    const raw = new Raw(port).open();
+    try {
+      const b = block(REQ);
+      const frames: Buffer[] = [];
+      for (let i = 0, id = 1; i <= RESET_LIMIT; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
+      raw.send(...frames);
+      const g = await raw.goaway();
+      assert.equal(g.code, 0xb);
+      assert.match(g.debug, /resets/);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("resets malformed requests (RST_STREAM PROTOCOL_ERROR) before onStream: missing :path, upper case, connection-specific, pseudo-header order", async () => {
+    const { port, seen } = await start(echo);
+    const raw = new Raw(port).open();
+    try {
+      const bad: [string, string][][] = [
+        REQ.filter(([k]) => k !== ":path"),
+        [...REQ, ["X-Upper", "1"]],
+        [...REQ, ["connection", "keep-alive"]],
+        [...REQ, ["te", "gzip"]],
+        [...REQ.slice(0, 2), ["x-a", "1"], ...REQ.slice(2)],
+        [...REQ, [":path", "/again"]],
+        [...REQ, [":protocol", "x"]],
+      ];
+      bad.forEach((fields, i) => raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1 + 2 * i, block(fields))));
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1 + 2 * bad.length, block([...REQ, ["te", "trailers"]])));
+      await waitFor(() => raw.of(H.RST_STREAM).length === bad.length && raw.of(H.HEADERS).length === 2, "the resets and the good reply");
+      assert.deepEqual(
+        raw.of(H.RST_STREAM).map((f) => [f.stream, f.payload.readUInt32BE(0)]),
+        bad.map((_, i) => [1 + 2 * i, 0x1]),
+      );
+      assert.deepEqual(seen.map((s) => s.stream.id), [1 + 2 * bad.length]);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  describe("malformed input: GOAWAY with the code, the connection closed, the server up for others", () => {
+    const cases: [string, (raw: Raw) => void, number, RegExp][] = [
+      ["a bad preface", (r) => r.send(Buffer.from("PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n")), 0x1, /preface/],
+      ["an HTTP/1.1 request", (r) => r.send(Buffer.from("GET / HTTP/1.1\r\nHost: x\r\n\r\n")), 0x1, /preface/],
+      ["a first frame other than SETTINGS", (r) => r.send(PREFACE, frame(H.PING, 0, 0, Buffer.alloc(8))), 0x1, /first frame/],
+      ["DATA on stream 0", (r) => r.open().send(frame(H.DATA, 0, 0, Buffer.from("x"))), 0x1, /stream 0/],
+      ["HEADERS on stream 0", (r) => r.open().send(frame(H.HEADERS, END_HEADERS, 0, block(REQ))), 0x1, /stream 0/],
+      ["an even stream id", (r) => r.open().send(frame(H.HEADERS, END_HEADERS, 2, block(REQ))), 0x1, /even/],
+      ["a decreasing stream id", (r) => r.open().send(frame(H.HEADERS, END_HEADERS, 5, block(REQ)), frame(H.HEADERS, END_HEADERS, 3, block(REQ))), 0x1, /not above/],
+      ["DATA on an idle stream", (r) => r.open().send(frame(H.DATA, 0, 9, Buffer.from("x"))), 0x1, /idle/],
+      ["a frame over 16 KiB", (r) => r.open().send(frame(H.DATA, 0, 1, Buffer.alloc(20_000))), 0x6, /exceeds/],
+      ["a connection window overflow", (r) => r.open().send(frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff))), 0x3, /overflow/],
+      ["a bad HPACK block", (r) => r.open().send(frame(H.HEADERS, END_HEADERS, 1, Buffer.from([0xff, 0xff, 0xff, 0xff, 0x7f]))), 0x9, /header block/],
+      ["CONTINUATION on the wrong stream", (r) => r.open().send(frame(H.HEADERS, 0, 1, block(REQ)), frame(H.CONTINUATION, END_HEADERS, 3, Buffer.alloc(0))), 0x1, /CONTINUATION/],
+      ["a header block interrupted", (r) => r.open().send(frame(H.HEADERS, 0, 1, block(REQ)), frame(H.PING, 0, 0, Buffer.alloc(8))), 0x1, /interrupted/],
+      ["a PING payload of 7 bytes", (r) => r.open().send(frame(H.PING, 0, 0, Buffer.alloc(7))), 0x6, /PING/],
+      ["PUSH_PROMISE from a client", (r) => r.open().send(frame(H.PUSH_PROMISE, END_HEADERS, 1, Buffer.alloc(4))), 0x1, /PUSH_PROMISE/],
+      ["padding longer than the frame", (r) => r.open().send(frame(H.HEADERS, END_HEADERS | 0x8, 1, Buffer.from([9, 0x82]))), 0x1, /padding/],
+      ["a PING flood", (r) => r.open().send(...Array.from({ length: 1200 }, () => frame(H.PING, 0, 0, Buffer.alloc(8)))), 0xb, /too many/],
+    ];
+    for (const [name, send, code, debug] of cases) {
+      it(name, async () => {
+        const { port, sessionsClosed } = await start(echo);
+        const raw = new Raw(port);
+        try {
+          send(raw);
+          const g = await raw.goaway();
+          assert.equal(g.code, code, `GOAWAY code for ${name} (${g.debug})`);
+          assert.match(g.debug, debug);
+          await stillServes(port);
+          if (!/preface/.test(debug.source)) await waitFor(() => sessionsClosed.some((w) => debug.test(w)), "onSessionClose with the reason");
+        } finally {
+          raw.destroy();
+        }
+      });
     }
   });
 });

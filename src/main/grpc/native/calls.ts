@@ -2,7 +2,7 @@ import { EventEmitter } from "node:events";
 import { Duplex, Writable } from "node:stream";
 import zlib from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
-import type { H2ServerStream, H2StreamHandler } from "./h2-server-types.js";
+import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "./h2-server-types.js";
 import { parseGrpcTimeout, responseHeaders, serverErrorToStatus, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
 
 /**
@@ -79,8 +79,18 @@ interface QueueEntry {
   value: unknown;
 }
 
+/** A call in progress as the server's connection guards see it (NativeGrpcServer.openStreams). */
+export interface OpenStream {
+  readonly path: string;
+  readonly session: H2ServerSession;
+  /** Outbound bytes not yet handed to the socket (a write-stall sweep watches this). */
+  readonly bufferedBytes: number;
+  /** RST_STREAM `code`; the handler sees 'cancelled'. Not counted as a client reset. */
+  reset(code: number): void;
+}
+
 /** The per-stream state and the H2StreamHandler of one call. */
-export class CallCore implements H2StreamHandler {
+export class CallCore implements H2StreamHandler, OpenStream {
   /** Nothing more goes out: the status was sent, or the stream was reset or closed. */
   done = false;
   metadataSent = false;
@@ -115,6 +125,18 @@ export class CallCore implements H2StreamHandler {
     readonly head: RequestHead,
     private readonly ctx: CallContext,
   ) {}
+
+  get path(): string {
+    return this.handler.path;
+  }
+
+  get session(): H2ServerSession {
+    return this.h2.session;
+  }
+
+  get bufferedBytes(): number {
+    return this.h2.bufferedBytes;
+  }
 
   /** Start the call (from onStream): timers, then the handler for client- and bidi-streaming methods. */
   start(): void {
@@ -248,6 +270,12 @@ export class CallCore implements H2StreamHandler {
 
   /** One complete message off the wire: flag byte and payload. */
   private receive(flag: number, payload: Buffer): void {
+    // The message timeout bounds the client's sending, so it ends when the bytes are in (grpc-js's interceptor sees
+    // the message only after inflating, which under load on the zlib thread pool can take longer than the bound).
+    if (this.messageTimer) {
+      clearTimeout(this.messageTimer);
+      this.messageTimer = undefined;
+    }
     if (flag !== 1) return this.deliverBytes(payload);
     const encoding = this.head.encoding ?? "identity";
     if (encoding === "identity") {
@@ -322,10 +350,6 @@ export class CallCore implements H2StreamHandler {
   }
 
   private onMessage(value: unknown): void {
-    if (this.messageTimer) {
-      clearTimeout(this.messageTimer);
-      this.messageTimer = undefined;
-    }
     const call = this.call;
     if (call === undefined) {
       // unary / server-streaming: one request message, the handler runs at half-close.

@@ -70,6 +70,21 @@ const MAX_CONTINUATIONS = 64;
 
 const SETTINGS_ACK = Buffer.from([0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0]);
 
+// Request pseudo-headers (RFC 9113 8.3.1) as bits, to notice unknown, repeated and missing ones.
+const P_METHOD = 1;
+const P_SCHEME = 2;
+const P_PATH = 4;
+const P_AUTHORITY = 8;
+const P_REQUIRED = P_METHOD | P_SCHEME | P_PATH;
+const PSEUDO: Record<string, number> = Object.assign(Object.create(null) as Record<string, number>, {
+  ":method": P_METHOD,
+  ":scheme": P_SCHEME,
+  ":path": P_PATH,
+  ":authority": P_AUTHORITY,
+});
+/** Fields that are HTTP/1.1 connection management and make an HTTP/2 request malformed (RFC 9113 8.2.2). */
+const CONNECTION_SPECIFIC = new Set(["connection", "proxy-connection", "keep-alive", "transfer-encoding", "upgrade"]);
+
 /** Takes the fields of header blocks nobody reads (trailers, refused streams): decoded only to keep the table in step. */
 const DISCARD: HeaderSink = { header(): void {} };
 
@@ -146,6 +161,8 @@ export class ServerSession implements H2ServerSession, HeaderSink {
   private fieldsOver = false;
   private fieldsBad = false;
   private regularSeen = false;
+  /** The pseudo-headers seen (P_* bits). */
+  private pseudo = 0;
   // Writing: frames written into `slab` from `slabStart`; cut segments and large payloads queued in `chunks`.
   private slab = Buffer.alloc(0);
   private slabStart = 0;
@@ -188,20 +205,26 @@ export class ServerSession implements H2ServerSession, HeaderSink {
         this.read(chunk);
       } catch (e) {
         // A bug here must not take the process down: the connection ends, its streams are told.
-        this.fail(H2Error.INTERNAL_ERROR, `server error: ${(e as Error).message}`);
+        this.internalError(e);
       }
     });
     socket.on("drain", () => {
       try {
         this.flushBlocked();
       } catch (e) {
-        this.fail(H2Error.INTERNAL_ERROR, `server error: ${(e as Error).message}`);
+        this.internalError(e);
       }
     });
     socket.on("error", (e: Error) => {
       this.socketError = e.message;
     });
-    socket.on("close", () => this.teardown(H2Error.CANCEL, this.socketError ?? (this.ended ? "closed" : "connection closed by the client"), false));
+    socket.on("close", () => {
+      try {
+        this.teardown(H2Error.CANCEL, this.socketError ?? (this.ended ? "closed" : "connection closed by the client"), false);
+      } catch {
+        // Nothing is left to tell: the socket is gone.
+      }
+    });
     shared.sessions.add(this);
     this.timer = setTimeout(prefaceExpired, PREFACE_TIMEOUT_MS, this);
     this.timer.unref();
@@ -592,6 +615,15 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     }
   }
 
+  /** A bug of this layer surfaced in a socket event: end the connection, never throw out of the event. */
+  private internalError(e: unknown): void {
+    try {
+      this.fail(H2Error.INTERNAL_ERROR, `server error: ${(e as Error).message}`);
+    } catch {
+      this.socket.destroy();
+    }
+  }
+
   /** Counts a frame that costs us work but carries nothing; true (and the connection failed) past FLOOD_LIMIT/s. */
   private flooded(): boolean {
     if (++this.flood <= FLOOD_LIMIT) return false;
@@ -812,7 +844,11 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     this.headerBlock(sid, block, 0, block.length, this.contEndStream);
   }
 
-  /** Collects a request's header fields while the decoder runs (HeaderSink). */
+  /**
+   * Collects a request's header fields while the decoder runs (HeaderSink), checking what makes a request malformed
+   * (RFC 9113 8.2, 8.3): an upper-case name, a connection-specific field, `te` other than "trailers", a pseudo-header
+   * after a regular field, unknown or repeated.
+   */
   header(name: string, value: string): void {
     if (this.fieldsOver) return;
     this.fieldsSize += name.length + value.length + 32;
@@ -820,10 +856,19 @@ export class ServerSession implements H2ServerSession, HeaderSink {
       this.fieldsOver = true;
       return;
     }
-    // Pseudo-headers come first (RFC 9113 8.3): a request with one after a regular field is malformed.
     if (name.charCodeAt(0) === 58) {
-      if (this.regularSeen) this.fieldsBad = true;
-    } else this.regularSeen = true;
+      const bit = PSEUDO[name] ?? 0;
+      if (this.regularSeen || bit === 0 || (this.pseudo & bit) !== 0) this.fieldsBad = true;
+      this.pseudo |= bit;
+      if (bit === P_PATH && value === "") this.fieldsBad = true;
+    } else {
+      this.regularSeen = true;
+      for (let i = 0; i < name.length; i++) {
+        const c = name.charCodeAt(i);
+        if (c >= 65 && c <= 90) this.fieldsBad = true;
+      }
+      if (CONNECTION_SPECIFIC.has(name) || (name === "te" && value !== "trailers")) this.fieldsBad = true;
+    }
     this.fields.push([name, value]);
   }
 
@@ -856,13 +901,15 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     this.fieldsOver = false;
     this.fieldsBad = false;
     this.regularSeen = false;
+    this.pseudo = 0;
     if (!this.decode(buf, start, end, this)) return;
     const fields = this.fields;
     this.fields = [];
     // Streams above our GOAWAY's last id, or after the client's GOAWAY, are not processed: the client may retry them.
     if ((this.goawayLast >= 0 && sid > this.goawayLast) || this.peerGoaway || this.ended) return this.writeRst(sid, H2Error.REFUSED_STREAM);
     if (this.fieldsOver) return this.writeRst(sid, H2Error.ENHANCE_YOUR_CALM);
-    if (this.fieldsBad) return this.writeRst(sid, H2Error.PROTOCOL_ERROR);
+    // A request needs :method, :scheme and :path (RFC 9113 8.3.1; CONNECT, which has none of the last two, is no gRPC).
+    if (this.fieldsBad || (this.pseudo & P_REQUIRED) !== P_REQUIRED) return this.writeRst(sid, H2Error.PROTOCOL_ERROR);
     if (this.streams.size >= this.opts.maxConcurrentStreams) return this.writeRst(sid, H2Error.REFUSED_STREAM);
     const s = new ServerStream(this, sid, fields, this.peerInitialWindow, STREAM_WINDOW);
     this.streams.set(sid, s);

@@ -1,5 +1,5 @@
 import type * as grpc from "@grpc/grpc-js";
-import { CallCore, type CallContext, type Handler } from "./calls.js";
+import { CallCore, type CallContext, type Handler, type OpenStream } from "./calls.js";
 import { createH2Server } from "./h2-server.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "./h2-server-types.js";
 import { readRequestHead, UNSUPPORTED_MEDIA_TYPE, unimplementedReply } from "./wire.js";
@@ -32,7 +32,7 @@ export interface NativeGrpcServerOptions {
   maxConcurrentStreams?: number;
   /** Largest request header list, bytes (RFC 7541 sizes). Default 64 KiB. */
   maxHeaderListSize?: number;
-  /** Outbound bytes a stream buffers before write() returns false. Default 64 KiB. */
+  /** Outbound bytes a stream buffers before write() returns false. Default 16 KiB (a node:http2 stream's highWaterMark). */
   streamHighWaterMark?: number;
   /**
    * Bound on the wait for a unary or server-streaming call's request message after its headers, ms; 0: none (the
@@ -65,13 +65,19 @@ export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Rea
     maxSendMessageLength: int("maxSendMessageLength", o.maxSendMessageLength, -1, -1, 2 ** 32 - 1),
     maxConcurrentStreams: int("maxConcurrentStreams", o.maxConcurrentStreams, 1000, 1, 2 ** 31 - 1),
     maxHeaderListSize: int("maxHeaderListSize", o.maxHeaderListSize, 64 * 1024, 1024, 2 ** 31 - 1),
-    streamHighWaterMark: int("streamHighWaterMark", o.streamHighWaterMark, 64 * 1024, 1, 2 ** 31 - 1),
+    streamHighWaterMark: int("streamHighWaterMark", o.streamHighWaterMark, 16 * 1024, 1, 2 ** 31 - 1),
     messageTimeoutMs: int("messageTimeoutMs", o.messageTimeoutMs, 0, 0, 2 ** 31 - 1),
   });
 }
 
+/**
+ * What the gateway's binding code (bindService, addReflectionService, the proxy, facilities' bindGrpc) needs of a gRPC
+ * server: grpc-js's `Server` and NativeGrpcServer both have it, so that code can take either.
+ */
+export type GrpcServerSurface = Pick<grpc.Server, "addService" | "register" | "unregister" | "tryShutdown" | "forceShutdown">;
+
 /** A gRPC server on the native HTTP/2 layer, for the gateway's handlers (see the module comment). */
-export class NativeGrpcServer {
+export class NativeGrpcServer implements GrpcServerSurface {
   private readonly handlers = new Map<string, Handler>();
   private readonly opts: Readonly<Required_>;
   private readonly hooks: NativeGrpcServerOptions;
@@ -79,7 +85,7 @@ export class NativeGrpcServer {
   private transport: H2Server | undefined;
   private readonly openSessions = new Set<H2ServerSession>();
   private readonly resets = new Map<H2ServerSession, number>();
-  private readonly calls = new Set<H2ServerStream>();
+  private readonly calls = new Set<CallCore>();
   private shutdown = false;
   private shutdownCallbacks: Array<(error?: Error) => void> = [];
 
@@ -91,7 +97,10 @@ export class NativeGrpcServer {
       maxSend: this.opts.maxSendMessageLength,
       messageTimeoutMs: this.opts.messageTimeoutMs,
       onMessageTimeout: options.onMessageTimeout,
-      callClosed: (call, code, why) => this.streamClosed(call.h2, code, why, call.resetByUs),
+      callClosed: (call, code, why) => {
+        this.calls.delete(call);
+        this.streamClosed(call.h2, code, why, call.resetByUs);
+      },
     };
   }
 
@@ -108,16 +117,22 @@ export class NativeGrpcServer {
       let fn = implementation[name] as ((...args: never[]) => unknown) | undefined;
       if (fn === undefined && typeof attrs.originalName === "string") fn = implementation[attrs.originalName] as unknown as typeof fn;
       const impl = fn !== undefined ? fn.bind(implementation) : unimplementedHandler(type, name);
-      if (!this.register(attrs.path, impl, attrs.responseSerialize as Handler["serialize"], attrs.requestDeserialize, type)) {
+      if (!this.register(attrs.path, impl, attrs.responseSerialize, attrs.requestDeserialize, type)) {
         throw new Error(`Method handler for ${attrs.path} already provided.`);
       }
     }
   }
 
   /** Route `path` to `handler` (grpc-js Server.register); false when the path already has one. */
-  register(path: string, handler: (...args: never[]) => unknown, serialize: (value: never) => Buffer, deserialize: (bytes: Buffer) => unknown, type: string): boolean {
+  register<RequestType, ResponseType>(
+    path: string,
+    handler: grpc.UntypedHandleCall | ((...args: never[]) => unknown),
+    serialize: grpc.serialize<ResponseType>,
+    deserialize: grpc.deserialize<RequestType>,
+    type: string,
+  ): boolean {
     if (this.handlers.has(path)) return false;
-    this.handlers.set(path, { func: handler, serialize, deserialize, type, path });
+    this.handlers.set(path, { func: handler as Handler["func"], serialize: serialize as Handler["serialize"], deserialize, type, path });
     return true;
   }
 
@@ -164,8 +179,8 @@ export class NativeGrpcServer {
     return this.openSessions;
   }
 
-  /** Streams with a call in progress: `bufferedBytes` for a write-stall sweep, `reset(code)` to end one. */
-  get openStreams(): ReadonlySet<H2ServerStream> {
+  /** Calls in progress: `bufferedBytes` for a write-stall sweep, `reset(code)` to end one. */
+  get openStreams(): ReadonlySet<OpenStream> {
     return this.calls;
   }
 
@@ -217,7 +232,7 @@ export class NativeGrpcServer {
       return this.refused(stream);
     }
     const call = new CallCore(stream, handler, head, this.ctx);
-    this.calls.add(stream);
+    this.calls.add(call);
     call.start();
     return call;
   }
@@ -228,7 +243,6 @@ export class NativeGrpcServer {
   }
 
   private streamClosed(stream: H2ServerStream, code: number, why: string, resetByUs: boolean): void {
-    this.calls.delete(stream);
     const byClient = code !== 0 && !resetByUs;
     if (byClient) this.resets.set(stream.session, (this.resets.get(stream.session) ?? 0) + 1);
     this.hooks.onStreamClose?.({ session: stream.session, code, why, byClient });
