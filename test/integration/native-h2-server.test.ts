@@ -75,7 +75,7 @@ async function startServer(behave: OnStream, opts: Partial<H2ServerOptions> = {}
   return { server, port, seen, sessionsClosed };
 }
 
-const echo: OnStream = (s, rec) => ({
+const echo = (s: H2ServerStream, rec: Seen): Partial<H2StreamHandler> => ({
   end() {
     s.respond([[":status", "200"], ["content-type", "application/octet-stream"]], false);
     s.write(Buffer.concat(rec.body));
