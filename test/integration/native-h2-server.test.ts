@@ -332,6 +332,42 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("a writer that waits for drain after every false streams 12 MiB in 3000 messages, in order", async () => {
+    let falses = 0;
+    const { port, seen } = await start((s) => {
+      let i = 0;
+      const pump = (): void => {
+        while (i < 3000) {
+          const m = Buffer.alloc(4096, i & 0xff);
+          m.writeUInt32BE(i++, 0);
+          if (!s.write(m)) {
+            falses++;
+            return;
+          }
+        }
+        s.end([["x-sent", String(i)]]);
+      };
+      return {
+        end() {
+          s.respond([[":status", "200"]], false);
+          pump();
+        },
+        drain: pump,
+      };
+    });
+    const c = await connect(port);
+    try {
+      const r = await request(c, Buffer.from("go"));
+      assert.equal(r.trailers["x-sent"], "3000");
+      assert.equal(r.body.length, 3000 * 4096);
+      for (let i = 0; i < 3000; i++) assert.equal(r.body.readUInt32BE(i * 4096), i);
+      assert.ok(falses > 10, `write() turned false ${falses} times`);
+      assert.equal(seen[0]!.drains, falses);
+    } finally {
+      await closeClient(c);
+    }
+  });
+
   it("pause() holds back the client at the stream window; resume() returns the credit and the upload completes", async () => {
     let received = 0;
     const { port, seen } = await start((s) => {

@@ -234,7 +234,14 @@ export class ServerSession implements H2ServerSession, FlushOwner {
       return true;
     }
     if (s.out === null) s.out = [data];
-    else s.out.push(data);
+    else {
+      // A stream that keeps a backlog never empties its queue: drop the sent chunks' slots now and then.
+      if (s.outHead > 64 && s.outHead * 2 > s.out.length) {
+        s.out = s.out.slice(s.outHead);
+        s.outHead = 0;
+      }
+      s.out.push(data);
+    }
     s.bufferedBytes += n;
     this.sendData(s);
     if (s.bufferedBytes > 0 && !s.blocked) {
