@@ -754,6 +754,28 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("frames after the client ended a stream: DATA gets RST_STREAM STREAM_CLOSED; late frames on closed streams are ignored", async () => {
+    const { port, seen } = await start(() => ({}));
+    const raw = new Raw(port).open();
+    try {
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => seen[0]?.ended === true, "stream 1 ended by the client");
+      raw.send(frame(H.DATA, 0, 1, Buffer.from("late")));
+      await waitFor(() => raw.of(H.RST_STREAM).length === 1, "the RST_STREAM");
+      assert.deepEqual([raw.of(H.RST_STREAM)[0]!.stream, raw.of(H.RST_STREAM)[0]!.payload.readUInt32BE(0)], [1, 0x5]);
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.equal(seen[0]!.closed[0]!.code, 0x5);
+      assert.deepEqual(seen[0]!.body, [], "the late DATA was not delivered");
+      // Stream 1 is closed now: DATA, WINDOW_UPDATE and RST_STREAM in flight for it are dropped without a word.
+      raw.send(frame(H.DATA, 0, 1, Buffer.from("x")), frame(H.WINDOW_UPDATE, 0, 1, u32(10)), frame(H.RST_STREAM, 0, 1, u32(8)), frame(H.PING, 0, 0, Buffer.from("afterall")));
+      await waitFor(() => raw.of(H.PING).some((p) => p.flags & ACK), "the PING ACK");
+      assert.equal(raw.of(H.RST_STREAM).length, 1);
+      assert.equal(raw.of(H.GOAWAY).length, 0);
+    } finally {
+      raw.destroy();
+    }
+  });
+
   describe("malformed input: GOAWAY with the code, the connection closed, the server up for others", () => {
     const cases: [string, (raw: Raw) => void, number, RegExp][] = [
       ["a bad preface", (r) => r.send(Buffer.from("PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n")), 0x1, /preface/],
