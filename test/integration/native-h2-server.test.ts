@@ -287,6 +287,79 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("serves a grpc-js bidi stream message by message until the client half-closes; call.cancel() arrives as close(0x8)", async () => {
+    const frameMsg = (m: Buffer): Buffer => {
+      const f = Buffer.alloc(5 + m.length);
+      f.writeUInt32BE(m.length, 1);
+      m.copy(f, 5);
+      return f;
+    };
+    const { port, seen } = await start((s) => {
+      let pending = Buffer.alloc(0);
+      s.respond([[":status", "200"], ["content-type", "application/grpc"]], false);
+      return {
+        data(buf, start, end) {
+          pending = Buffer.concat([pending, buf.subarray(start, end)]);
+          while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
+            const n = pending.readUInt32BE(1);
+            s.write(frameMsg(Buffer.concat([Buffer.from("re:"), pending.subarray(5, 5 + n)])));
+            pending = pending.subarray(5 + n);
+          }
+        },
+        end() {
+          // "Hold" answers until cancelled (grpc-js's cancel() half-closes before its RST_STREAM).
+          if (!s.headers.some(([k, v]) => k === ":path" && v === "/test.Echo/Hold")) s.end([["grpc-status", "0"]]);
+        },
+      };
+    });
+    const bidi = { requestStream: true, responseStream: true };
+    const Client = grpc.makeGenericClientConstructor({ Chat: rawBytesMethod("/test.Echo/Chat", bidi), Hold: rawBytesMethod("/test.Echo/Hold", bidi) }, "Echo");
+    const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    try {
+      type Bidi = (md: grpc.Metadata) => grpc.ClientDuplexStream<Buffer, Buffer>;
+      const call = (client["Chat"] as Bidi).call(client, new grpc.Metadata());
+      const got: string[] = [];
+      const done = new Promise<grpc.StatusObject>((resolve) => call.on("status", resolve));
+      call.on("data", (b: Buffer) => {
+        got.push(b.toString());
+        if (got.length < 3) call.write(Buffer.from(`m${got.length}`));
+        else call.end();
+      });
+      call.on("error", () => undefined);
+      call.write(Buffer.from("m0"));
+      assert.equal((await done).code, grpc.status.OK);
+      assert.deepEqual(got, ["re:m0", "re:m1", "re:m2"]);
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.equal(seen[0]!.closed[0]!.code, 0);
+
+      const cancelled = (client["Hold"] as Bidi).call(client, new grpc.Metadata());
+      cancelled.on("error", () => undefined);
+      cancelled.write(Buffer.from("hello"));
+      await new Promise<void>((resolve) => cancelled.once("data", () => resolve()));
+      cancelled.cancel();
+      await waitFor(() => seen[1]?.closed.length === 1, "the cancelled stream's close");
+      assert.deepEqual(seen[1]!.closed[0], { code: 0x8, why: "client reset" });
+    } finally {
+      client.close();
+    }
+  });
+
+  it("reassembles the preface and frames sent one byte at a time", async () => {
+    const { port } = await start(echo);
+    const raw = new Raw(port);
+    try {
+      const all = Buffer.concat([PREFACE, frame(H.SETTINGS, 0, 0), frame(H.HEADERS, END_HEADERS, 1, block(REQ)), frame(H.DATA, END_STREAM, 1, Buffer.from("bytewise"))]);
+      for (let i = 0; i < all.length; i++) {
+        raw.socket.write(all.subarray(i, i + 1));
+        if (i % 16 === 0) await new Promise((r) => setImmediate(r));
+      }
+      await waitFor(() => raw.of(H.HEADERS).length === 2, "the reply");
+      assert.equal(Buffer.concat(raw.of(H.DATA).map((f) => f.payload)).toString(), "bytewise");
+    } finally {
+      raw.destroy();
+    }
+  });
+
   it("carries several MB both ways through both windows (the client's 64 KiB stream window, our 4 MiB one)", async () => {
     const { port, seen } = await start(echo);
     const c = await connect(port);
