@@ -753,6 +753,32 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("after our GOAWAY, a stream above its last id is refused (REFUSED_STREAM) while the one below finishes", async () => {
+    let session: H2ServerSession | undefined;
+    const { port, seen } = await start(() => ({}), { onSession: (x) => (session = x) });
+    const raw = new Raw(port).open();
+    try {
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => seen.length === 1, "stream 1");
+      session!.close();
+      session!.close(); // idempotent: one GOAWAY
+      await waitFor(() => raw.of(H.GOAWAY).length === 1, "the GOAWAY");
+      const g = raw.of(H.GOAWAY)[0]!.payload;
+      assert.deepEqual([g.readUInt32BE(0), g.readUInt32BE(4)], [1, 0]);
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 3, block(REQ)));
+      await waitFor(() => raw.of(H.RST_STREAM).length === 1, "stream 3 refused");
+      assert.deepEqual([raw.of(H.RST_STREAM)[0]!.stream, raw.of(H.RST_STREAM)[0]!.payload.readUInt32BE(0)], [3, 7]);
+      assert.equal(seen.length, 1);
+      assert.equal(raw.closed, false, "the connection stays while stream 1 is open");
+      seen[0]!.stream.respond([[":status", "200"]], true);
+      await waitFor(() => raw.closed, "the connection to end after the last stream");
+      assert.equal(raw.of(H.GOAWAY).length, 1);
+      assert.deepEqual(raw.of(H.HEADERS).map((f) => [f.stream, f.flags]), [[1, END_HEADERS | END_STREAM]]);
+    } finally {
+      raw.destroy();
+    }
+  });
+
   it("a client that opens huge windows but does not read holds the DATA in the stream buffer, not in the socket", async () => {
     const chunk = Buffer.alloc(1024 * 1024, 5);
     const { port, seen } = await start((s) => ({
