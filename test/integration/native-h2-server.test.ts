@@ -10,7 +10,7 @@ import net from "node:net";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { createH2Server } from "../../src/main/grpc/native/h2-server.js";
-import { RESET_LIMIT } from "../../src/main/grpc/native/h2-server-session.js";
+import { FLOOD_BURST, RESET_BURST } from "../../src/main/grpc/native/h2-server-session.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../src/main/grpc/native/h2-server-types.js";
 import { HpackDecoder, literalField } from "../../src/backends/hpack.js";
 import { waitFor } from "../support/gateway.js";
@@ -809,13 +809,32 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("takes a burst of cancels and PINGs within the flood limits without complaint", async () => {
+    const { port, seen } = await start(() => ({}));
+    const raw = new Raw(port).open();
+    try {
+      const b = block(REQ);
+      const frames: Buffer[] = [];
+      for (let i = 0, id = 1; i < RESET_BURST - 10; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
+      for (let i = 0; i < FLOOD_BURST - 10; i++) frames.push(frame(H.PING, 0, 0, Buffer.concat([u32(0), u32(i)])));
+      raw.send(...frames);
+      await waitFor(() => raw.of(H.PING).length === FLOOD_BURST - 10, "every PING ACK");
+      assert.equal(raw.of(H.GOAWAY).length, 0);
+      assert.equal(seen.length, RESET_BURST - 10);
+      await waitFor(() => seen.every((x) => x.closed.length === 1 && x.closed[0]!.code === 8), "every stream closed as cancelled");
+    } finally {
+      raw.destroy();
+    }
+  });
+
   it("ends a connection that floods RST_STREAM (rapid reset) with ENHANCE_YOUR_CALM", async () => {
     const { port } = await start(() => ({}));
     const raw = new Raw(port).open();
     try {
       const b = block(REQ);
       const frames: Buffer[] = [];
-      for (let i = 0, id = 1; i <= RESET_LIMIT; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
+      // Past the burst, 11,000 more: at the refill rate (1000/s) they would have to take 11 s to pass.
+      for (let i = 0, id = 1; i < RESET_BURST + 11_000; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
       raw.send(...frames);
       const g = await raw.goaway();
       assert.equal(g.code, 0xb);
@@ -891,7 +910,7 @@ describe("native HTTP/2 server", () => {
       ["a PING payload of 7 bytes", (r) => r.open().send(frame(H.PING, 0, 0, Buffer.alloc(7))), 0x6, /PING/],
       ["PUSH_PROMISE from a client", (r) => r.open().send(frame(H.PUSH_PROMISE, END_HEADERS, 1, Buffer.alloc(4))), 0x1, /PUSH_PROMISE/],
       ["padding longer than the frame", (r) => r.open().send(frame(H.HEADERS, END_HEADERS | 0x8, 1, Buffer.from([9, 0x82]))), 0x1, /padding/],
-      ["a PING flood", (r) => r.open().send(...Array.from({ length: 1200 }, () => frame(H.PING, 0, 0, Buffer.alloc(8)))), 0xb, /too many/],
+      ["a PING flood", (r) => r.open().send(...Array.from({ length: FLOOD_BURST + 2000 }, () => frame(H.PING, 0, 0, Buffer.alloc(8)))), 0xb, /too many/],
     ];
     for (const [name, send, code, debug] of cases) {
       it(name, async () => {
