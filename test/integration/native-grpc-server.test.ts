@@ -139,6 +139,7 @@ function impl(): grpc.UntypedServiceImplementation {
       let pending = 0;
       let ended = false;
       call.on("data", (b: Buffer) => {
+        if (b.toString() === "throw") throw new Error("listener bug");
         // As proxy.ts and invoke-stream.ts do: pause while a message is handled elsewhere.
         call.pause();
         seen.chatPaused++;
@@ -232,20 +233,24 @@ const TRANSPORTS: Array<[string, NativeGrpcServerOptions["transport"]]> = [
   ["node:http2 double", createNodeH2Transport],
 ];
 
-async function startNative(extra: NativeGrpcServerOptions = {}): Promise<{ server: NativeGrpcServer; port: number; closes: StreamCloseInfo[]; timeouts: string[] }> {
+async function startNative(
+  extra: NativeGrpcServerOptions = {},
+): Promise<{ server: NativeGrpcServer; port: number; closes: StreamCloseInfo[]; timeouts: string[]; errors: string[] }> {
   const closes: StreamCloseInfo[] = [];
   const timeouts: string[] = [];
+  const errors: string[] = [];
   const server = new NativeGrpcServer({
     maxReceiveMessageLength: MAX_RECEIVE,
     maxSendMessageLength: MAX_SEND,
     messageTimeoutMs: 300,
     onMessageTimeout: (p) => timeouts.push(p),
     onStreamClose: (i) => closes.push(i),
+    onError: (e, path) => errors.push(`${path}: ${(e as Error).message}`),
     ...extra,
   });
   server.addService(SERVICE, implWithout("Missing"));
   const port = await server.listen("127.0.0.1", 0);
-  return { server, port, closes, timeouts };
+  return { server, port, closes, timeouts, errors };
 }
 
 async function startGrpcJs(): Promise<{ server: grpc.Server; port: number }> {
@@ -606,6 +611,19 @@ describe(`native gRPC server (${transportName})`, () => {
     assert.equal(status.code, grpc.status.OK);
     assert.deepEqual(got, ["A", "B", "C"]);
     assert.equal(seen.chatPaused - before, 3);
+  });
+
+  it("ends a call UNKNOWN when a handler's listener throws, reports it, and keeps serving", async () => {
+    const err = await new Promise<grpc.ServiceError>((resolve) => {
+      const call = client["Chat"]!() as grpc.ClientDuplexStream<Buffer, Buffer>;
+      call.on("data", () => undefined);
+      call.on("error", resolve);
+      call.write(Buffer.from("throw"));
+    });
+    assert.equal(err.code, grpc.status.UNKNOWN);
+    assert.equal(err.details, "Unknown error");
+    assert.ok(native.errors.includes("/t.T/Chat: listener bug"), native.errors.join("; "));
+    assert.equal((await unary(client, "Echo", Buffer.from("still here"))).res!.toString(), "still here");
   });
 
   it("answers UNIMPLEMENTED for an unregistered path and after unregister()", async () => {

@@ -45,13 +45,18 @@ export interface NativeGrpcServerOptions {
   onSession?(session: H2ServerSession): void;
   /** A connection ended. */
   onSessionClose?(session: H2ServerSession, why: string): void;
+  /**
+   * A handler's event listener or one of these hooks threw while the server ran it (the call, if still open, ended
+   * UNKNOWN "Unknown error"). Default: a process warning. The gateway logs it.
+   */
+  onError?(err: unknown, path: string): void;
   /** A stream ended (every stream, also those refused with 415 or UNIMPLEMENTED). */
   onStreamClose?(info: StreamCloseInfo): void;
   /** The HTTP/2 layer. Default: h2-server.ts `createH2Server`. */
   transport?: (options: H2ServerOptions) => H2Server;
 }
 
-type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onSession" | "onSessionClose" | "onStreamClose" | "transport">>;
+type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onError" | "onSession" | "onSessionClose" | "onStreamClose" | "transport">>;
 
 /** Fill defaults and check each numeric field; throws naming the field and the value. */
 export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Readonly<Required_> {
@@ -97,6 +102,7 @@ export class NativeGrpcServer implements GrpcServerSurface {
       maxSend: this.opts.maxSendMessageLength,
       messageTimeoutMs: this.opts.messageTimeoutMs,
       onMessageTimeout: options.onMessageTimeout,
+      onError: options.onError ?? ((err, path) => process.emitWarning(`gRPC handler for ${path} threw: ${(err as Error)?.stack ?? String(err)}`)),
       callClosed: (call, code, why) => {
         this.calls.delete(call);
         this.streamClosed(call.h2, code, why, call.resetByUs);
@@ -153,16 +159,21 @@ export class NativeGrpcServer implements GrpcServerSurface {
       onStream: (stream) => this.onStream(stream),
       onSession: (session) => {
         this.openSessions.add(session);
-        this.hooks.onSession?.(session);
+        try {
+          this.hooks.onSession?.(session);
+        } catch (e) {
+          this.ctx.onError(e, "(onSession)");
+        }
       },
       onSessionClose: (session, why) => {
         this.openSessions.delete(session);
         this.resets.delete(session);
         try {
           this.hooks.onSessionClose?.(session, why);
-        } finally {
-          this.maybeShutdownDone();
+        } catch (e) {
+          this.ctx.onError(e, "(onSessionClose)");
         }
+        this.maybeShutdownDone();
       },
     });
     this.transport = transport;
