@@ -125,7 +125,7 @@ if (process.argv[2] === "child") {
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const node = await spawn("node");
   const native = await spawn("native");
-  for (let i = 0; i < 2000; i++) await Promise.all([call(node.client), call(native.client)]);
+  for (let i = 0; i < 5000; i++) await Promise.all([call(node.client), call(native.client)]);
   const cpu = { node: [] as number[], native: [] as number[] };
   const lat = { node: [] as number[], native: [] as number[] };
   for (let b = 0; b < BATCHES; b++) {

@@ -75,7 +75,7 @@ async function startServer(behave: OnStream, opts: Partial<H2ServerOptions> = {}
   return { server, port, seen, sessionsClosed };
 }
 
-const echo: OnStream = (s, rec) => ({
+const echo = (s: H2ServerStream, rec: Seen): Partial<H2StreamHandler> => ({
   end() {
     s.respond([[":status", "200"], ["content-type", "application/octet-stream"]], false);
     s.write(Buffer.concat(rec.body));
@@ -287,6 +287,79 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("serves a grpc-js bidi stream message by message until the client half-closes; call.cancel() arrives as close(0x8)", async () => {
+    const frameMsg = (m: Buffer): Buffer => {
+      const f = Buffer.alloc(5 + m.length);
+      f.writeUInt32BE(m.length, 1);
+      m.copy(f, 5);
+      return f;
+    };
+    const { port, seen } = await start((s) => {
+      let pending = Buffer.alloc(0);
+      s.respond([[":status", "200"], ["content-type", "application/grpc"]], false);
+      return {
+        data(buf, start, end) {
+          pending = Buffer.concat([pending, buf.subarray(start, end)]);
+          while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
+            const n = pending.readUInt32BE(1);
+            s.write(frameMsg(Buffer.concat([Buffer.from("re:"), pending.subarray(5, 5 + n)])));
+            pending = pending.subarray(5 + n);
+          }
+        },
+        end() {
+          // "Hold" answers until cancelled (grpc-js's cancel() half-closes before its RST_STREAM).
+          if (!s.headers.some(([k, v]) => k === ":path" && v === "/test.Echo/Hold")) s.end([["grpc-status", "0"]]);
+        },
+      };
+    });
+    const bidi = { requestStream: true, responseStream: true };
+    const Client = grpc.makeGenericClientConstructor({ Chat: rawBytesMethod("/test.Echo/Chat", bidi), Hold: rawBytesMethod("/test.Echo/Hold", bidi) }, "Echo");
+    const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    try {
+      type Bidi = (md: grpc.Metadata) => grpc.ClientDuplexStream<Buffer, Buffer>;
+      const call = (client["Chat"] as Bidi).call(client, new grpc.Metadata());
+      const got: string[] = [];
+      const done = new Promise<grpc.StatusObject>((resolve) => call.on("status", resolve));
+      call.on("data", (b: Buffer) => {
+        got.push(b.toString());
+        if (got.length < 3) call.write(Buffer.from(`m${got.length}`));
+        else call.end();
+      });
+      call.on("error", () => undefined);
+      call.write(Buffer.from("m0"));
+      assert.equal((await done).code, grpc.status.OK);
+      assert.deepEqual(got, ["re:m0", "re:m1", "re:m2"]);
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.equal(seen[0]!.closed[0]!.code, 0);
+
+      const cancelled = (client["Hold"] as Bidi).call(client, new grpc.Metadata());
+      cancelled.on("error", () => undefined);
+      cancelled.write(Buffer.from("hello"));
+      await new Promise<void>((resolve) => cancelled.once("data", () => resolve()));
+      cancelled.cancel();
+      await waitFor(() => seen[1]?.closed.length === 1, "the cancelled stream's close");
+      assert.deepEqual(seen[1]!.closed[0], { code: 0x8, why: "client reset" });
+    } finally {
+      client.close();
+    }
+  });
+
+  it("reassembles the preface and frames sent one byte at a time", async () => {
+    const { port } = await start(echo);
+    const raw = new Raw(port);
+    try {
+      const all = Buffer.concat([PREFACE, frame(H.SETTINGS, 0, 0), frame(H.HEADERS, END_HEADERS, 1, block(REQ)), frame(H.DATA, END_STREAM, 1, Buffer.from("bytewise"))]);
+      for (let i = 0; i < all.length; i++) {
+        raw.socket.write(all.subarray(i, i + 1));
+        if (i % 16 === 0) await new Promise((r) => setImmediate(r));
+      }
+      await waitFor(() => raw.of(H.HEADERS).length === 2, "the reply");
+      assert.equal(Buffer.concat(raw.of(H.DATA).map((f) => f.payload)).toString(), "bytewise");
+    } finally {
+      raw.destroy();
+    }
+  });
+
   it("carries several MB both ways through both windows (the client's 64 KiB stream window, our 4 MiB one)", async () => {
     const { port, seen } = await start(echo);
     const c = await connect(port);
@@ -327,6 +400,42 @@ describe("native HTTP/2 server", () => {
       assert.deepEqual(results, [false, false, true]);
       assert.equal(seen[0]!.drains, 1);
       assert.equal(seen[0]!.stream.bufferedBytes, 0);
+    } finally {
+      await closeClient(c);
+    }
+  });
+
+  it("a writer that waits for drain after every false streams 12 MiB in 3000 messages, in order", async () => {
+    let falses = 0;
+    const { port, seen } = await start((s) => {
+      let i = 0;
+      const pump = (): void => {
+        while (i < 3000) {
+          const m = Buffer.alloc(4096, i & 0xff);
+          m.writeUInt32BE(i++, 0);
+          if (!s.write(m)) {
+            falses++;
+            return;
+          }
+        }
+        s.end([["x-sent", String(i)]]);
+      };
+      return {
+        end() {
+          s.respond([[":status", "200"]], false);
+          pump();
+        },
+        drain: pump,
+      };
+    });
+    const c = await connect(port);
+    try {
+      const r = await request(c, Buffer.from("go"));
+      assert.equal(r.trailers["x-sent"], "3000");
+      assert.equal(r.body.length, 3000 * 4096);
+      for (let i = 0; i < 3000; i++) assert.equal(r.body.readUInt32BE(i * 4096), i);
+      assert.ok(falses > 10, `write() turned false ${falses} times`);
+      assert.equal(seen[0]!.drains, falses);
     } finally {
       await closeClient(c);
     }
@@ -644,6 +753,32 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("after our GOAWAY, a stream above its last id is refused (REFUSED_STREAM) while the one below finishes", async () => {
+    let session: H2ServerSession | undefined;
+    const { port, seen } = await start(() => ({}), { onSession: (x) => (session = x) });
+    const raw = new Raw(port).open();
+    try {
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => seen.length === 1, "stream 1");
+      session!.close();
+      session!.close(); // idempotent: one GOAWAY
+      await waitFor(() => raw.of(H.GOAWAY).length === 1, "the GOAWAY");
+      const g = raw.of(H.GOAWAY)[0]!.payload;
+      assert.deepEqual([g.readUInt32BE(0), g.readUInt32BE(4)], [1, 0]);
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 3, block(REQ)));
+      await waitFor(() => raw.of(H.RST_STREAM).length === 1, "stream 3 refused");
+      assert.deepEqual([raw.of(H.RST_STREAM)[0]!.stream, raw.of(H.RST_STREAM)[0]!.payload.readUInt32BE(0)], [3, 7]);
+      assert.equal(seen.length, 1);
+      assert.equal(raw.closed, false, "the connection stays while stream 1 is open");
+      seen[0]!.stream.respond([[":status", "200"]], true);
+      await waitFor(() => raw.closed, "the connection to end after the last stream");
+      assert.equal(raw.of(H.GOAWAY).length, 1);
+      assert.deepEqual(raw.of(H.HEADERS).map((f) => [f.stream, f.flags]), [[1, END_HEADERS | END_STREAM]]);
+    } finally {
+      raw.destroy();
+    }
+  });
+
   it("a client that opens huge windows but does not read holds the DATA in the stream buffer, not in the socket", async () => {
     const chunk = Buffer.alloc(1024 * 1024, 5);
     const { port, seen } = await start((s) => ({
@@ -713,6 +848,28 @@ describe("native HTTP/2 server", () => {
         bad.map((_, i) => [1 + 2 * i, 0x1]),
       );
       assert.deepEqual(seen.map((s) => s.stream.id), [1 + 2 * bad.length]);
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("frames after the client ended a stream: DATA gets RST_STREAM STREAM_CLOSED; late frames on closed streams are ignored", async () => {
+    const { port, seen } = await start(() => ({}));
+    const raw = new Raw(port).open();
+    try {
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => seen[0]?.ended === true, "stream 1 ended by the client");
+      raw.send(frame(H.DATA, 0, 1, Buffer.from("late")));
+      await waitFor(() => raw.of(H.RST_STREAM).length === 1, "the RST_STREAM");
+      assert.deepEqual([raw.of(H.RST_STREAM)[0]!.stream, raw.of(H.RST_STREAM)[0]!.payload.readUInt32BE(0)], [1, 0x5]);
+      await waitFor(() => seen[0]!.closed.length === 1, "close");
+      assert.equal(seen[0]!.closed[0]!.code, 0x5);
+      assert.deepEqual(seen[0]!.body, [], "the late DATA was not delivered");
+      // Stream 1 is closed now: DATA, WINDOW_UPDATE and RST_STREAM in flight for it are dropped without a word.
+      raw.send(frame(H.DATA, 0, 1, Buffer.from("x")), frame(H.WINDOW_UPDATE, 0, 1, u32(10)), frame(H.RST_STREAM, 0, 1, u32(8)), frame(H.PING, 0, 0, Buffer.from("afterall")));
+      await waitFor(() => raw.of(H.PING).some((p) => p.flags & ACK), "the PING ACK");
+      assert.equal(raw.of(H.RST_STREAM).length, 1);
+      assert.equal(raw.of(H.GOAWAY).length, 0);
     } finally {
       raw.destroy();
     }

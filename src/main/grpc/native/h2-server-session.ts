@@ -1,9 +1,28 @@
 import type net from "node:net";
 import { CONNECTION_WINDOW, H2Error, STREAM_WINDOW, frameHeader } from "../../../backends/h2-connection.js";
 import { HpackDecoder, HpackError, type HeaderSink } from "../../../backends/hpack.js";
-import { headerBlock } from "./h2-server-encode.js";
+import { RequestHeaders } from "./h2-server-headers.js";
 import { ServerStream } from "./h2-server-stream.js";
 import type { H2ServerOptions, H2ServerSession, HeaderList } from "./h2-server-types.js";
+import {
+  ACK,
+  CONTINUATION,
+  DATA,
+  END_HEADERS,
+  END_STREAM,
+  FrameWriter,
+  GOAWAY,
+  HEADERS,
+  PADDED,
+  PING,
+  PRIORITY,
+  PRIORITY_FLAG,
+  PUSH_PROMISE,
+  RST_STREAM,
+  SETTINGS,
+  WINDOW_UPDATE,
+  type FlushOwner,
+} from "./h2-server-writer.js";
 
 /**
  * One client connection of the native HTTP/2 server (RFC 9113, server role, cleartext with prior knowledge), the
@@ -13,46 +32,23 @@ import type { H2ServerOptions, H2ServerSession, HeaderList } from "./h2-server-t
  *
  * Reading: SETTINGS applied and acknowledged (INITIAL_WINDOW_SIZE moves open streams' send windows, MAX_FRAME_SIZE
  * sizes our frames, a lowered HEADER_TABLE_SIZE is signalled with a table size update 0: this side never indexes);
- * PING answered; PING/SETTINGS/empty-frame and RST_STREAM floods end the connection (ENHANCE_YOUR_CALM); HEADERS with
+ * PING answered; PING/SETTINGS/PRIORITY/empty-DATA and RST_STREAM floods end the connection (ENHANCE_YOUR_CALM); HEADERS with
  * CONTINUATION, padding and priority decoded through the connection's HPACK decoder (every block, also refused ones,
  * so the table stays in step); new streams odd and increasing, beyond MAX_CONCURRENT_STREAMS refused (REFUSED_STREAM),
  * a header list over maxHeaderListSize refused (ENHANCE_YOUR_CALM, as node:http2 does; grpc-js reports it as
  * RESOURCE_EXHAUSTED); DATA delivered with its credit returned unless the stream is paused; anything malformed is a
  * connection error (GOAWAY with the code, the socket ended) or a stream error (RST_STREAM) as RFC 9113 says.
  *
- * Writing: frames go into a per-connection slab and leave in one socket write per event-loop turn (flushed from
- * setImmediate, after every request the poll phase read has been answered), so respond() + write() + end() of a unary
- * reply is one syscall and no per-frame Buffer; large DATA payloads are passed to the socket as they are (writev).
- * DATA respects the client's windows and MAX_FRAME_SIZE, the rest waits per stream; the socket's own backlog is
- * bounded too (SOCKET_HWM), so a client that grants windows but does not read cannot grow this process's memory.
+ * Writing (frames batched into one socket write per event-loop turn by h2-server-writer.ts): DATA respects the
+ * client's windows and MAX_FRAME_SIZE, the rest waits per stream; the socket's own backlog is bounded too
+ * (SOCKET_HWM), so a client that grants windows but does not read cannot grow this process's memory. Request header
+ * lists are collected and checked by h2-server-headers.ts, response ones encoded by h2-server-encode.ts.
  */
-
-// Frame types (RFC 9113 6).
-const DATA = 0x0;
-const HEADERS = 0x1;
-const PRIORITY = 0x2;
-const RST_STREAM = 0x3;
-const SETTINGS = 0x4;
-const PUSH_PROMISE = 0x5;
-const PING = 0x6;
-const GOAWAY = 0x7;
-const WINDOW_UPDATE = 0x8;
-const CONTINUATION = 0x9;
-// Flags.
-const END_STREAM = 0x1;
-const ACK = 0x1;
-const END_HEADERS = 0x4;
-const PADDED = 0x8;
-const PRIORITY_FLAG = 0x20;
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 /** The largest frame payload accepted: the protocol default, so never advertised. */
 const MAX_FRAME_IN = 16_384;
 const MAX_WINDOW = 0x7fffffff;
-/** Output slab size: many small frames per allocation. */
-const SLAB = 16 * 1024;
-/** DATA payloads up to this size are copied next to their frame header; larger ones go to the socket as they are. */
-const COPY_MAX = 4096;
 /** DATA waits (like a closed window) while the socket holds this many unsent bytes; its 'drain' resumes it. */
 const SOCKET_HWM = 1 << 20;
 /** A socket backlog beyond this (control-frame answers to a client that does not read) ends the connection. */
@@ -61,29 +57,15 @@ const SOCKET_LIMIT = SOCKET_HWM + (4 << 20);
 const PREFACE_TIMEOUT_MS = 10_000;
 /** After our side of the socket has ended, the client has this long to end its side. */
 const END_TIMEOUT_MS = 2000;
-/** PING, SETTINGS, PRIORITY, empty DATA/CONTINUATION and unknown frames allowed per second before ENHANCE_YOUR_CALM. */
+/** PING, SETTINGS, PRIORITY, empty DATA and unknown frames allowed per second before ENHANCE_YOUR_CALM. */
 export const FLOOD_LIMIT = 1000;
 /** Client RST_STREAMs allowed per second (the "rapid reset" attack opens and cancels streams as fast as it can). */
 export const RESET_LIMIT = 10_000;
 /** CONTINUATION frames allowed in one header block. */
 const MAX_CONTINUATIONS = 64;
 
+const EMPTY = Buffer.alloc(0);
 const SETTINGS_ACK = Buffer.from([0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0]);
-
-// Request pseudo-headers (RFC 9113 8.3.1) as bits, to notice unknown, repeated and missing ones.
-const P_METHOD = 1;
-const P_SCHEME = 2;
-const P_PATH = 4;
-const P_AUTHORITY = 8;
-const P_REQUIRED = P_METHOD | P_SCHEME | P_PATH;
-const PSEUDO: Record<string, number> = Object.assign(Object.create(null) as Record<string, number>, {
-  ":method": P_METHOD,
-  ":scheme": P_SCHEME,
-  ":path": P_PATH,
-  ":authority": P_AUTHORITY,
-});
-/** Fields that are HTTP/1.1 connection management and make an HTTP/2 request malformed (RFC 9113 8.2.2). */
-const CONNECTION_SPECIFIC = new Set(["connection", "proxy-connection", "keep-alive", "transfer-encoding", "upgrade"]);
 
 /** Takes the fields of header blocks nobody reads (trailers, refused streams): decoded only to keep the table in step. */
 const DISCARD: HeaderSink = { header(): void {} };
@@ -113,9 +95,6 @@ export function serverGreeting(options: H2ServerOptions): Buffer {
   return b;
 }
 
-function flushLater(s: ServerSession): void {
-  s.flushScheduled();
-}
 function prefaceExpired(s: ServerSession): void {
   s.destroy(H2Error.SETTINGS_TIMEOUT);
 }
@@ -124,7 +103,7 @@ function endExpired(socket: net.Socket): void {
 }
 
 /** One HTTP/2 connection; see the file comment. */
-export class ServerSession implements H2ServerSession, HeaderSink {
+export class ServerSession implements H2ServerSession, FlushOwner {
   readonly remoteAddress: string;
   readonly remotePort: number;
   private readonly streams = new Map<number, ServerStream>();
@@ -133,13 +112,10 @@ export class ServerSession implements H2ServerSession, HeaderSink {
   /** The highest client stream id seen. */
   private lastId = 0;
   // The client's settings and our send window.
-  private maxFrame = 16_384;
   private peerInitialWindow = 65_535;
   private sendWindow = 65_535;
   /** The largest dynamic table size the client's decoder may still assume (4096 until it lowers it). */
   private encoderTable = 4096;
-  /** A dynamic table size update (to 0) must start our next header block. */
-  private tableUpdate = false;
   private recvWindow = CONNECTION_WINDOW;
   private recvUnacked = 0;
   // Reading: the preface, then frames assembled across socket chunks (a partial header, then a whole frame in `part`).
@@ -155,21 +131,8 @@ export class ServerSession implements H2ServerSession, HeaderSink {
   private contParts: Buffer[] = [];
   private contSize = 0;
   private contFrames = 0;
-  // The request header list being decoded.
-  private fields: HeaderList = [];
-  private fieldsSize = 0;
-  private fieldsOver = false;
-  private fieldsBad = false;
-  private regularSeen = false;
-  /** The pseudo-headers seen (P_* bits). */
-  private pseudo = 0;
-  // Writing: frames written into `slab` from `slabStart`; cut segments and large payloads queued in `chunks`.
-  private slab = Buffer.alloc(0);
-  private slabStart = 0;
-  private slabPos = 0;
-  private chunks: Buffer[] = [];
-  private outBytes = 0;
-  private flushPending = false;
+  private readonly requestHeaders: RequestHeaders;
+  private readonly out: FrameWriter;
   /** Streams with DATA waiting for a window (lazily pruned: done or emptied streams are skipped). */
   private blocked: ServerStream[] = [];
   // close() delivery, after the call that caused it has returned.
@@ -196,6 +159,8 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     private readonly shared: SessionShared,
   ) {
     this.opts = shared.options;
+    this.requestHeaders = new RequestHeaders(this.opts.maxHeaderListSize);
+    this.out = new FrameWriter(socket, this);
     this.remoteAddress = socket.remoteAddress ?? "";
     this.remotePort = socket.remotePort ?? 0;
     this.runCloses = () => this.deliverCloses();
@@ -228,7 +193,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     shared.sessions.add(this);
     this.timer = setTimeout(prefaceExpired, PREFACE_TIMEOUT_MS, this);
     this.timer.unref();
-    this.writeBuffer(shared.greeting);
+    this.out.buffer(shared.greeting);
   }
 
   get openStreams(): number {
@@ -253,7 +218,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
   respond(s: ServerStream, headers: HeaderList, endStream: boolean): void {
     if (s.done || s.headersSent) return;
     s.headersSent = true;
-    this.writeHeaders(s.id, headers, endStream);
+    this.out.headers(s.id, headers, endStream);
     if (endStream) this.localEnd(s);
   }
 
@@ -261,15 +226,22 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     if (s.done || s.outEnded || s.trailers !== null) return false;
     const n = data.length;
     if (n === 0) return s.bufferedBytes <= this.opts.streamHighWaterMark;
-    if (s.out === null && n <= s.sendWindow && n <= this.sendWindow && n <= this.maxFrame && !this.socketBusy()) {
+    if (s.out === null && n <= s.sendWindow && n <= this.sendWindow && n <= this.out.maxFrame && !this.socketBusy()) {
       // The common case: the whole message fits the windows, one DATA frame now.
-      this.writeData(s.id, data, 0, n, 0);
+      this.out.data(s.id, data, 0, n, 0);
       s.sendWindow -= n;
       this.sendWindow -= n;
       return true;
     }
     if (s.out === null) s.out = [data];
-    else s.out.push(data);
+    else {
+      // A stream that keeps a backlog never empties its queue: drop the sent chunks' slots now and then.
+      if (s.outHead > 64 && s.outHead * 2 > s.out.length) {
+        s.out = s.out.slice(s.outHead);
+        s.outHead = 0;
+      }
+      s.out.push(data);
+    }
     s.bufferedBytes += n;
     this.sendData(s);
     if (s.bufferedBytes > 0 && !s.blocked) {
@@ -287,7 +259,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     if (s.done || s.outEnded || s.trailers !== null) return;
     s.headersSent = true;
     if (s.out === null) {
-      this.writeHeaders(s.id, trailers, true);
+      this.out.headers(s.id, trailers, true);
       this.localEnd(s);
     } else s.trailers = trailers;
   }
@@ -295,14 +267,14 @@ export class ServerSession implements H2ServerSession, HeaderSink {
   /** Reset `s` with `code` (RST_STREAM) and close it. */
   resetStream(s: ServerStream, code: number, why: string): void {
     if (s.done) return;
-    this.writeRst(s.id, code);
+    this.out.rst(s.id, code);
     this.finish(s, code, why);
   }
 
   /** Return the stream credit held back (resume()). */
   returnCredit(s: ServerStream): void {
     if (s.done || s.inEnded || s.recvUnacked === 0) return;
-    this.writeWindowUpdate(s.id, s.recvUnacked);
+    this.out.windowUpdate(s.id, s.recvUnacked);
     s.recvWindow += s.recvUnacked;
     s.recvUnacked = 0;
   }
@@ -313,7 +285,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     if (s.endDelivered) this.finish(s, H2Error.NO_ERROR, "complete");
     else if (!s.inEnded) {
       // The response is complete before the request: ask the client to stop sending (RFC 9113 8.1).
-      this.writeRst(s.id, H2Error.NO_ERROR);
+      this.out.rst(s.id, H2Error.NO_ERROR);
       this.finish(s, H2Error.NO_ERROR, "response complete before the request ended");
     }
   }
@@ -363,150 +335,19 @@ export class ServerSession implements H2ServerSession, HeaderSink {
 
   // ---- writing ----
 
-  private schedule(): void {
-    if (!this.flushPending) {
-      this.flushPending = true;
-      setImmediate(flushLater, this);
-    }
-  }
-
-  /** Room for `n` bytes at the returned position of `this.slab`; the caller then sets slabPos past what it wrote. */
-  private reserve(n: number): number {
-    if (this.slabPos + n > this.slab.length) {
-      this.cut();
-      this.slab = Buffer.allocUnsafe(Math.max(SLAB, n));
-      this.slabStart = 0;
-      this.slabPos = 0;
-    }
-    this.schedule();
-    return this.slabPos;
-  }
-
-  private commit(end: number): void {
-    this.outBytes += end - this.slabPos;
-    this.slabPos = end;
-  }
-
-  private cut(): void {
-    if (this.slabPos > this.slabStart) {
-      this.chunks.push(this.slab.subarray(this.slabStart, this.slabPos));
-      this.slabStart = this.slabPos;
-    }
-  }
-
-  private writeBuffer(b: Buffer): void {
-    if (b.length <= COPY_MAX) {
-      const p = this.reserve(b.length);
-      b.copy(this.slab, p);
-      this.commit(p + b.length);
-      return;
-    }
-    this.cut();
-    this.chunks.push(b);
-    this.outBytes += b.length;
-    this.schedule();
-  }
-
-  /** The setImmediate flush. */
-  flushScheduled(): void {
-    this.flushPending = false;
-    if (this.destroyed) {
-      this.chunks = [];
-      return;
-    }
-    this.flushOut();
+  /** After each batched flush: a client that does not read even our control frames is let go. */
+  flushed(): void {
     if (this.socket.writableLength > SOCKET_LIMIT) this.fail(H2Error.ENHANCE_YOUR_CALM, "the client does not read what it asks for");
   }
 
-  private flushOut(): void {
-    this.cut();
-    const c = this.chunks;
-    if (c.length === 0) return;
-    this.outBytes = 0;
-    if (this.socket.destroyed || !this.socket.writable) {
-      c.length = 0;
-      return;
-    }
-    if (c.length === 1) this.socket.write(c[0]!);
-    else {
-      this.socket.cork();
-      for (let i = 0; i < c.length; i++) this.socket.write(c[i]!);
-      this.socket.uncork();
-    }
-    c.length = 0;
-  }
-
   private socketBusy(): boolean {
-    return this.socket.writableLength + this.outBytes > SOCKET_HWM;
-  }
-
-  /** HEADERS (and CONTINUATION frames when the block exceeds the client's MAX_FRAME_SIZE). */
-  private writeHeaders(id: number, list: HeaderList, endStream: boolean): void {
-    let block = headerBlock(list);
-    if (this.tableUpdate) {
-      this.tableUpdate = false;
-      block = Buffer.concat([Buffer.from([0x20]), block]);
-    }
-    const len = block.length;
-    const es = endStream ? END_STREAM : 0;
-    if (len <= this.maxFrame) {
-      const p = this.reserve(9 + len);
-      const q = frameHeader(this.slab, p, len, HEADERS, END_HEADERS | es, id);
-      block.copy(this.slab, q);
-      this.commit(q + len);
-      return;
-    }
-    for (let off = 0; off < len; ) {
-      const n = Math.min(this.maxFrame, len - off);
-      const last = off + n === len;
-      const p = this.reserve(9 + n);
-      const q = frameHeader(this.slab, p, n, off === 0 ? HEADERS : CONTINUATION, (off === 0 ? es : 0) | (last ? END_HEADERS : 0), id);
-      block.copy(this.slab, q, off, off + n);
-      this.commit(q + n);
-      off += n;
-    }
-  }
-
-  private writeData(id: number, buf: Buffer, from: number, to: number, flags: number): void {
-    const n = to - from;
-    if (n <= COPY_MAX) {
-      const p = this.reserve(9 + n);
-      const q = frameHeader(this.slab, p, n, DATA, flags, id);
-      buf.copy(this.slab, q, from, to);
-      this.commit(q + n);
-      return;
-    }
-    const p = this.reserve(9);
-    this.commit(frameHeader(this.slab, p, n, DATA, flags, id));
-    this.cut();
-    this.chunks.push(from === 0 && to === buf.length ? buf : buf.subarray(from, to));
-    this.outBytes += n;
-  }
-
-  private writeRst(id: number, code: number): void {
-    const p = this.reserve(13);
-    const q = frameHeader(this.slab, p, 4, RST_STREAM, 0, id);
-    this.slab.writeUInt32BE(code, q);
-    this.commit(q + 4);
-  }
-
-  private writeWindowUpdate(id: number, inc: number): void {
-    const p = this.reserve(13);
-    const q = frameHeader(this.slab, p, 4, WINDOW_UPDATE, 0, id);
-    this.slab.writeUInt32BE(inc, q);
-    this.commit(q + 4);
+    return this.socket.writableLength + this.out.pending > SOCKET_HWM;
   }
 
   /** GOAWAY with the highest stream id seen (streams above it were not processed and may be retried elsewhere). */
   private writeGoaway(code: number, debug: string): void {
     if (this.goawayLast < 0) this.goawayLast = this.lastId;
-    const d = Buffer.from(debug.slice(0, 200), "utf8");
-    const p = this.reserve(17 + d.length);
-    const q = frameHeader(this.slab, p, 8 + d.length, GOAWAY, 0, 0);
-    this.slab.writeUInt32BE(this.goawayLast, q);
-    this.slab.writeUInt32BE(code, q + 4);
-    d.copy(this.slab, q + 8);
-    this.commit(q + 8 + d.length);
+    this.out.goaway(this.goawayLast, code, debug);
   }
 
   /** Send what the windows allow of the stream's buffered DATA, then its trailers once all of it is out. */
@@ -517,9 +358,9 @@ export class ServerSession implements H2ServerSession, HeaderSink {
       if (this.socketBusy()) return;
       const chunk = out[s.outHead]!;
       const left = chunk.length - s.outOff;
-      const n = Math.min(left, s.sendWindow, this.sendWindow, this.maxFrame);
+      const n = Math.min(left, s.sendWindow, this.sendWindow, this.out.maxFrame);
       if (n <= 0) return;
-      this.writeData(s.id, chunk, s.outOff, s.outOff + n, 0);
+      this.out.data(s.id, chunk, s.outOff, s.outOff + n, 0);
       s.sendWindow -= n;
       this.sendWindow -= n;
       s.bufferedBytes -= n;
@@ -534,7 +375,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     if (s.trailers !== null) {
       const t = s.trailers;
       s.trailers = null;
-      this.writeHeaders(s.id, t, true);
+      this.out.headers(s.id, t, true);
       this.localEnd(s);
     }
   }
@@ -571,7 +412,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
   private maybeEnd(): void {
     if ((this.closing || this.peerGoaway) && this.streams.size === 0 && !this.ended && !this.destroyed) {
       this.ended = true;
-      this.flushOut();
+      this.out.flush();
       this.socket.end();
       clearTimeout(this.timer);
       this.timer = setTimeout(endExpired, END_TIMEOUT_MS, this.socket);
@@ -593,11 +434,11 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     clearTimeout(this.timer);
     this.shared.sessions.delete(this);
     if (letOut && !this.socket.destroyed) {
-      this.flushOut();
+      this.out.flush();
       this.socket.end();
       setTimeout(endExpired, 1000, this.socket).unref();
     } else this.socket.destroy();
-    this.chunks = [];
+    this.out.closed = true;
     this.blocked = [];
     for (const s of this.streams.values()) {
       s.done = true;
@@ -768,7 +609,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     // Connection credit goes back as frames arrive: the stream windows bound what each (paused) stream holds.
     this.recvUnacked += size;
     if (this.recvUnacked >= CONNECTION_WINDOW / 2) {
-      this.writeWindowUpdate(0, this.recvUnacked);
+      this.out.windowUpdate(0, this.recvUnacked);
       this.recvWindow += this.recvUnacked;
       this.recvUnacked = 0;
     }
@@ -794,7 +635,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     if (endStream) return this.deliverEnd(s);
     s.recvUnacked += size;
     if (!s.paused && s.recvUnacked >= STREAM_WINDOW / 4) {
-      this.writeWindowUpdate(sid, s.recvUnacked);
+      this.out.windowUpdate(sid, s.recvUnacked);
       s.recvWindow += s.recvUnacked;
       s.recvUnacked = 0;
     }
@@ -844,34 +685,6 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     this.headerBlock(sid, block, 0, block.length, this.contEndStream);
   }
 
-  /**
-   * Collects a request's header fields while the decoder runs (HeaderSink), checking what makes a request malformed
-   * (RFC 9113 8.2, 8.3): an upper-case name, a connection-specific field, `te` other than "trailers", a pseudo-header
-   * after a regular field, unknown or repeated.
-   */
-  header(name: string, value: string): void {
-    if (this.fieldsOver) return;
-    this.fieldsSize += name.length + value.length + 32;
-    if (this.fieldsSize > this.opts.maxHeaderListSize) {
-      this.fieldsOver = true;
-      return;
-    }
-    if (name.charCodeAt(0) === 58) {
-      const bit = PSEUDO[name] ?? 0;
-      if (this.regularSeen || bit === 0 || (this.pseudo & bit) !== 0) this.fieldsBad = true;
-      this.pseudo |= bit;
-      if (bit === P_PATH && value === "") this.fieldsBad = true;
-    } else {
-      this.regularSeen = true;
-      for (let i = 0; i < name.length; i++) {
-        const c = name.charCodeAt(i);
-        if (c >= 65 && c <= 90) this.fieldsBad = true;
-      }
-      if (CONNECTION_SPECIFIC.has(name) || (name === "te" && value !== "trailers")) this.fieldsBad = true;
-    }
-    this.fields.push([name, value]);
-  }
-
   private decode(buf: Buffer, start: number, end: number, sink: HeaderSink): boolean {
     try {
       this.decoder.decode(buf, start, end, sink);
@@ -896,21 +709,15 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     }
     if (sid <= this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on stream ${sid}, not above the last stream ${this.lastId}`);
     this.lastId = sid;
-    this.fields = [];
-    this.fieldsSize = 0;
-    this.fieldsOver = false;
-    this.fieldsBad = false;
-    this.regularSeen = false;
-    this.pseudo = 0;
-    if (!this.decode(buf, start, end, this)) return;
-    const fields = this.fields;
-    this.fields = [];
+    const rh = this.requestHeaders;
+    rh.reset();
+    if (!this.decode(buf, start, end, rh)) return;
+    const fields = rh.take();
     // Streams above our GOAWAY's last id, or after the client's GOAWAY, are not processed: the client may retry them.
-    if ((this.goawayLast >= 0 && sid > this.goawayLast) || this.peerGoaway || this.ended) return this.writeRst(sid, H2Error.REFUSED_STREAM);
-    if (this.fieldsOver) return this.writeRst(sid, H2Error.ENHANCE_YOUR_CALM);
-    // A request needs :method, :scheme and :path (RFC 9113 8.3.1; CONNECT, which has none of the last two, is no gRPC).
-    if (this.fieldsBad || (this.pseudo & P_REQUIRED) !== P_REQUIRED) return this.writeRst(sid, H2Error.PROTOCOL_ERROR);
-    if (this.streams.size >= this.opts.maxConcurrentStreams) return this.writeRst(sid, H2Error.REFUSED_STREAM);
+    if ((this.goawayLast >= 0 && sid > this.goawayLast) || this.peerGoaway || this.ended) return this.out.rst(sid, H2Error.REFUSED_STREAM);
+    if (rh.over) return this.out.rst(sid, H2Error.ENHANCE_YOUR_CALM);
+    if (!rh.wellFormed) return this.out.rst(sid, H2Error.PROTOCOL_ERROR);
+    if (this.streams.size >= this.opts.maxConcurrentStreams) return this.out.rst(sid, H2Error.REFUSED_STREAM);
     const s = new ServerStream(this, sid, fields, this.peerInitialWindow, STREAM_WINDOW);
     this.streams.set(sid, s);
     if (endStream) s.inEnded = true;
@@ -951,7 +758,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
       if (id === 0x1) {
         if (v < this.encoderTable) {
           this.encoderTable = 0;
-          this.tableUpdate = true;
+          this.out.tableUpdate = true;
         }
       } else if (id === 0x2) {
         if (v > 1) return this.fail(H2Error.PROTOCOL_ERROR, `ENABLE_PUSH ${v}`);
@@ -965,11 +772,11 @@ export class ServerSession implements H2ServerSession, HeaderSink {
         }
       } else if (id === 0x5) {
         if (v < 16_384 || v > 16_777_215) return this.fail(H2Error.PROTOCOL_ERROR, `MAX_FRAME_SIZE ${v} out of range`);
-        this.maxFrame = v;
+        this.out.maxFrame = v;
       }
       // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE (advisory) and unknown ids are ignored.
     }
-    this.writeBuffer(SETTINGS_ACK);
+    this.out.buffer(SETTINGS_ACK);
     this.flushBlocked();
   }
 
@@ -978,10 +785,7 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "PING on a stream");
     if ((flags & ACK) !== 0) return; // this side sends no PINGs
     if (this.flooded()) return;
-    const q = this.reserve(17);
-    const d = frameHeader(this.slab, q, 8, PING, ACK, 0);
-    buf.copy(this.slab, d, p, p + 8);
-    this.commit(d + 8);
+    this.out.pingAck(buf, p);
   }
 
   private onGoaway(size: number, sid: number): void {
@@ -1012,5 +816,3 @@ export class ServerSession implements H2ServerSession, HeaderSink {
     this.flushBlocked();
   }
 }
-
-const EMPTY = Buffer.alloc(0);
