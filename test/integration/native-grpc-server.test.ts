@@ -424,6 +424,10 @@ describe(`native gRPC server (${transportName})`, () => {
     const r = await raw(native.port, "/t.T/Hang", frame(Buffer.from("deadline-1")), { "grpc-timeout": "100m" });
     assert.deepEqual(statusOf(r), { http: 200, code: "4", message: "Deadline exceeded" });
     await until("cancelled", () => seen.cancelled.includes("deadline-1"));
+    // 30 days: past setTimeout's range and past grpc-js's `| 0` (which would end the call at once).
+    const long = await raw(native.port, "/t.T/Echo", frame(Buffer.from("long")), { "grpc-timeout": "2592000S" });
+    assert.deepEqual(statusOf(long), { http: 200, code: "0", message: "OK" });
+    assert.equal(long.data.subarray(5).toString(), "long");
   });
 
   it("emits 'cancelled' when the client cancels, and counts the client's reset", async () => {

@@ -3,7 +3,7 @@ import { Duplex, Writable } from "node:stream";
 import zlib from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
 import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "./h2-server-types.js";
-import { parseGrpcTimeout, responseHeaders, serverErrorToStatus, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
+import { MAX_TIMER_MS, parseGrpcTimeout, responseHeaders, serverErrorToStatus, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
 
 /**
  * One gRPC call of the native server on one HTTP/2 stream: message framing and decompression in, serialization and
@@ -152,8 +152,11 @@ export class CallCore implements H2StreamHandler, OpenStream {
         return;
       } else {
         this.deadline = Date.now() + ms;
-        this.deadlineTimer = setTimeout(() => this.sendStatus({ code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" }), ms);
-        this.deadlineTimer.unref();
+        // A deadline beyond setTimeout's range (24.8 days) gets no timer: the client's own deadline ends the call.
+        if (ms <= MAX_TIMER_MS) {
+          this.deadlineTimer = setTimeout(() => this.sendStatus({ code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" }), ms);
+          this.deadlineTimer.unref();
+        }
       }
     }
     const type = handler.type;
