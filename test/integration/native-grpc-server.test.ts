@@ -733,6 +733,19 @@ describe(`native gRPC server shutdown (${transportName})`, () => {
     }
   });
 
+  it("rejects listen() on a port in use with the listen error, and can listen afterwards", async () => {
+    const { server, port } = await startNative({ transport });
+    const other = new NativeGrpcServer({ transport });
+    try {
+      await assert.rejects(other.listen("127.0.0.1", port), /EADDRINUSE/);
+      const p2 = await other.listen("127.0.0.1", 0);
+      assert.ok(p2 > 0 && p2 !== port);
+    } finally {
+      other.forceShutdown();
+      server.forceShutdown();
+    }
+  });
+
   it("rejects bad options naming the field", () => {
     assert.throws(() => new NativeGrpcServer({ maxConcurrentStreams: 0 }), /maxConcurrentStreams must be an integer from 1/);
     assert.throws(() => new NativeGrpcServer({ messageTimeoutMs: -5 }), /messageTimeoutMs/);

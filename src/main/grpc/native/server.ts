@@ -177,7 +177,13 @@ export class NativeGrpcServer implements GrpcServerSurface {
       },
     });
     this.transport = transport;
-    return transport.listen(port, host);
+    try {
+      return await transport.listen(port, host);
+    } catch (e) {
+      // Nothing listens: a later listen() may try again.
+      this.transport = undefined;
+      throw e;
+    }
   }
 
   /** Open connections. */
