@@ -30,7 +30,7 @@ export interface NativeGrpcServerOptions {
   maxSendMessageLength?: number;
   /** SETTINGS_MAX_CONCURRENT_STREAMS advertised. Default 1000. */
   maxConcurrentStreams?: number;
-  /** Largest request header list, bytes (RFC 7541 sizes). Default 64 KiB. */
+  /** Largest request header list, bytes (RFC 7541 sizes). Default 65535 (node:http2's, so grpc-js's). */
   maxHeaderListSize?: number;
   /** Outbound bytes a stream buffers before write() returns false. Default 16 KiB (a node:http2 stream's highWaterMark). */
   streamHighWaterMark?: number;
@@ -69,7 +69,7 @@ export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Rea
     maxReceiveMessageLength: int("maxReceiveMessageLength", o.maxReceiveMessageLength, 4 * 1024 * 1024, -1, 2 ** 32 - 1),
     maxSendMessageLength: int("maxSendMessageLength", o.maxSendMessageLength, -1, -1, 2 ** 32 - 1),
     maxConcurrentStreams: int("maxConcurrentStreams", o.maxConcurrentStreams, 1000, 1, 2 ** 31 - 1),
-    maxHeaderListSize: int("maxHeaderListSize", o.maxHeaderListSize, 64 * 1024, 1024, 2 ** 31 - 1),
+    maxHeaderListSize: int("maxHeaderListSize", o.maxHeaderListSize, 65535, 1024, 2 ** 31 - 1),
     streamHighWaterMark: int("streamHighWaterMark", o.streamHighWaterMark, 16 * 1024, 1, 2 ** 31 - 1),
     messageTimeoutMs: int("messageTimeoutMs", o.messageTimeoutMs, 0, 0, 2 ** 31 - 1),
   });
