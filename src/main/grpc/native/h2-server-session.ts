@@ -57,10 +57,18 @@ const SOCKET_LIMIT = SOCKET_HWM + (4 << 20);
 const PREFACE_TIMEOUT_MS = 10_000;
 /** After our side of the socket has ended, the client has this long to end its side. */
 const END_TIMEOUT_MS = 2000;
-/** PING, SETTINGS, PRIORITY, empty DATA and unknown frames allowed per second before ENHANCE_YOUR_CALM. */
-export const FLOOD_LIMIT = 1000;
-/** Client RST_STREAMs allowed per second (the "rapid reset" attack opens and cancels streams as fast as it can). */
-export const RESET_LIMIT = 10_000;
+/**
+ * Frames that cost us work but carry nothing (PING, SETTINGS, PRIORITY, empty DATA, unknown types) are metered by a
+ * token bucket: a burst of FLOOD_BURST, refilled at FLOOD_RATE per second; an empty bucket is ENHANCE_YOUR_CALM.
+ */
+export const FLOOD_BURST = 1000;
+export const FLOOD_RATE = 200;
+/**
+ * Client RST_STREAMs likewise (the "rapid reset" attack opens and cancels streams as fast as it can, each one work for
+ * the gRPC layer): a burst of RESET_BURST, refilled at RESET_RATE per second, far above what cancelling clients send.
+ */
+export const RESET_BURST = 1000;
+export const RESET_RATE = 1000;
 /** CONTINUATION frames allowed in one header block. */
 const MAX_CONTINUATIONS = 64;
 
@@ -149,10 +157,10 @@ export class ServerSession implements H2ServerSession, FlushOwner {
   private announced = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private socketError: string | undefined;
-  private flood = 0;
-  private floodStart = performance.now();
-  private resets = 0;
-  private resetStart = performance.now();
+  private floodTokens = FLOOD_BURST;
+  private floodAt = performance.now();
+  private resetTokens = RESET_BURST;
+  private resetAt = performance.now();
 
   constructor(
     private readonly socket: net.Socket,
@@ -465,16 +473,18 @@ export class ServerSession implements H2ServerSession, FlushOwner {
     }
   }
 
-  /** Counts a frame that costs us work but carries nothing; true (and the connection failed) past FLOOD_LIMIT/s. */
+  /** Takes a token for a frame that costs us work but carries nothing; true (and the connection failed) when none is left. */
   private flooded(): boolean {
-    if (++this.flood <= FLOOD_LIMIT) return false;
-    const now = performance.now();
-    if (now - this.floodStart < 1000) {
-      this.fail(H2Error.ENHANCE_YOUR_CALM, "too many control frames");
-      return true;
+    if (this.floodTokens < 1) {
+      const now = performance.now();
+      this.floodTokens = Math.min(FLOOD_BURST, this.floodTokens + ((now - this.floodAt) / 1000) * FLOOD_RATE);
+      this.floodAt = now;
+      if (this.floodTokens < 1) {
+        this.fail(H2Error.ENHANCE_YOUR_CALM, "too many control frames");
+        return true;
+      }
     }
-    this.flood = 0;
-    this.floodStart = now;
+    this.floodTokens--;
     return false;
   }
 
@@ -733,12 +743,13 @@ export class ServerSession implements H2ServerSession, FlushOwner {
     if (size !== 4) return this.fail(H2Error.FRAME_SIZE_ERROR, "RST_STREAM payload is not 4 bytes");
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "RST_STREAM on stream 0");
     if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `RST_STREAM on idle stream ${sid}`);
-    if (++this.resets > RESET_LIMIT) {
+    if (this.resetTokens < 1) {
       const now = performance.now();
-      if (now - this.resetStart < 1000) return this.fail(H2Error.ENHANCE_YOUR_CALM, "too many stream resets");
-      this.resets = 0;
-      this.resetStart = now;
+      this.resetTokens = Math.min(RESET_BURST, this.resetTokens + ((now - this.resetAt) / 1000) * RESET_RATE);
+      this.resetAt = now;
+      if (this.resetTokens < 1) return this.fail(H2Error.ENHANCE_YOUR_CALM, "too many stream resets");
     }
+    this.resetTokens--;
     const s = this.streams.get(sid);
     if (s === undefined) return;
     this.finish(s, buf.readUInt32BE(p), "client reset");
