@@ -139,6 +139,7 @@ function impl(): grpc.UntypedServiceImplementation {
       let pending = 0;
       let ended = false;
       call.on("data", (b: Buffer) => {
+        if (b.toString() === "throw") throw new Error("listener bug");
         // As proxy.ts and invoke-stream.ts do: pause while a message is handled elsewhere.
         call.pause();
         seen.chatPaused++;
@@ -232,20 +233,24 @@ const TRANSPORTS: Array<[string, NativeGrpcServerOptions["transport"]]> = [
   ["node:http2 double", createNodeH2Transport],
 ];
 
-async function startNative(extra: NativeGrpcServerOptions = {}): Promise<{ server: NativeGrpcServer; port: number; closes: StreamCloseInfo[]; timeouts: string[] }> {
+async function startNative(
+  extra: NativeGrpcServerOptions = {},
+): Promise<{ server: NativeGrpcServer; port: number; closes: StreamCloseInfo[]; timeouts: string[]; errors: string[] }> {
   const closes: StreamCloseInfo[] = [];
   const timeouts: string[] = [];
+  const errors: string[] = [];
   const server = new NativeGrpcServer({
     maxReceiveMessageLength: MAX_RECEIVE,
     maxSendMessageLength: MAX_SEND,
     messageTimeoutMs: 300,
     onMessageTimeout: (p) => timeouts.push(p),
     onStreamClose: (i) => closes.push(i),
+    onError: (e, path) => errors.push(`${path}: ${(e as Error).message}`),
     ...extra,
   });
   server.addService(SERVICE, implWithout("Missing"));
   const port = await server.listen("127.0.0.1", 0);
-  return { server, port, closes, timeouts };
+  return { server, port, closes, timeouts, errors };
 }
 
 async function startGrpcJs(): Promise<{ server: grpc.Server; port: number }> {
@@ -419,6 +424,10 @@ describe(`native gRPC server (${transportName})`, () => {
     const r = await raw(native.port, "/t.T/Hang", frame(Buffer.from("deadline-1")), { "grpc-timeout": "100m" });
     assert.deepEqual(statusOf(r), { http: 200, code: "4", message: "Deadline exceeded" });
     await until("cancelled", () => seen.cancelled.includes("deadline-1"));
+    // 30 days: past setTimeout's range and past grpc-js's `| 0` (which would end the call at once).
+    const long = await raw(native.port, "/t.T/Echo", frame(Buffer.from("long")), { "grpc-timeout": "2592000S" });
+    assert.deepEqual(statusOf(long), { http: 200, code: "0", message: "OK" });
+    assert.equal(long.data.subarray(5).toString(), "long");
   });
 
   it("emits 'cancelled' when the client cancels, and counts the client's reset", async () => {
@@ -608,6 +617,19 @@ describe(`native gRPC server (${transportName})`, () => {
     assert.equal(seen.chatPaused - before, 3);
   });
 
+  it("ends a call UNKNOWN when a handler's listener throws, reports it, and keeps serving", async () => {
+    const err = await new Promise<grpc.ServiceError>((resolve) => {
+      const call = client["Chat"]!() as grpc.ClientDuplexStream<Buffer, Buffer>;
+      call.on("data", () => undefined);
+      call.on("error", resolve);
+      call.write(Buffer.from("throw"));
+    });
+    assert.equal(err.code, grpc.status.UNKNOWN);
+    assert.equal(err.details, "Unknown error");
+    assert.ok(native.errors.includes("/t.T/Chat: listener bug"), native.errors.join("; "));
+    assert.equal((await unary(client, "Echo", Buffer.from("still here"))).res!.toString(), "still here");
+  });
+
   it("answers UNIMPLEMENTED for an unregistered path and after unregister()", async () => {
     const c = new grpc.Client(`127.0.0.1:${native.port}`, grpc.credentials.createInsecure());
     try {
@@ -708,6 +730,19 @@ describe(`native gRPC server shutdown (${transportName})`, () => {
       assert.equal(server.sessionCount, 0);
     } finally {
       c.close();
+    }
+  });
+
+  it("rejects listen() on a port in use with the listen error, and can listen afterwards", async () => {
+    const { server, port } = await startNative({ transport });
+    const other = new NativeGrpcServer({ transport });
+    try {
+      await assert.rejects(other.listen("127.0.0.1", port), /EADDRINUSE/);
+      const p2 = await other.listen("127.0.0.1", 0);
+      assert.ok(p2 > 0 && p2 !== port);
+    } finally {
+      other.forceShutdown();
+      server.forceShutdown();
     }
   });
 

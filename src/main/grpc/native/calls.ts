@@ -3,7 +3,7 @@ import { Duplex, Writable } from "node:stream";
 import zlib from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
 import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "./h2-server-types.js";
-import { parseGrpcTimeout, responseHeaders, serverErrorToStatus, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
+import { MAX_TIMER_MS, parseGrpcTimeout, responseHeaders, serverErrorToStatus, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
 
 /**
  * One gRPC call of the native server on one HTTP/2 stream: message framing and decompression in, serialization and
@@ -38,6 +38,8 @@ export interface CallContext {
   onMessageTimeout?(path: string): void;
   /** The call's stream is gone (called once, from the HTTP/2 layer's close()). */
   callClosed(call: CallCore, code: number, why: string): void;
+  /** Code outside this layer (a handler's listener, a hook) threw while the server ran it; the call ended UNKNOWN. */
+  onError(err: unknown, path: string): void;
 }
 
 const SEND_ERROR_DETAILS = (process.env["GRPC_NODE_DEBUG_SEND_ERROR_DETAILS"] ?? "false") === "true";
@@ -150,8 +152,11 @@ export class CallCore implements H2StreamHandler, OpenStream {
         return;
       } else {
         this.deadline = Date.now() + ms;
-        this.deadlineTimer = setTimeout(() => this.sendStatus({ code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" }), ms);
-        this.deadlineTimer.unref();
+        // A deadline beyond setTimeout's range (24.8 days) gets no timer: the client's own deadline ends the call.
+        if (ms <= MAX_TIMER_MS) {
+          this.deadlineTimer = setTimeout(() => this.sendStatus({ code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" }), ms);
+          this.deadlineTimer.unref();
+        }
       }
     }
     const type = handler.type;
@@ -161,7 +166,11 @@ export class CallCore implements H2StreamHandler, OpenStream {
         this.messageTimer = setTimeout(() => {
           this.messageTimer = undefined;
           if (this.done) return;
-          this.ctx.onMessageTimeout?.(handler.path);
+          try {
+            this.ctx.onMessageTimeout?.(handler.path);
+          } catch (e) {
+            this.ctx.onError(e, handler.path);
+          }
           this.sendStatus({
             code: grpc.status.DEADLINE_EXCEEDED,
             details: `the request message did not arrive within ${ms} ms of the call's headers (--grpc-message-timeout)`,
@@ -187,6 +196,66 @@ export class CallCore implements H2StreamHandler, OpenStream {
   // --- H2StreamHandler ---
 
   data(buf: Buffer, start: number, end: number): void {
+    try {
+      this.decode(buf, start, end);
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  end(): void {
+    if (this.done) return;
+    try {
+      if (this.queue) this.queue.push({ ready: true, halfClose: true, value: undefined });
+      else this.onHalfClose();
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  close(code: number, why: string): void {
+    this.done = true;
+    this.clearTimers();
+    this.notifyCancel();
+    try {
+      this.direct?.emit("close");
+      this.ctx.callClosed(this, code, why);
+    } catch (e) {
+      this.ctx.onError(e, this.handler.path);
+    }
+  }
+
+  drain(): void {
+    try {
+      const cb = this.pendingWrite;
+      if (cb) {
+        this.pendingWrite = undefined;
+        cb();
+      }
+      const d = this.direct;
+      if (d?.writableNeedDrain) {
+        d.writableNeedDrain = false;
+        d.emit("drain");
+      }
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  /**
+   * A handler's listener (or a hook) threw while this layer ran it: report it and end the call UNKNOWN "Unknown error"
+   * (what grpc-js answers for a handler that throws). Nothing is thrown back into the HTTP/2 layer or a timer.
+   */
+  fail(e: unknown): void {
+    try {
+      this.ctx.onError(e, this.handler.path);
+      if (!this.done) this.sendStatus({ code: grpc.status.UNKNOWN, details: SEND_ERROR_DETAILS ? `Server method handler threw error ${(e as Error)?.message}` : "Unknown error" });
+    } catch {
+      // onError itself threw, or the stream is gone: nothing more can be done for this call.
+    }
+  }
+
+  private decode(buf: Buffer, start: number, end: number): void {
     const max = this.ctx.maxReceive;
     while (start < end && !this.done) {
       if (this.need < 0) {
@@ -239,33 +308,6 @@ export class CallCore implements H2StreamHandler, OpenStream {
     }
   }
 
-  end(): void {
-    if (this.done) return;
-    if (this.queue) this.queue.push({ ready: true, halfClose: true, value: undefined });
-    else this.onHalfClose();
-  }
-
-  close(code: number, why: string): void {
-    this.done = true;
-    this.clearTimers();
-    this.notifyCancel();
-    this.direct?.emit("close");
-    this.ctx.callClosed(this, code, why);
-  }
-
-  drain(): void {
-    const cb = this.pendingWrite;
-    if (cb) {
-      this.pendingWrite = undefined;
-      cb();
-    }
-    const d = this.direct;
-    if (d?.writableNeedDrain) {
-      d.writableNeedDrain = false;
-      d.emit("drain");
-    }
-  }
-
   // --- inbound ---
 
   /** One complete message off the wire: flag byte and payload. */
@@ -293,6 +335,13 @@ export class CallCore implements H2StreamHandler, OpenStream {
     const max = this.ctx.maxReceive;
     const opts: zlib.ZlibOptions = max >= 0 ? { maxOutputLength: Math.max(1, max) } : {};
     const done = (err: Error | null, out: Buffer): void => {
+      try {
+        inflated(err, out);
+      } catch (e) {
+        this.fail(e);
+      }
+    };
+    const inflated = (err: Error | null, out: Buffer): void => {
       this.inflating--;
       if (this.done) return;
       if (err || (max >= 0 && out.length > max)) {
@@ -533,14 +582,19 @@ export class CallCore implements H2StreamHandler, OpenStream {
       if (!this.h2.closed) this.h2.resume();
     }
     if (this.call === undefined) return;
-    process.nextTick(emitCancelled, this.call);
+    process.nextTick(emitCancelled, this.call, this.ctx);
   }
 }
 
-function emitCancelled(call: NativeServerUnaryCall | NativeServerWritableStream | NativeServerDuplexStream): void {
+function emitCancelled(call: NativeServerUnaryCall | NativeServerWritableStream | NativeServerDuplexStream, ctx: CallContext): void {
   call.cancelled = true;
-  (call as EventEmitter).emit("cancelled", "cancelled");
-  if (!(call instanceof NativeServerUnaryCall)) call.destroy();
+  try {
+    (call as EventEmitter).emit("cancelled", "cancelled");
+    if (!(call instanceof NativeServerUnaryCall)) call.destroy();
+  } catch (e) {
+    // In grpc-js a throwing 'cancelled' listener is an uncaught exception; here it is reported, the call is over.
+    ctx.onError(e, call.path);
+  }
 }
 
 /** What every call object offers besides its stream methods (grpc-js's ServerSurfaceCall). */
@@ -625,6 +679,19 @@ export class NativeServerWritableStream extends Writable implements Surface {
   override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     this.call.sendMessage(chunk, callback);
   }
+  /**
+   * Listeners run inside this layer or in Node's stream ticks; one that throws ends the call UNKNOWN and is reported
+   * (onError) instead of becoming an uncaught exception that takes the process down.
+   */
+  override emit(event: string | symbol, ...args: unknown[]): boolean {
+    try {
+      return super.emit(event, ...args);
+    } catch (e) {
+      if (this.call === undefined) throw e;
+      this.call.fail(e);
+      return true;
+    }
+  }
   override _final(callback: (error?: Error | null) => void): void {
     callback(null);
     this.call.sendStatus({ ...this.pendingStatus, metadata: this.pendingStatus.metadata ?? this.trailingMetadata });
@@ -675,6 +742,19 @@ export class NativeServerDuplexStream extends Duplex implements Surface {
   }
   override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     this.call.sendMessage(chunk, callback);
+  }
+  /**
+   * Listeners run inside this layer or in Node's stream ticks; one that throws ends the call UNKNOWN and is reported
+   * (onError) instead of becoming an uncaught exception that takes the process down.
+   */
+  override emit(event: string | symbol, ...args: unknown[]): boolean {
+    try {
+      return super.emit(event, ...args);
+    } catch (e) {
+      if (this.call === undefined) throw e;
+      this.call.fail(e);
+      return true;
+    }
   }
   override _final(callback: (error?: Error | null) => void): void {
     callback(null);

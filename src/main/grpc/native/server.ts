@@ -30,7 +30,7 @@ export interface NativeGrpcServerOptions {
   maxSendMessageLength?: number;
   /** SETTINGS_MAX_CONCURRENT_STREAMS advertised. Default 1000. */
   maxConcurrentStreams?: number;
-  /** Largest request header list, bytes (RFC 7541 sizes). Default 64 KiB. */
+  /** Largest request header list, bytes (RFC 7541 sizes). Default 65535 (node:http2's, so grpc-js's). */
   maxHeaderListSize?: number;
   /** Outbound bytes a stream buffers before write() returns false. Default 16 KiB (a node:http2 stream's highWaterMark). */
   streamHighWaterMark?: number;
@@ -45,13 +45,18 @@ export interface NativeGrpcServerOptions {
   onSession?(session: H2ServerSession): void;
   /** A connection ended. */
   onSessionClose?(session: H2ServerSession, why: string): void;
+  /**
+   * A handler's event listener or one of these hooks threw while the server ran it (the call, if still open, ended
+   * UNKNOWN "Unknown error"). Default: a process warning. The gateway logs it.
+   */
+  onError?(err: unknown, path: string): void;
   /** A stream ended (every stream, also those refused with 415 or UNIMPLEMENTED). */
   onStreamClose?(info: StreamCloseInfo): void;
   /** The HTTP/2 layer. Default: h2-server.ts `createH2Server`. */
   transport?: (options: H2ServerOptions) => H2Server;
 }
 
-type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onSession" | "onSessionClose" | "onStreamClose" | "transport">>;
+type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onError" | "onSession" | "onSessionClose" | "onStreamClose" | "transport">>;
 
 /** Fill defaults and check each numeric field; throws naming the field and the value. */
 export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Readonly<Required_> {
@@ -64,7 +69,7 @@ export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Rea
     maxReceiveMessageLength: int("maxReceiveMessageLength", o.maxReceiveMessageLength, 4 * 1024 * 1024, -1, 2 ** 32 - 1),
     maxSendMessageLength: int("maxSendMessageLength", o.maxSendMessageLength, -1, -1, 2 ** 32 - 1),
     maxConcurrentStreams: int("maxConcurrentStreams", o.maxConcurrentStreams, 1000, 1, 2 ** 31 - 1),
-    maxHeaderListSize: int("maxHeaderListSize", o.maxHeaderListSize, 64 * 1024, 1024, 2 ** 31 - 1),
+    maxHeaderListSize: int("maxHeaderListSize", o.maxHeaderListSize, 65535, 1024, 2 ** 31 - 1),
     streamHighWaterMark: int("streamHighWaterMark", o.streamHighWaterMark, 16 * 1024, 1, 2 ** 31 - 1),
     messageTimeoutMs: int("messageTimeoutMs", o.messageTimeoutMs, 0, 0, 2 ** 31 - 1),
   });
@@ -97,6 +102,7 @@ export class NativeGrpcServer implements GrpcServerSurface {
       maxSend: this.opts.maxSendMessageLength,
       messageTimeoutMs: this.opts.messageTimeoutMs,
       onMessageTimeout: options.onMessageTimeout,
+      onError: options.onError ?? ((err, path) => process.emitWarning(`gRPC handler for ${path} threw: ${(err as Error)?.stack ?? String(err)}`)),
       callClosed: (call, code, why) => {
         this.calls.delete(call);
         this.streamClosed(call.h2, code, why, call.resetByUs);
@@ -153,20 +159,31 @@ export class NativeGrpcServer implements GrpcServerSurface {
       onStream: (stream) => this.onStream(stream),
       onSession: (session) => {
         this.openSessions.add(session);
-        this.hooks.onSession?.(session);
+        try {
+          this.hooks.onSession?.(session);
+        } catch (e) {
+          this.ctx.onError(e, "(onSession)");
+        }
       },
       onSessionClose: (session, why) => {
         this.openSessions.delete(session);
         this.resets.delete(session);
         try {
           this.hooks.onSessionClose?.(session, why);
-        } finally {
-          this.maybeShutdownDone();
+        } catch (e) {
+          this.ctx.onError(e, "(onSessionClose)");
         }
+        this.maybeShutdownDone();
       },
     });
     this.transport = transport;
-    return transport.listen(port, host);
+    try {
+      return await transport.listen(port, host);
+    } catch (e) {
+      // Nothing listens: a later listen() may try again.
+      this.transport = undefined;
+      throw e;
+    }
   }
 
   /** Open connections. */

@@ -106,11 +106,18 @@ export function readRequestHead(list: HeaderList): RequestHead {
 const DEADLINE_REGEX = /(\d{1,8})\s*([HMSmun])/;
 const UNIT_MS: Record<string, number> = { H: 3600000, M: 60000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
-/** A grpc-timeout value in ms as grpc-js reads it (first match anywhere in the value), or undefined when invalid. */
+/**
+ * A grpc-timeout value in ms as grpc-js reads it (first match anywhere in the value, truncated to whole ms), or
+ * undefined when invalid. grpc-js truncates with `| 0`, which wraps a timeout over 2^31 ms (about 24.8 days, e.g.
+ * "2592000S") to a negative one and ends the call at once; this keeps the real value.
+ */
 export function parseGrpcTimeout(value: string): number | undefined {
   const m = DEADLINE_REGEX.exec(value);
-  return m ? (+m[1]! * UNIT_MS[m[2]!]!) | 0 : undefined;
+  return m ? Math.trunc(+m[1]! * UNIT_MS[m[2]!]!) : undefined;
 }
+
+/** The longest delay setTimeout takes (a longer one fires after 1 ms). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** grpc-js's status for a handler's error object (server-call.js serverErrorToStatus). */
 export function serverErrorToStatus(error: unknown, overrideTrailers?: grpc.Metadata | null): StatusLike {
