@@ -120,6 +120,8 @@ export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
     maxConcurrentStreams: opts.grpcMaxConcurrentStreams,
     messageTimeoutMs: opts.grpcMessageTimeoutMs,
     onMessageTimeout: (path) => deps.requests.inc({ method: path.slice(1), code: "DEADLINE_EXCEEDED" }),
+    // A listener or hook that threw: the call ended UNKNOWN; grpc-js would have let it crash the process.
+    onError: (err, path) => logger.error({ err, method: path.slice(1) }, "gRPC handler threw"),
     onStreamClose({ session, byClient }) {
       if (!byClient) return;
       const nowSec = Math.floor(performance.now() / 1000);

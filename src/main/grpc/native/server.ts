@@ -75,14 +75,8 @@ export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Rea
   });
 }
 
-/**
- * What the gateway's binding code (bindService, addReflectionService, the proxy, facilities' bindGrpc) needs of a gRPC
- * server: grpc-js's `Server` and NativeGrpcServer both have it, so that code can take either.
- */
-export type GrpcServerSurface = Pick<grpc.Server, "addService" | "register" | "unregister" | "tryShutdown" | "forceShutdown">;
-
 /** A gRPC server on the native HTTP/2 layer, for the gateway's handlers (see the module comment). */
-export class NativeGrpcServer implements GrpcServerSurface {
+export class NativeGrpcServer {
   private readonly handlers = new Map<string, Handler>();
   private readonly opts: Readonly<Required_>;
   private readonly hooks: NativeGrpcServerOptions;
