@@ -3,6 +3,7 @@ import { GatewayError } from "../shared/gateway-error.js";
 import { createGateway } from "./gateway.js";
 import type { GatewayOptions } from "./options.js";
 import { HELP, parseCli } from "./cli-args.js";
+import { tuneV8 } from "./v8-flags.js";
 
 /** A signal repeated within this many ms of the first is the same signal delivered twice (see onSignal). */
 const DUPLICATE_SIGNAL_MS = 1000;
@@ -21,6 +22,8 @@ async function main(): Promise<void> {
     process.stdout.write(HELP);
     return;
   }
+  // Before the gateway (and its worker threads) start: see v8-flags.ts.
+  tuneV8();
   if (opts.configPath === undefined) {
     const { existsSync } = await import("node:fs");
     if (existsSync("config/gateway.yaml")) opts.configPath = "config/gateway.yaml";

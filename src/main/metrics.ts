@@ -3,7 +3,7 @@ import type { Meter, MeterProvider as ApiMeterProvider } from "@opentelemetry/ap
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { GAUGE_HASHMAP_SHAPE, gaugeSeries, promClientProblem } from "./prom-client-internals.js";
+import { GAUGE_HASHMAP_SHAPE, counterSeries, gaugeSeries, histogramSeries, observeSeries, promClientProblem, seriesHash } from "./prom-client-internals.js";
 
 type Labels<L extends string> = Partial<Record<L, string | number>>;
 
@@ -81,8 +81,18 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     counter(name, help, labelNames) {
       const c = new Counter({ name, help, labelNames: [...labelNames], registers: [registry] });
       const o = meter?.createCounter(name, { description: help });
+      const sorted = [...labelNames].sort();
       return {
         inc(labels, value = 1) {
+          // Hot path: a series that exists takes the increment directly (prom-client-internals.ts says why); its first
+          // increment, a value inc would refuse, and OTLP export (which needs the cleaned labels) go the public way.
+          if (o === undefined && value >= 0 && Number.isFinite(value)) {
+            const s = counterSeries(c, seriesHash(sorted, labels));
+            if (s !== undefined) {
+              s.value += value;
+              return;
+            }
+          }
           const l = clean(labels);
           c.inc(l as never, value);
           o?.add(value, l);
@@ -122,8 +132,19 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     histogram(name, help, labelNames, buckets = LATENCY_BUCKETS) {
       const h = new Histogram({ name, help, labelNames: [...labelNames], buckets, registers: [registry] });
       const o = meter?.createHistogram(name, { description: help, advice: { explicitBucketBoundaries: buckets } });
+      const sorted = [...labelNames].sort();
+      // prom-client's own bound list (sorted, as it keys the buckets by).
+      const bounds = (h as unknown as { upperBounds?: number[] }).upperBounds;
       return {
         observe(labels, value) {
+          // Hot path as for counters: an existing series is updated directly, anything else the public way.
+          if (o === undefined && bounds !== undefined && Number.isFinite(value)) {
+            const s = histogramSeries(h, seriesHash(sorted, labels));
+            if (s !== undefined) {
+              observeSeries(s, bounds, value);
+              return;
+            }
+          }
           const l = clean(labels);
           h.observe(l as never, value);
           o?.record(value, l);

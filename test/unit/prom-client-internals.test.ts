@@ -1,7 +1,17 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Gauge, Registry } from "prom-client";
-import { GAUGE_HASHMAP_SHAPE, PROM_CLIENT_VERSION, gaugeSeries, promClientProblem } from "../../src/main/prom-client-internals.js";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { createMetrics } from "../../src/main/metrics.js";
+import {
+  GAUGE_HASHMAP_SHAPE,
+  PROM_CLIENT_VERSION,
+  SERIES_HASHMAP_SHAPE,
+  counterSeries,
+  gaugeSeries,
+  histogramSeries,
+  promClientProblem,
+  seriesHash,
+} from "../../src/main/prom-client-internals.js";
 
 // gaugeSeries against the real prom-client: fails with "prom-client <version> changed ..." when an upgrade changes it.
 
@@ -29,4 +39,63 @@ test("gaugeSeries of an unlabelled gauge has its one series", () => {
 test("gaugeSeries is undefined for an object without prom-client's shape", () => {
   assert.equal(gaugeSeries({} as Gauge), undefined);
   assert.equal(gaugeSeries({ hashMap: { x: { value: "1" } } } as unknown as Gauge), undefined);
+});
+
+// The hot-path series updates (counterSeries / histogramSeries / observeSeries) against the real prom-client: each
+// finds the series prom-client made, and createMetrics' counters and histograms (which use them) expose exactly what
+// prom-client's public API exposes for the same calls.
+
+test("seriesHash finds the series prom-client made, for counters and histograms, labelled or not", () => {
+  const reg = new Registry();
+  const c = new Counter({ name: "t_c", help: "test", labelNames: ["route", "method", "status"], registers: [reg] });
+  c.inc({ status: 200, route: "/a", method: "POST" });
+  const s = counterSeries(c, seriesHash(["method", "route", "status"], { route: "/a", method: "POST", status: 200 }));
+  assert.equal(s?.value, 1, promClientProblem(SERIES_HASHMAP_SHAPE));
+  assert.equal(counterSeries(c, seriesHash(["method", "route", "status"], { route: "/b", method: "POST", status: 200 })), undefined);
+  const plain = new Counter({ name: "t_plain_c", help: "test", registers: [reg] });
+  plain.inc();
+  assert.equal(counterSeries(plain, seriesHash([], undefined))?.value, 1, promClientProblem(SERIES_HASHMAP_SHAPE));
+  const h = new Histogram({ name: "t_h", help: "test", labelNames: ["service", "code"], buckets: [0.1, 1], registers: [reg] });
+  h.observe({ service: "x", code: "OK" }, 0.5);
+  const hs = histogramSeries(h, seriesHash(["code", "service"], { service: "x", code: "OK" }));
+  assert.deepEqual(hs && { sum: hs.sum, count: hs.count, buckets: { ...hs.bucketValues } }, { sum: 0.5, count: 1, buckets: { "0.1": 0, "1": 1 } }, promClientProblem(SERIES_HASHMAP_SHAPE));
+  // A series prom-client dropped (reset) is not found: the next update goes the public way and makes it again.
+  c.reset();
+  assert.equal(counterSeries(c, seriesHash(["method", "route", "status"], { route: "/a", method: "POST", status: 200 })), undefined);
+});
+
+test("createMetrics' counters and histograms expose what prom-client's public API does for the same calls", async () => {
+  const m = createMetrics({ processMetrics: false });
+  const ref = new Registry();
+  const names = ["route", "method", "status"] as const;
+  const mc = m.counter("t_requests_total", "help c", names);
+  const rc = new Counter({ name: "t_requests_total", help: "help c", labelNames: [...names], registers: [ref] });
+  const mh = m.histogram("t_latency_seconds", "help h", ["service", "code"], [0.001, 0.01, 0.1]);
+  const rh = new Histogram({ name: "t_latency_seconds", help: "help h", labelNames: ["service", "code"], buckets: [0.001, 0.01, 0.1], registers: [ref] });
+  const mp = m.counter("t_plain_total", "help p", []);
+  const rp = new Counter({ name: "t_plain_total", help: "help p", registers: [ref] });
+  const values = [0.0005, 0.001, 0.002, 0.01, 0.05, 0.1, 0.5, 3, 0];
+  for (let i = 0; i < 40; i++) {
+    const labels = { route: `/r${i % 3}`, method: i % 2 ? "GET" : "POST", status: i % 5 ? 200 : 404 };
+    const n = i % 4;
+    mc.inc(labels, n);
+    rc.inc(labels, n);
+    const hl = { service: `s${i % 2}`, code: i % 7 ? "OK" : "UNAVAILABLE" };
+    mh.observe(hl, values[i % values.length]!);
+    rh.observe(hl, values[i % values.length]!);
+    mp.inc();
+    rp.inc();
+  }
+  // What prom-client refuses is still refused (the first call of a series and every later one).
+  assert.throws(() => mc.inc({ route: "/r0", method: "GET", status: 200 }, -1), /decrease/);
+  assert.throws(() => mh.observe({ service: "s0", code: "OK" }, Number.POSITIVE_INFINITY), /not a valid number/);
+  assert.equal(await m.registry.metrics(), await ref.metrics());
+  // After a reset the series start again, as prom-client's own do.
+  m.registry.resetMetrics();
+  ref.resetMetrics();
+  mc.inc({ route: "/r0", method: "GET", status: 200 });
+  rc.inc({ route: "/r0", method: "GET", status: 200 });
+  mc.inc({ route: "/r0", method: "GET", status: 200 });
+  rc.inc({ route: "/r0", method: "GET", status: 200 });
+  assert.equal(await m.registry.metrics(), await ref.metrics());
 });

@@ -135,7 +135,24 @@ export interface RouteDecision {
  */
 export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
   const compiled = routes.map(compile);
+  // "METHOD path" of each route without parameters (the first, as in the scan): such a route is the best match of its
+  // own path and method (no route has more literal segments on it), so a request for it skips the scan over every
+  // route (the hot path: invoke). Only for a path without '%', where the scan could not fail decoding a parameter.
+  const exact = new Map<string, Route>();
+  for (const c of compiled) {
+    const key = `${c.route.method} ${c.route.path}`;
+    if (c.literals === c.segments.length && !exact.has(key)) exact.set(key, c.route);
+  }
+  const refuse = (e: GatewayError, route?: Route): RouteDecision => ({ ...(route ? { route } : {}), params: {}, reply: { status: httpStatusOf(e.code), body: errorBody(e) } });
+  const admit = (route: Route, params: Record<string, string>, headers: Record<string, string>): RouteDecision => {
+    if (deps.isClosing()) return refuse(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"), route);
+    const refused = route.auth === false ? undefined : apiKeyRefusal(deps.auth, headers["x-api-key"]);
+    if (refused) return refuse(refused, route);
+    return { route, params };
+  };
   return (method, path, headers) => {
+    const literal = path.includes("%") ? undefined : exact.get(`${method} ${path}`);
+    if (literal !== undefined) return admit(literal, {}, headers);
     const parts = path.split("/").slice(1);
     let best: { c: Compiled; params: Record<string, string> } | undefined;
     const allowed = new Set<string>();
@@ -146,7 +163,6 @@ export function createRouteTable(routes: readonly Route[], deps: Pick<RestServer
       if (c.route.method !== method) continue;
       if (!best || c.literals > best.c.literals) best = { c, params };
     }
-    const refuse = (e: GatewayError, route?: Route): RouteDecision => ({ ...(route ? { route } : {}), params: {}, reply: { status: httpStatusOf(e.code), body: errorBody(e) } });
     if (!best) {
       if (allowed.size === 0) return refuse(new GatewayError(Code.NOT_FOUND, `no route for ${echo(method, 16)} ${echo(path)}`));
       const list = [...allowed].join(", ");
@@ -155,11 +171,7 @@ export function createRouteTable(routes: readonly Route[], deps: Pick<RestServer
         reply: { status: 405, headers: { allow: list }, body: errorBody(new GatewayError(Code.UNIMPLEMENTED, `method ${echo(method, 16)} is not allowed on ${echo(path)}; allowed: ${list}`)) },
       };
     }
-    const { route } = best.c;
-    if (deps.isClosing()) return refuse(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"), route);
-    const refused = route.auth === false ? undefined : apiKeyRefusal(deps.auth, headers["x-api-key"]);
-    if (refused) return refuse(refused, route);
-    return { route, params: best.params };
+    return admit(best.c.route, best.params, headers);
   };
 }
 
