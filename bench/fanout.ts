@@ -4,7 +4,8 @@
  * HTTP/2 connections from separate subscriber processes, one publisher, 256-byte events.
  *
  * Reports per stream count: server CPU microseconds per delivery (from /proc/<pid>/stat), deliveries/s, p50/p99
- * publish-to-delivery latency, and RSS bytes per idle subscriber. Run alone: `npx tsx bench/fanout.ts [--quick]`.
+ * publish-to-delivery latency, and RSS bytes per idle subscriber. Run alone: `npx tsx bench/fanout.ts [--quick]
+ * [--spacing <ms>]`.
  */
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { dirname, join } from "node:path";
@@ -24,6 +25,13 @@ export interface FanoutOptions {
   quick?: boolean;
   /** Stream counts. Default [1000, 10000] ([1000] when quick). */
   streams?: number[];
+  /**
+   * Pause between publishes, ms. Default 5 (1,000 streams) and 40 (10,000). The publisher waits for each publish, so
+   * a faster server is offered more events per second; at 10,000 streams and 40 ms that is more than the two
+   * subscriber processes read on a 2-core machine, and latency then measures their backlog. Use 200 at 10,000 for a
+   * rate every server sustains (`--spacing 200`).
+   */
+  spacingMs?: number;
 }
 
 interface Measured {
@@ -156,7 +164,7 @@ export async function runFanoutBench(options: FanoutOptions = {}): Promise<{ fig
   const figures: object[] = [];
   for (const n of counts) {
     const events = options.quick ? 40 : n >= 10_000 ? 60 : 200;
-    const spacing = n >= 10_000 ? 40 : 5;
+    const spacing = options.spacingMs ?? (n >= 10_000 ? 40 : 5);
     const base = await measure("baseline", n, events, spacing);
     const gw = await measure("gateway", n, events, spacing);
     const label = (s: string): { label: string } => ({ label: `${s}, ${n} streams` });
@@ -181,7 +189,10 @@ export async function runFanoutBench(options: FanoutOptions = {}): Promise<{ fig
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const quick = process.argv.includes("--quick");
-  runFanoutBench({ quick }).then(
+  const at = process.argv.indexOf("--spacing");
+  const spacingMs = at > 0 ? Number(process.argv[at + 1]) : undefined;
+  if (spacingMs !== undefined && !(spacingMs >= 0)) throw new Error("--spacing takes a number of ms");
+  runFanoutBench({ quick, ...(spacingMs !== undefined ? { spacingMs } : {}) }).then(
     (r) => {
       for (const f of r.figures as Array<{ label: string; value: number; unit: string; baseline: { value: number } }>) {
         const ratio = f.baseline.value ? (f.value / f.baseline.value).toFixed(2) : "-";
