@@ -28,7 +28,9 @@ export interface H2StreamHandler {
   /**
    * The stream is closed and gone: `code` is the RST_STREAM code the client sent (e.g. 0x8 CANCEL), or the code of a
    * reset this side sent, or 0 (NO_ERROR) when both sides ended it normally; `why` says what happened in words for
-   * logs ("client reset", "connection lost", ...). Called exactly once per stream, last.
+   * logs ("client reset", "connection lost", ...). Called exactly once per stream, last. The code alone does not say
+   * which side reset: the gRPC layer tracks its own reset() calls (a reset the HTTP/2 layer sends itself, e.g. for a
+   * stream's flow-control error, looks like the client's).
    */
   close(code: number, why: string): void;
   /** The stream's outbound buffer fell to zero after a write() returned false. */
@@ -95,7 +97,10 @@ export interface H2ServerOptions {
   maxHeaderListSize: number;
   /** Outbound bytes a stream may buffer before write() returns false. */
   streamHighWaterMark: number;
-  /** A new stream whose complete request HEADERS arrived: return its handler. */
+  /**
+   * A new stream whose complete request HEADERS arrived: return its handler. The stream may be answered from inside
+   * this call (respond(), write(), end(), reset()); the handler's callbacks start after it returns.
+   */
   onStream(stream: H2ServerStream): H2StreamHandler;
   /** A new connection (after the client preface). */
   onSession?(session: H2ServerSession): void;
