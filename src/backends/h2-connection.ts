@@ -14,9 +14,6 @@ import {
   PADDED,
   PING,
   PREFACE,
-  PRIORITY,
-  PUSH_PROMISE,
-  RST_STREAM,
   SETTINGS,
   SETTINGS_ACK,
   STREAM_WINDOW,
@@ -378,7 +375,7 @@ export class H2Connection extends FrameReader {
     if (i >= 0) this.blocked.splice(i, 1);
   }
 
-  private flushBlocked(): void {
+  protected flushBlocked(): void {
     if (this.blocked.length === 0 || this.destroyed) return;
     const still: H2Stream[] = [];
     for (const s of this.blocked) if (s.conn === this && !this.sendData(s)) still.push(s);
@@ -467,37 +464,16 @@ export class H2Connection extends FrameReader {
     this.readFrames(chunk, 0);
   }
 
-  protected frame(buf: Buffer, at: number, size: number): void {
-    const type = buf[at + 3]!;
-    const flags = buf[at + 4]!;
-    const sid = buf.readUInt32BE(at + 5) & 0x7fffffff;
-    const p = at + 9;
-    if (this.contStream !== 0 && type !== CONTINUATION) return this.fail(H2Error.PROTOCOL_ERROR, "a header block was interrupted by another frame");
-    switch (type) {
-      case DATA:
-        return this.onDataFrame(buf, p, size, flags, sid);
-      case HEADERS:
-        return this.onHeaders(buf, p, size, flags, sid);
-      case PRIORITY:
-        if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "PRIORITY on stream 0");
-        return;
-      case RST_STREAM:
-        return this.onReset(buf, p, size, sid);
-      case SETTINGS:
-        return this.onSettings(buf, p, size, flags, sid);
-      case PUSH_PROMISE:
-        return this.fail(H2Error.PROTOCOL_ERROR, "PUSH_PROMISE though push is disabled");
-      case PING:
-        return this.onPing(buf, p, size, flags, sid);
-      case GOAWAY:
-        return this.onGoaway(buf, p, size, sid);
-      case WINDOW_UPDATE:
-        return this.onWindowUpdate(buf, p, size, sid);
-      case CONTINUATION:
-        return this.continuationFrame(buf, p, size, flags, sid);
-      default:
-        return; // unknown frame types are ignored (RFC 9113 4.1)
-    }
+  protected onPriority(): void {
+    // Advisory; this side does not prioritise.
+  }
+
+  protected onPushPromise(): void {
+    this.fail(H2Error.PROTOCOL_ERROR, "PUSH_PROMISE though push is disabled");
+  }
+
+  protected onUnknown(): void {
+    // Ignored (RFC 9113 4.1).
   }
 
   protected sendWindowUpdate(id: number, inc: number): void {
@@ -506,7 +482,7 @@ export class H2Connection extends FrameReader {
     this.write(b);
   }
 
-  private onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "DATA on stream 0");
     const pad = this.unpad(buf, p, size, flags);
     if (pad < 0) return;
@@ -533,7 +509,7 @@ export class H2Connection extends FrameReader {
     }
   }
 
-  private onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "HEADERS on stream 0");
     if ((sid & 1) === 0 || sid >= this.nextId) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on stream ${sid}, which this side never opened`);
     this.headersFrame(buf, p, size, flags, sid);
@@ -565,7 +541,7 @@ export class H2Connection extends FrameReader {
     this.maybeEnd();
   }
 
-  private onReset(buf: Buffer, p: number, size: number, sid: number): void {
+  protected onReset(buf: Buffer, p: number, size: number, sid: number): void {
     if (!this.resetOk(size, sid)) return;
     const s = this.streams.get(sid);
     if (s === undefined) return;
@@ -577,7 +553,7 @@ export class H2Connection extends FrameReader {
     this.maybeEnd();
   }
 
-  private onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (!this.settingsToApply(size, flags, sid)) return;
     for (let i = p; i < p + size; i += 6) {
       const id = buf.readUInt16BE(i);
@@ -596,7 +572,7 @@ export class H2Connection extends FrameReader {
     this.next();
   }
 
-  private onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (!this.pingOk(size, sid)) return;
     if ((flags & ACK) !== 0) {
       if (this.probeTimer !== undefined && buf.readUInt32BE(p + 4) === this.probeCount) {
@@ -610,7 +586,7 @@ export class H2Connection extends FrameReader {
     this.write(b);
   }
 
-  private onGoaway(buf: Buffer, p: number, size: number, sid: number): void {
+  protected onGoaway(buf: Buffer, p: number, size: number, sid: number): void {
     if (!this.goawayOk(size, sid)) return;
     const last = buf.readUInt32BE(p) & 0x7fffffff;
     this.retire();
@@ -625,21 +601,16 @@ export class H2Connection extends FrameReader {
     this.maybeEnd();
   }
 
-  private onWindowUpdate(buf: Buffer, p: number, size: number, sid: number): void {
-    const inc = this.windowIncrement(buf, p, size);
-    if (inc < 0) return;
-    if (sid === 0) {
-      if (!this.connectionWindowUpdate(inc)) return;
-    } else {
-      const s = this.streams.get(sid);
-      if (s === undefined) return;
-      if (inc === 0 || s.sendWindow + inc > MAX_WINDOW) {
-        this.cancel(s, inc === 0 ? H2Error.PROTOCOL_ERROR : H2Error.FLOW_CONTROL_ERROR);
-        return s.reset(inc === 0 ? H2Error.PROTOCOL_ERROR : H2Error.FLOW_CONTROL_ERROR);
-      }
-      s.sendWindow += inc;
+  protected onStreamWindow(sid: number, inc: number): boolean {
+    const s = this.streams.get(sid);
+    if (s === undefined) return false;
+    if (inc === 0 || s.sendWindow + inc > MAX_WINDOW) {
+      this.cancel(s, inc === 0 ? H2Error.PROTOCOL_ERROR : H2Error.FLOW_CONTROL_ERROR);
+      s.reset(inc === 0 ? H2Error.PROTOCOL_ERROR : H2Error.FLOW_CONTROL_ERROR);
+      return false;
     }
-    this.flushBlocked();
+    s.sendWindow += inc;
+    return true;
   }
 }
 

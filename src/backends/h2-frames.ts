@@ -97,8 +97,9 @@ export function writeGoaway(b: Buffer, pos: number, lastId: number, code: number
 /**
  * The reading half of one HTTP/2 connection. The subclass feeds socket chunks to readFrames() and gets whole frames
  * back through frame() (a method call, no closure or allocation per frame: a frame wholly inside a chunk is handed
- * over in place, one split across chunks is assembled in one buffer of its size). Its frame() uses the helpers here for
- * what both sides do the same way, and answers fail() (a connection error) and headerBlock() (a whole header block).
+ * over in place, one split across chunks is assembled in one buffer of its size). frame() checks what both sides check
+ * the same way and dispatches by type to the subclass's handlers, which use the helpers here; WINDOW_UPDATE and
+ * CONTINUATION are handled here up to what is the subclass's own (onStreamWindow, headerBlock).
  */
 export abstract class FrameReader {
   /** The socket is gone (or going, after a connection error): nothing more is read. */
@@ -132,8 +133,23 @@ export abstract class FrameReader {
     private readonly maxContinuations: number,
   ) {}
 
-  /** One whole frame: header at buf[at], payload of `size` bytes after it. */
-  protected abstract frame(buf: Buffer, at: number, size: number): void;
+  // The frame handlers frame() dispatches to; p is where the payload starts, sid the stream id.
+  protected abstract onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void;
+  protected abstract onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void;
+  /** A PRIORITY frame on a stream (advisory). */
+  protected abstract onPriority(size: number): void;
+  protected abstract onReset(buf: Buffer, p: number, size: number, sid: number): void;
+  protected abstract onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void;
+  /** PUSH_PROMISE: neither side accepts one (the client disables push, a server never receives one). */
+  protected abstract onPushPromise(): void;
+  protected abstract onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void;
+  protected abstract onGoaway(buf: Buffer, p: number, size: number, sid: number): void;
+  /** A WINDOW_UPDATE of stream `sid` (well-formed, any increment); true when its window grew (then flushBlocked()). */
+  protected abstract onStreamWindow(sid: number, inc: number): boolean;
+  /** A send window opened: send what waits for it. */
+  protected abstract flushBlocked(): void;
+  /** A frame of a type RFC 9113 does not define: ignored (RFC 9113 4.1), metered or not as the side decides. */
+  protected abstract onUnknown(): void;
   /** A connection error (RFC 9113 5.4.1). */
   protected abstract fail(code: number, message: string): void;
   /** A whole header block of stream `sid` at buf[start, end). */
@@ -188,6 +204,40 @@ export abstract class FrameReader {
     }
   }
 
+  /** One whole frame: header at buf[at], payload of `size` bytes after it; to its handler. */
+  protected frame(buf: Buffer, at: number, size: number): void {
+    const type = buf[at + 3]!;
+    const flags = buf[at + 4]!;
+    const sid = buf.readUInt32BE(at + 5) & 0x7fffffff;
+    const p = at + 9;
+    if (this.contStream !== 0 && type !== CONTINUATION) return this.fail(H2Error.PROTOCOL_ERROR, "a header block was interrupted by another frame");
+    switch (type) {
+      case DATA:
+        return this.onDataFrame(buf, p, size, flags, sid);
+      case HEADERS:
+        return this.onHeaders(buf, p, size, flags, sid);
+      case PRIORITY:
+        if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "PRIORITY on stream 0");
+        return this.onPriority(size);
+      case RST_STREAM:
+        return this.onReset(buf, p, size, sid);
+      case SETTINGS:
+        return this.onSettings(buf, p, size, flags, sid);
+      case PUSH_PROMISE:
+        return this.onPushPromise();
+      case PING:
+        return this.onPing(buf, p, size, flags, sid);
+      case GOAWAY:
+        return this.onGoaway(buf, p, size, sid);
+      case WINDOW_UPDATE:
+        return this.onWindowUpdate(buf, p, size, sid);
+      case CONTINUATION:
+        return this.continuationFrame(buf, p, size, flags, sid);
+      default:
+        return this.onUnknown();
+    }
+  }
+
   /** The padding length of a PADDED frame (0 when not padded), or -1 after a connection error. */
   protected unpad(buf: Buffer, p: number, size: number, flags: number): number {
     if ((flags & PADDED) === 0) return 0;
@@ -235,7 +285,7 @@ export abstract class FrameReader {
     this.contFrames = 0;
   }
 
-  protected continuationFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  private continuationFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (this.contStream === 0 || sid !== this.contStream) return this.fail(H2Error.PROTOCOL_ERROR, "CONTINUATION without a header block to continue");
     this.contSize += size;
     if (this.contSize > this.blockLimit) return this.fail(this.blockLimitCode, `header block larger than ${this.blockLimit} bytes`);
@@ -319,23 +369,14 @@ export abstract class FrameReader {
     return false;
   }
 
-  /** WINDOW_UPDATE: its increment, or -1 after a connection error. */
-  protected windowIncrement(buf: Buffer, p: number, size: number): number {
-    if (size !== 4) {
-      this.fail(H2Error.FRAME_SIZE_ERROR, "WINDOW_UPDATE payload is not 4 bytes");
-      return -1;
-    }
-    return buf.readUInt32BE(p) & 0x7fffffff;
-  }
-
-  /** A WINDOW_UPDATE of the connection; false after a connection error. */
-  protected connectionWindowUpdate(inc: number): boolean {
-    if (inc === 0) this.fail(H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
-    else {
+  private onWindowUpdate(buf: Buffer, p: number, size: number, sid: number): void {
+    if (size !== 4) return this.fail(H2Error.FRAME_SIZE_ERROR, "WINDOW_UPDATE payload is not 4 bytes");
+    const inc = buf.readUInt32BE(p) & 0x7fffffff;
+    if (sid === 0) {
+      if (inc === 0) return this.fail(H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
       this.sendWindow += inc;
-      if (this.sendWindow <= MAX_WINDOW) return true;
-      this.fail(H2Error.FLOW_CONTROL_ERROR, "the connection window overflowed");
-    }
-    return false;
+      if (this.sendWindow > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, "the connection window overflowed");
+    } else if (!this.onStreamWindow(sid, inc)) return;
+    this.flushBlocked();
   }
 }

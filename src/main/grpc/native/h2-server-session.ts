@@ -1,32 +1,24 @@
 import type net from "node:net";
-import { HpackDecoder, HpackError, type HeaderSink } from "../../../backends/hpack.js";
-import { RequestHeaders } from "./h2-server-headers.js";
-import { ServerStream } from "./h2-server-stream.js";
-import type { H2ServerOptions, H2ServerSession, HeaderList } from "./h2-server-types.js";
-import { FrameWriter, type FlushOwner } from "./h2-server-writer.js";
 import {
   ACK,
   CONNECTION_WINDOW,
-  CONTINUATION,
-  DATA,
   END_STREAM,
   FrameReader,
-  GOAWAY,
   H2Error,
-  HEADERS,
   MAX_WINDOW,
   PADDED,
-  PING,
   PREFACE,
-  PRIORITY,
-  PUSH_PROMISE,
-  RST_STREAM,
   SETTINGS,
   SETTINGS_ACK,
   STREAM_WINDOW,
   WINDOW_UPDATE,
   frameHeader,
 } from "../../../backends/h2-frames.js";
+import { HpackDecoder, HpackError, type HeaderSink } from "../../../backends/hpack.js";
+import { RequestHeaders } from "./h2-server-headers.js";
+import { ServerStream } from "./h2-server-stream.js";
+import type { H2ServerOptions, H2ServerSession, HeaderList } from "./h2-server-types.js";
+import { FrameWriter, type FlushOwner } from "./h2-server-writer.js";
 
 /**
  * One client connection of the native HTTP/2 server (RFC 9113, server role, cleartext with prior knowledge), the
@@ -373,7 +365,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   }
 
   /** A window opened (or the socket drained): send what waits, and tell streams whose buffer emptied. */
-  private flushBlocked(): void {
+  protected flushBlocked(): void {
     if (this.blocked.length === 0 || this.destroyed) return;
     const list = this.blocked;
     this.blocked = [];
@@ -497,53 +489,35 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.readFrames(chunk, off);
   }
 
-  protected frame(buf: Buffer, at: number, size: number): void {
-    const type = buf[at + 3]!;
-    const flags = buf[at + 4]!;
-    const sid = buf.readUInt32BE(at + 5) & 0x7fffffff;
-    const p = at + 9;
+  /** The client's first frame must be SETTINGS (RFC 9113 3.4); then FrameReader dispatches. */
+  protected override frame(buf: Buffer, at: number, size: number): void {
     if (!this.settingsSeen) {
-      if (type !== SETTINGS || (flags & ACK) !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "the client's first frame is not SETTINGS");
+      if (buf[at + 3] !== SETTINGS || (buf[at + 4]! & ACK) !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "the client's first frame is not SETTINGS");
       this.settingsSeen = true;
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (this.contStream !== 0 && type !== CONTINUATION) return this.fail(H2Error.PROTOCOL_ERROR, "a header block was interrupted by another frame");
-    switch (type) {
-      case DATA:
-        return this.onDataFrame(buf, p, size, flags, sid);
-      case HEADERS:
-        return this.onHeaders(buf, p, size, flags, sid);
-      case PRIORITY:
-        if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "PRIORITY on stream 0");
-        if (size !== 5) return this.fail(H2Error.FRAME_SIZE_ERROR, "PRIORITY payload is not 5 bytes");
-        this.flooded();
-        return;
-      case RST_STREAM:
-        return this.onReset(buf, p, size, sid);
-      case SETTINGS:
-        return this.onSettings(buf, p, size, flags, sid);
-      case PUSH_PROMISE:
-        return this.fail(H2Error.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
-      case PING:
-        return this.onPing(buf, p, size, flags, sid);
-      case GOAWAY:
-        return this.onGoaway(size, sid);
-      case WINDOW_UPDATE:
-        return this.onWindowUpdate(buf, p, size, sid);
-      case CONTINUATION:
-        return this.continuationFrame(buf, p, size, flags, sid);
-      default:
-        this.flooded(); // unknown frame types are ignored (RFC 9113 4.1), but not without bound
-        return;
-    }
+    super.frame(buf, at, size);
+  }
+
+  protected onPriority(size: number): void {
+    if (size !== 5) return this.fail(H2Error.FRAME_SIZE_ERROR, "PRIORITY payload is not 5 bytes");
+    this.flooded();
+  }
+
+  protected onPushPromise(): void {
+    this.fail(H2Error.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
+  }
+
+  protected onUnknown(): void {
+    this.flooded(); // unknown frame types are ignored (RFC 9113 4.1), but not without bound
   }
 
   protected sendWindowUpdate(id: number, inc: number): void {
     this.out.windowUpdate(id, inc);
   }
 
-  private onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "DATA on stream 0");
     const pad = this.unpad(buf, p, size, flags);
     if (pad < 0) return;
@@ -590,7 +564,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (!s.done && s.outEnded) this.finish(s, H2Error.NO_ERROR, "complete");
   }
 
-  private onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "HEADERS on stream 0");
     if ((sid & 1) === 0) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on even stream id ${sid}`);
     this.headersFrame(buf, p, size, flags, sid);
@@ -640,7 +614,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (endStream && !s.done) this.deliverEnd(s);
   }
 
-  private onReset(buf: Buffer, p: number, size: number, sid: number): void {
+  protected onReset(buf: Buffer, p: number, size: number, sid: number): void {
     if (!this.resetOk(size, sid)) return;
     if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `RST_STREAM on idle stream ${sid}`);
     if (this.resetTokens < 1) {
@@ -655,7 +629,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.finish(s, buf.readUInt32BE(p), "client reset");
   }
 
-  private onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (!this.settingsToApply(size, flags, sid)) return;
     if (this.flooded()) return;
     for (let i = p; i < p + size; i += 6) {
@@ -680,35 +654,32 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.flushBlocked();
   }
 
-  private onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (!this.pingOk(size, sid)) return;
     if ((flags & ACK) !== 0) return; // this side sends no PINGs
     if (this.flooded()) return;
     this.out.pingAck(buf, p);
   }
 
-  private onGoaway(size: number, sid: number): void {
+  protected onGoaway(_buf: Buffer, _p: number, size: number, sid: number): void {
     if (!this.goawayOk(size, sid)) return;
     // The client opens no more streams; those it has finish, then the connection ends.
     this.peerGoaway = true;
     this.maybeEnd();
   }
 
-  private onWindowUpdate(buf: Buffer, p: number, size: number, sid: number): void {
-    const inc = this.windowIncrement(buf, p, size);
-    if (inc < 0) return;
-    if (sid === 0) {
-      if (!this.connectionWindowUpdate(inc)) return;
-    } else {
-      const s = this.streams.get(sid);
-      if (s === undefined) {
-        if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `WINDOW_UPDATE on idle stream ${sid}`);
-        return;
-      }
-      if (inc === 0) return this.resetStream(s, H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
-      if (s.sendWindow + inc > MAX_WINDOW) return this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the stream window overflowed");
-      s.sendWindow += inc;
+  protected onStreamWindow(sid: number, inc: number): boolean {
+    const s = this.streams.get(sid);
+    if (s === undefined) {
+      if (sid > this.lastId) this.fail(H2Error.PROTOCOL_ERROR, `WINDOW_UPDATE on idle stream ${sid}`);
+      return false;
     }
-    this.flushBlocked();
+    if (inc === 0) this.resetStream(s, H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
+    else if (s.sendWindow + inc > MAX_WINDOW) this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the stream window overflowed");
+    else {
+      s.sendWindow += inc;
+      return true;
+    }
+    return false;
   }
 }
