@@ -1,4 +1,29 @@
 import net from "node:net";
+import {
+  ACK,
+  CONNECTION_WINDOW,
+  CONTINUATION,
+  DATA,
+  END_HEADERS,
+  END_STREAM,
+  FrameReader,
+  GOAWAY,
+  H2Error,
+  HEADERS,
+  MAX_WINDOW,
+  PADDED,
+  PING,
+  PREFACE,
+  SETTINGS,
+  SETTINGS_ACK,
+  STREAM_WINDOW,
+  WINDOW_UPDATE,
+  frameHeader,
+  writeGoaway,
+  writePingAck,
+  writeRst,
+  writeWindowUpdate,
+} from "./h2-frames.js";
 import { HpackDecoder, HpackError, type HeaderSink } from "./hpack.js";
 
 /**
@@ -15,55 +40,14 @@ import { HpackDecoder, HpackError, type HeaderSink } from "./hpack.js";
  * streams by QUEUE_LIMIT); nothing throws out of a socket event handler.
  */
 
-// Frame types (RFC 9113 6).
-const DATA = 0x0;
-const HEADERS = 0x1;
-const PRIORITY = 0x2;
-const RST_STREAM = 0x3;
-const SETTINGS = 0x4;
-const PUSH_PROMISE = 0x5;
-const PING = 0x6;
-const GOAWAY = 0x7;
-const WINDOW_UPDATE = 0x8;
-const CONTINUATION = 0x9;
-// Flags.
-const END_STREAM = 0x1;
-const ACK = 0x1;
-const END_HEADERS = 0x4;
-const PADDED = 0x8;
-const PRIORITY_FLAG = 0x20;
+export { CONNECTION_WINDOW, H2Error, STREAM_WINDOW, frameHeader } from "./h2-frames.js";
 
-/** HTTP/2 error codes (RFC 9113 7). */
-export const H2Error = {
-  NO_ERROR: 0x0,
-  PROTOCOL_ERROR: 0x1,
-  INTERNAL_ERROR: 0x2,
-  FLOW_CONTROL_ERROR: 0x3,
-  SETTINGS_TIMEOUT: 0x4,
-  STREAM_CLOSED: 0x5,
-  FRAME_SIZE_ERROR: 0x6,
-  REFUSED_STREAM: 0x7,
-  CANCEL: 0x8,
-  COMPRESSION_ERROR: 0x9,
-  CONNECT_ERROR: 0xa,
-  ENHANCE_YOUR_CALM: 0xb,
-  INADEQUATE_SECURITY: 0xc,
-  HTTP_1_1_REQUIRED: 0xd,
-} as const;
-
-const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
-/** The largest frame payload this side accepts: the protocol default, so it is never advertised. */
-const MAX_FRAME_IN = 16_384;
-/** Receive window of each stream (SETTINGS_INITIAL_WINDOW_SIZE) and of the connection. */
-export const STREAM_WINDOW = 4 << 20;
-export const CONNECTION_WINDOW = 16 << 20;
 /** The largest header block (HEADERS + CONTINUATION fragments) accepted from the peer. */
 export const HEADER_BLOCK_LIMIT = 64 * 1024;
 /** Streams waiting for the peer's MAX_CONCURRENT_STREAMS to allow them, per connection. */
 export const QUEUE_LIMIT = 4096;
 /** The highest client stream id; past it the connection takes no new streams (RFC 9113 5.1.1). */
 const MAX_STREAM_ID = 0x7fffffff;
-const MAX_WINDOW = 0x7fffffff;
 
 /** Our SETTINGS: ENABLE_PUSH 0, INITIAL_WINDOW_SIZE, MAX_HEADER_LIST_SIZE; then a connection WINDOW_UPDATE. */
 function greeting(): Buffer {
@@ -81,18 +65,6 @@ function greeting(): Buffer {
   return b;
 }
 const GREETING = greeting();
-const SETTINGS_ACK = Buffer.from([0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0]);
-
-/** Write a 9-byte frame header at `pos`; returns where the payload starts. */
-export function frameHeader(b: Buffer, pos: number, length: number, type: number, flags: number, stream: number): number {
-  b[pos] = length >>> 16;
-  b[pos + 1] = (length >>> 8) & 0xff;
-  b[pos + 2] = length & 0xff;
-  b[pos + 3] = type;
-  b[pos + 4] = flags;
-  b.writeUInt32BE(stream, pos + 5);
-  return pos + 9;
-}
 
 /** Why a connection's streams end without their own outcome. */
 export interface ConnectionLoss {
@@ -160,7 +132,7 @@ export interface ConnectionEvents {
 }
 
 /** One HTTP/2 connection; see the file comment. */
-export class H2Connection {
+export class H2Connection extends FrameReader {
   private readonly socket: net.Socket;
   private readonly decoder = new HpackDecoder();
   private readonly streams = new Map<number, H2Stream>();
@@ -173,29 +145,13 @@ export class H2Connection {
   private blocked: H2Stream[] = [];
   // The peer's settings.
   private maxFrame = 16_384;
-  private peerInitialWindow = 65_535;
   private maxStreams = Infinity;
-  private sendWindow = 65_535;
-  private recvWindow = CONNECTION_WINDOW;
-  private recvUnacked = 0;
-  // Frame assembly across socket chunks: a partial header, then a whole frame in `part`.
-  private readonly head = Buffer.allocUnsafe(9);
-  private headHave = 0;
-  private part: Buffer | null = null;
-  private partHave = 0;
-  // A header block continued in CONTINUATION frames.
-  private contStream = 0;
-  private contEndStream = false;
-  private contParts: Buffer[] = [];
-  private contSize = 0;
   private corked = false;
   private probeTimer: ReturnType<typeof setTimeout> | undefined;
   private probeCount = 0;
   private closing = false;
   /** Takes no new streams (GOAWAY, stream ids used up, closing, or gone). */
   private retiredFlag = false;
-  /** The socket is gone (or going, after a connection error); every stream has been told. */
-  destroyed = false;
   /** The socket connected at some point. */
   private everConnected = false;
   private socketError: string | undefined;
@@ -207,6 +163,7 @@ export class H2Connection {
     private readonly events: ConnectionEvents,
     firstStreamId = 1,
   ) {
+    super(HEADER_BLOCK_LIMIT, H2Error.PROTOCOL_ERROR, Infinity);
     this.nextId = firstStreamId;
     this.socket = net.connect({ host, port, noDelay: true });
     this.socket.on("connect", () => {
@@ -418,7 +375,7 @@ export class H2Connection {
     if (i >= 0) this.blocked.splice(i, 1);
   }
 
-  private flushBlocked(): void {
+  protected flushBlocked(): void {
     if (this.blocked.length === 0 || this.destroyed) return;
     const still: H2Stream[] = [];
     for (const s of this.blocked) if (s.conn === this && !this.sendData(s)) still.push(s);
@@ -468,13 +425,11 @@ export class H2Connection {
   }
 
   /** A connection error (RFC 9113 5.4.1): GOAWAY with the code, then the socket destroyed; every stream lost. */
-  private fail(code: number, message: string): void {
+  protected fail(code: number, message: string): void {
     if (this.destroyed) return;
     const debug = Buffer.from(message.slice(0, 200), "utf8");
-    const b = Buffer.alloc(17 + debug.length);
-    frameHeader(b, 0, 8 + debug.length, GOAWAY, 0, 0);
-    b.writeUInt32BE(code, 13);
-    debug.copy(b, 17);
+    const b = Buffer.allocUnsafe(17 + debug.length);
+    writeGoaway(b, 0, 0, code, debug);
     this.write(b);
     this.teardown(message);
   }
@@ -506,109 +461,32 @@ export class H2Connection {
 
   private onData(chunk: Buffer): void {
     if (this.destroyed) return;
-    let off = 0;
-    const len = chunk.length;
-    if (this.headHave > 0 || this.part !== null) {
-      if (this.part === null) {
-        const t = Math.min(9 - this.headHave, len);
-        chunk.copy(this.head, this.headHave, 0, t);
-        this.headHave += t;
-        off = t;
-        if (this.headHave < 9) return;
-        const size = (this.head[0]! << 16) | (this.head[1]! << 8) | this.head[2]!;
-        if (size > MAX_FRAME_IN) return this.fail(H2Error.FRAME_SIZE_ERROR, `frame of ${size} bytes exceeds ${MAX_FRAME_IN}`);
-        this.part = Buffer.allocUnsafe(9 + size);
-        this.head.copy(this.part, 0);
-        this.partHave = 9;
-      }
-      const part = this.part;
-      const t = Math.min(part.length - this.partHave, len - off);
-      chunk.copy(part, this.partHave, off, off + t);
-      this.partHave += t;
-      off += t;
-      if (this.partHave < part.length) return;
-      this.part = null;
-      this.headHave = 0;
-      this.frame(part, 0, part.length - 9);
-      if (this.destroyed) return;
-    }
-    while (off < len) {
-      if (len - off < 9) {
-        chunk.copy(this.head, 0, off, len);
-        this.headHave = len - off;
-        return;
-      }
-      const size = (chunk[off]! << 16) | (chunk[off + 1]! << 8) | chunk[off + 2]!;
-      if (size > MAX_FRAME_IN) return this.fail(H2Error.FRAME_SIZE_ERROR, `frame of ${size} bytes exceeds ${MAX_FRAME_IN}`);
-      if (len - off < 9 + size) {
-        this.part = Buffer.allocUnsafe(9 + size);
-        chunk.copy(this.part, 0, off, len);
-        this.partHave = len - off;
-        return;
-      }
-      this.frame(chunk, off, size);
-      if (this.destroyed) return;
-      off += 9 + size;
-    }
+    this.readFrames(chunk, 0);
   }
 
-  /** One whole frame: header at buf[at], payload of `size` bytes after it. */
-  private frame(buf: Buffer, at: number, size: number): void {
-    const type = buf[at + 3]!;
-    const flags = buf[at + 4]!;
-    const sid = buf.readUInt32BE(at + 5) & 0x7fffffff;
-    const p = at + 9;
-    if (this.contStream !== 0 && type !== CONTINUATION) return this.fail(H2Error.PROTOCOL_ERROR, "a header block was interrupted by another frame");
-    switch (type) {
-      case DATA:
-        return this.onDataFrame(buf, p, size, flags, sid);
-      case HEADERS:
-        return this.onHeaders(buf, p, size, flags, sid);
-      case PRIORITY:
-        if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "PRIORITY on stream 0");
-        return;
-      case RST_STREAM:
-        return this.onReset(buf, p, size, sid);
-      case SETTINGS:
-        return this.onSettings(buf, p, size, flags, sid);
-      case PUSH_PROMISE:
-        return this.fail(H2Error.PROTOCOL_ERROR, "PUSH_PROMISE though push is disabled");
-      case PING:
-        return this.onPing(buf, p, size, flags, sid);
-      case GOAWAY:
-        return this.onGoaway(buf, p, size, sid);
-      case WINDOW_UPDATE:
-        return this.onWindowUpdate(buf, p, size, sid);
-      case CONTINUATION:
-        return this.onContinuation(buf, p, size, flags, sid);
-      default:
-        return; // unknown frame types are ignored (RFC 9113 4.1)
-    }
+  protected onPriority(): void {
+    // Advisory; this side does not prioritise.
   }
 
-  /** The payload without padding: [start, end), or a connection error. */
-  private unpad(buf: Buffer, p: number, size: number, flags: number): number {
-    if ((flags & PADDED) === 0) return 0;
-    if (size < 1 || buf[p]! >= size) {
-      this.fail(H2Error.PROTOCOL_ERROR, "padding exceeds the frame");
-      return -1;
-    }
-    return buf[p]!;
+  protected onPushPromise(): void {
+    this.fail(H2Error.PROTOCOL_ERROR, "PUSH_PROMISE though push is disabled");
   }
 
-  private onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onUnknown(): void {
+    // Ignored (RFC 9113 4.1).
+  }
+
+  protected sendWindowUpdate(id: number, inc: number): void {
+    const b = Buffer.allocUnsafe(13);
+    writeWindowUpdate(b, 0, id, inc);
+    this.write(b);
+  }
+
+  protected onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "DATA on stream 0");
     const pad = this.unpad(buf, p, size, flags);
     if (pad < 0) return;
-    // The whole frame counts against the windows, padding included (RFC 9113 6.9.1).
-    this.recvWindow -= size;
-    if (this.recvWindow < 0) return this.fail(H2Error.FLOW_CONTROL_ERROR, "DATA beyond the connection window");
-    this.recvUnacked += size;
-    if (this.recvUnacked >= CONNECTION_WINDOW / 2) {
-      this.write(windowUpdateFrame(0, this.recvUnacked));
-      this.recvWindow += this.recvUnacked;
-      this.recvUnacked = 0;
-    }
+    if (!this.connectionData(size)) return;
     const s = this.streams.get(sid);
     if (s === undefined) {
       if (sid >= this.nextId) return this.fail(H2Error.PROTOCOL_ERROR, `DATA on idle stream ${sid}`);
@@ -625,43 +503,19 @@ export class H2Connection {
     if ((flags & END_STREAM) !== 0) return this.remoteEnd(s);
     s.recvUnacked += size;
     if (s.recvUnacked >= STREAM_WINDOW / 2) {
-      this.write(windowUpdateFrame(sid, s.recvUnacked));
+      this.sendWindowUpdate(sid, s.recvUnacked);
       s.recvWindow += s.recvUnacked;
       s.recvUnacked = 0;
     }
   }
 
-  private onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "HEADERS on stream 0");
     if ((sid & 1) === 0 || sid >= this.nextId) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on stream ${sid}, which this side never opened`);
-    const pad = this.unpad(buf, p, size, flags);
-    if (pad < 0) return;
-    let start = (flags & PADDED) !== 0 ? p + 1 : p;
-    if ((flags & PRIORITY_FLAG) !== 0) start += 5;
-    const end = p + size - pad;
-    if (start > end) return this.fail(H2Error.PROTOCOL_ERROR, "HEADERS too short for its flags");
-    const endStream = (flags & END_STREAM) !== 0;
-    if ((flags & END_HEADERS) !== 0) return this.headerBlock(sid, buf, start, end, endStream);
-    if (end - start > HEADER_BLOCK_LIMIT) return this.fail(H2Error.PROTOCOL_ERROR, `header block larger than ${HEADER_BLOCK_LIMIT} bytes`);
-    this.contStream = sid;
-    this.contEndStream = endStream;
-    this.contParts = [buf.subarray(start, end)];
-    this.contSize = end - start;
+    this.headersFrame(buf, p, size, flags, sid);
   }
 
-  private onContinuation(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
-    if (this.contStream === 0 || sid !== this.contStream) return this.fail(H2Error.PROTOCOL_ERROR, "CONTINUATION without a header block to continue");
-    this.contSize += size;
-    if (this.contSize > HEADER_BLOCK_LIMIT) return this.fail(H2Error.PROTOCOL_ERROR, `header block larger than ${HEADER_BLOCK_LIMIT} bytes`);
-    this.contParts.push(buf.subarray(p, p + size));
-    if ((flags & END_HEADERS) === 0) return;
-    const block = Buffer.concat(this.contParts, this.contSize);
-    this.contStream = 0;
-    this.contParts = [];
-    this.headerBlock(sid, block, 0, block.length, this.contEndStream);
-  }
-
-  private headerBlock(sid: number, buf: Buffer, start: number, end: number, endStream: boolean): void {
+  protected headerBlock(sid: number, buf: Buffer, start: number, end: number, endStream: boolean): void {
     const s = this.streams.get(sid);
     try {
       this.decoder.decode(buf, start, end, s ?? DISCARD);
@@ -687,9 +541,8 @@ export class H2Connection {
     this.maybeEnd();
   }
 
-  private onReset(buf: Buffer, p: number, size: number, sid: number): void {
-    if (size !== 4) return this.fail(H2Error.FRAME_SIZE_ERROR, "RST_STREAM payload is not 4 bytes");
-    if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "RST_STREAM on stream 0");
+  protected onReset(buf: Buffer, p: number, size: number, sid: number): void {
+    if (!this.resetOk(size, sid)) return;
     const s = this.streams.get(sid);
     if (s === undefined) return;
     this.streams.delete(sid);
@@ -700,27 +553,16 @@ export class H2Connection {
     this.maybeEnd();
   }
 
-  private onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
-    if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "SETTINGS on a stream");
-    if ((flags & ACK) !== 0) {
-      if (size !== 0) return this.fail(H2Error.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
-      return;
-    }
-    if (size % 6 !== 0) return this.fail(H2Error.FRAME_SIZE_ERROR, "SETTINGS payload is not a multiple of 6");
+  protected onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if (!this.settingsToApply(size, flags, sid)) return;
     for (let i = p; i < p + size; i += 6) {
       const id = buf.readUInt16BE(i);
       const v = buf.readUInt32BE(i + 2);
       if (id === 0x3) this.maxStreams = v;
       else if (id === 0x4) {
-        if (v > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, `INITIAL_WINDOW_SIZE ${v} too large`);
-        const delta = v - this.peerInitialWindow;
-        this.peerInitialWindow = v;
-        for (const s of this.streams.values()) {
-          s.sendWindow += delta;
-          if (s.sendWindow > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, "a stream window overflowed");
-        }
+        if (!this.initialWindow(v, this.streams.values())) return;
       } else if (id === 0x5) {
-        if (v < 16_384 || v > 16_777_215) return this.fail(H2Error.PROTOCOL_ERROR, `MAX_FRAME_SIZE ${v} out of range`);
+        if (!this.frameSizeOk(v)) return;
         this.maxFrame = v;
       } else if (id === 0x2 && v > 1) return this.fail(H2Error.PROTOCOL_ERROR, `ENABLE_PUSH ${v}`);
       // HEADER_TABLE_SIZE: this side never indexes, so the peer's table size does not matter; others are advisory.
@@ -730,9 +572,8 @@ export class H2Connection {
     this.next();
   }
 
-  private onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
-    if (size !== 8) return this.fail(H2Error.FRAME_SIZE_ERROR, "PING payload is not 8 bytes");
-    if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "PING on a stream");
+  protected onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if (!this.pingOk(size, sid)) return;
     if ((flags & ACK) !== 0) {
       if (this.probeTimer !== undefined && buf.readUInt32BE(p + 4) === this.probeCount) {
         clearTimeout(this.probeTimer);
@@ -741,14 +582,12 @@ export class H2Connection {
       return;
     }
     const b = Buffer.allocUnsafe(17);
-    frameHeader(b, 0, 8, PING, ACK, 0);
-    buf.copy(b, 9, p, p + 8);
+    writePingAck(b, 0, buf, p);
     this.write(b);
   }
 
-  private onGoaway(buf: Buffer, p: number, size: number, sid: number): void {
-    if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "GOAWAY on a stream");
-    if (size < 8) return this.fail(H2Error.FRAME_SIZE_ERROR, "GOAWAY payload shorter than 8 bytes");
+  protected onGoaway(buf: Buffer, p: number, size: number, sid: number): void {
+    if (!this.goawayOk(size, sid)) return;
     const last = buf.readUInt32BE(p) & 0x7fffffff;
     this.retire();
     // Streams above the last id were not processed (RFC 9113 6.8): they may be sent again elsewhere.
@@ -762,36 +601,21 @@ export class H2Connection {
     this.maybeEnd();
   }
 
-  private onWindowUpdate(buf: Buffer, p: number, size: number, sid: number): void {
-    if (size !== 4) return this.fail(H2Error.FRAME_SIZE_ERROR, "WINDOW_UPDATE payload is not 4 bytes");
-    const inc = buf.readUInt32BE(p) & 0x7fffffff;
-    if (sid === 0) {
-      if (inc === 0) return this.fail(H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
-      this.sendWindow += inc;
-      if (this.sendWindow > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, "the connection window overflowed");
-    } else {
-      const s = this.streams.get(sid);
-      if (s === undefined) return;
-      if (inc === 0 || s.sendWindow + inc > MAX_WINDOW) {
-        this.cancel(s, inc === 0 ? H2Error.PROTOCOL_ERROR : H2Error.FLOW_CONTROL_ERROR);
-        return s.reset(inc === 0 ? H2Error.PROTOCOL_ERROR : H2Error.FLOW_CONTROL_ERROR);
-      }
-      s.sendWindow += inc;
+  protected onStreamWindow(sid: number, inc: number): boolean {
+    const s = this.streams.get(sid);
+    if (s === undefined) return false;
+    if (inc === 0 || s.sendWindow + inc > MAX_WINDOW) {
+      this.cancel(s, inc === 0 ? H2Error.PROTOCOL_ERROR : H2Error.FLOW_CONTROL_ERROR);
+      s.reset(inc === 0 ? H2Error.PROTOCOL_ERROR : H2Error.FLOW_CONTROL_ERROR);
+      return false;
     }
-    this.flushBlocked();
+    s.sendWindow += inc;
+    return true;
   }
 }
 
 function rstFrame(id: number, code: number): Buffer {
   const b = Buffer.allocUnsafe(13);
-  frameHeader(b, 0, 4, RST_STREAM, 0, id);
-  b.writeUInt32BE(code, 9);
-  return b;
-}
-
-function windowUpdateFrame(id: number, inc: number): Buffer {
-  const b = Buffer.allocUnsafe(13);
-  frameHeader(b, 0, 4, WINDOW_UPDATE, 0, id);
-  b.writeUInt32BE(inc, 9);
+  writeRst(b, 0, id, code);
   return b;
 }

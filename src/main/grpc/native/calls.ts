@@ -609,9 +609,86 @@ function peerOf(core: CallCore): string {
   return s.remotePort ? `${s.remoteAddress}:${s.remotePort}` : s.remoteAddress;
 }
 
+/** A class to extend (mixins below): any constructor, as TypeScript's mixin pattern requires. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Base<T> = abstract new (...args: any[]) => T;
+
+/** The methods every call object offers besides its stream methods (grpc-js's ServerSurfaceCall), once for the three. */
+function surfaceCall<B extends Base<EventEmitter>>(base: B) {
+  abstract class SurfaceCall extends base implements Surface {
+    abstract readonly path: string;
+    abstract readonly call: CallCore;
+    cancelled = false;
+    getPeer(): string {
+      return peerOf(this.call);
+    }
+    sendMetadata(md: grpc.Metadata): void {
+      this.call.sendMetadata(md);
+    }
+    getDeadline(): number {
+      return this.call.deadline;
+    }
+    getPath(): string {
+      return this.path;
+    }
+    getHost(): string | undefined {
+      return this.call.head.authority;
+    }
+    getAuthContext(): Record<string, never> {
+      return {};
+    }
+  }
+  return SurfaceCall;
+}
+
+/**
+ * What the server-streaming and the duplex call share: response messages written through the call, a status set by
+ * emit('error', status) or OK, sent with the trailers end() was given once the writable side finishes.
+ */
+function streamingCall<B extends Base<Writable>>(base: B) {
+  abstract class StreamingCall extends surfaceCall(base) {
+    pendingStatus: StatusLike = { code: grpc.status.OK, details: "OK" };
+    trailingMetadata = new grpc.Metadata();
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    constructor(...args: any[]) {
+      super(...args);
+      // As grpc-js: emit('error', status) is how a handler ends the call with a status.
+      this.on("error", (err) => {
+        this.pendingStatus = serverErrorToStatus(err);
+        this.end();
+      });
+    }
+    override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+      this.call.sendMessage(chunk, callback);
+    }
+    /**
+     * Listeners run inside this layer or in Node's stream ticks; one that throws ends the call UNKNOWN and is reported
+     * (onError) instead of becoming an uncaught exception that takes the process down.
+     */
+    override emit(event: string | symbol, ...args: unknown[]): boolean {
+      try {
+        return super.emit(event, ...args);
+      } catch (e) {
+        if (this.call === undefined) throw e;
+        this.call.fail(e);
+        return true;
+      }
+    }
+    override _final(callback: (error?: Error | null) => void): void {
+      callback(null);
+      this.call.sendStatus({ ...this.pendingStatus, metadata: this.pendingStatus.metadata ?? this.trailingMetadata });
+    }
+    /** End the call with OK (or the status an 'error' set), `metadata` as trailers. */
+    override end(metadata?: unknown): this {
+      if (metadata instanceof grpc.Metadata) this.trailingMetadata = metadata;
+      return super.end();
+    }
+  }
+  return StreamingCall;
+}
+
 /** A unary call (grpc-js ServerUnaryCall): request, metadata, deadline, 'cancelled'. */
-export class NativeServerUnaryCall extends EventEmitter implements Surface {
-  cancelled = false;
+export class NativeServerUnaryCall extends surfaceCall(EventEmitter) {
   constructor(
     readonly path: string,
     readonly call: CallCore,
@@ -620,31 +697,10 @@ export class NativeServerUnaryCall extends EventEmitter implements Surface {
   ) {
     super();
   }
-  getPeer(): string {
-    return peerOf(this.call);
-  }
-  sendMetadata(md: grpc.Metadata): void {
-    this.call.sendMetadata(md);
-  }
-  getDeadline(): number {
-    return this.call.deadline;
-  }
-  getPath(): string {
-    return this.path;
-  }
-  getHost(): string | undefined {
-    return this.call.head.authority;
-  }
-  getAuthContext(): Record<string, never> {
-    return {};
-  }
 }
 
 /** A server-streaming call (grpc-js ServerWritableStream): an object-mode Writable of response messages. */
-export class NativeServerWritableStream extends Writable implements Surface {
-  cancelled = false;
-  pendingStatus: StatusLike = { code: grpc.status.OK, details: "OK" };
-  trailingMetadata = new grpc.Metadata();
+export class NativeServerWritableStream extends streamingCall(Writable) {
   constructor(
     readonly path: string,
     readonly call: CallCore,
@@ -652,117 +708,19 @@ export class NativeServerWritableStream extends Writable implements Surface {
     readonly request: unknown,
   ) {
     super({ objectMode: true });
-    // As grpc-js: emit('error', status) is how a handler ends the call with a status.
-    this.on("error", (err) => {
-      this.pendingStatus = serverErrorToStatus(err);
-      this.end();
-    });
-  }
-  getPeer(): string {
-    return peerOf(this.call);
-  }
-  sendMetadata(md: grpc.Metadata): void {
-    this.call.sendMetadata(md);
-  }
-  getDeadline(): number {
-    return this.call.deadline;
-  }
-  getPath(): string {
-    return this.path;
-  }
-  getHost(): string | undefined {
-    return this.call.head.authority;
-  }
-  getAuthContext(): Record<string, never> {
-    return {};
-  }
-  override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.call.sendMessage(chunk, callback);
-  }
-  /**
-   * Listeners run inside this layer or in Node's stream ticks; one that throws ends the call UNKNOWN and is reported
-   * (onError) instead of becoming an uncaught exception that takes the process down.
-   */
-  override emit(event: string | symbol, ...args: unknown[]): boolean {
-    try {
-      return super.emit(event, ...args);
-    } catch (e) {
-      if (this.call === undefined) throw e;
-      this.call.fail(e);
-      return true;
-    }
-  }
-  override _final(callback: (error?: Error | null) => void): void {
-    callback(null);
-    this.call.sendStatus({ ...this.pendingStatus, metadata: this.pendingStatus.metadata ?? this.trailingMetadata });
-  }
-  /** End the call with OK (or the status an 'error' set), `metadata` as trailers. */
-  override end(metadata?: unknown): this {
-    if (metadata instanceof grpc.Metadata) this.trailingMetadata = metadata;
-    return super.end();
   }
 }
 
 /** A client-streaming or bidi call (grpc-js ServerDuplexStream): request messages in, response messages out. */
-export class NativeServerDuplexStream extends Duplex implements Surface {
-  cancelled = false;
-  pendingStatus: StatusLike = { code: grpc.status.OK, details: "OK" };
-  trailingMetadata = new grpc.Metadata();
+export class NativeServerDuplexStream extends streamingCall(Duplex) {
   constructor(
     readonly path: string,
     readonly call: CallCore,
     readonly metadata: grpc.Metadata,
   ) {
     super({ objectMode: true });
-    this.on("error", (err) => {
-      this.pendingStatus = serverErrorToStatus(err);
-      this.end();
-    });
-  }
-  getPeer(): string {
-    return peerOf(this.call);
-  }
-  sendMetadata(md: grpc.Metadata): void {
-    this.call.sendMetadata(md);
-  }
-  getDeadline(): number {
-    return this.call.deadline;
-  }
-  getPath(): string {
-    return this.path;
-  }
-  getHost(): string | undefined {
-    return this.call.head.authority;
-  }
-  getAuthContext(): Record<string, never> {
-    return {};
   }
   override _read(): void {
     this.call.startRead();
-  }
-  override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.call.sendMessage(chunk, callback);
-  }
-  /**
-   * Listeners run inside this layer or in Node's stream ticks; one that throws ends the call UNKNOWN and is reported
-   * (onError) instead of becoming an uncaught exception that takes the process down.
-   */
-  override emit(event: string | symbol, ...args: unknown[]): boolean {
-    try {
-      return super.emit(event, ...args);
-    } catch (e) {
-      if (this.call === undefined) throw e;
-      this.call.fail(e);
-      return true;
-    }
-  }
-  override _final(callback: (error?: Error | null) => void): void {
-    callback(null);
-    this.call.sendStatus({ ...this.pendingStatus, metadata: this.pendingStatus.metadata ?? this.trailingMetadata });
-  }
-  /** End the call with OK (or the status an 'error' set), `metadata` as trailers. */
-  override end(metadata?: unknown): this {
-    if (metadata instanceof grpc.Metadata) this.trailingMetadata = metadata;
-    return super.end();
   }
 }

@@ -1,28 +1,24 @@
 import type net from "node:net";
-import { CONNECTION_WINDOW, H2Error, STREAM_WINDOW, frameHeader } from "../../../backends/h2-connection.js";
+import {
+  ACK,
+  CONNECTION_WINDOW,
+  END_STREAM,
+  FrameReader,
+  H2Error,
+  MAX_WINDOW,
+  PADDED,
+  PREFACE,
+  SETTINGS,
+  SETTINGS_ACK,
+  STREAM_WINDOW,
+  WINDOW_UPDATE,
+  frameHeader,
+} from "../../../backends/h2-frames.js";
 import { HpackDecoder, HpackError, type HeaderSink } from "../../../backends/hpack.js";
 import { RequestHeaders } from "./h2-server-headers.js";
 import { ServerStream } from "./h2-server-stream.js";
 import type { H2ServerOptions, H2ServerSession, HeaderList } from "./h2-server-types.js";
-import {
-  ACK,
-  CONTINUATION,
-  DATA,
-  END_HEADERS,
-  END_STREAM,
-  FrameWriter,
-  GOAWAY,
-  HEADERS,
-  PADDED,
-  PING,
-  PRIORITY,
-  PRIORITY_FLAG,
-  PUSH_PROMISE,
-  RST_STREAM,
-  SETTINGS,
-  WINDOW_UPDATE,
-  type FlushOwner,
-} from "./h2-server-writer.js";
+import { FrameWriter, type FlushOwner } from "./h2-server-writer.js";
 
 /**
  * One client connection of the native HTTP/2 server (RFC 9113, server role, cleartext with prior knowledge), the
@@ -45,10 +41,6 @@ import {
  * lists are collected and checked by h2-server-headers.ts, response ones encoded by h2-server-encode.ts.
  */
 
-const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
-/** The largest frame payload accepted: the protocol default, so never advertised. */
-const MAX_FRAME_IN = 16_384;
-const MAX_WINDOW = 0x7fffffff;
 /** DATA waits (like a closed window) while the socket holds this many unsent bytes; its 'drain' resumes it. */
 const SOCKET_HWM = 1 << 20;
 /** A socket backlog beyond this (control-frame answers to a client that does not read) ends the connection. */
@@ -73,7 +65,6 @@ export const RESET_RATE = 1000;
 const MAX_CONTINUATIONS = 64;
 
 const EMPTY = Buffer.alloc(0);
-const SETTINGS_ACK = Buffer.from([0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0]);
 
 /** Takes the fields of header blocks nobody reads (trailers, refused streams): decoded only to keep the table in step. */
 const DISCARD: HeaderSink = { header(): void {} };
@@ -111,7 +102,7 @@ function endExpired(socket: net.Socket): void {
 }
 
 /** One HTTP/2 connection; see the file comment. */
-export class ServerSession implements H2ServerSession, FlushOwner {
+export class ServerSession extends FrameReader implements H2ServerSession, FlushOwner {
   readonly remoteAddress: string;
   readonly remotePort: number;
   private readonly streams = new Map<number, ServerStream>();
@@ -119,26 +110,11 @@ export class ServerSession implements H2ServerSession, FlushOwner {
   private readonly opts: H2ServerOptions;
   /** The highest client stream id seen. */
   private lastId = 0;
-  // The client's settings and our send window.
-  private peerInitialWindow = 65_535;
-  private sendWindow = 65_535;
   /** The largest dynamic table size the client's decoder may still assume (4096 until it lowers it). */
   private encoderTable = 4096;
-  private recvWindow = CONNECTION_WINDOW;
-  private recvUnacked = 0;
-  // Reading: the preface, then frames assembled across socket chunks (a partial header, then a whole frame in `part`).
+  // Reading: the preface, then frames (assembled by FrameReader).
   private prefaceHave = 0;
   private settingsSeen = false;
-  private readonly head = Buffer.allocUnsafe(9);
-  private headHave = 0;
-  private part: Buffer | null = null;
-  private partHave = 0;
-  // A header block continued in CONTINUATION frames.
-  private contStream = 0;
-  private contEndStream = false;
-  private contParts: Buffer[] = [];
-  private contSize = 0;
-  private contFrames = 0;
   private readonly requestHeaders: RequestHeaders;
   private readonly out: FrameWriter;
   /** Streams with DATA waiting for a window (lazily pruned: done or emptied streams are skipped). */
@@ -153,7 +129,6 @@ export class ServerSession implements H2ServerSession, FlushOwner {
   private closing = false;
   private peerGoaway = false;
   private ended = false;
-  private destroyed = false;
   private announced = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private socketError: string | undefined;
@@ -166,6 +141,7 @@ export class ServerSession implements H2ServerSession, FlushOwner {
     private readonly socket: net.Socket,
     private readonly shared: SessionShared,
   ) {
+    super(shared.blockLimit, H2Error.ENHANCE_YOUR_CALM, MAX_CONTINUATIONS);
     this.opts = shared.options;
     this.requestHeaders = new RequestHeaders(this.opts.maxHeaderListSize);
     this.out = new FrameWriter(socket, this);
@@ -389,7 +365,7 @@ export class ServerSession implements H2ServerSession, FlushOwner {
   }
 
   /** A window opened (or the socket drained): send what waits, and tell streams whose buffer emptied. */
-  private flushBlocked(): void {
+  protected flushBlocked(): void {
     if (this.blocked.length === 0 || this.destroyed) return;
     const list = this.blocked;
     this.blocked = [];
@@ -429,7 +405,7 @@ export class ServerSession implements H2ServerSession, FlushOwner {
   }
 
   /** A connection error (RFC 9113 5.4.1): GOAWAY with the code and why, then the socket ended; every stream closed. */
-  private fail(code: number, why: string): void {
+  protected fail(code: number, why: string): void {
     if (this.destroyed) return;
     this.writeGoaway(code, why);
     this.teardown(code, why, true);
@@ -510,119 +486,44 @@ export class ServerSession implements H2ServerSession, FlushOwner {
       }
       if (this.destroyed) return;
     }
-    if (this.headHave > 0 || this.part !== null) {
-      if (this.part === null) {
-        const t = Math.min(9 - this.headHave, len - off);
-        chunk.copy(this.head, this.headHave, off, off + t);
-        this.headHave += t;
-        off += t;
-        if (this.headHave < 9) return;
-        const size = (this.head[0]! << 16) | (this.head[1]! << 8) | this.head[2]!;
-        if (size > MAX_FRAME_IN) return this.fail(H2Error.FRAME_SIZE_ERROR, `frame of ${size} bytes exceeds ${MAX_FRAME_IN}`);
-        this.part = Buffer.allocUnsafe(9 + size);
-        this.head.copy(this.part, 0);
-        this.partHave = 9;
-      }
-      const part = this.part;
-      const t = Math.min(part.length - this.partHave, len - off);
-      chunk.copy(part, this.partHave, off, off + t);
-      this.partHave += t;
-      off += t;
-      if (this.partHave < part.length) return;
-      this.part = null;
-      this.headHave = 0;
-      this.frame(part, 0, part.length - 9);
-      if (this.destroyed) return;
-    }
-    while (off < len) {
-      if (len - off < 9) {
-        chunk.copy(this.head, 0, off, len);
-        this.headHave = len - off;
-        return;
-      }
-      const size = (chunk[off]! << 16) | (chunk[off + 1]! << 8) | chunk[off + 2]!;
-      if (size > MAX_FRAME_IN) return this.fail(H2Error.FRAME_SIZE_ERROR, `frame of ${size} bytes exceeds ${MAX_FRAME_IN}`);
-      if (len - off < 9 + size) {
-        this.part = Buffer.allocUnsafe(9 + size);
-        chunk.copy(this.part, 0, off, len);
-        this.partHave = len - off;
-        return;
-      }
-      this.frame(chunk, off, size);
-      if (this.destroyed) return;
-      off += 9 + size;
-    }
+    this.readFrames(chunk, off);
   }
 
-  /** One whole frame: header at buf[at], payload of `size` bytes after it. */
-  private frame(buf: Buffer, at: number, size: number): void {
-    const type = buf[at + 3]!;
-    const flags = buf[at + 4]!;
-    const sid = buf.readUInt32BE(at + 5) & 0x7fffffff;
-    const p = at + 9;
+  /** The client's first frame must be SETTINGS (RFC 9113 3.4); then FrameReader dispatches. */
+  protected override frame(buf: Buffer, at: number, size: number): void {
     if (!this.settingsSeen) {
-      if (type !== SETTINGS || (flags & ACK) !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "the client's first frame is not SETTINGS");
+      if (buf[at + 3] !== SETTINGS || (buf[at + 4]! & ACK) !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "the client's first frame is not SETTINGS");
       this.settingsSeen = true;
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (this.contStream !== 0 && type !== CONTINUATION) return this.fail(H2Error.PROTOCOL_ERROR, "a header block was interrupted by another frame");
-    switch (type) {
-      case DATA:
-        return this.onDataFrame(buf, p, size, flags, sid);
-      case HEADERS:
-        return this.onHeaders(buf, p, size, flags, sid);
-      case PRIORITY:
-        if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "PRIORITY on stream 0");
-        if (size !== 5) return this.fail(H2Error.FRAME_SIZE_ERROR, "PRIORITY payload is not 5 bytes");
-        this.flooded();
-        return;
-      case RST_STREAM:
-        return this.onReset(buf, p, size, sid);
-      case SETTINGS:
-        return this.onSettings(buf, p, size, flags, sid);
-      case PUSH_PROMISE:
-        return this.fail(H2Error.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
-      case PING:
-        return this.onPing(buf, p, size, flags, sid);
-      case GOAWAY:
-        return this.onGoaway(size, sid);
-      case WINDOW_UPDATE:
-        return this.onWindowUpdate(buf, p, size, sid);
-      case CONTINUATION:
-        return this.onContinuation(buf, p, size, flags, sid);
-      default:
-        this.flooded(); // unknown frame types are ignored (RFC 9113 4.1), but not without bound
-        return;
-    }
+    super.frame(buf, at, size);
   }
 
-  /** The padding length of a PADDED frame (0 when not padded), or -1 after a connection error. */
-  private unpad(buf: Buffer, p: number, size: number, flags: number): number {
-    if ((flags & PADDED) === 0) return 0;
-    if (size < 1 || buf[p]! >= size) {
-      this.fail(H2Error.PROTOCOL_ERROR, "padding exceeds the frame");
-      return -1;
-    }
-    return buf[p]!;
+  protected onPriority(size: number): void {
+    if (size !== 5) return this.fail(H2Error.FRAME_SIZE_ERROR, "PRIORITY payload is not 5 bytes");
+    this.flooded();
   }
 
-  private onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onPushPromise(): void {
+    this.fail(H2Error.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
+  }
+
+  protected onUnknown(): void {
+    this.flooded(); // unknown frame types are ignored (RFC 9113 4.1), but not without bound
+  }
+
+  protected sendWindowUpdate(id: number, inc: number): void {
+    this.out.windowUpdate(id, inc);
+  }
+
+  protected onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "DATA on stream 0");
     const pad = this.unpad(buf, p, size, flags);
     if (pad < 0) return;
     const endStream = (flags & END_STREAM) !== 0;
     if (size === 0 && !endStream && this.flooded()) return;
-    // The whole frame counts against the windows, padding included (RFC 9113 6.9.1).
-    this.recvWindow -= size;
-    if (this.recvWindow < 0) return this.fail(H2Error.FLOW_CONTROL_ERROR, "DATA beyond the connection window");
-    // Connection credit goes back as frames arrive: the stream windows bound what each (paused) stream holds.
-    this.recvUnacked += size;
-    if (this.recvUnacked >= CONNECTION_WINDOW / 2) {
-      this.out.windowUpdate(0, this.recvUnacked);
-      this.recvWindow += this.recvUnacked;
-      this.recvUnacked = 0;
-    }
+    if (!this.connectionData(size)) return;
     const s = this.streams.get(sid);
     if (s === undefined) {
       if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `DATA on idle stream ${sid}`);
@@ -663,36 +564,10 @@ export class ServerSession implements H2ServerSession, FlushOwner {
     if (!s.done && s.outEnded) this.finish(s, H2Error.NO_ERROR, "complete");
   }
 
-  private onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+  protected onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "HEADERS on stream 0");
     if ((sid & 1) === 0) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on even stream id ${sid}`);
-    const pad = this.unpad(buf, p, size, flags);
-    if (pad < 0) return;
-    let start = (flags & PADDED) !== 0 ? p + 1 : p;
-    if ((flags & PRIORITY_FLAG) !== 0) start += 5;
-    const end = p + size - pad;
-    if (start > end) return this.fail(H2Error.PROTOCOL_ERROR, "HEADERS too short for its flags");
-    const endStream = (flags & END_STREAM) !== 0;
-    if ((flags & END_HEADERS) !== 0) return this.headerBlock(sid, buf, start, end, endStream);
-    if (end - start > this.shared.blockLimit) return this.fail(H2Error.ENHANCE_YOUR_CALM, `header block larger than ${this.shared.blockLimit} bytes`);
-    this.contStream = sid;
-    this.contEndStream = endStream;
-    this.contParts = [buf.subarray(start, end)];
-    this.contSize = end - start;
-    this.contFrames = 0;
-  }
-
-  private onContinuation(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
-    if (this.contStream === 0 || sid !== this.contStream) return this.fail(H2Error.PROTOCOL_ERROR, "CONTINUATION without a header block to continue");
-    this.contSize += size;
-    if (this.contSize > this.shared.blockLimit) return this.fail(H2Error.ENHANCE_YOUR_CALM, `header block larger than ${this.shared.blockLimit} bytes`);
-    if (++this.contFrames > MAX_CONTINUATIONS) return this.fail(H2Error.ENHANCE_YOUR_CALM, `more than ${MAX_CONTINUATIONS} CONTINUATION frames`);
-    this.contParts.push(buf.subarray(p, p + size));
-    if ((flags & END_HEADERS) === 0) return;
-    const block = Buffer.concat(this.contParts, this.contSize);
-    this.contStream = 0;
-    this.contParts = [];
-    this.headerBlock(sid, block, 0, block.length, this.contEndStream);
+    this.headersFrame(buf, p, size, flags, sid);
   }
 
   private decode(buf: Buffer, start: number, end: number, sink: HeaderSink): boolean {
@@ -708,7 +583,7 @@ export class ServerSession implements H2ServerSession, FlushOwner {
     }
   }
 
-  private headerBlock(sid: number, buf: Buffer, start: number, end: number, endStream: boolean): void {
+  protected headerBlock(sid: number, buf: Buffer, start: number, end: number, endStream: boolean): void {
     const open = this.streams.get(sid);
     if (open !== undefined) {
       // Trailers from the client: decoded for the table, then only their END_STREAM matters.
@@ -739,9 +614,8 @@ export class ServerSession implements H2ServerSession, FlushOwner {
     if (endStream && !s.done) this.deliverEnd(s);
   }
 
-  private onReset(buf: Buffer, p: number, size: number, sid: number): void {
-    if (size !== 4) return this.fail(H2Error.FRAME_SIZE_ERROR, "RST_STREAM payload is not 4 bytes");
-    if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "RST_STREAM on stream 0");
+  protected onReset(buf: Buffer, p: number, size: number, sid: number): void {
+    if (!this.resetOk(size, sid)) return;
     if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `RST_STREAM on idle stream ${sid}`);
     if (this.resetTokens < 1) {
       const now = performance.now();
@@ -755,13 +629,8 @@ export class ServerSession implements H2ServerSession, FlushOwner {
     this.finish(s, buf.readUInt32BE(p), "client reset");
   }
 
-  private onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
-    if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "SETTINGS on a stream");
-    if ((flags & ACK) !== 0) {
-      if (size !== 0) return this.fail(H2Error.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
-      return;
-    }
-    if (size % 6 !== 0) return this.fail(H2Error.FRAME_SIZE_ERROR, "SETTINGS payload is not a multiple of 6");
+  protected onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if (!this.settingsToApply(size, flags, sid)) return;
     if (this.flooded()) return;
     for (let i = p; i < p + size; i += 6) {
       const id = buf.readUInt16BE(i);
@@ -774,15 +643,9 @@ export class ServerSession implements H2ServerSession, FlushOwner {
       } else if (id === 0x2) {
         if (v > 1) return this.fail(H2Error.PROTOCOL_ERROR, `ENABLE_PUSH ${v}`);
       } else if (id === 0x4) {
-        if (v > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, `INITIAL_WINDOW_SIZE ${v} too large`);
-        const delta = v - this.peerInitialWindow;
-        this.peerInitialWindow = v;
-        for (const s of this.streams.values()) {
-          s.sendWindow += delta;
-          if (s.sendWindow > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, "a stream window overflowed");
-        }
+        if (!this.initialWindow(v, this.streams.values())) return;
       } else if (id === 0x5) {
-        if (v < 16_384 || v > 16_777_215) return this.fail(H2Error.PROTOCOL_ERROR, `MAX_FRAME_SIZE ${v} out of range`);
+        if (!this.frameSizeOk(v)) return;
         this.out.maxFrame = v;
       }
       // MAX_CONCURRENT_STREAMS (this side opens none), MAX_HEADER_LIST_SIZE (advisory) and unknown ids are ignored.
@@ -791,39 +654,32 @@ export class ServerSession implements H2ServerSession, FlushOwner {
     this.flushBlocked();
   }
 
-  private onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
-    if (size !== 8) return this.fail(H2Error.FRAME_SIZE_ERROR, "PING payload is not 8 bytes");
-    if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "PING on a stream");
+  protected onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if (!this.pingOk(size, sid)) return;
     if ((flags & ACK) !== 0) return; // this side sends no PINGs
     if (this.flooded()) return;
     this.out.pingAck(buf, p);
   }
 
-  private onGoaway(size: number, sid: number): void {
-    if (sid !== 0) return this.fail(H2Error.PROTOCOL_ERROR, "GOAWAY on a stream");
-    if (size < 8) return this.fail(H2Error.FRAME_SIZE_ERROR, "GOAWAY payload shorter than 8 bytes");
+  protected onGoaway(_buf: Buffer, _p: number, size: number, sid: number): void {
+    if (!this.goawayOk(size, sid)) return;
     // The client opens no more streams; those it has finish, then the connection ends.
     this.peerGoaway = true;
     this.maybeEnd();
   }
 
-  private onWindowUpdate(buf: Buffer, p: number, size: number, sid: number): void {
-    if (size !== 4) return this.fail(H2Error.FRAME_SIZE_ERROR, "WINDOW_UPDATE payload is not 4 bytes");
-    const inc = buf.readUInt32BE(p) & 0x7fffffff;
-    if (sid === 0) {
-      if (inc === 0) return this.fail(H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
-      this.sendWindow += inc;
-      if (this.sendWindow > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, "the connection window overflowed");
-    } else {
-      const s = this.streams.get(sid);
-      if (s === undefined) {
-        if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `WINDOW_UPDATE on idle stream ${sid}`);
-        return;
-      }
-      if (inc === 0) return this.resetStream(s, H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
-      if (s.sendWindow + inc > MAX_WINDOW) return this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the stream window overflowed");
-      s.sendWindow += inc;
+  protected onStreamWindow(sid: number, inc: number): boolean {
+    const s = this.streams.get(sid);
+    if (s === undefined) {
+      if (sid > this.lastId) this.fail(H2Error.PROTOCOL_ERROR, `WINDOW_UPDATE on idle stream ${sid}`);
+      return false;
     }
-    this.flushBlocked();
+    if (inc === 0) this.resetStream(s, H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
+    else if (s.sendWindow + inc > MAX_WINDOW) this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the stream window overflowed");
+    else {
+      s.sendWindow += inc;
+      return true;
+    }
+    return false;
   }
 }

@@ -1,24 +1,7 @@
 import type net from "node:net";
-import { frameHeader } from "../../../backends/h2-connection.js";
+import { CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, frameHeader, writeGoaway, writePingAck, writeRst, writeWindowUpdate } from "../../../backends/h2-frames.js";
 import { headerBlock } from "./h2-server-encode.js";
 import type { HeaderList } from "./h2-server-types.js";
-
-// Frame types and flags this side writes (RFC 9113 6).
-export const DATA = 0x0;
-export const HEADERS = 0x1;
-export const PRIORITY = 0x2;
-export const RST_STREAM = 0x3;
-export const SETTINGS = 0x4;
-export const PUSH_PROMISE = 0x5;
-export const PING = 0x6;
-export const GOAWAY = 0x7;
-export const WINDOW_UPDATE = 0x8;
-export const CONTINUATION = 0x9;
-export const END_STREAM = 0x1;
-export const ACK = 0x1;
-export const END_HEADERS = 0x4;
-export const PADDED = 0x8;
-export const PRIORITY_FLAG = 0x20;
 
 /** Output slab size: many small frames per allocation. */
 const SLAB = 16 * 1024;
@@ -173,33 +156,23 @@ export class FrameWriter {
 
   rst(id: number, code: number): void {
     const p = this.reserve(13);
-    const q = frameHeader(this.slab, p, 4, RST_STREAM, 0, id);
-    this.slab.writeUInt32BE(code, q);
-    this.commit(q + 4);
+    this.commit(writeRst(this.slab, p, id, code));
   }
 
   windowUpdate(id: number, inc: number): void {
     const p = this.reserve(13);
-    const q = frameHeader(this.slab, p, 4, WINDOW_UPDATE, 0, id);
-    this.slab.writeUInt32BE(inc, q);
-    this.commit(q + 4);
+    this.commit(writeWindowUpdate(this.slab, p, id, inc));
   }
 
   /** PING ACK echoing the 8 bytes at buf[at]. */
   pingAck(buf: Buffer, at: number): void {
     const p = this.reserve(17);
-    const q = frameHeader(this.slab, p, 8, PING, ACK, 0);
-    buf.copy(this.slab, q, at, at + 8);
-    this.commit(q + 8);
+    this.commit(writePingAck(this.slab, p, buf, at));
   }
 
   goaway(lastId: number, code: number, debug: string): void {
     const d = Buffer.from(debug.slice(0, 200), "utf8");
     const p = this.reserve(17 + d.length);
-    const q = frameHeader(this.slab, p, 8 + d.length, GOAWAY, 0, 0);
-    this.slab.writeUInt32BE(lastId, q);
-    this.slab.writeUInt32BE(code, q + 4);
-    d.copy(this.slab, q + 8);
-    this.commit(q + 8 + d.length);
+    this.commit(writeGoaway(this.slab, p, lastId, code, d));
   }
 }
