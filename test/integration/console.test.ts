@@ -201,7 +201,7 @@ describe("web console at /console in headless Chromium", () => {
   it("tails a topic and shows an event another client publishes, then publishes from the form (source checked like the gateway)", async () => {
     const page = await newPage();
     await signIn(page);
-    await page.waitForSelector("#nav a[data-page=topics]");
+    await page.waitForSelector("#nav a[data-page=topics]", { visible: true });
     await page.click("#nav a[data-page=topics]");
     await page.waitForSelector("input[name=tail-topics]");
     await page.type("input[name=tail-topics]", "console.orders");
@@ -237,7 +237,7 @@ describe("web console at /console in headless Chromium", () => {
   it("saves and reads a state key with its etag, and the change notification arrives", async () => {
     const page = await newPage();
     await signIn(page);
-    await page.waitForSelector("#nav a[data-page=state]");
+    await page.waitForSelector("#nav a[data-page=state]", { visible: true });
     await page.click("#nav a[data-page=state]");
     await page.waitForSelector("input[name=service]");
     await page.type("input[name=service]", "carts");
@@ -273,7 +273,7 @@ describe("web console at /console in headless Chromium", () => {
   it("schedules a trigger, lists it with its next fire time, and deletes it", async () => {
     const page = await newPage();
     await signIn(page);
-    await page.waitForSelector("#nav a[data-page=triggers]");
+    await page.waitForSelector("#nav a[data-page=triggers]", { visible: true });
     await page.click("#nav a[data-page=triggers]");
     await page.waitForSelector("input[name=name]");
     await page.type("input[name=name]", "console-nightly");
@@ -382,7 +382,7 @@ describe("web console at /console in headless Chromium", () => {
     assert.equal(((await r.json()) as { success: boolean }).success, true);
     const page = await newPage();
     await signIn(page);
-    await page.waitForSelector("#nav a[data-page=health]");
+    await page.waitForSelector("#nav a[data-page=health]", { visible: true });
     await page.click("#nav a[data-page=health]");
     await waitText(page, ".overall", /Healthy|Degraded/);
     assert.match(await text(page, "table"), /sidecar/);
@@ -401,7 +401,7 @@ describe("web console at /console in headless Chromium", () => {
     try {
       const origin = `http://127.0.0.1:${proxy.port}`;
       await signIn(page, KEY, origin);
-      await page.waitForSelector("#nav a[data-page=topics]");
+      await page.waitForSelector("#nav a[data-page=topics]", { visible: true });
       await page.click("#nav a[data-page=topics]");
       await page.waitForSelector("input[name=tail-topics]");
       await page.type("input[name=tail-topics]", "console.resume");
