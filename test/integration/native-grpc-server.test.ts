@@ -20,6 +20,7 @@ const SERVICE: grpc.ServiceDefinition = {
   Fail: method("/t.T/Fail"),
   Throw: method("/t.T/Throw"),
   Hang: method("/t.T/Hang"),
+  Late: method("/t.T/Late"),
   BadSerialize: { ...method("/t.T/BadSerialize"), responseSerialize: () => { throw new Error("nope"); } },
   BadDeserialize: { ...method("/t.T/BadDeserialize"), requestDeserialize: () => { throw new Error("nope"); } },
   Big: method("/t.T/Big"),
@@ -85,6 +86,12 @@ function impl(): grpc.UntypedServiceImplementation {
     },
     Hang: (call: Unary) => {
       call.once("cancelled", () => seen.cancelled.push(call.request.toString()));
+    },
+    // Holds the event loop for the request's number of ms, then replies: the deadline timer cannot fire first.
+    Late: (call: Unary, cb: Cb) => {
+      const until = performance.now() + Number(call.request.toString());
+      while (performance.now() < until);
+      cb(null, Buffer.from("late"));
     },
     BadSerialize: (_call: Unary, cb: Cb) => cb(null, Buffer.from("x")),
     BadDeserialize: (_call: Unary, cb: Cb) => cb(null, Buffer.from("x")),
@@ -428,6 +435,14 @@ describe(`native gRPC server (${transportName})`, () => {
     const long = await raw(native.port, "/t.T/Echo", frame(Buffer.from("long")), { "grpc-timeout": "2592000S" });
     assert.deepEqual(statusOf(long), { http: 200, code: "0", message: "OK" });
     assert.equal(long.data.subarray(5).toString(), "long");
+  });
+
+  it("answers DEADLINE_EXCEEDED, not the reply, when a handler replies after the deadline and before its timer fired", async () => {
+    const r = await raw(native.port, "/t.T/Late", frame(Buffer.from("150")), { "grpc-timeout": "50m" });
+    assert.deepEqual(statusOf(r), { http: 200, code: "4", message: "Deadline exceeded" });
+    assert.equal(r.data.length, 0, "no reply message after the deadline");
+    const inTime = await raw(native.port, "/t.T/Late", frame(Buffer.from("1")), { "grpc-timeout": "5S" });
+    assert.deepEqual(statusOf(inTime), { http: 200, code: "0", message: "OK" });
   });
 
   it("emits 'cancelled' when the client cancels, and counts the client's reset", async () => {

@@ -475,6 +475,13 @@ export class CallCore implements H2StreamHandler, OpenStream {
   /** The unary / client-streaming reply: callback(err) or callback(null, value, trailers). */
   respondWith(err: unknown, value: unknown, trailer?: grpc.Metadata | null): void {
     if (this.done) return;
+    // The deadline passed while the handler ran (its timer had not fired yet, or was due in the same instant as a
+    // backend call's own deadline timer that settled the handler): the caller is owed DEADLINE_EXCEEDED, not a late
+    // reply it has given up on.
+    if (this.deadline <= Date.now()) {
+      this.sendStatus({ code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" });
+      return;
+    }
     if (err) {
       this.sendStatus(serverErrorToStatus(err, trailer));
       return;
