@@ -15,6 +15,7 @@ import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2Stre
 import { HpackDecoder, literalField } from "../../src/backends/hpack.js";
 import { waitFor } from "../support/gateway.js";
 import { rawBytesMethod } from "../support/raw-methods.js";
+import { rawFrame } from "../support/h2-fake-server.js";
 
 const H = { DATA: 0, HEADERS: 1, PRIORITY: 2, RST_STREAM: 3, SETTINGS: 4, PUSH_PROMISE: 5, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
 const END_STREAM = 1;
@@ -119,14 +120,7 @@ function closeClient(c: http2.ClientHttp2Session): Promise<void> {
 
 // ---- raw frames ----
 
-function frame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
-  const h = Buffer.alloc(9);
-  h.writeUIntBE(payload.length, 0, 3);
-  h[3] = type;
-  h[4] = flags;
-  h.writeUInt32BE(stream, 5);
-  return Buffer.concat([h, payload]);
-}
+const frame = rawFrame;
 const u32 = (n: number): Buffer => {
   const b = Buffer.alloc(4);
   b.writeUInt32BE(n);

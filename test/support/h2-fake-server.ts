@@ -48,12 +48,7 @@ export class FakeConn {
   }
 
   frame(type: number, flags: number, stream: number, payload: Buffer): Buffer {
-    const h = Buffer.alloc(9);
-    h.writeUIntBE(payload.length, 0, 3);
-    h[3] = type;
-    h[4] = flags;
-    h.writeUInt32BE(stream, 5);
-    return Buffer.concat([h, payload]);
+    return rawFrame(type, flags, stream, payload);
   }
 
   send(type: number, flags: number, stream: number, payload: Buffer): void {
@@ -215,4 +210,14 @@ export function u32(n: number): Buffer {
   const b = Buffer.alloc(4);
   b.writeUInt32BE(n);
   return b;
+}
+
+/** One HTTP/2 frame: the 9-byte header, then `payload`. */
+export function rawFrame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
+  const h = Buffer.alloc(9);
+  h.writeUIntBE(payload.length, 0, 3);
+  h[3] = type;
+  h[4] = flags;
+  h.writeUInt32BE(stream, 5);
+  return Buffer.concat([h, payload]);
 }

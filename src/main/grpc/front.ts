@@ -8,7 +8,7 @@ import { DECOMPRESS_SHAPE, internalsProblem } from "./grpc-js-internals.js";
 import { messageTimeoutInterceptor } from "./message-timeout.js";
 import { NativeGrpcServer } from "./native/server.js";
 import type { H2ServerSession } from "./native/h2-server-types.js";
-import { countSessions, guardResetFloods, guardWriteStalls, NGHTTP2_RESET_BURST, NGHTTP2_RESET_RATE } from "./session-guards.js";
+import { countSessions, guardResetFloods, guardWriteStalls, NGHTTP2_RESET_BURST, ResetBudget, ROTATED_MESSAGE } from "./session-guards.js";
 import { installStrictCompressedFlag } from "./strict-decoding.js";
 
 /**
@@ -112,7 +112,7 @@ const CANCEL = 0x8;
 export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
   const { options: opts, logger } = deps;
   const m = guardMetrics(deps.metrics);
-  const buckets = new WeakMap<H2ServerSession, { tokens: number; lastSec: number; rotated: boolean }>();
+  const budgets = new WeakMap<H2ServerSession, ResetBudget>();
   const peer = (s: H2ServerSession): string => `${s.remoteAddress}:${s.remotePort}`;
   const server = new NativeGrpcServer({
     maxReceiveMessageLength: opts.maxBodyBytes,
@@ -124,19 +124,17 @@ export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
     onError: (err, path) => logger.error({ err, method: path.slice(1) }, "gRPC handler threw"),
     onStreamClose({ session, byClient }) {
       if (!byClient) return;
-      const nowSec = Math.floor(performance.now() / 1000);
-      let b = buckets.get(session);
-      if (!b) buckets.set(session, (b = { tokens: NGHTTP2_RESET_BURST, lastSec: nowSec, rotated: false }));
-      b.tokens = Math.min(NGHTTP2_RESET_BURST, b.tokens + (nowSec - b.lastSec) * NGHTTP2_RESET_RATE) - 1;
-      b.lastSec = nowSec;
+      let b = budgets.get(session);
+      if (!b) budgets.set(session, (b = new ResetBudget()));
+      const left = b.take();
       const resets = server.clientResets(session);
-      if (b.tokens <= 0) {
+      if (left <= 0) {
         logger.warn({ peer: peer(session), resets }, "gRPC connection closed (GOAWAY ENHANCE_YOUR_CALM): its client reset streams past the reset-flood limit; calls in flight on it failed");
         session.destroy(ENHANCE_YOUR_CALM);
-      } else if (!b.rotated && NGHTTP2_RESET_BURST - b.tokens >= NGHTTP2_RESET_BURST / 2) {
+      } else if (!b.rotated && b.used >= NGHTTP2_RESET_BURST / 2) {
         b.rotated = true;
         m.rotated.inc({});
-        logger.info({ peer: peer(session), resets, budgetLeft: b.tokens }, "gRPC connection closed gracefully (GOAWAY NO_ERROR): its client reset streams near the HTTP/2 reset-flood limit; new calls go to a new connection");
+        logger.info({ peer: peer(session), resets, budgetLeft: left }, ROTATED_MESSAGE);
         session.close();
       }
     },

@@ -14,6 +14,33 @@ export const NGHTTP2_RESET_BURST = 1000;
 /** Tokens nghttp2 adds back per second. */
 export const NGHTTP2_RESET_RATE = 33;
 
+/**
+ * One connection's reset budget, counted as nghttp2 counts it (nghttp2_ratelim_update): a token bucket of
+ * NGHTTP2_RESET_BURST, refilled NGHTTP2_RESET_RATE per whole second. Both gRPC fronts keep one per connection.
+ */
+export class ResetBudget {
+  tokens = NGHTTP2_RESET_BURST;
+  /** The budget has had its graceful close (set by the guard that did it). */
+  rotated = false;
+  private lastSec = Math.floor(performance.now() / 1000);
+
+  /** Count one client reset; returns the tokens left. */
+  take(): number {
+    const nowSec = Math.floor(performance.now() / 1000);
+    this.tokens = Math.min(NGHTTP2_RESET_BURST, this.tokens + (nowSec - this.lastSec) * NGHTTP2_RESET_RATE) - 1;
+    this.lastSec = nowSec;
+    return this.tokens;
+  }
+
+  /** Tokens used and not yet refilled. */
+  get used(): number {
+    return NGHTTP2_RESET_BURST - this.tokens;
+  }
+}
+
+/** What the guards log when they close a connection gracefully for its resets. */
+export const ROTATED_MESSAGE = "gRPC connection closed gracefully (GOAWAY NO_ERROR): its client reset streams near the HTTP/2 reset-flood limit; new calls go to a new connection";
+
 /** Options of the reset guard. */
 export interface ResetGuardOptions {
   logger: Logger;
@@ -112,10 +139,8 @@ export function guardWriteStalls(server: grpc.Server, opts: WriteStallOptions): 
 }
 
 function watch(session: http2.ServerHttp2Session, rotateAfter: number, opts: ResetGuardOptions): void {
-  let tokens = NGHTTP2_RESET_BURST;
-  let lastSec = Math.floor(performance.now() / 1000);
+  const budget = new ResetBudget();
   let resets = 0;
-  let rotated = false;
   const peer = (): string => `${session.socket?.remoteAddress ?? "?"}:${session.socket?.remotePort ?? "?"}`;
 
   session.on("stream", (stream: http2.ServerHttp2Stream) => {
@@ -123,15 +148,11 @@ function watch(session: http2.ServerHttp2Session, rotateAfter: number, opts: Res
       // NO_ERROR is a normal end (or our own reset after a complete reply); anything else is a reset.
       if (stream.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
       resets++;
-      // The same integer-second refill as nghttp2_ratelim_update.
-      const nowSec = Math.floor(performance.now() / 1000);
-      tokens = Math.min(NGHTTP2_RESET_BURST, tokens + (nowSec - lastSec) * NGHTTP2_RESET_RATE);
-      lastSec = nowSec;
-      tokens--;
-      if (!rotated && NGHTTP2_RESET_BURST - tokens >= rotateAfter && !session.closed && !session.destroyed) {
-        rotated = true;
+      const left = budget.take();
+      if (!budget.rotated && budget.used >= rotateAfter && !session.closed && !session.destroyed) {
+        budget.rotated = true;
         opts.rotated.inc({});
-        opts.logger.info({ peer: peer(), resets, budgetLeft: tokens }, "gRPC connection closed gracefully (GOAWAY NO_ERROR): its client reset streams near the HTTP/2 reset-flood limit; new calls go to a new connection");
+        opts.logger.info({ peer: peer(), resets, budgetLeft: left }, ROTATED_MESSAGE);
         try {
           // As grpc-js does for max connection age: a last-stream-id of 2^31-1 lets streams already on the wire in.
           session.goaway(http2.constants.NGHTTP2_NO_ERROR, 2 ** 31 - 1);
@@ -144,7 +165,7 @@ function watch(session: http2.ServerHttp2Session, rotateAfter: number, opts: Res
   });
   session.on("error", (err: Error) => opts.logger.warn({ peer: peer(), err: err.message }, "gRPC connection error"));
   session.once("close", () => {
-    if (tokens <= 0) {
+    if (budget.tokens <= 0) {
       opts.logger.warn({ peer: peer(), resets }, "gRPC connection closed by HTTP/2 reset-flood protection (GOAWAY INTERNAL_ERROR after too many RST_STREAM); calls in flight on it failed");
     }
   });
