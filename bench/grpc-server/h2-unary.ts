@@ -1,5 +1,5 @@
 /**
- * CPU per unary gRPC exchange of the native HTTP/2 server layer (src/main/grpc/native/h2-server.ts) against a
+ * CPU per unary gRPC exchange of the native HTTP/2 server layer (src/h2/server.ts) against a
  * node:http2 server doing the same echo (respond + end with the framed reply + trailers, as grpc-js does it), in the
  * same run. Each server runs in a child process with the same tiny hand-written gRPC echo handler; this process is the
  * load: the gateway's raw-frame unary client (src/backends/h2-unary.ts, one connection), concurrency 16, 1 KiB
@@ -13,8 +13,8 @@ import { fork, type ChildProcess } from "node:child_process";
 import http2 from "node:http2";
 import { fileURLToPath } from "node:url";
 import { createH2UnaryClient, type H2UnaryClient } from "../../src/backends/h2-unary.js";
-import { createH2Server } from "../../src/main/grpc/native/h2-server.js";
-import type { H2ServerStream } from "../../src/main/grpc/native/h2-server-types.js";
+import { createH2Server } from "../../src/h2/server.js";
+import type { H2ServerStream } from "../../src/h2/types.js";
 
 const PATH = "/bench.Echo/Echo";
 

@@ -1,7 +1,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
-import { H2Connection, H2Error, H2Stream, QUEUE_LIMIT, type ConnectionEvents, type ConnectionLoss } from "./h2-connection.js";
-import { literalField } from "./hpack.js";
+import { H2Connection, H2Error, H2Stream, QUEUE_LIMIT, type ConnectionEvents, type ConnectionLoss } from "../h2/client-connection.js";
+import { literalField } from "../h2/hpack.js";
 
 /** The outcome of a unary backend call (never throws for a backend status: the caller reports it in-band). */
 export type CallOutcome = { ok: true; bytes: Buffer } | { ok: false; code: Code; message: string };

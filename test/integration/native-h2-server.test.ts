@@ -1,5 +1,5 @@
 /**
- * The native HTTP/2 server layer (src/main/grpc/native/h2-server.ts) over real sockets on 127.0.0.1: node:http2 and
+ * The native HTTP/2 server layer (src/h2/server.ts) over real sockets on 127.0.0.1: node:http2 and
  * grpc-js clients against it for what a gRPC server needs (request/response with trailers, flow control both ways,
  * backpressure, resets, stream limits, graceful close, destroy, PING), and raw sockets for malformed input, which must
  * end only the offending connection with the right GOAWAY code.
@@ -9,10 +9,10 @@ import http2 from "node:http2";
 import net from "node:net";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { createH2Server } from "../../src/main/grpc/native/h2-server.js";
-import { FLOOD_BURST, RESET_BURST } from "../../src/main/grpc/native/h2-server-session.js";
-import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../src/main/grpc/native/h2-server-types.js";
-import { HpackDecoder, literalField } from "../../src/backends/hpack.js";
+import { createH2Server } from "../../src/h2/server.js";
+import { FLOOD_BURST, RESET_BURST } from "../../src/h2/server-session.js";
+import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../src/h2/types.js";
+import { HpackDecoder, literalField } from "../../src/h2/hpack.js";
 import { waitFor } from "../support/gateway.js";
 import { rawBytesMethod } from "../support/raw-methods.js";
 import { rawFrame } from "../support/h2-fake-server.js";

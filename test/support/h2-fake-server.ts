@@ -6,7 +6,7 @@
  * the stream to the test's handler; it records every frame the client sent, per connection.
  */
 import net from "node:net";
-import { HpackDecoder, huffmanEncode, literalField, writeInt } from "../../src/backends/hpack.js";
+import { HpackDecoder, huffmanEncode, literalField, writeInt } from "../../src/h2/hpack.js";
 
 export const T = { DATA: 0, HEADERS: 1, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
 export const F = { END_STREAM: 1, ACK: 1, END_HEADERS: 4, PADDED: 8 } as const;

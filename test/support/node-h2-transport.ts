@@ -1,9 +1,9 @@
 import http2 from "node:http2";
 import type net from "node:net";
-import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, HeaderList } from "../../src/main/grpc/native/h2-server-types.js";
+import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, HeaderList } from "../../src/h2/types.js";
 
 /**
- * A test double of the native HTTP/2 layer (src/main/grpc/native/h2-server.ts): the H2Server contract over
+ * A test double of the native HTTP/2 layer (src/h2/server.ts): the H2Server contract over
  * node:http2, so the gRPC layer can be tested on its own and against a second transport. Not a production path:
  * flow control and buffering are node's, `pause()` maps to the stream's readable pause.
  */

@@ -1,14 +1,14 @@
 /**
- * Response header encoding of the native HTTP/2 server (src/main/grpc/native/h2-server-encode.ts) and its request
- * header checks (h2-server-headers.ts): every block decodes back to its list with the client-side HPACK decoder, the
+ * Response header encoding of the native HTTP/2 server (src/h2/server-encode.ts) and its request
+ * header checks (src/h2/server-headers.ts): every block decodes back to its list with the client-side HPACK decoder, the
  * block cache answers by value (a list changed in place gets a fresh block), and malformed requests are noticed.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { HpackDecoder } from "../../src/backends/hpack.js";
-import { encodeHeaderList, headerBlock } from "../../src/main/grpc/native/h2-server-encode.js";
-import { RequestHeaders } from "../../src/main/grpc/native/h2-server-headers.js";
-import type { HeaderList } from "../../src/main/grpc/native/h2-server-types.js";
+import { HpackDecoder } from "../../src/h2/hpack.js";
+import { encodeHeaderList, headerBlock } from "../../src/h2/server-encode.js";
+import { RequestHeaders } from "../../src/h2/server-headers.js";
+import type { HeaderList } from "../../src/h2/types.js";
 
 const decode = (b: Buffer): HeaderList => {
   const out: HeaderList = [];

@@ -1,9 +1,9 @@
 /**
- * The HPACK decoder and encoder helpers of the raw HTTP/2 client (src/backends/hpack.ts), against RFC 7541 Appendix C.
+ * The HPACK decoder and encoder helpers of the raw HTTP/2 client (src/h2/hpack.ts), against RFC 7541 Appendix C.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { HpackDecoder, HpackError, huffmanDecode, huffmanEncode, literalField, writeInt, type HeaderSink } from "../../src/backends/hpack.js";
+import { HpackDecoder, HpackError, huffmanDecode, huffmanEncode, literalField, writeInt, type HeaderSink } from "../../src/h2/hpack.js";
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ""), "hex");
 const decode = (d: HpackDecoder, b: Buffer): [string, string][] => {

@@ -7,7 +7,7 @@ import type { ValidatedOptions } from "../options.js";
 import { DECOMPRESS_SHAPE, internalsProblem } from "./grpc-js-internals.js";
 import { messageTimeoutInterceptor } from "./message-timeout.js";
 import { NativeGrpcServer } from "./native/server.js";
-import type { H2ServerSession } from "./native/h2-server-types.js";
+import type { H2ServerSession } from "../../h2/types.js";
 import { countSessions, guardResetFloods, guardWriteStalls, NGHTTP2_RESET_BURST, ResetBudget, ROTATED_MESSAGE } from "./session-guards.js";
 import { installStrictCompressedFlag } from "./strict-decoding.js";
 

@@ -2,7 +2,7 @@ import { EventEmitter } from "node:events";
 import { Duplex, Writable } from "node:stream";
 import zlib from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
-import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "./h2-server-types.js";
+import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "../../../h2/types.js";
 import { MAX_TIMER_MS, parseGrpcTimeout, responseHeaders, serverErrorToStatus, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
 
 /**

@@ -1,7 +1,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import { CallCore, type CallContext, type Handler, type OpenStream } from "./calls.js";
-import { createH2Server } from "./h2-server.js";
-import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "./h2-server-types.js";
+import { createH2Server } from "../../../h2/server.js";
+import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../../h2/types.js";
 import { readRequestHead, UNSUPPORTED_MEDIA_TYPE, unimplementedReply } from "./wire.js";
 
 /**

@@ -1,5 +1,5 @@
 import * as grpc from "@grpc/grpc-js";
-import type { HeaderList } from "./h2-server-types.js";
+import type { HeaderList } from "../../../h2/types.js";
 
 /**
  * The gRPC-over-HTTP/2 pieces of the native server that a client can observe, each written to produce what grpc-js

@@ -13,16 +13,16 @@ import {
   STREAM_WINDOW,
   WINDOW_UPDATE,
   frameHeader,
-} from "../../../backends/h2-frames.js";
-import { HpackDecoder, HpackError, type HeaderSink } from "../../../backends/hpack.js";
-import { RequestHeaders } from "./h2-server-headers.js";
-import { ServerStream } from "./h2-server-stream.js";
-import type { H2ServerOptions, H2ServerSession, HeaderList } from "./h2-server-types.js";
-import { FrameWriter, type FlushOwner } from "./h2-server-writer.js";
+} from "./frames.js";
+import { HpackDecoder, HpackError, type HeaderSink } from "./hpack.js";
+import { RequestHeaders } from "./server-headers.js";
+import { ServerStream } from "./server-stream.js";
+import type { H2ServerOptions, H2ServerSession, HeaderList } from "./types.js";
+import { FrameWriter, type FlushOwner } from "./server-writer.js";
 
 /**
  * One client connection of the native HTTP/2 server (RFC 9113, server role, cleartext with prior knowledge), the
- * mirror of the raw-frame client in src/backends/h2-connection.ts: it checks the 24-byte client preface, sends our
+ * mirror of the raw-frame client in src/h2/client-connection.ts: it checks the 24-byte client preface, sends our
  * SETTINGS (MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE, MAX_HEADER_LIST_SIZE) and a connection WINDOW_UPDATE, parses
  * the client's frames from one 'data' listener and writes ours.
  *
@@ -35,10 +35,10 @@ import { FrameWriter, type FlushOwner } from "./h2-server-writer.js";
  * RESOURCE_EXHAUSTED); DATA delivered with its credit returned unless the stream is paused; anything malformed is a
  * connection error (GOAWAY with the code, the socket ended) or a stream error (RST_STREAM) as RFC 9113 says.
  *
- * Writing (frames batched into one socket write per event-loop turn by h2-server-writer.ts): DATA respects the
+ * Writing (frames batched into one socket write per event-loop turn by src/h2/server-writer.ts): DATA respects the
  * client's windows and MAX_FRAME_SIZE, the rest waits per stream; the socket's own backlog is bounded too
  * (SOCKET_HWM), so a client that grants windows but does not read cannot grow this process's memory. Request header
- * lists are collected and checked by h2-server-headers.ts, response ones encoded by h2-server-encode.ts.
+ * lists are collected and checked by src/h2/server-headers.ts, response ones encoded by src/h2/server-encode.ts.
  */
 
 /** DATA waits (like a closed window) while the socket holds this many unsent bytes; its 'drain' resumes it. */

@@ -23,7 +23,7 @@ import {
   writePingAck,
   writeRst,
   writeWindowUpdate,
-} from "./h2-frames.js";
+} from "./frames.js";
 import { HpackDecoder, HpackError, type HeaderSink } from "./hpack.js";
 
 /**
@@ -40,7 +40,7 @@ import { HpackDecoder, HpackError, type HeaderSink } from "./hpack.js";
  * streams by QUEUE_LIMIT); nothing throws out of a socket event handler.
  */
 
-export { CONNECTION_WINDOW, H2Error, STREAM_WINDOW, frameHeader } from "./h2-frames.js";
+export { CONNECTION_WINDOW, H2Error, STREAM_WINDOW, frameHeader } from "./frames.js";
 
 /** The largest header block (HEADERS + CONTINUATION fragments) accepted from the peer. */
 export const HEADER_BLOCK_LIMIT = 64 * 1024;

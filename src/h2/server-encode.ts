@@ -1,8 +1,8 @@
-import { STATIC_TABLE, literalField, literalFieldBound, writeInt } from "../../../backends/hpack.js";
-import type { HeaderList } from "./h2-server-types.js";
+import { STATIC_TABLE, literalField, literalFieldBound, writeInt } from "./hpack.js";
+import type { HeaderList } from "./types.js";
 
 /**
- * HPACK encoding of response header lists for the native HTTP/2 server (h2-server-session.ts). A field that equals a
+ * HPACK encoding of response header lists for the native HTTP/2 server (src/h2/server-session.ts). A field that equals a
  * static-table entry (`:status: 200`) is one indexed byte; any other field is a "literal without indexing" (the name by
  * static index when it has one), never Huffman. The encoder never inserts into the client's dynamic table, so a block
  * depends only on the header list, not on the connection: the blocks of the few lists a gRPC server sends over and over

@@ -1,12 +1,12 @@
 import net from "node:net";
-import { HEADER_BLOCK_LIMIT } from "../../../backends/h2-connection.js";
-import { ServerSession, serverGreeting, type SessionShared } from "./h2-server-session.js";
-import type { H2Server, H2ServerOptions, H2ServerSession } from "./h2-server-types.js";
+import { HEADER_BLOCK_LIMIT } from "./client-connection.js";
+import { ServerSession, serverGreeting, type SessionShared } from "./server-session.js";
+import type { H2Server, H2ServerOptions, H2ServerSession } from "./types.js";
 
 /**
  * The HTTP/2 layer of the native gRPC server: cleartext HTTP/2 with prior knowledge on a `net.Server`, frames parsed
- * and written directly (h2-server-session.ts), HPACK through src/backends/hpack.ts. The contract with the gRPC layer
- * is h2-server-types.ts.
+ * and written directly (src/h2/server-session.ts), HPACK through src/h2/hpack.ts. The contract with the gRPC layer
+ * is src/h2/types.ts.
  */
 
 function checkCount(name: string, v: unknown, max: number): void {

@@ -1,5 +1,5 @@
-import type { H2ServerStream, H2StreamHandler, HeaderList } from "./h2-server-types.js";
-import type { ServerSession } from "./h2-server-session.js";
+import type { H2ServerStream, H2StreamHandler, HeaderList } from "./types.js";
+import type { ServerSession } from "./server-session.js";
 
 /** The handler of a stream until onStream returns one (and of streams refused before they got one). */
 export const NO_HANDLER: H2StreamHandler = {

@@ -1,5 +1,5 @@
-import type { HeaderSink } from "../../../backends/hpack.js";
-import type { HeaderList } from "./h2-server-types.js";
+import type { HeaderSink } from "./hpack.js";
+import type { HeaderList } from "./types.js";
 
 // Request pseudo-headers (RFC 9113 8.3.1) as bits, to notice unknown, repeated and missing ones.
 const P_METHOD = 1;

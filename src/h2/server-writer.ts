@@ -1,7 +1,7 @@
 import type net from "node:net";
-import { CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, frameHeader, writeGoaway, writePingAck, writeRst, writeWindowUpdate } from "../../../backends/h2-frames.js";
-import { headerBlock } from "./h2-server-encode.js";
-import type { HeaderList } from "./h2-server-types.js";
+import { CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, frameHeader, writeGoaway, writePingAck, writeRst, writeWindowUpdate } from "./frames.js";
+import { headerBlock } from "./server-encode.js";
+import type { HeaderList } from "./types.js";
 
 /** Output slab size: many small frames per allocation. */
 const SLAB = 16 * 1024;
