@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""No-regression check of issue 24 with the shared peers harness (../shared/peers): the same invoke and fan-out jobs
+run on two builds of the gateway, BASE (today's main) and NEW, alternating per repetition, and the figures are
+compared as ratios NEW/BASE of the same repetition.
+
+The harness starts one gateway from $PERF_MAIN per job (its `with_gw1` option only adds a second gateway from the
+same checkout with GATEWAY_THREADS=1), so two builds cannot share one run of it; this script runs it as it is, once per
+side, with PERF_MAIN switched:
+
+  for each repetition i (the side that goes first alternates with i):
+    invoke: run_invoke.py --reps 1 --paths direct,gwgrpc,gwrest --conc 1,64         (BASE, then NEW, or NEW then BASE)
+    fan-out: run_fanout.py --reps 1 --systems gateway --subs 1000 --shapes conn,mux100 (same)
+
+  python3 bench/peers/compare.py --base /tmp/perf/base --new /tmp/perf/new [--reps 6] [--jobs invoke,fanout]
+      [--subs 1000[,10000]] [--quick] [--gate-busy 0.15] [--gate-load X] [--out DIR] [--tag NAME]
+  python3 bench/peers/compare.py --summarize DIR/TAG      # the tables again from the recorded JSON lines
+
+Each checkout must have `npm ci` and `npm run build` done (bench/peers/prepare.sh REF DIR does both). The harness's
+Go binaries and backend must be built (its README: ./build.sh, backend/build.sh); its settings (PERF_BUILD,
+BACKEND_BIN) come from the environment as in its env.sh.
+
+Quiet-machine gate (bench/peers/quiet.py): the harness waits for a 1-minute load average below 0.7 before each
+repetition; between our alternating jobs that average still holds our own previous job, so instead, before every job,
+the machine's busy share is sampled for 5 s and the job waits (bounded, --gate-max-min) until it is below --gate-busy
+(default 0.15 = 15% of all cores). --gate-load X adds the harness's load-average condition. The harness itself is
+called with --no-wait.
+
+Output: the JSON lines of the harness in DIR/TAG/{invoke,fanout}.jsonl (tags TAG-base / TAG-new) and a markdown
+summary on stdout (also DIR/TAG/summary.md): per figure, the median [min-max] of the per-repetition ratios NEW/BASE
+and a verdict against the issue's 5% (costs: ratio <= 1.05; throughput: ratio >= 0.95)."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from quiet import log, wait_quiet
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The harness lives beside the repository (../shared/peers); a worktree elsewhere sets PEERS_DIR.
+PEERS = os.environ.get("PEERS_DIR") or next((d for d in (os.path.normpath(os.path.join(HERE, "../../../shared/peers")), "/work/shared/peers")
+                                             if os.path.exists(os.path.join(d, "run_invoke.py"))), "../shared/peers")
+LIMIT = 0.05
+
+
+def run_job(a, job, side, rep, outdir):
+    if not a.no_gate:
+        busy, load, waited = wait_quiet(a.gate_busy, a.gate_load, a.gate_max_min)
+        log(f"rep {rep} {job} {side}: busy {busy:.2f}, load {load:.2f} after waiting {waited:.0f} s")
+    env = {**os.environ, "PERF_MAIN": a.base if side == "base" else a.new, "PERF_OUT": outdir}
+    common = ["--reps", "1", "--rep-base", str(rep), "--no-wait", "--tag", f"{a.tag}-{side}"] + (["--quick"] if a.quick else [])
+    if job == "invoke":
+        argv = [sys.executable, "run_invoke.py", *common, "--paths", a.paths, "--conc", "1,64", "--out", "invoke.jsonl"]
+    else:
+        argv = [sys.executable, "run_fanout.py", *common, "--systems", "gateway", "--subs", a.subs, "--shapes", a.shapes,
+                "--out", "fanout.jsonl"]
+    t0 = time.time()
+    subprocess.run(argv, cwd=PEERS, env=env, check=True, timeout=a.job_timeout_s)
+    log(f"rep {rep} {job} {side}: {time.time() - t0:.0f} s")
+
+
+def fmt(xs, nd=2):
+    xs = [x for x in xs if x == x]
+    return f"{statistics.median(xs):.{nd}f} [{min(xs):.{nd}f}-{max(xs):.{nd}f}]" if xs else "n/a"
+
+
+def verdict(ratios, cost):
+    xs = [x for x in ratios if x == x]
+    if not xs:
+        return "n/a"
+    m = statistics.median(xs)
+    ok = m <= 1 + LIMIT if cost else m >= 1 - LIMIT
+    return "ok" if ok else "**REGRESSION**"
+
+
+def load_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def ratio(n, b):
+    return n / b if b else float("nan")
+
+
+def summarize(outdir, tag):
+    lines = []
+    inv = load_jsonl(os.path.join(outdir, "invoke.jsonl"))
+    by = {}
+    for r in inv:
+        side = r["tag"].rsplit("-", 1)[-1]
+        if r["tag"] == f"{tag}-{side}":
+            by[(r["rep"], r["conc"], side)] = r["paths"]
+    names = {"gwgrpc": "gRPC InvokeJson", "gwrest": "REST invoke-json", "grpcgw": "grpc-gateway (control)"}
+    # (figure, concurrency, function of (path figures, direct figures), True: a cost / False: a throughput / None: shown,
+    # not judged: a p99 of 1,200 calls and a CPU figure that at c=1 is mostly the process's idle work move by more than
+    # 5% between identical runs)
+    figs = [
+        ("c=1 added p50 us", 1, lambda p, d: p["p50_us"] - d["p50_us"], True),
+        ("c=1 added p99 us", 1, lambda p, d: p["p99_us"] - d["p99_us"], None),
+        ("c=64 calls/s", 64, lambda p, d: p["rps"], False),
+        ("c=64 gateway CPU us/call", 64, lambda p, d: p["proxy_cpu_us_per_call"], True),
+        ("c=1 gateway CPU us/call", 1, lambda p, d: p["proxy_cpu_us_per_call"], None),
+    ]
+    if inv:
+        reps = sorted({k[0] for k in by})
+        lines += ["## Invoke (../shared/peers run_invoke.py, PutItem ~1 KB JSON): NEW / BASE, same repetition", "",
+                  f"Repetitions with both sides: {len([r for r in reps if all((r, c, s) in by for c in (1, 64) for s in ('base', 'new'))])}", "",
+                  "| path | figure | base | new | new/base per rep | within 5% |", "|---|---|---:|---:|---:|---|"]
+        for path, label in names.items():
+            for fname, conc, f, cost in figs:
+                bv, nv, rs = [], [], []
+                for rep in reps:
+                    b, n = by.get((rep, conc, "base")), by.get((rep, conc, "new"))
+                    if not b or not n or path not in b or path not in n:
+                        continue
+                    x, y = f(b[path], b["direct"]), f(n[path], n["direct"])
+                    bv.append(x)
+                    nv.append(y)
+                    rs.append(ratio(y, x))
+                if rs:
+                    nd = 0 if "us" in fname or "/s" in fname else 2
+                    lines.append(f"| {label} | {fname} | {fmt(bv, nd)} | {fmt(nv, nd)} | {fmt(rs)} | {verdict(rs, cost) if path != 'grpcgw' and cost is not None else '-'} |")
+        lines.append("")
+    fan = load_jsonl(os.path.join(outdir, "fanout.jsonl"))
+    fby = {}
+    for r in fan:
+        side = r["tag"].rsplit("-", 1)[-1]
+        if r["tag"] == f"{tag}-{side}":
+            fby[(r["rep"], r.get("subs"), r.get("shape"), side)] = r
+    if fan:
+        lines += ["## Fan-out (../shared/peers run_fanout.py, gateway gRPC Subscribe, 256 B events): NEW / BASE, same repetition", "",
+                  "| subscribers | shape | figure | base | new | new/base per rep | within 5% |", "|---:|---|---|---:|---:|---:|---|"]
+        keys = sorted({(k[1], k[2]) for k in fby if k[1] is not None})
+        reps = sorted({k[0] for k in fby})
+        for subs, shape in keys:
+            for fname, key, cost in (("CPU us/delivery", "server_cpu_us_per_delivery", True), ("deliveries/s", "deliveries_per_s", False),
+                                     ("p50 us", "p50_us", True)):
+                bv, nv, rs, errs = [], [], [], 0
+                for rep in reps:
+                    b, n = fby.get((rep, subs, shape, "base")), fby.get((rep, subs, shape, "new"))
+                    if not b or not n:
+                        continue
+                    if "error" in b or "error" in n:
+                        errs += 1
+                        continue
+                    bv.append(b[key])
+                    nv.append(n[key])
+                    rs.append(ratio(n[key], b[key]))
+                nd = 2 if "delivery" in fname else 0
+                v = "-" if fname == "p50 us" else verdict(rs, cost)
+                lines.append(f"| {subs:,} | {shape} | {fname} | {fmt(bv, nd)} | {fmt(nv, nd)} | {fmt(rs)} | {v}{f' ({errs} failed)' if errs else ''} |")
+        lines.append("")
+        lines.append("Deliveries/s is bounded by the offered rate (200,000/s at 1,000 subscribers); p50 is shown, not judged.")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", default="/tmp/perf/base", help="checkout of today's main (4146008), built")
+    ap.add_argument("--new", default="/tmp/perf/new", help="checkout of the change, built")
+    ap.add_argument("--reps", type=int, default=6, help="an even count lets each side go first equally often")
+    ap.add_argument("--jobs", default="invoke,fanout")
+    ap.add_argument("--paths", default="direct,gwgrpc,gwrest", help="run_invoke.py paths (direct is needed for added latency)")
+    ap.add_argument("--subs", default="1000")
+    ap.add_argument("--shapes", default="conn,mux100")
+    ap.add_argument("--quick", action="store_true", help="the harness's short counts (smoke test; figures are noisy)")
+    ap.add_argument("--gate-busy", type=float, default=0.15, help="start a job only when the machine is less busy than this (0-1)")
+    ap.add_argument("--gate-load", type=float, default=None, help="and the 1-minute load average is below this")
+    ap.add_argument("--gate-max-min", type=float, default=90)
+    ap.add_argument("--no-gate", action="store_true", help="skip the gate (smoke tests only)")
+    ap.add_argument("--job-timeout-s", type=float, default=1800)
+    ap.add_argument("--out", default=os.environ.get("PERF_OUT", "/tmp/perf/compare"))
+    ap.add_argument("--tag", default=time.strftime("cmp-%Y%m%dT%H%M%S"))
+    ap.add_argument("--summarize", metavar="DIR/TAG", help="only print the summary of a recorded run")
+    a = ap.parse_args()
+    if a.summarize:
+        d = a.summarize.rstrip("/")
+        print(summarize(d, os.path.basename(d)))
+        return
+    for side, d in (("base", a.base), ("new", a.new)):
+        if not os.path.exists(os.path.join(d, "dist/src/main/cli.js")):
+            raise SystemExit(f"--{side} {d}: no dist/src/main/cli.js (run bench/peers/prepare.sh REF {d})")
+    if not os.path.exists(os.path.join(PEERS, "run_invoke.py")):
+        raise SystemExit(f"no peers harness at {PEERS} (set PEERS_DIR)")
+    outdir = os.path.join(a.out, a.tag)
+    os.makedirs(outdir, exist_ok=True)
+    t0 = time.time()
+    for rep in range(a.reps):
+        order = ["base", "new"] if rep % 2 == 0 else ["new", "base"]
+        for job in a.jobs.split(","):
+            for side in order:
+                run_job(a, job, side, rep, outdir)
+    text = summarize(outdir, a.tag)
+    text += f"\nBASE {a.base}, NEW {a.new}, {a.reps} repetitions{' (--quick)' if a.quick else ''}, {time.time() - t0:.0f} s.\n"
+    with open(os.path.join(outdir, "summary.md"), "w") as f:
+        f.write(text)
+    print(text)
+    log(f"results in {outdir}")
+
+
+if __name__ == "__main__":
+    main()
