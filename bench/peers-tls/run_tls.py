@@ -39,6 +39,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ in the repository or the harness
 sys.path.insert(0, os.path.join(HERE, "../peers"))
 from quiet import log, loadavg, wait_quiet  # noqa: E402
 

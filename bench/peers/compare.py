@@ -8,7 +8,7 @@ same checkout with GATEWAY_THREADS=1), so two builds cannot share one run of it;
 side, with PERF_MAIN switched:
 
   for each repetition i (the side that goes first alternates with i):
-    invoke: run_invoke.py --reps 1 --paths direct,gwgrpc,gwrest --conc 1,64         (BASE, then NEW, or NEW then BASE)
+    invoke: run_invoke.py --reps 1 --paths direct,gwgrpc,gwrest,grpcgw --conc 1,64 (BASE, then NEW, or NEW then BASE)
     fan-out: run_fanout.py --reps 1 --systems gateway --subs 1000 --shapes conn,mux100 (same)
 
   python3 bench/peers/compare.py --base /tmp/perf/base --new /tmp/perf/new [--reps 6] [--jobs invoke,fanout]
@@ -27,7 +27,8 @@ called with --no-wait.
 
 Output: the JSON lines of the harness in DIR/TAG/{invoke,fanout}.jsonl (tags TAG-base / TAG-new) and a markdown
 summary on stdout (also DIR/TAG/summary.md): per figure, the median [min-max] of the per-repetition ratios NEW/BASE
-and a verdict against the issue's 5% (costs: ratio <= 1.05; throughput: ratio >= 0.95)."""
+and a verdict against the issue's 5% (costs: ratio <= 1.05; throughput: ratio >= 0.95). grpc-gateway is the same
+binary on both sides: its ratios (not judged) show how far the run itself moves a figure."""
 import argparse
 import json
 import os
@@ -36,7 +37,8 @@ import subprocess
 import sys
 import time
 
-from quiet import log, wait_quiet
+sys.dont_write_bytecode = True  # no __pycache__ in the repository
+from quiet import log, wait_quiet  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The harness lives beside the repository (../shared/peers); a worktree elsewhere sets PEERS_DIR.
@@ -102,8 +104,8 @@ def summarize(outdir, tag):
         ("c=1 added p50 us", 1, lambda p, d: p["p50_us"] - d["p50_us"], True),
         ("c=1 added p99 us", 1, lambda p, d: p["p99_us"] - d["p99_us"], None),
         ("c=64 calls/s", 64, lambda p, d: p["rps"], False),
-        ("c=64 gateway CPU us/call", 64, lambda p, d: p["proxy_cpu_us_per_call"], True),
-        ("c=1 gateway CPU us/call", 1, lambda p, d: p["proxy_cpu_us_per_call"], None),
+        ("c=64 proxy CPU us/call", 64, lambda p, d: p["proxy_cpu_us_per_call"], True),
+        ("c=1 proxy CPU us/call", 1, lambda p, d: p["proxy_cpu_us_per_call"], None),
     ]
     if inv:
         reps = sorted({k[0] for k in by})
@@ -165,7 +167,8 @@ def main():
     ap.add_argument("--new", default="/tmp/perf/new", help="checkout of the change, built")
     ap.add_argument("--reps", type=int, default=6, help="an even count lets each side go first equally often")
     ap.add_argument("--jobs", default="invoke,fanout")
-    ap.add_argument("--paths", default="direct,gwgrpc,gwrest", help="run_invoke.py paths (direct is needed for added latency)")
+    ap.add_argument("--paths", default="direct,gwgrpc,gwrest,grpcgw",
+                    help="run_invoke.py paths (direct is needed for added latency; grpcgw, the same binary on both sides, is the control)")
     ap.add_argument("--subs", default="1000")
     ap.add_argument("--shapes", default="conn,mux100")
     ap.add_argument("--quick", action="store_true", help="the harness's short counts (smoke test; figures are noisy)")
