@@ -26,11 +26,10 @@ checking the runner on a build without the TLS flags; its table says so.
 
 Needs: ../shared/peers built (its README: Debian packages, ./build.sh, backend/build.sh), bench/peers-tls/build.sh run,
 GW a checkout with `npm ci` and `npm run build` (bench/peers/prepare.sh REF DIR). Quiet-machine gate as
-bench/peers/compare.py (bench/peers/quiet.py): --gate-busy, --gate-load, --no-gate."""
+bench/peers/compare.py (bench/peers/peerslib.py): --gate-busy, --gate-load, --no-gate."""
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -41,17 +40,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no __pycache__ in the repository or the harness
 sys.path.insert(0, os.path.join(HERE, "../peers"))
-from quiet import log, loadavg, wait_quiet  # noqa: E402
+from peerslib import BACKEND_BIN, TLS_BIN, Server, free_port, log, loadavg, run_json, start_gateway, wait_quiet  # noqa: E402
 
-PEERS = os.environ.get("PEERS_DIR") or next((d for d in (os.path.normpath(os.path.join(HERE, "../../../shared/peers")), "/work/shared/peers")
-                                             if os.path.exists(os.path.join(d, "perflib.py"))), "../shared/peers")
-sys.path.insert(0, PEERS)
-from perflib import Server, free_port, run_json  # noqa: E402  (starts children, stops them by pid)
-
-BUILD = os.environ.get("PERF_BUILD", "/tmp/perf/build")
-TLS_BIN = os.environ.get("PERF_TLS_BIN", os.path.join(BUILD, "tls-bin"))
-BACKEND_BIN = os.environ.get("BACKEND_BIN", "/tmp/peers-backend/server")
-NODE = os.environ.get("NODE", "node")
 GW_PATHS = ("gwgrpc", "gwrest")
 NAMES = {"direct": "direct gRPC to the backend (cleartext)", "gwgrpc": "gateway gRPC InvokeJson", "gwrest": "gateway REST invoke-json",
          "grpcgw": "grpc-gateway 1.6 REST"}
@@ -71,26 +61,6 @@ def make_certs(d):
     return {k: os.path.join(d, f) for k, f in (("ca", "ca.pem"), ("cert", "server.pem"), ("key", "server.key"))}
 
 
-def start_gateway(gw_dir, bport, certs, tls_on):
-    cfg = tempfile.NamedTemporaryFile("w", prefix="perf-tls-gw-", suffix=".yaml", delete=False)
-    cfg.write(f"services:\n  - name: inventory\n    grpc: {{host: 127.0.0.1, port: {bport}}}\n")
-    cfg.close()
-    # node itself (not npm) so that the measured pid is the gateway process, as in the harness.
-    argv = [NODE, os.path.join(gw_dir, "dist/src/main/cli.js"), "--grpc-port", "0", "--http-port", "0", "--config", cfg.name,
-            "--log-level", "info"]
-    if tls_on:
-        argv += ["--tls-cert", certs["cert"], "--tls-key", certs["key"]]
-    s = Server("gateway", argv, regex=r'"msg":"gateway listening"', cwd=gw_dir)
-    s.cfg = cfg.name  # Server.stop() removes it
-    text = s.text()
-    s.port = int(re.search(r'"grpcPort":(\d+)', text).group(1))
-    s.http_port = int(re.search(r'"httpPort":(\d+)', text).group(1))
-    if "did not load" in text or "slow JS fallback" in text:
-        s.stop()
-        raise RuntimeError("gateway: uWebSockets.js native binary did not load")
-    return s
-
-
 def one_rep(a, certs, rep, out):
     tls_on = a.gw_tls == "flags"
     bport = free_port()
@@ -98,7 +68,7 @@ def one_rep(a, certs, rep, out):
     try:
         backend = Server("backend", [BACKEND_BIN, "-port", str(bport)], port=bport)
         procs.append(backend)
-        gw = start_gateway(a.gw, bport, certs, tls_on)
+        gw = start_gateway(a.gw, bport, ["--tls-cert", certs["cert"], "--tls-key", certs["key"]] if tls_on else [])
         procs.append(gw)
         grpcgw = Server("grpcgw-tls", [os.path.join(TLS_BIN, "grpcgwproxy"), "-backend", f"127.0.0.1:{bport}", "-tls-cert", certs["cert"],
                                        "-tls-key", certs["key"]], regex=r'"port":(\d+)')
@@ -202,7 +172,7 @@ def main():
     ap.add_argument("--gate-load", type=float, default=None)
     ap.add_argument("--gate-max-min", type=float, default=90)
     ap.add_argument("--no-gate", action="store_true", help="skip the quiet-machine gate (smoke tests only)")
-    ap.add_argument("--out", default=os.environ.get("PERF_OUT", "/tmp/perf/tls"))
+    ap.add_argument("--out", default="/tmp/perf/tls", help="not $PERF_OUT: env.sh points that into the harness")
     ap.add_argument("--tag", default=time.strftime("tls-%Y%m%dT%H%M%S"))
     ap.add_argument("--summarize", metavar="FILE.jsonl")
     a = ap.parse_args()

@@ -19,7 +19,7 @@ Each checkout must have `npm ci` and `npm run build` done (bench/peers/prepare.s
 Go binaries and backend must be built (its README: ./build.sh, backend/build.sh); its settings (PERF_BUILD,
 BACKEND_BIN) come from the environment as in its env.sh.
 
-Quiet-machine gate (bench/peers/quiet.py): the harness waits for a 1-minute load average below 0.7 before each
+Quiet-machine gate (bench/peers/peerslib.py): the harness waits for a 1-minute load average below 0.7 before each
 repetition; between our alternating jobs that average still holds our own previous job, so instead, before every job,
 the machine's busy share is sampled for 5 s and the job waits (bounded, --gate-max-min) until it is below --gate-busy
 (default 0.15 = 15% of all cores). --gate-load X adds the harness's load-average condition. The harness itself is
@@ -38,12 +38,7 @@ import sys
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the repository
-from quiet import log, wait_quiet  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-# The harness lives beside the repository (../shared/peers); a worktree elsewhere sets PEERS_DIR.
-PEERS = os.environ.get("PEERS_DIR") or next((d for d in (os.path.normpath(os.path.join(HERE, "../../../shared/peers")), "/work/shared/peers")
-                                             if os.path.exists(os.path.join(d, "run_invoke.py"))), "../shared/peers")
+from peerslib import BACKEND_BIN, BUILD, PEERS, TLS_BIN, Server, free_port, log, run_json, start_gateway, wait_quiet  # noqa: E402
 LIMIT = 0.05
 
 
@@ -61,6 +56,51 @@ def run_job(a, job, side, rep, outdir):
     t0 = time.time()
     subprocess.run(argv, cwd=PEERS, env=env, check=True, timeout=a.job_timeout_s)
     log(f"rep {rep} {job} {side}: {time.time() - t0:.0f} s")
+
+
+def run_sbs(a, rep, outdir):
+    """Side by side: one backend, the BASE and the NEW gateway and the harness's grpcgwproxy running together, one
+    invokeload run (bench/peers-tls's copy, paths gwgrpc/gwrest and gwgrpc2/gwrest2) per concurrency, all paths
+    interleaved in blocks. Which build is `gw` and which `gw2` alternates per repetition (a block's predecessor in the
+    rotation is then not always the same)."""
+    if not a.no_gate:
+        busy, load, waited = wait_quiet(a.gate_busy, a.gate_load, a.gate_max_min)
+        log(f"rep {rep} invoke-sbs: busy {busy:.2f}, load {load:.2f} after waiting {waited:.0f} s")
+    first = "base" if rep % 2 == 0 else "new"
+    dirs = [a.base, a.new] if first == "base" else [a.new, a.base]
+    bport = free_port()
+    procs = []
+    t0 = time.time()
+    try:
+        backend = Server("backend", [BACKEND_BIN, "-port", str(bport)], port=bport)
+        procs.append(backend)
+        gw = start_gateway(dirs[0], bport, name="gateway-1")
+        procs.append(gw)
+        gw2 = start_gateway(dirs[1], bport, name="gateway-2")
+        procs.append(gw2)
+        grpcgw = Server("grpcgw", [os.path.join(BUILD, "bin/grpcgwproxy"), "-backend", f"127.0.0.1:{bport}"], regex=r'"port":(\d+)')
+        procs.append(grpcgw)
+        for conc in (1, 64):
+            # the harness's counts (run_invoke.py)
+            if conc == 1:
+                calls, rounds, warm = (100, 2, 50) if a.quick else (300, 4, 200)
+            else:
+                calls, rounds, warm = (1000, 2, 200) if a.quick else (3000, 3, 500)
+            argv = [os.path.join(TLS_BIN, "invokeload"), "-conc", str(conc), "-calls", str(calls), "-rounds", str(rounds), "-warm", str(warm),
+                    "-pid-backend", str(backend.pid), "-pid-gw", str(gw.pid), "-pid-gw2", str(gw2.pid), "-pid-grpcgw", str(grpcgw.pid),
+                    "-direct", f"127.0.0.1:{bport}", "-gwgrpc", f"127.0.0.1:{gw.port}", "-gwrest", f"127.0.0.1:{gw.http_port}",
+                    "-gwgrpc2", f"127.0.0.1:{gw2.port}", "-gwrest2", f"127.0.0.1:{gw2.http_port}", "-grpcgw", f"127.0.0.1:{grpcgw.port}"]
+            r = run_json(argv, timeout=900)
+            r.update({"tag": a.tag, "rep": rep, "gw_first": first, "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            with open(os.path.join(outdir, "invoke-sbs.jsonl"), "a") as f:
+                f.write(json.dumps(r) + "\n")
+            bad = [f"{n}: {p['errors']} errors, {p['first_error'][:200]}" for n, p in r["paths"].items() if p["errors"]]
+            if bad:
+                log(f"rep {rep} invoke-sbs c={conc}: " + "; ".join(bad))
+    finally:
+        for p in reversed(procs):
+            p.stop()
+    log(f"rep {rep} invoke-sbs: {time.time() - t0:.0f} s")
 
 
 def fmt(xs, nd=2):
@@ -88,6 +128,45 @@ def ratio(n, b):
     return n / b if b else float("nan")
 
 
+# (figure, concurrency, function of (path figures, direct figures), True: a cost / False: a throughput / None: shown,
+# not judged: a p99 of 1,200 calls and a CPU figure that at c=1 is mostly the process's idle work move by more than 5%
+# between identical runs)
+FIGS = [
+    ("c=1 added p50 us", 1, lambda p, d: p["p50_us"] - d["p50_us"], True),
+    ("c=1 added p99 us", 1, lambda p, d: p["p99_us"] - d["p99_us"], None),
+    ("c=64 calls/s", 64, lambda p, d: p["rps"], False),
+    ("c=64 proxy CPU us/call", 64, lambda p, d: p["proxy_cpu_us_per_call"], True),
+    ("c=1 proxy CPU us/call", 1, lambda p, d: p["proxy_cpu_us_per_call"], None),
+]
+
+
+def invoke_table(by, title, control=True):
+    """by: (rep, conc, side) -> {path: figures}; one row per path and figure."""
+    names = {"gwgrpc": "gRPC InvokeJson", "gwrest": "REST invoke-json"}
+    if control:
+        names["grpcgw"] = "grpc-gateway (control)"
+    reps = sorted({k[0] for k in by})
+    both = len([r for r in reps if all((r, c, s) in by for c in (1, 64) for s in ("base", "new"))])
+    lines = [title, "", f"Repetitions with both sides: {both}", "",
+             "| path | figure | base | new | new/base per rep | within 5% |", "|---|---|---:|---:|---:|---|"]
+    for path, label in names.items():
+        for fname, conc, f, cost in FIGS:
+            bv, nv, rs = [], [], []
+            for rep in reps:
+                b, n = by.get((rep, conc, "base")), by.get((rep, conc, "new"))
+                if not b or not n or not b.get(path) or not n.get(path):
+                    continue
+                x, y = f(b[path], b["direct"]), f(n[path], n["direct"])
+                bv.append(x)
+                nv.append(y)
+                rs.append(ratio(y, x))
+            if rs:
+                nd = 0 if "us" in fname or "/s" in fname else 2
+                judged = verdict(rs, cost) if path != "grpcgw" and cost is not None else "-"
+                lines.append(f"| {label} | {fname} | {fmt(bv, nd)} | {fmt(nv, nd)} | {fmt(rs)} | {judged} |")
+    return lines + [""]
+
+
 def summarize(outdir, tag):
     lines = []
     inv = load_jsonl(os.path.join(outdir, "invoke.jsonl"))
@@ -96,37 +175,21 @@ def summarize(outdir, tag):
         side = r["tag"].rsplit("-", 1)[-1]
         if r["tag"] == f"{tag}-{side}":
             by[(r["rep"], r["conc"], side)] = r["paths"]
-    names = {"gwgrpc": "gRPC InvokeJson", "gwrest": "REST invoke-json", "grpcgw": "grpc-gateway (control)"}
-    # (figure, concurrency, function of (path figures, direct figures), True: a cost / False: a throughput / None: shown,
-    # not judged: a p99 of 1,200 calls and a CPU figure that at c=1 is mostly the process's idle work move by more than
-    # 5% between identical runs)
-    figs = [
-        ("c=1 added p50 us", 1, lambda p, d: p["p50_us"] - d["p50_us"], True),
-        ("c=1 added p99 us", 1, lambda p, d: p["p99_us"] - d["p99_us"], None),
-        ("c=64 calls/s", 64, lambda p, d: p["rps"], False),
-        ("c=64 proxy CPU us/call", 64, lambda p, d: p["proxy_cpu_us_per_call"], True),
-        ("c=1 proxy CPU us/call", 1, lambda p, d: p["proxy_cpu_us_per_call"], None),
-    ]
-    if inv:
-        reps = sorted({k[0] for k in by})
-        lines += ["## Invoke (../shared/peers run_invoke.py, PutItem ~1 KB JSON): NEW / BASE, same repetition", "",
-                  f"Repetitions with both sides: {len([r for r in reps if all((r, c, s) in by for c in (1, 64) for s in ('base', 'new'))])}", "",
-                  "| path | figure | base | new | new/base per rep | within 5% |", "|---|---|---:|---:|---:|---|"]
-        for path, label in names.items():
-            for fname, conc, f, cost in figs:
-                bv, nv, rs = [], [], []
-                for rep in reps:
-                    b, n = by.get((rep, conc, "base")), by.get((rep, conc, "new"))
-                    if not b or not n or path not in b or path not in n:
-                        continue
-                    x, y = f(b[path], b["direct"]), f(n[path], n["direct"])
-                    bv.append(x)
-                    nv.append(y)
-                    rs.append(ratio(y, x))
-                if rs:
-                    nd = 0 if "us" in fname or "/s" in fname else 2
-                    lines.append(f"| {label} | {fname} | {fmt(bv, nd)} | {fmt(nv, nd)} | {fmt(rs)} | {verdict(rs, cost) if path != 'grpcgw' and cost is not None else '-'} |")
-        lines.append("")
+    if by:
+        lines += invoke_table(by, "## Invoke (../shared/peers run_invoke.py, PutItem ~1 KB JSON): NEW / BASE, separate runs alternating")
+    sbs = {}
+    for r in load_jsonl(os.path.join(outdir, "invoke-sbs.jsonl")):
+        if r["tag"] != tag:
+            continue
+        p = r["paths"]
+        one, two = ("base", "new") if r["gw_first"] == "base" else ("new", "base")
+        common = {k: p[k] for k in ("direct", "grpcgw") if k in p}
+        sbs[(r["rep"], r["conc"], one)] = {**common, "gwgrpc": p.get("gwgrpc"), "gwrest": p.get("gwrest")}
+        sbs[(r["rep"], r["conc"], two)] = {**common, "gwgrpc": p.get("gwgrpc2"), "gwrest": p.get("gwrest2")}
+    if sbs:
+        lines += invoke_table(sbs, "## Invoke side by side (one backend, both gateways and grpc-gateway running together, one load run, "
+                              "blocks interleaved): NEW / BASE",
+                              control=False)
     fan = load_jsonl(os.path.join(outdir, "fanout.jsonl"))
     fby = {}
     for r in fan:
@@ -166,7 +229,7 @@ def main():
     ap.add_argument("--base", default="/tmp/perf/base", help="checkout of today's main (4146008), built")
     ap.add_argument("--new", default="/tmp/perf/new", help="checkout of the change, built")
     ap.add_argument("--reps", type=int, default=6, help="an even count lets each side go first equally often")
-    ap.add_argument("--jobs", default="invoke,fanout")
+    ap.add_argument("--jobs", default="invoke,invoke-sbs,fanout", help="invoke (harness, alternating runs), invoke-sbs (side by side), fanout")
     ap.add_argument("--paths", default="direct,gwgrpc,gwrest,grpcgw",
                     help="run_invoke.py paths (direct is needed for added latency; grpcgw, the same binary on both sides, is the control)")
     ap.add_argument("--subs", default="1000")
@@ -177,7 +240,7 @@ def main():
     ap.add_argument("--gate-max-min", type=float, default=90)
     ap.add_argument("--no-gate", action="store_true", help="skip the gate (smoke tests only)")
     ap.add_argument("--job-timeout-s", type=float, default=1800)
-    ap.add_argument("--out", default=os.environ.get("PERF_OUT", "/tmp/perf/compare"))
+    ap.add_argument("--out", default="/tmp/perf/compare", help="results go to OUT/TAG/ (not $PERF_OUT: env.sh points that into the harness)")
     ap.add_argument("--tag", default=time.strftime("cmp-%Y%m%dT%H%M%S"))
     ap.add_argument("--summarize", metavar="DIR/TAG", help="only print the summary of a recorded run")
     a = ap.parse_args()
@@ -190,12 +253,20 @@ def main():
             raise SystemExit(f"--{side} {d}: no dist/src/main/cli.js (run bench/peers/prepare.sh REF {d})")
     if not os.path.exists(os.path.join(PEERS, "run_invoke.py")):
         raise SystemExit(f"no peers harness at {PEERS} (set PEERS_DIR)")
+    jobs = a.jobs.split(",")
+    if set(jobs) - {"invoke", "invoke-sbs", "fanout"}:
+        raise SystemExit(f"--jobs: unknown {sorted(set(jobs) - {'invoke', 'invoke-sbs', 'fanout'})}")
+    if "invoke-sbs" in jobs and not os.path.exists(os.path.join(TLS_BIN, "invokeload")):
+        raise SystemExit(f"invoke-sbs needs {TLS_BIN}/invokeload: run bench/peers-tls/build.sh")
     outdir = os.path.join(a.out, a.tag)
     os.makedirs(outdir, exist_ok=True)
     t0 = time.time()
     for rep in range(a.reps):
         order = ["base", "new"] if rep % 2 == 0 else ["new", "base"]
-        for job in a.jobs.split(","):
+        for job in jobs:
+            if job == "invoke-sbs":
+                run_sbs(a, rep, outdir)
+                continue
             for side in order:
                 run_job(a, job, side, rep, outdir)
     text = summarize(outdir, a.tag)

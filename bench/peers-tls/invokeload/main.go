@@ -1,7 +1,9 @@
 // invokeload (TLS): a copy of ../shared/peers/go/invokeload with TLS client options: -ca names a PEM CA file to
 // trust and -tls the paths that dial TLS (gRPC paths with ALPN h2, REST paths as HTTPS over HTTP/1.1 keep-alive, as the
 // plaintext REST paths use HTTP/1.1; the gateway's uWS port speaks no HTTP/2). The server name checked is the host of
-// the address (127.0.0.1: the certificate needs that IP in its subjectAltName). Everything else is unchanged.
+// the address (127.0.0.1: the certificate needs that IP in its subjectAltName). Added paths gwgrpc2 and gwrest2: the
+// same calls on a second gateway (another build, -pid-gw2), for bench/peers/compare.py's side-by-side invoke job.
+// Everything else is unchanged.
 //
 // The original's description follows.
 //
@@ -62,6 +64,9 @@ var (
 	nginxAddr    = flag.String("nginx", "", "nginx grpc_pass host:port")
 	gwRest1Addr  = flag.String("gwrest1", "", "a second gateway's REST host:port (e.g. started with --threads 1)")
 	pidGw1       = flag.Int("pid-gw1", 0, "")
+	gwGrpc2Addr  = flag.String("gwgrpc2", "", "a second gateway build's gRPC host:port (InvokeJson; bench/peers/compare.py, side by side)")
+	gwRest2Addr  = flag.String("gwrest2", "", "a second gateway build's REST host:port (invoke-json)")
+	pidGw2       = flag.Int("pid-gw2", 0, "")
 	pidNginx     = flag.Int("pid-nginx", 0, "")
 	readyS       = flag.Float64("ready-timeout-s", 20, "gwproxy: retry the first call this long (routes appear when the backend schema loads)")
 	pidPassthru  = flag.Int("pid-passthru", 0, "")
@@ -318,6 +323,22 @@ func main() {
 	}
 	if *gwRestAddr != "" {
 		restPath("gwrest", "http://"+*gwRestAddr+"/v1/gateway/invoke-json", *pidGw, restBody, func(code int, b []byte) error {
+			if code != 200 || !bytes.Contains(b, []byte(`"success":true`)) {
+				return fmt.Errorf("invoke-json %d: %.200s", code, b)
+			}
+			return nil
+		})
+	}
+	if *gwGrpc2Addr != "" {
+		grpcPath("gwgrpc2", *gwGrpc2Addr, *pidGw2, "/platform.Gateway/InvokeJson", invReq, func(b []byte) error {
+			if ok, msg := invokeOK(b); !ok {
+				return fmt.Errorf("InvokeJson failed: %s", msg)
+			}
+			return nil
+		})
+	}
+	if *gwRest2Addr != "" {
+		restPath("gwrest2", "http://"+*gwRest2Addr+"/v1/gateway/invoke-json", *pidGw2, restBody, func(code int, b []byte) error {
 			if code != 200 || !bytes.Contains(b, []byte(`"success":true`)) {
 				return fmt.Errorf("invoke-json %d: %.200s", code, b)
 			}
