@@ -166,7 +166,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gw", default="/tmp/perf/new", help="gateway checkout with dist/ built")
     ap.add_argument("--gw-tls", choices=("flags", "off"), default="flags", help="off: gateway in cleartext (runner check only)")
-    ap.add_argument("--reps", type=int, default=6)
+    ap.add_argument("--reps", type=int, default=10, help="one repetition takes about 15 s")
     ap.add_argument("--quick", action="store_true", help="short counts (smoke test; figures are noisy)")
     ap.add_argument("--gate-busy", type=float, default=0.15)
     ap.add_argument("--gate-load", type=float, default=None)
