@@ -9,9 +9,11 @@ side, with PERF_MAIN switched:
 
   for each repetition i (the side that goes first alternates with i):
     invoke: run_invoke.py --reps 1 --paths direct,gwgrpc,gwrest,grpcgw --conc 1,64 (BASE, then NEW, or NEW then BASE)
+    invoke-sbs: both builds side by side in one run (see run_sbs: the harness's backend and grpcgwproxy, the
+                invokeload copy of bench/peers-tls with paths gwgrpc2/gwrest2 for the second gateway)
     fan-out: run_fanout.py --reps 1 --systems gateway --subs 1000 --shapes conn,mux100 (same)
 
-  python3 bench/peers/compare.py --base /tmp/perf/base --new /tmp/perf/new [--reps 6] [--jobs invoke,fanout]
+  python3 bench/peers/compare.py --base /tmp/perf/base --new /tmp/perf/new [--reps 6] [--jobs invoke,invoke-sbs,fanout]
       [--subs 1000[,10000]] [--quick] [--gate-busy 0.15] [--gate-load X] [--out DIR] [--tag NAME]
   python3 bench/peers/compare.py --summarize DIR/TAG      # the tables again from the recorded JSON lines
 
@@ -25,7 +27,8 @@ the machine's busy share is sampled for 5 s and the job waits (bounded, --gate-m
 (default 0.15 = 15% of all cores). --gate-load X adds the harness's load-average condition. The harness itself is
 called with --no-wait.
 
-Output: the JSON lines of the harness in DIR/TAG/{invoke,fanout}.jsonl (tags TAG-base / TAG-new) and a markdown
+Output: the JSON lines of the harness in DIR/TAG/{invoke,fanout}.jsonl (tags TAG-base / TAG-new), invokeload's in
+DIR/TAG/invoke-sbs.jsonl (gw_first: which build was gwgrpc/gwrest), and a markdown
 summary on stdout (also DIR/TAG/summary.md): per figure, the median [min-max] of the per-repetition ratios NEW/BASE
 and a verdict against the issue's 5% (costs: ratio <= 1.05; throughput: ratio >= 0.95). grpc-gateway is the same
 binary on both sides: its ratios (not judged) show how far the run itself moves a figure."""
