@@ -3,7 +3,7 @@
 grpc-gateway 1.6's generated REST->gRPC proxy serving HTTPS itself (net/http ServeTLS), same Go inventory backend
 (cleartext behind both), same Go load client, paths interleaved in blocks as in the peers harness.
 
-  python3 bench/peers-tls/run_tls.py [--gw /tmp/perf/new] [--reps 6] [--quick] [--gw-tls flags|off] [--out DIR] [--tag NAME]
+  python3 bench/peers-tls/run_tls.py [--gw /tmp/perf/new] [--reps 10] [--quick] [--with-cleartext] [--gw-tls flags|off] [--out DIR] [--tag NAME]
   python3 bench/peers-tls/run_tls.py --summarize DIR/TAG.jsonl
 
 Per repetition: a CA and a server certificate for IP 127.0.0.1 made with the `openssl` CLI (ECDSA P-256, once per
@@ -20,6 +20,9 @@ Connections are made (and TLS handshakes done) during the warm-up, so the figure
 not of handshakes. Printed: a markdown table per concurrency with c=1 added p50/p99 over the direct call, c=64 calls/s
 and proxy CPU per call (utime+stime of the gateway or grpcgwproxy process over its blocks), each as median [min-max]
 over repetitions and as the ratio gateway / grpc-gateway of the same repetition.
+
+--with-cleartext adds a second gateway of the same build without TLS (paths gwgrpc2/gwrest2, cleartext) to the same
+interleaved run: the gateway's own cost of TLS.
 
 --gw-tls off starts the gateway in cleartext and dials its two paths without TLS (grpc-gateway stays on TLS): only for
 checking the runner on a build without the TLS flags; its table says so.
@@ -44,6 +47,7 @@ from peerslib import BACKEND_BIN, TLS_BIN, Server, free_port, log, loadavg, run_
 
 GW_PATHS = ("gwgrpc", "gwrest")
 NAMES = {"direct": "direct gRPC to the backend (cleartext)", "gwgrpc": "gateway gRPC InvokeJson", "gwrest": "gateway REST invoke-json",
+         "gwgrpc2": "gateway gRPC InvokeJson, cleartext (--with-cleartext)", "gwrest2": "gateway REST invoke-json, cleartext (--with-cleartext)",
          "grpcgw": "grpc-gateway 1.6 REST"}
 
 
@@ -70,6 +74,10 @@ def one_rep(a, certs, rep, out):
         procs.append(backend)
         gw = start_gateway(a.gw, bport, ["--tls-cert", certs["cert"], "--tls-key", certs["key"]] if tls_on else [])
         procs.append(gw)
+        gw2 = None
+        if a.with_cleartext:  # the same build without TLS: what TLS itself costs the gateway
+            gw2 = start_gateway(a.gw, bport, name="gateway-cleartext")
+            procs.append(gw2)
         grpcgw = Server("grpcgw-tls", [os.path.join(TLS_BIN, "grpcgwproxy"), "-backend", f"127.0.0.1:{bport}", "-tls-cert", certs["cert"],
                                        "-tls-key", certs["key"]], regex=r'"port":(\d+)')
         procs.append(grpcgw)
@@ -84,6 +92,8 @@ def one_rep(a, certs, rep, out):
                     "-pid-backend", str(backend.pid), "-pid-gw", str(gw.pid), "-pid-grpcgw", str(grpcgw.pid),
                     "-direct", f"127.0.0.1:{bport}", "-gwgrpc", f"127.0.0.1:{gw.port}", "-gwrest", f"127.0.0.1:{gw.http_port}",
                     "-grpcgw", f"127.0.0.1:{grpcgw.port}", "-ca", certs["ca"], "-tls", ",".join(tls_paths)]
+            if gw2:
+                argv += ["-pid-gw2", str(gw2.pid), "-gwgrpc2", f"127.0.0.1:{gw2.port}", "-gwrest2", f"127.0.0.1:{gw2.http_port}"]
             la0 = loadavg()
             r = run_json(argv, timeout=900)
             r.update({"tag": a.tag, "rep": rep, "gw": a.gw, "gw_tls": a.gw_tls, "loadavg_start": la0, "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
@@ -123,7 +133,7 @@ def summarize(path):
         else:
             out += ["| path | TLS | calls/s | ratio to grpc-gateway | proxy CPU us/call | ratio to grpc-gateway | p50 us | p99 us | Go client CPU us/call |",
                     "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for name in ("direct", "gwgrpc", "gwrest", "grpcgw"):
+        for name in ("direct", "gwgrpc", "gwrest", "gwgrpc2", "gwrest2", "grpcgw"):
             v = {k: [] for k in ("p50", "p99", "a50", "a99", "r50", "r99", "rps", "rrps", "cpu", "rcpu", "client")}
             tls = set()
             for r in rs:
@@ -166,6 +176,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gw", default="/tmp/perf/new", help="gateway checkout with dist/ built")
     ap.add_argument("--gw-tls", choices=("flags", "off"), default="flags", help="off: gateway in cleartext (runner check only)")
+    ap.add_argument("--with-cleartext", action="store_true", help="also a second gateway (same build) in cleartext: paths gwgrpc2/gwrest2")
     ap.add_argument("--reps", type=int, default=10, help="one repetition takes about 15 s")
     ap.add_argument("--quick", action="store_true", help="short counts (smoke test; figures are noisy)")
     ap.add_argument("--gate-busy", type=float, default=0.15)
