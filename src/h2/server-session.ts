@@ -643,11 +643,15 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     return true;
   }
 
-  /** `n` bytes of DATA are consumed (delivered to a stream that is not paused, or dropped): their connection credit. */
+  /**
+   * `n` bytes of DATA are consumed (delivered to a stream that is not paused, or dropped): their connection credit goes
+   * back once it is at least what the client may still send, i.e. at half of the window paused streams leave free (half
+   * of the whole window when nothing is held), so a window held down to nothing still reopens with the first bytes.
+   */
   private consumed(n: number): void {
     if (this.destroyed) return;
     this.recvUnacked += n;
-    if (this.recvUnacked >= CONNECTION_WINDOW / 2) {
+    if (this.recvUnacked > 0 && this.recvUnacked >= this.recvWindow) {
       this.out.windowUpdate(0, this.recvUnacked);
       this.recvWindow += this.recvUnacked;
       this.recvUnacked = 0;
