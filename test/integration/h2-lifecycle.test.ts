@@ -12,7 +12,9 @@ import { createH2Server } from "../../src/h2/server.js";
 import { literalField } from "../../src/h2/hpack.js";
 import { CONNECTION_WINDOW, STREAM_WINDOW } from "../../src/h2/frames.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream } from "../../src/h2/types.js";
-import { waitFor } from "../support/gateway.js";
+import { parseCli } from "../../src/main/cli-args.js";
+import { validateGatewayOptions } from "../../src/main/options.js";
+import { startTestGateway, waitFor } from "../support/gateway.js";
 import { rawFrame as frame, u32 } from "../support/h2-fake-server.js";
 
 const H = { DATA: 0, HEADERS: 1, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
@@ -402,5 +404,50 @@ describe("native HTTP/2 server: connection lifecycle", () => {
     assert.throws(() => createH2Server({ ...base, keepaliveTimeMs: 2 ** 31 }), /keepaliveTimeMs/);
     assert.throws(() => createH2Server({ ...base, maxConnections: 0 }), /maxConnections/);
     assert.throws(() => createH2Server({ ...base, maxConnectionAgeMs: 1.5 }), /maxConnectionAgeMs/);
+  });
+});
+
+describe("the gateway's gRPC connection defences", () => {
+  it("--grpc-max-connections refuses one more connection and counts it in platform_grpc_connections_refused_total; --grpc-idle-timeout closes an idle one", async () => {
+    const gw = await startTestGateway({ grpcMaxConnections: 1, grpcIdleTimeoutMs: 400 });
+    const a = new Raw(gw.gateway.grpcPort).open();
+    const b = new Raw(gw.gateway.grpcPort);
+    try {
+      await waitFor(() => a.of(H.SETTINGS).length > 0, "the first connection served");
+      b.open();
+      await waitFor(() => b.closed, "the second connection closed at accept");
+      assert.equal(b.frames.length, 0);
+      const text = await (await fetch(`${gw.http}/metrics`)).text();
+      assert.match(text, /# HELP platform_grpc_connections_refused_total .+/);
+      assert.match(text, /^platform_grpc_connections_refused_total 1$/m);
+      // The first connection, idle since it opened, gets the two GOAWAYs and is closed.
+      await waitFor(() => a.closed, "the idle connection closed", 3000);
+      assert.deepEqual(
+        a.goaways().map((g) => [g.last, g.code]),
+        [
+          [ANY_STREAM, 0],
+          [0, 0],
+        ],
+      );
+    } finally {
+      a.destroy();
+      b.destroy();
+      await gw.gateway.close();
+    }
+  });
+
+  it("flags and environment variables set the connection policy; bad values are refused naming the option", () => {
+    const env = { GATEWAY_GRPC_IDLE_TIMEOUT_MS: "1000", GATEWAY_GRPC_MAX_CONNECTION_AGE_MS: "2000", GATEWAY_GRPC_MAX_CONNECTIONS: "3" };
+    assert.deepEqual(parseCli([], env), { grpcIdleTimeoutMs: 1000, grpcMaxConnectionAgeMs: 2000, grpcMaxConnections: 3 });
+    assert.deepEqual(parseCli(["--grpc-idle-timeout", "0", "--grpc-max-connection-age", "5", "--grpc-max-connections", "6"], env), {
+      grpcIdleTimeoutMs: 0,
+      grpcMaxConnectionAgeMs: 5,
+      grpcMaxConnections: 6,
+    });
+    const d = validateGatewayOptions({});
+    assert.deepEqual([d.grpcIdleTimeoutMs, d.grpcMaxConnectionAgeMs, d.grpcMaxConnections], [300_000, 0, 10_000]);
+    assert.throws(() => validateGatewayOptions({ grpcIdleTimeoutMs: -1 }), /grpcIdleTimeoutMs/);
+    assert.throws(() => validateGatewayOptions({ grpcMaxConnectionAgeMs: 2 ** 31 }), /grpcMaxConnectionAgeMs/);
+    assert.throws(() => validateGatewayOptions({ grpcMaxConnections: 0 }), /grpcMaxConnections/);
   });
 });
