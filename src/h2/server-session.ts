@@ -471,7 +471,8 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   fail(code: number, why: string): void {
     if (this.destroyed) return;
     this.writeGoaway(code, why);
-    this.teardown(code, why, true);
+    // A NO_ERROR end (the keepalive PING unanswered) still cuts the open streams short: they close as cancelled.
+    this.teardown(code === H2Error.NO_ERROR ? H2Error.CANCEL : code, why, true);
   }
 
   /** The connection is gone: every stream closed with `code`; `letOut` flushes what is written (a GOAWAY) first. */

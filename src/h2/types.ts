@@ -19,8 +19,10 @@ export type HeaderList = Array<[string, string]>;
 export interface H2StreamHandler {
   /**
    * A DATA payload buf[start, end) (padding already removed). The buffer may be reused after the call returns:
-   * copy what must outlive it. Flow-control credit for these bytes is returned to the client when the stream is not
-   * paused (see H2ServerStream.pause), so a handler that cannot keep up pauses the stream.
+   * copy what must outlive it. Flow-control credit for these bytes (the stream's and the connection's) is returned to
+   * the client when the stream is not paused after this call, else on resume() or when the stream closes (see
+   * H2ServerStream.pause), so a handler that cannot keep up pauses the stream, and what paused streams hold is bounded
+   * by the connection window (16 MiB), not by streams x stream windows.
    */
   data(buf: Buffer, start: number, end: number): void;
   /** The client ended its side (END_STREAM on HEADERS or DATA). Trailers from a client are ignored (gRPC has none). */
@@ -65,7 +67,10 @@ export interface H2ServerStream {
   end(trailers: HeaderList): void;
   /** Reset the stream (RST_STREAM with `code`); buffered outbound bytes are dropped. close() follows. */
   reset(code: number): void;
-  /** Stop returning flow-control credit to the client for this stream (inbound backpressure). */
+  /**
+   * Stop returning flow-control credit to the client for this stream's DATA, stream and connection credit both
+   * (inbound backpressure). A connection whose paused streams hold its whole window receives no DATA until one resumes.
+   */
   pause(): void;
   /** Return the credit held back while paused and continue. */
   resume(): void;

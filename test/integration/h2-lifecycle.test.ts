@@ -208,6 +208,7 @@ describe("native HTTP/2 server: connection lifecycle", () => {
     const st = await start({ keepaliveTimeMs: 200, keepaliveTimeoutMs: 300 });
     const good = raw(st.port).open();
     const dead = raw(st.port, { settingsAck: true, pingAck: false }).open();
+    dead.send(frame(H.HEADERS, END_HEADERS, 1, REQ)); // a call open on it
     const started = Date.now();
     await waitFor(() => dead.closed, "the silent client's connection to close", 3000);
     const ms = dead.closedAt - started;
@@ -218,6 +219,8 @@ describe("native HTTP/2 server: connection lifecycle", () => {
       [0],
     );
     assert.match(dead.goaways()[0]!.debug, /keepalive PING not acknowledged/);
+    await waitFor(() => st.closes.length === 1, "the open call closed");
+    assert.deepEqual([st.closes[0]!.id, st.closes[0]!.code], [1, 8], "the open call is cancelled");
     await sleep(500);
     assert.equal(good.closed, false, "the client that answers PINGs is kept");
     assert.ok(good.of(H.PING).length >= 2, `${good.of(H.PING).length} keepalive PINGs`);
