@@ -16,6 +16,7 @@ import {
 } from "./frames.js";
 import { HpackDecoder, HpackError, type HeaderSink } from "./hpack.js";
 import { RequestHeaders } from "./server-headers.js";
+import { ConnectionTimers, type LifecycleSettings, type TimerHost } from "./server-lifecycle.js";
 import { ServerStream } from "./server-stream.js";
 import type { H2ServerOptions, H2ServerSession, HeaderList } from "./types.js";
 import { FrameWriter, type FlushOwner } from "./server-writer.js";
@@ -34,6 +35,10 @@ import { FrameWriter, type FlushOwner } from "./server-writer.js";
  * a header list over maxHeaderListSize refused (ENHANCE_YOUR_CALM, as node:http2 does; grpc-js reports it as
  * RESOURCE_EXHAUSTED); DATA delivered with its credit returned unless the stream is paused; anything malformed is a
  * connection error (GOAWAY with the code, the socket ended) or a stream error (RST_STREAM) as RFC 9113 says.
+ *
+ * Lifecycle (src/h2/server-lifecycle.ts): idle timeout, keepalive PING, maximum connection age, SETTINGS-ACK and
+ * header-block timeouts; a graceful close is two GOAWAYs (the first naming every stream, the final one the last
+ * stream id seen); connection flow-control credit is returned as DATA is consumed, not as it arrives.
  *
  * Writing (frames batched into one socket write per event-loop turn by src/h2/server-writer.ts): DATA respects the
  * client's windows and MAX_FRAME_SIZE, the rest waits per stream; the socket's own backlog is bounded too
@@ -77,6 +82,8 @@ export interface SessionShared {
   /** The largest header block (HEADERS + CONTINUATION) accepted. */
   readonly blockLimit: number;
   readonly sessions: Set<ServerSession>;
+  /** Timeouts and connection policy (src/h2/server-lifecycle.ts). */
+  readonly life: LifecycleSettings;
 }
 
 /** The server's first frames for these options. */
@@ -101,8 +108,16 @@ function endExpired(socket: net.Socket): void {
   socket.destroy();
 }
 
+/** The largest stream id: the first GOAWAY of a graceful close names it (RFC 9113 6.8). */
+const ANY_STREAM = 0x7fffffff;
+
+/** A GOAWAY's debug data for a log line: printable ASCII, bounded. */
+function debugText(buf: Buffer, start: number, end: number): string {
+  return buf.toString("latin1", start, Math.min(end, start + 200)).replace(/[^\x20-\x7e]/g, "?");
+}
+
 /** One HTTP/2 connection; see the file comment. */
-export class ServerSession extends FrameReader implements H2ServerSession, FlushOwner {
+export class ServerSession extends FrameReader implements H2ServerSession, FlushOwner, TimerHost {
   readonly remoteAddress: string;
   readonly remotePort: number;
   private readonly streams = new Map<number, ServerStream>();
@@ -125,7 +140,12 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   private readonly runCloses: () => void;
   private sessionCloseWhy: string | undefined;
   // Lifecycle.
+  private readonly timers: ConnectionTimers;
   private goawayLast = -1;
+  /** Graceful close: 1 once the first GOAWAY (all streams) is written, 2 once the final one is. */
+  private drainPhase = 0;
+  /** What onSessionClose says when the connection ends after a graceful close. */
+  private closeWhy: string | undefined;
   private closing = false;
   private peerGoaway = false;
   private ended = false;
@@ -148,8 +168,10 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.remoteAddress = socket.remoteAddress ?? "";
     this.remotePort = socket.remotePort ?? 0;
     this.runCloses = () => this.deliverCloses();
+    this.timers = new ConnectionTimers(this, shared.life);
     socket.setNoDelay(true);
     socket.on("data", (chunk: Buffer) => {
+      this.timers.read();
       try {
         this.read(chunk);
       } catch (e) {
@@ -169,7 +191,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     });
     socket.on("close", () => {
       try {
-        this.teardown(H2Error.CANCEL, this.socketError ?? (this.ended ? "closed" : "connection closed by the client"), false);
+        this.teardown(H2Error.CANCEL, this.socketError ?? (this.ended ? (this.closeWhy ?? "closed") : "connection closed by the client"), false);
       } catch {
         // Nothing is left to tell: the socket is gone.
       }
@@ -185,10 +207,38 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   }
 
   close(): void {
-    if (this.destroyed || this.closing) return;
+    this.retire("closed by the server");
+  }
+
+  /**
+   * Graceful close, first phase (RFC 9113 6.8): GOAWAY naming every stream, so streams the client is sending right now
+   * still run, and a PING; its ACK (or DRAIN_PING_WAIT_MS) brings the final GOAWAY (finalGoaway).
+   */
+  retire(why: string): void {
+    if (this.destroyed || this.drainPhase > 0 || this.ended) return;
+    this.drainPhase = 1;
+    this.closeWhy = why;
+    this.out.goaway(ANY_STREAM, H2Error.NO_ERROR, "");
+    this.timers.draining();
+  }
+
+  /** Graceful close, second phase: GOAWAY with the real last stream id; the socket ends when its streams have. */
+  finalGoaway(): void {
+    if (this.destroyed || this.drainPhase === 2) return;
+    this.drainPhase = 2;
     this.closing = true;
     this.writeGoaway(H2Error.NO_ERROR, "");
     this.maybeEnd();
+  }
+
+  /** A PING (not an ACK) of the lifecycle timers. */
+  ping(payload: Buffer): void {
+    this.out.ping(payload);
+  }
+
+  /** Reset every open stream (the connection-age grace is over). */
+  resetAll(code: number, why: string): void {
+    for (const s of [...this.streams.values()]) this.resetStream(s, code, why);
   }
 
   destroy(code: number = H2Error.NO_ERROR): void {
@@ -255,8 +305,12 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.finish(s, code, why);
   }
 
-  /** Return the stream credit held back (resume()). */
+  /** Return the stream and connection credit held back (resume()). */
   returnCredit(s: ServerStream): void {
+    if (s.connectionHeld > 0) {
+      this.consumed(s.connectionHeld);
+      s.connectionHeld = 0;
+    }
     if (s.done || s.inEnded || s.recvUnacked === 0) return;
     this.out.windowUpdate(s.id, s.recvUnacked);
     s.recvWindow += s.recvUnacked;
@@ -281,6 +335,12 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     s.closeCode = code;
     s.closeWhy = why;
     this.streams.delete(s.id);
+    if (this.streams.size === 0) this.timers.idle();
+    if (s.connectionHeld > 0) {
+      // The stream is gone, and with it what it held: the client may send that much again.
+      this.consumed(s.connectionHeld);
+      s.connectionHeld = 0;
+    }
     s.out = null;
     s.bufferedBytes = 0;
     s.trailers = null;
@@ -328,7 +388,10 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     return this.socket.writableLength + this.out.pending > SOCKET_HWM;
   }
 
-  /** GOAWAY with the highest stream id seen (streams above it were not processed and may be retried elsewhere). */
+  /**
+   * GOAWAY with the highest stream id seen (streams above it were not processed and may be retried elsewhere); once
+   * written, later GOAWAYs repeat that id.
+   */
   private writeGoaway(code: number, debug: string): void {
     if (this.goawayLast < 0) this.goawayLast = this.lastId;
     this.out.goaway(this.goawayLast, code, debug);
@@ -405,10 +468,11 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   }
 
   /** A connection error (RFC 9113 5.4.1): GOAWAY with the code and why, then the socket ended; every stream closed. */
-  protected fail(code: number, why: string): void {
+  fail(code: number, why: string): void {
     if (this.destroyed) return;
     this.writeGoaway(code, why);
-    this.teardown(code, why, true);
+    // A NO_ERROR end (the keepalive PING unanswered) still cuts the open streams short: they close as cancelled.
+    this.teardown(code === H2Error.NO_ERROR ? H2Error.CANCEL : code, why, true);
   }
 
   /** The connection is gone: every stream closed with `code`; `letOut` flushes what is written (a GOAWAY) first. */
@@ -416,6 +480,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (this.destroyed) return;
     this.destroyed = true;
     clearTimeout(this.timer);
+    this.timers.stop();
     this.shared.sessions.delete(this);
     if (letOut && !this.socket.destroyed) {
       this.out.flush();
@@ -498,6 +563,8 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
       this.timer = undefined;
     }
     super.frame(buf, at, size);
+    // A header block continued in CONTINUATION frames must end in bounded time (server-lifecycle.ts).
+    if (this.contStream !== 0 || this.timers.blockTimer !== undefined) this.timers.headerBlock(this.contStream !== 0 && !this.destroyed);
   }
 
   protected onPriority(size: number): void {
@@ -527,11 +594,18 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     const s = this.streams.get(sid);
     if (s === undefined) {
       if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `DATA on idle stream ${sid}`);
+      this.consumed(size);
       return; // a stream already closed here (reset, or ended while the client was still sending)
     }
-    if (s.inEnded) return this.resetStream(s, H2Error.STREAM_CLOSED, "DATA after the client ended the stream");
+    if (s.inEnded) {
+      this.consumed(size);
+      return this.resetStream(s, H2Error.STREAM_CLOSED, "DATA after the client ended the stream");
+    }
     s.recvWindow -= size;
-    if (s.recvWindow < 0) return this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the client overran the stream window");
+    if (s.recvWindow < 0) {
+      this.consumed(size);
+      return this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the client overran the stream window");
+    }
     if (endStream) s.inEnded = true;
     const start = (flags & PADDED) !== 0 ? p + 1 : p;
     const stop = p + size - pad;
@@ -539,16 +613,49 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
       try {
         s.handler.data(buf, start, stop);
       } catch (e) {
+        this.consumed(size);
         return this.resetStream(s, H2Error.INTERNAL_ERROR, `data handler failed: ${(e as Error).message}`);
       }
-      if (s.done) return;
+      if (s.done) return this.consumed(size);
     }
+    // The connection's credit goes back once the bytes are consumed: now, or when a paused stream resumes (or ends).
+    if (s.paused) s.connectionHeld += size;
+    else this.consumed(size);
     if (endStream) return this.deliverEnd(s);
     s.recvUnacked += size;
     if (!s.paused && s.recvUnacked >= STREAM_WINDOW / 4) {
       this.out.windowUpdate(sid, s.recvUnacked);
       s.recvWindow += s.recvUnacked;
       s.recvUnacked = 0;
+    }
+  }
+
+  /**
+   * The connection's receive window, charged here as DATA arrives; its credit is returned by consumed(), not here
+   * (FrameReader returns it on arrival): a paused stream holds what it was sent, so the connection window, not
+   * streams x stream windows, bounds what one connection makes this process hold.
+   */
+  protected override connectionData(size: number): boolean {
+    this.recvWindow -= size;
+    if (this.recvWindow < 0) {
+      this.fail(H2Error.FLOW_CONTROL_ERROR, "DATA beyond the connection window");
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * `n` bytes of DATA are consumed (delivered to a stream that is not paused, or dropped): their connection credit goes
+   * back once it is at least what the client may still send, i.e. at half of the window paused streams leave free (half
+   * of the whole window when nothing is held), so a window held down to nothing still reopens with the first bytes.
+   */
+  private consumed(n: number): void {
+    if (this.destroyed) return;
+    this.recvUnacked += n;
+    if (this.recvUnacked > 0 && this.recvUnacked >= this.recvWindow) {
+      this.out.windowUpdate(0, this.recvUnacked);
+      this.recvWindow += this.recvUnacked;
+      this.recvUnacked = 0;
     }
   }
 
@@ -630,6 +737,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   }
 
   protected onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
+    if ((flags & ACK) !== 0 && size === 0 && sid === 0) this.timers.settingsAcked();
     if (!this.settingsToApply(size, flags, sid)) return;
     if (this.flooded()) return;
     for (let i = p; i < p + size; i += 6) {
@@ -656,15 +764,23 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
 
   protected onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (!this.pingOk(size, sid)) return;
-    if ((flags & ACK) !== 0) return; // this side sends no PINGs
+    if ((flags & ACK) !== 0) return this.timers.pingAck(buf, p); // keepalive and graceful-close PINGs
     if (this.flooded()) return;
     this.out.pingAck(buf, p);
   }
 
-  protected onGoaway(_buf: Buffer, _p: number, size: number, sid: number): void {
+  protected onGoaway(buf: Buffer, p: number, size: number, sid: number): void {
     if (!this.goawayOk(size, sid)) return;
+    // Its last stream id names streams this side initiated: there are none (no push), so it closes nothing by itself.
+    const code = buf.readUInt32BE(p + 4);
+    const debug = size > 8 ? `: ${debugText(buf, p + 8, p + size)}` : "";
+    if (code !== H2Error.NO_ERROR) {
+      // The client is tearing the connection down for an error: its streams end now, with its code.
+      return this.teardown(code, `client sent GOAWAY with error code ${code}${debug}`, true);
+    }
     // The client opens no more streams; those it has finish, then the connection ends.
     this.peerGoaway = true;
+    this.closeWhy ??= `client sent GOAWAY NO_ERROR${debug}`;
     this.maybeEnd();
   }
 

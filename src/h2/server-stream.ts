@@ -21,6 +21,8 @@ export class ServerStream implements H2ServerStream {
   recvWindow: number;
   /** Bytes received whose credit has not been returned (held while paused). */
   recvUnacked = 0;
+  /** Connection credit of DATA delivered while paused: returned on resume or when the stream closes. */
+  connectionHeld = 0;
   paused = false;
   /** Outbound DATA waiting for a window: chunks from `outHead`, the first one from `outOff`. */
   out: Buffer[] | null = null;

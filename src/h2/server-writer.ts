@@ -1,11 +1,14 @@
 import type net from "node:net";
-import { CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, frameHeader, writeGoaway, writePingAck, writeRst, writeWindowUpdate } from "./frames.js";
+import { CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, PING, frameHeader, writeGoaway, writePingAck, writeRst, writeWindowUpdate } from "./frames.js";
 import { headerBlock } from "./server-encode.js";
 import type { HeaderList } from "./types.js";
 
 /** Output slab size: many small frames per allocation. */
 const SLAB = 16 * 1024;
-/** DATA payloads up to this size are copied next to their frame header; larger ones go to the socket as they are. */
+/**
+ * DATA payloads up to this size are copied next to their frame header; larger ones go to the socket as they are, by
+ * reference (the write() contract in types.ts: a buffer handed to write() is never changed afterwards).
+ */
 const COPY_MAX = 4096;
 const EMPTY = Buffer.alloc(0);
 
@@ -168,6 +171,14 @@ export class FrameWriter {
   pingAck(buf: Buffer, at: number): void {
     const p = this.reserve(17);
     this.commit(writePingAck(this.slab, p, buf, at));
+  }
+
+  /** PING (not an ACK) with an 8-byte payload. */
+  ping(payload: Buffer): void {
+    const p = this.reserve(17);
+    const q = frameHeader(this.slab, p, 8, PING, 0, 0);
+    payload.copy(this.slab, q, 0, 8);
+    this.commit(q + 8);
   }
 
   goaway(lastId: number, code: number, debug: string): void {

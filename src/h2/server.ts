@@ -1,6 +1,7 @@
 import net from "node:net";
 import { HEADER_BLOCK_LIMIT } from "./client-connection.js";
 import { ServerSession, serverGreeting, type SessionShared } from "./server-session.js";
+import { lifecycleSettings, MAX_CONNECTIONS } from "./server-lifecycle.js";
 import type { H2Server, H2ServerOptions, H2ServerSession } from "./types.js";
 
 /**
@@ -20,6 +21,9 @@ export function createH2Server(options: H2ServerOptions): H2Server {
   checkCount("maxConcurrentStreams", options.maxConcurrentStreams, 0x7fffffff);
   checkCount("maxHeaderListSize", options.maxHeaderListSize, 0x7fffffff);
   checkCount("streamHighWaterMark", options.streamHighWaterMark, Number.MAX_SAFE_INTEGER);
+  const maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
+  checkCount("maxConnections", maxConnections, 0x7fffffff);
+  const life = lifecycleSettings(options);
   if (typeof options.onStream !== "function") throw new TypeError("H2ServerOptions.onStream must be a function");
   const sessions = new Set<ServerSession>();
   const shared: SessionShared = {
@@ -28,6 +32,7 @@ export function createH2Server(options: H2ServerOptions): H2Server {
     // A compressed block is rarely larger than its decoded list; twice the list limit leaves room for literal encodings.
     blockLimit: Math.max(HEADER_BLOCK_LIMIT, 2 * options.maxHeaderListSize),
     sessions,
+    life,
   };
   const server = net.createServer({ noDelay: true }, (socket) => {
     new ServerSession(socket, shared);
@@ -35,6 +40,16 @@ export function createH2Server(options: H2ServerOptions): H2Server {
   let listening = false;
   // Accept errors after listen (EMFILE, ...) must not become an uncaught 'error'.
   server.on("error", () => undefined);
+  // The cap counts sockets, not sessions: a connection ending (GOAWAY written, waiting for the client's FIN) still
+  // holds its descriptor. net closes a connection over it at accept ('drop').
+  server.maxConnections = maxConnections;
+  server.on("drop", () => {
+    try {
+      options.onConnectionRefused?.();
+    } catch {
+      // A hook's bug must not become an uncaught exception of the accept path.
+    }
+  });
   return {
     sessions: sessions as ReadonlySet<H2ServerSession>,
     listen(port: number, host: string): Promise<number> {

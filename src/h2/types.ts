@@ -19,8 +19,10 @@ export type HeaderList = Array<[string, string]>;
 export interface H2StreamHandler {
   /**
    * A DATA payload buf[start, end) (padding already removed). The buffer may be reused after the call returns:
-   * copy what must outlive it. Flow-control credit for these bytes is returned to the client when the stream is not
-   * paused (see H2ServerStream.pause), so a handler that cannot keep up pauses the stream.
+   * copy what must outlive it. Flow-control credit for these bytes (the stream's and the connection's) is returned to
+   * the client when the stream is not paused after this call, else on resume() or when the stream closes (see
+   * H2ServerStream.pause), so a handler that cannot keep up pauses the stream, and what paused streams hold is bounded
+   * by the connection window (16 MiB), not by streams x stream windows.
    */
   data(buf: Buffer, start: number, end: number): void;
   /** The client ended its side (END_STREAM on HEADERS or DATA). Trailers from a client are ignored (gRPC has none). */
@@ -52,7 +54,10 @@ export interface H2ServerStream {
   /**
    * Send DATA (no END_STREAM). Frames respect the client's windows and MAX_FRAME_SIZE; what does not fit waits in the
    * stream's buffer. Returns false once `bufferedBytes` exceeds the stream's high-water mark (the caller should wait
-   * for `drain`); the bytes are taken either way. The buffer must not be changed by the caller afterwards.
+   * for `drain`); the bytes are taken either way. The buffer is queued by reference, not copied (a payload over 4 KiB
+   * goes to the socket as it is): the caller must never change it afterwards. The gRPC layer writes freshly serialized
+   * messages and pub/sub its pre-framed event bytes, shared between subscribers and never changed, so neither copies;
+   * a caller that reuses a buffer copies it first (copying every large reply would cost a memcpy per byte sent).
    */
   write(data: Buffer): boolean;
   /**
@@ -62,7 +67,10 @@ export interface H2ServerStream {
   end(trailers: HeaderList): void;
   /** Reset the stream (RST_STREAM with `code`); buffered outbound bytes are dropped. close() follows. */
   reset(code: number): void;
-  /** Stop returning flow-control credit to the client for this stream (inbound backpressure). */
+  /**
+   * Stop returning flow-control credit to the client for this stream's DATA, stream and connection credit both
+   * (inbound backpressure). A connection whose paused streams hold its whole window receives no DATA until one resumes.
+   */
   pause(): void;
   /** Return the credit held back while paused and continue. */
   resume(): void;
@@ -81,8 +89,9 @@ export interface H2ServerSession {
   /** Streams open on this connection right now. */
   readonly openStreams: number;
   /**
-   * Graceful close: GOAWAY NO_ERROR with the highest stream id seen so far (streams already on the wire finish),
-   * then the socket ends when the last stream has closed. Idempotent.
+   * Graceful close in two phases (RFC 9113 6.8): GOAWAY NO_ERROR naming every stream, and a PING; on its ACK (or after
+   * 1 s) the final GOAWAY NO_ERROR with the highest stream id seen (streams the client sent before it saw the first
+   * one still run); the socket ends when the last stream has closed. Idempotent.
    */
   close(): void;
   /** Immediate close: GOAWAY (`code`, default NO_ERROR), every open stream gets close(), the socket is destroyed. */
@@ -104,8 +113,34 @@ export interface H2ServerOptions {
   onStream(stream: H2ServerStream): H2StreamHandler;
   /** A new connection (after the client preface). */
   onSession?(session: H2ServerSession): void;
-  /** A connection ended; `why` in words, for logs. */
+  /**
+   * A connection ended; `why` in words, for logs: which defence closed it ("idle for 300000 ms (idle timeout)", "max
+   * connection age", "keepalive PING not acknowledged ...", "SETTINGS not acknowledged ..."), or the client's GOAWAY
+   * and its error code, or a protocol error.
+   */
   onSessionClose?(session: H2ServerSession, why: string): void;
+  // Connection lifecycle (src/h2/server-lifecycle.ts; defaults there and in docs/operations.md). Times in ms.
+  /** A connection with no open stream this long is closed gracefully; 0: never. Default 300000 (5 min). */
+  idleTimeoutMs?: number;
+  /** After this long without a byte from the client, a PING; 0: never. Default 7200000 (2 h, grpc-go's). */
+  keepaliveTimeMs?: number;
+  /** A keepalive PING unanswered (and nothing else read) this long ends the connection. Default 20000. */
+  keepaliveTimeoutMs?: number;
+  /** A connection is closed gracefully at this age (±10%); 0: never (the default). */
+  maxConnectionAgeMs?: number;
+  /** Streams still open this long after the age's GOAWAY are reset (RST_STREAM CANCEL). Default 30000. */
+  maxConnectionAgeGraceMs?: number;
+  /** Our SETTINGS not acknowledged this long after the connection opened: GOAWAY SETTINGS_TIMEOUT. Default 10000. */
+  settingsAckTimeoutMs?: number;
+  /** A header block continued in CONTINUATION frames not ended this long after its HEADERS: GOAWAY PROTOCOL_ERROR. Default 10000. */
+  headerBlockTimeoutMs?: number;
+  /**
+   * Open connections accepted at once; a connection beyond them is closed as soon as it is accepted, before a byte is
+   * read or written. Default 10000.
+   */
+  maxConnections?: number;
+  /** A connection was refused for maxConnections (the caller counts it). */
+  onConnectionRefused?(): void;
 }
 
 /** A listening HTTP/2 server (h2-server.ts `createH2Server(options)`). */

@@ -22,6 +22,9 @@ Options (each has an environment variable; the flag wins):
   --write-stall-timeout <ms> close a REST connection that reads nothing  GATEWAY_WRITE_STALL_TIMEOUT_MS (default 10000)
   --grpc-max-streams <n>  concurrent gRPC streams per connection        GATEWAY_GRPC_MAX_STREAMS (default 1000)
   --grpc-message-timeout <ms> wait for a unary request message          GATEWAY_GRPC_MESSAGE_TIMEOUT_MS (default 10000)
+  --grpc-idle-timeout <ms> close a gRPC connection idle this long, 0 = never GATEWAY_GRPC_IDLE_TIMEOUT_MS (default 300000)
+  --grpc-max-connection-age <ms> close gRPC connections at this age, 0 = never GATEWAY_GRPC_MAX_CONNECTION_AGE_MS (default 0)
+  --grpc-max-connections <n> open gRPC connections at once               GATEWAY_GRPC_MAX_CONNECTIONS (default 10000)
   --forward-header <h>    header forwarded to backends, repeatable      GATEWAY_FORWARD_HEADERS (comma-separated)
   --forward-credential-header <h>  override: forward a --forward-header whose name looks like a credential
                           (auth, token, key, secret, ...), repeatable   GATEWAY_FORWARD_CREDENTIAL_HEADERS (logged as a warning)
@@ -93,6 +96,9 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "write-stall-timeout": { type: "string" },
       "grpc-max-streams": { type: "string" },
       "grpc-message-timeout": { type: "string" },
+      "grpc-idle-timeout": { type: "string" },
+      "grpc-max-connection-age": { type: "string" },
+      "grpc-max-connections": { type: "string" },
       "forward-header": { type: "string", multiple: true },
       "forward-credential-header": { type: "string", multiple: true },
       "shutdown-timeout": { type: "string" },
@@ -136,6 +142,9 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("writeStallTimeoutMs", int(from("write-stall-timeout", "GATEWAY_WRITE_STALL_TIMEOUT_MS")));
   set("grpcMaxConcurrentStreams", int(from("grpc-max-streams", "GATEWAY_GRPC_MAX_STREAMS")));
   set("grpcMessageTimeoutMs", int(from("grpc-message-timeout", "GATEWAY_GRPC_MESSAGE_TIMEOUT_MS")));
+  set("grpcIdleTimeoutMs", int(from("grpc-idle-timeout", "GATEWAY_GRPC_IDLE_TIMEOUT_MS")));
+  set("grpcMaxConnectionAgeMs", int(from("grpc-max-connection-age", "GATEWAY_GRPC_MAX_CONNECTION_AGE_MS")));
+  set("grpcMaxConnections", int(from("grpc-max-connections", "GATEWAY_GRPC_MAX_CONNECTIONS")));
   set("forwardHeaders", values["forward-header"] ?? list(from("", "GATEWAY_FORWARD_HEADERS")));
   set("forwardCredentialHeaders", values["forward-credential-header"] ?? list(from("", "GATEWAY_FORWARD_CREDENTIAL_HEADERS")));
   set("shutdownTimeoutMs", int(from("shutdown-timeout", "GATEWAY_SHUTDOWN_TIMEOUT_MS")));

@@ -286,9 +286,14 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       logger.info({}, "gateway shutting down");
       rest?.stopListening();
       const deadline = Date.now() + opts.shutdownTimeoutMs;
-      // Facilities end their streams with a status and finish their work; worker threads do the same for theirs, and
-      // exit (their forwarded calls are still served here meanwhile).
-      await settleWithin(Promise.allSettled([threads?.close(Math.max(0, deadline - Date.now())), ...facilities.map((f) => f.close?.())]), deadline - Date.now() + (threads ? 2500 : 0));
+      // Facilities end their streams with a status and finish their work, within the bound; worker threads do the same
+      // for theirs and exit (their forwarded calls are still served here meanwhile), with a little past the bound to
+      // exit in. Only the threads get that: a facility still waiting at the bound (invoke calls in flight on the gRPC
+      // port, ended only by the front's shutdown below) would otherwise hold close() 2.5 s past it.
+      await Promise.all([
+        settleWithin(threads?.close(Math.max(0, deadline - Date.now())) ?? Promise.resolve(), deadline - Date.now() + 2500),
+        settleWithin(Promise.allSettled(facilities.map((f) => f.close?.())), deadline - Date.now()),
+      ]);
       // Wait for in-flight unary calls and REST requests, bounded.
       while ((bindDeps.inflight.count > 0 || (rest?.inflight ?? 0) > 0) && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 10));

@@ -36,6 +36,12 @@ export interface GatewayOptions {
   grpcMaxConcurrentStreams?: number;
   /** gRPC: a unary call whose request message has not fully arrived this long after its headers ends DEADLINE_EXCEEDED, ms. Default 10000. */
   grpcMessageTimeoutMs?: number;
+  /** gRPC (native server): a connection with no open stream this long is closed gracefully (GOAWAY), ms; 0: never. Default 300000. */
+  grpcIdleTimeoutMs?: number;
+  /** gRPC (native server): a connection is closed gracefully at this age (±10%), its calls get 30 s more, ms; 0: never (the default). */
+  grpcMaxConnectionAgeMs?: number;
+  /** gRPC (native server): open connections at once; one beyond is closed at accept and counted. Default 10000. */
+  grpcMaxConnections?: number;
   /** Bound on graceful shutdown in ms: in-flight work gets this long before streams are ended. Default 10000. */
   shutdownTimeoutMs?: number;
   /** Request headers forwarded to backends on invoke (tracing/correlation only). Default: see DEFAULT_FORWARD_HEADERS. */
@@ -184,6 +190,13 @@ function nonNegativeInt(field: string, v: unknown, dflt: number): number {
   return v;
 }
 
+/** A duration a timer takes (setTimeout's largest is 2^31-1 ms); 0 turns the timer off. */
+function timerMs(field: string, v: unknown, dflt: number): number {
+  const x = nonNegativeInt(field, v, dflt);
+  if (x > 0x7fffffff) bad(field, v, "must be at most 2147483647 (ms)");
+  return x;
+}
+
 function oneOf<T extends string>(field: string, v: unknown, allowed: readonly T[], dflt: T): T {
   if (v === undefined) return dflt;
   if (typeof v !== "string" || !(allowed as readonly string[]).includes(v)) bad(field, v, `must be one of ${allowed.join(", ")}`);
@@ -295,6 +308,9 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     writeStallTimeoutMs: positive("writeStallTimeoutMs", o.writeStallTimeoutMs, 10_000),
     grpcMaxConcurrentStreams: positiveInt("grpcMaxConcurrentStreams", o.grpcMaxConcurrentStreams, 1000),
     grpcMessageTimeoutMs: positive("grpcMessageTimeoutMs", o.grpcMessageTimeoutMs, 10_000),
+    grpcIdleTimeoutMs: timerMs("grpcIdleTimeoutMs", o.grpcIdleTimeoutMs, 300_000),
+    grpcMaxConnectionAgeMs: timerMs("grpcMaxConnectionAgeMs", o.grpcMaxConnectionAgeMs, 0),
+    grpcMaxConnections: positiveInt("grpcMaxConnections", o.grpcMaxConnections, 10_000),
     shutdownTimeoutMs: positive("shutdownTimeoutMs", o.shutdownTimeoutMs, 10_000),
     maxTriggers: positiveInt("maxTriggers", o.maxTriggers, 10_000),
     forwardHeaders: Object.freeze(forwardHeaders) as string[],

@@ -752,9 +752,14 @@ describe("native HTTP/2 server", () => {
       raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
       await waitFor(() => seen.length === 1, "stream 1");
       session!.close();
-      session!.close(); // idempotent: one GOAWAY
-      await waitFor(() => raw.of(H.GOAWAY).length === 1, "the GOAWAY");
-      const g = raw.of(H.GOAWAY)[0]!.payload;
+      session!.close(); // idempotent: one graceful close
+      // Two phases (RFC 9113 6.8): GOAWAY naming every stream and a PING; its ACK brings the final GOAWAY.
+      await waitFor(() => raw.of(H.GOAWAY).length === 1 && raw.of(H.PING).length === 1, "the first GOAWAY and its PING");
+      const g1 = raw.of(H.GOAWAY)[0]!.payload;
+      assert.deepEqual([g1.readUInt32BE(0), g1.readUInt32BE(4)], [0x7fffffff, 0]);
+      raw.send(frame(H.PING, ACK, 0, raw.of(H.PING)[0]!.payload));
+      await waitFor(() => raw.of(H.GOAWAY).length === 2, "the final GOAWAY");
+      const g = raw.of(H.GOAWAY)[1]!.payload;
       assert.deepEqual([g.readUInt32BE(0), g.readUInt32BE(4)], [1, 0]);
       raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 3, block(REQ)));
       await waitFor(() => raw.of(H.RST_STREAM).length === 1, "stream 3 refused");
@@ -763,7 +768,7 @@ describe("native HTTP/2 server", () => {
       assert.equal(raw.closed, false, "the connection stays while stream 1 is open");
       seen[0]!.stream.respond([[":status", "200"]], true);
       await waitFor(() => raw.closed, "the connection to end after the last stream");
-      assert.equal(raw.of(H.GOAWAY).length, 1);
+      assert.equal(raw.of(H.GOAWAY).length, 2);
       assert.deepEqual(raw.of(H.HEADERS).map((f) => [f.stream, f.flags]), [[1, END_HEADERS | END_STREAM]]);
     } finally {
       raw.destroy();

@@ -5,6 +5,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { Runtime } from "../../src/runtime/index.js";
 import { startTestGateway, unary, waitFor } from "../support/gateway.js";
 import { runtimeOf, wrapRuntime } from "../support/state-runtime.js";
+import { startOrderBackend } from "../support/backends/order-backend.js";
 
 /** GET over an explicit keep-alive agent so a second request reuses the first one's connection. */
 function get(url: string, agent: import("node:http").Agent): Promise<{ status: number; body: string }> {
@@ -75,6 +76,42 @@ describe("graceful shutdown with work that never finishes", () => {
     assert.equal(await call, grpc.status.CANCELLED);
     assert.ok(gw.logs.some((l) => l["msg"] === "gateway stopped"));
     c.close();
+  });
+
+  it("close() with invoke calls running on both ports and HTTP worker threads returns within the timeout plus about a second", async () => {
+    const backend = await startOrderBackend();
+    const timeoutMs = 1500;
+    const gw = await startTestGateway({ threads: 2, shutdownTimeoutMs: timeoutMs, invokeDeadlineMs: 30_000, services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }] });
+    const c = gw.client("platform.Gateway");
+    try {
+      // Calls the backend holds for 20 s: they outlive the timeout on the gRPC port and on a worker thread's REST port.
+      const request_data = JSON.stringify({ orderId: "sleep:20000" });
+      const grpcCalls = [1, 2].map(() =>
+        unary(c, "InvokeJson", { service: "orders", method: "GetOrder", request_data }, undefined, { deadline: Date.now() + 25_000 }).then(
+          () => "answered",
+          (e: grpc.ServiceError) => e.code,
+        ),
+      );
+      const body = JSON.stringify({ service: "orders", method: "GetOrder", requestData: { orderId: "sleep:20000" } });
+      const restCalls = [1, 2].map(() =>
+        fetch(`${gw.http}/v1/gateway/invoke`, { method: "POST", headers: { "content-type": "application/json" }, body }).then(
+          (r) => r.status,
+          () => "connection closed",
+        ),
+      );
+      await waitFor(() => backend.received.length === 4, "the four calls at the backend", 10_000);
+      const started = Date.now();
+      await gw.gateway.close();
+      const ms = Date.now() - started;
+      assert.ok(ms >= timeoutMs - 20, `close() waited for the calls in flight (${ms} ms)`);
+      // docs/operations.md: the timeout, then at most about a second for the runtime and the OTLP flush.
+      assert.ok(ms < timeoutMs + 1000, `close() took ${ms} ms with --shutdown-timeout ${timeoutMs}`);
+      assert.deepEqual(await Promise.all(grpcCalls), [grpc.status.CANCELLED, grpc.status.CANCELLED]);
+      assert.deepEqual(await Promise.all(restCalls), ["connection closed", "connection closed"]);
+    } finally {
+      c.close();
+      backend.close();
+    }
   });
 
   it("close() does not wait for the timeout when a client only holds an idle connection", async () => {

@@ -49,8 +49,9 @@ function listenFailure(addr: string, err: Error): GatewayError {
 }
 
 /** Guard counters shared by both fronts (the same metric names whichever server runs). */
-function guardMetrics(metrics: Metrics): { rotated: CounterMetric<never>; stalled: CounterMetric<never> } {
+function guardMetrics(metrics: Metrics): { rotated: CounterMetric<never>; stalled: CounterMetric<never>; refused: CounterMetric<never> } {
   return {
+    refused: metrics.counter("platform_grpc_connections_refused_total", "gRPC connections closed at accept because --grpc-max-connections were open (native server)", []),
     rotated: metrics.counter("platform_grpc_connections_rotated_total", "gRPC connections closed gracefully because their client reset streams near the HTTP/2 reset-flood limit", []),
     stalled: metrics.counter("platform_grpc_streams_stalled_total", "gRPC streams reset because their client read none of a reply for the write-stall timeout", []),
   };
@@ -119,6 +120,12 @@ export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
     maxSendMessageLength: 64 * 1024 * 1024,
     maxConcurrentStreams: opts.grpcMaxConcurrentStreams,
     messageTimeoutMs: opts.grpcMessageTimeoutMs,
+    connections: {
+      idleTimeoutMs: opts.grpcIdleTimeoutMs,
+      maxConnectionAgeMs: opts.grpcMaxConnectionAgeMs,
+      maxConnections: opts.grpcMaxConnections,
+      onConnectionRefused: () => m.refused.inc({}),
+    },
     onMessageTimeout: (path) => deps.requests.inc({ method: path.slice(1), code: "DEADLINE_EXCEEDED" }),
     // A listener or hook that threw: the call ended UNKNOWN; grpc-js would have let it crash the process.
     onError: (err, path) => logger.error({ err, method: path.slice(1) }, "gRPC handler threw"),

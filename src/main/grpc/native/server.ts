@@ -52,11 +52,22 @@ export interface NativeGrpcServerOptions {
   onError?(err: unknown, path: string): void;
   /** A stream ended (every stream, also those refused with 415 or UNIMPLEMENTED). */
   onStreamClose?(info: StreamCloseInfo): void;
+  /**
+   * The HTTP/2 layer's connection policy (idle timeout, keepalive, connection age, connection cap and its hook),
+   * passed through as it is; each field defaults in src/h2/server-lifecycle.ts.
+   */
+  connections?: H2ConnectionPolicy;
   /** The HTTP/2 layer. Default: h2-server.ts `createH2Server`. */
   transport?: (options: H2ServerOptions) => H2Server;
 }
 
-type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onError" | "onSession" | "onSessionClose" | "onStreamClose" | "transport">>;
+/** The connection-lifecycle fields of H2ServerOptions. */
+export type H2ConnectionPolicy = Pick<
+  H2ServerOptions,
+  "idleTimeoutMs" | "keepaliveTimeMs" | "keepaliveTimeoutMs" | "maxConnectionAgeMs" | "maxConnectionAgeGraceMs" | "maxConnections" | "onConnectionRefused"
+>;
+
+type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onError" | "onSession" | "onSessionClose" | "onStreamClose" | "transport" | "connections">>;
 
 /** Fill defaults and check each numeric field; throws naming the field and the value. */
 export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Readonly<Required_> {
@@ -147,6 +158,7 @@ export class NativeGrpcServer {
     if (this.transport) throw new Error("the gRPC server is already listening");
     const create = this.hooks.transport ?? createH2Server;
     const transport = create({
+      ...this.hooks.connections,
       maxConcurrentStreams: this.opts.maxConcurrentStreams,
       maxHeaderListSize: this.opts.maxHeaderListSize,
       streamHighWaterMark: this.opts.streamHighWaterMark,
