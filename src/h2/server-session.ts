@@ -74,6 +74,12 @@ export const CLOSED_FRAME_BURST = 1000;
 export const CLOSED_FRAME_RATE = 200;
 const CLOSED_FRAME_GRANT = 2;
 /**
+ * DATA on a stream we reset that carries at least this much costs no token: such frames cost the client as much
+ * bandwidth as an upload on an open stream (and the connection window bounds them alike), and a large upload still in
+ * flight when its stream is reset may bring hundreds.
+ */
+const CLOSED_DATA_FREE = 1024;
+/**
  * Streams this layer refuses or resets on its own (beyond MAX_CONCURRENT_STREAMS, malformed, content-length wrong,
  * DATA after END_STREAM, ...): a burst of STREAM_ERROR_BURST, refilled at STREAM_ERROR_RATE per second (nghttp2 ends a
  * connection after about 100 such in a short time); past it, ENHANCE_YOUR_CALM.
@@ -593,7 +599,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     // Counted against the connection window whatever the stream's state (RFC 9113 6.9), its credit returned alike.
     if (!this.connectionData(size)) return;
     const s = this.streams.get(sid);
-    if (s === undefined) return this.dataOnClosed(sid);
+    if (s === undefined) return this.dataOnClosed(sid, size);
     if (s.inEnded) return this.streamError(sid, H2Error.STREAM_CLOSED, "DATA after the client ended the stream", s);
     s.recvWindow -= size;
     if (s.recvWindow < 0) return this.streamError(sid, H2Error.FLOW_CONTROL_ERROR, "the client overran the stream window", s);
@@ -626,13 +632,14 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   /**
    * DATA on a stream that is not open (RFC 9113 5.1): after our RST_STREAM it may have been in flight and is ignored;
    * after the client's RST_STREAM it is a stream error, after the client's END_STREAM (or on a stream never opened or
-   * closed too long ago to be remembered) a connection error, STREAM_CLOSED both. Each costs a closed-stream token.
+   * closed too long ago to be remembered) a connection error, STREAM_CLOSED both. Each costs a closed-stream token but
+   * large ones on a stream we reset (CLOSED_DATA_FREE).
    */
-  private dataOnClosed(sid: number): void {
+  private dataOnClosed(sid: number, size: number): void {
     if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `DATA on idle stream ${sid}`);
-    if (!this.closedFrameOk()) return;
     const how = this.closedStreams.how(sid);
-    if (how === CLOSED_BY_US) return;
+    if (how === CLOSED_BY_US && size >= CLOSED_DATA_FREE) return;
+    if (!this.closedFrameOk() || how === CLOSED_BY_US) return;
     if (how === CLOSED_BY_CLIENT) return this.streamError(sid, H2Error.STREAM_CLOSED, "DATA after the client reset the stream", undefined);
     this.fail(H2Error.STREAM_CLOSED, `DATA on closed stream ${sid}`);
   }
