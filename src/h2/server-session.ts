@@ -36,6 +36,9 @@ import { FrameWriter, type FlushOwner } from "./server-writer.js";
  * a header list over maxHeaderListSize refused (ENHANCE_YOUR_CALM, as node:http2 does; grpc-js reports it as
  * RESOURCE_EXHAUSTED); DATA delivered with its credit returned unless the stream is paused; anything malformed is a
  * connection error (GOAWAY with the code, the socket ended) or a stream error (RST_STREAM) as RFC 9113 says.
+ * Closed streams are remembered (src/h2/server-guards.ts) so that frames on them get what 5.1 says (ignored after our
+ * RST_STREAM, STREAM_CLOSED after the client's RST_STREAM or END_STREAM), each metered; the stream errors this layer
+ * raises itself and oversize header lists are metered too (docs/operations.md, "HTTP/2 defences").
  *
  * Writing (frames batched into one socket write per event-loop turn by src/h2/server-writer.ts): DATA respects the
  * client's windows and MAX_FRAME_SIZE, the rest waits per stream; the socket's own backlog is bounded too
