@@ -16,20 +16,28 @@ export const CLOSED_ENDED = 3;
  */
 export const CLOSED_RETAINED = 256;
 
-/** The last CLOSED_RETAINED stream ids this side reset, and the last ones otherwise closed; two fixed rings. */
+/**
+ * The last CLOSED_RETAINED stream ids this side reset, and the last ones otherwise closed; two fixed rings. A stream
+ * we reset keeps its receive window: the DATA the client may still have in flight for it.
+ */
 export class ClosedStreams {
   private ours: Int32Array | null = null;
+  private oursWindow: Int32Array | null = null;
   private others: Int32Array | null = null;
   /** For `others`: CLOSED_BY_CLIENT or CLOSED_ENDED per slot. */
   private otherHow: Uint8Array | null = null;
   private oursNext = 0;
   private othersNext = 0;
 
-  /** Note that stream `id` closed `how`. */
-  record(id: number, how: number): void {
+  /** Note that stream `id` closed `how`; `window`: for CLOSED_BY_US, the bytes the client may still send on it. */
+  record(id: number, how: number, window = 0): void {
     if (how === CLOSED_BY_US) {
-      this.ours ??= new Int32Array(CLOSED_RETAINED);
+      if (this.ours === null) {
+        this.ours = new Int32Array(CLOSED_RETAINED);
+        this.oursWindow = new Int32Array(CLOSED_RETAINED);
+      }
       this.ours[this.oursNext] = id;
+      this.oursWindow![this.oursNext] = Math.max(0, Math.min(window, 0x7fffffff));
       this.oursNext = (this.oursNext + 1) % CLOSED_RETAINED;
       return;
     }
@@ -40,6 +48,18 @@ export class ClosedStreams {
     this.others[this.othersNext] = id;
     this.otherHow![this.othersNext] = how;
     this.othersNext = (this.othersNext + 1) % CLOSED_RETAINED;
+  }
+
+  /**
+   * DATA of `n` bytes (n > 0) on stream `id`, which we reset: true when it fits the window the stream had (then
+   * spent), false when the stream is not remembered as ours or its window is spent.
+   */
+  spend(id: number, n: number): boolean {
+    if (this.ours === null) return false;
+    const i = this.ours.indexOf(id);
+    if (i < 0 || this.oursWindow![i]! < n) return false;
+    this.oursWindow![i]! -= n;
+    return true;
   }
 
   /** How stream `id` closed, or 0 when it is not remembered. A linear scan: only frames on closed streams ask. */

@@ -77,12 +77,6 @@ export const CLOSED_FRAME_BURST = 1000;
 export const CLOSED_FRAME_RATE = 200;
 const CLOSED_FRAME_GRANT = 2;
 /**
- * DATA on a stream we reset that carries at least this much costs no token: such frames cost the client as much
- * bandwidth as an upload on an open stream (and the connection window bounds them alike), and a large upload still in
- * flight when its stream is reset may bring hundreds.
- */
-const CLOSED_DATA_FREE = 1024;
-/**
  * Streams this layer refuses or resets on its own (beyond MAX_CONCURRENT_STREAMS, malformed, content-length wrong,
  * DATA after END_STREAM, ...): a burst of STREAM_ERROR_BURST, refilled at STREAM_ERROR_RATE per second (nghttp2 ends a
  * connection after about 100 such in a short time); past it, ENHANCE_YOUR_CALM.
@@ -328,7 +322,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   private finish(s: ServerStream, code: number, why: string, how: number): void {
     if (s.done) return;
     s.done = true;
-    this.closedStreams.record(s.id, how);
+    this.closedStreams.record(s.id, how, s.recvWindow);
     this.closedFrames.grant(CLOSED_FRAME_GRANT);
     s.closeCode = code;
     s.closeWhy = why;
@@ -571,14 +565,16 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   }
 
   /**
-   * A stream error this layer raises on its own (RST_STREAM `code`; `s` is the stream when it is open): a client that
-   * earns them faster than STREAM_ERROR_RATE (refused streams, malformed requests, ...) loses the connection.
+   * A stream error this layer raises on its own (RST_STREAM `code`; `s` is the stream when it is open, `refused` when
+   * it is refused at its HEADERS): a client that earns them faster than STREAM_ERROR_RATE (refused streams, malformed
+   * requests, ...) loses the connection.
    */
-  private streamError(sid: number, code: number, why: string, s: ServerStream | undefined): void {
+  private streamError(sid: number, code: number, why: string, s: ServerStream | undefined, refused = false): void {
     if (!this.streamErrors.take()) return this.fail(H2Error.ENHANCE_YOUR_CALM, `too many stream errors (the last: ${why})`);
     if (s !== undefined) return this.resetStream(s, code, why);
     this.out.rst(sid, code);
-    this.closedStreams.record(sid, CLOSED_BY_US);
+    // A stream refused at its HEADERS may have DATA in flight, up to the window we advertise.
+    if (refused) this.closedStreams.record(sid, CLOSED_BY_US, STREAM_WINDOW);
   }
 
   protected onPushPromise(): void {
@@ -635,13 +631,14 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   /**
    * DATA on a stream that is not open (RFC 9113 5.1): after our RST_STREAM it may have been in flight and is ignored;
    * after the client's RST_STREAM it is a stream error, after the client's END_STREAM (or on a stream never opened or
-   * closed too long ago to be remembered) a connection error, STREAM_CLOSED both. Each costs a closed-stream token but
-   * large ones on a stream we reset (CLOSED_DATA_FREE).
+   * closed too long ago to be remembered) a connection error, STREAM_CLOSED both. Each costs a closed-stream token,
+   * but for DATA within the window of a stream we reset.
    */
   private dataOnClosed(sid: number, size: number): void {
     if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `DATA on idle stream ${sid}`);
     const how = this.closedStreams.how(sid);
-    if (how === CLOSED_BY_US && size >= CLOSED_DATA_FREE) return;
+    // An upload in flight when we reset its stream may bring many frames, but no more bytes than the stream's window.
+    if (how === CLOSED_BY_US && size > 0 && this.closedStreams.spend(sid, size)) return;
     if (!this.closedFrameOk() || how === CLOSED_BY_US) return;
     if (how === CLOSED_BY_CLIENT) return this.streamError(sid, H2Error.STREAM_CLOSED, "DATA after the client reset the stream", undefined);
     this.fail(H2Error.STREAM_CLOSED, `DATA on closed stream ${sid}`);
@@ -709,17 +706,17 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     // Streams above our GOAWAY's last id, or after the client's GOAWAY, are not processed: the client may retry them.
     if ((this.goawayLast >= 0 && sid > this.goawayLast) || this.peerGoaway || this.ended) {
       if (!this.closedFrameOk()) return;
-      this.closedStreams.record(sid, CLOSED_BY_US);
+      this.closedStreams.record(sid, CLOSED_BY_US, STREAM_WINDOW);
       return this.out.rst(sid, H2Error.REFUSED_STREAM);
     }
     if (rh.over) {
       // Each such block costs a whole decode: a client that keeps sending them (an HPACK bomb) is let go.
       if (++this.oversizeLists > MAX_OVERSIZE_LISTS) return this.fail(H2Error.ENHANCE_YOUR_CALM, `more than ${MAX_OVERSIZE_LISTS} header lists over the size limit`);
-      return this.streamError(sid, H2Error.ENHANCE_YOUR_CALM, "header list over the size limit", undefined);
+      return this.streamError(sid, H2Error.ENHANCE_YOUR_CALM, "header list over the size limit", undefined, true);
     }
     // A request that says it has no body (END_STREAM on HEADERS) but a content-length above 0 is malformed too.
-    if (!rh.wellFormed || selfDependent || (endStream && rh.contentLength > 0)) return this.streamError(sid, H2Error.PROTOCOL_ERROR, "malformed request", undefined);
-    if (this.streams.size >= this.opts.maxConcurrentStreams) return this.streamError(sid, H2Error.REFUSED_STREAM, "beyond MAX_CONCURRENT_STREAMS", undefined);
+    if (!rh.wellFormed || selfDependent || (endStream && rh.contentLength > 0)) return this.streamError(sid, H2Error.PROTOCOL_ERROR, "malformed request", undefined, true);
+    if (this.streams.size >= this.opts.maxConcurrentStreams) return this.streamError(sid, H2Error.REFUSED_STREAM, "beyond MAX_CONCURRENT_STREAMS", undefined, true);
     const s = new ServerStream(this, sid, fields, this.peerInitialWindow, STREAM_WINDOW);
     s.contentLength = rh.contentLength;
     this.streams.set(sid, s);

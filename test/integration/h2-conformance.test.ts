@@ -133,21 +133,43 @@ describe("HTTP/2 conformance and meters of the native server", () => {
       assert.match(g.debug, /DATA on closed stream 1/);
     });
 
-    it("DATA on a stream we reset is ignored and still counts against the connection window, whose credit comes back", async () => {
+    it("DATA in flight on streams we reset is ignored within their windows, and its connection credit comes back", async () => {
       const { raw, seen } = await start(resetOnData);
       const r = raw();
-      r.send(frame(H.HEADERS, END_HEADERS, 1, block(REQ)), frame(H.DATA, 0, 1, Buffer.from("x")));
-      assert.equal(await r.reset(1), 0x8);
-      // 17 MiB more than the 16 MiB connection window: without the credit for these frames the server would have to
-      // call the last ones a flow-control error.
-      const chunk = frame(H.DATA, 0, 1, Buffer.alloc(16 * 1024));
-      for (let i = 0; i < 17 * 64; i++) r.send(chunk);
+      const ids = [1, 3, 5, 7, 9];
+      for (const id of ids) r.send(frame(H.HEADERS, END_HEADERS, id, block(REQ)), frame(H.DATA, 0, id, Buffer.from("x")));
+      await waitFor(() => r.resets().length === ids.length, "the five resets");
+      // What is left of each 4 MiB stream window, in full frames: 20 MiB in all, more than the 16 MiB connection
+      // window, so the server must return the credit of ignored DATA or call the last frames a flow-control error.
+      const full = frame(H.DATA, 0, 0, Buffer.alloc(16 * 1024));
+      for (const id of ids) {
+        full.writeUInt32BE(id, 5);
+        for (let i = 0; i < 255; i++) r.send(full);
+        r.send(frame(H.DATA, 0, id, Buffer.alloc(16 * 1024 - 1)));
+      }
+      // An honest client that pumps small messages also has many small frames in flight: no token is spent on them.
+      r.send(frame(H.HEADERS, END_HEADERS, 11, block(REQ)), frame(H.DATA, 0, 11, Buffer.from("x")));
+      await r.reset(11);
+      for (let i = 0; i < 3 * CLOSED_FRAME_BURST; i++) r.send(frame(H.DATA, 0, 11, Buffer.alloc(100)));
       await r.sync();
       const credit = r.of(H.WINDOW_UPDATE).filter((f) => f.stream === 0).reduce((n, f) => n + f.payload.readUInt32BE(0), 0);
-      assert.ok(credit >= 8 << 20, `connection credit returned: ${credit}`);
-      assert.deepEqual(seen[0]!.data, ["x"]);
-      assert.deepEqual(r.resets(), [[1, 0x8]], "no reset for the ignored DATA");
-      await stillServes(r, 3);
+      assert.ok(credit >= 16 << 20, `connection credit returned: ${credit}`);
+      assert.deepEqual(seen.map((x) => x.data), ids.concat(11).map(() => ["x"]));
+      assert.deepEqual(r.resets(), ids.concat(11).map((id) => [id, 0x8]), "no reset for the ignored DATA");
+      await stillServes(r, 13);
+    });
+
+    it("DATA beyond the window of a stream we reset is metered like any frame on a closed stream", async () => {
+      const { raw } = await start(resetOnData);
+      const r = raw();
+      r.send(frame(H.HEADERS, END_HEADERS, 1, block(REQ)), frame(H.DATA, 0, 1, Buffer.from("x")));
+      await r.reset(1);
+      const full = frame(H.DATA, 0, 1, Buffer.alloc(16 * 1024));
+      // 4 MiB is the window; then 1,000 tokens and a few refills: 2,000 frames past the window (32 MiB) are too many.
+      r.send(...Array.from({ length: 256 + 2 * CLOSED_FRAME_BURST }, () => full));
+      const g = await r.goaway();
+      assert.equal(g.code, 0xb);
+      assert.match(g.debug, /closed streams/);
     });
 
     it("WINDOW_UPDATE, PRIORITY and RST_STREAM on a recently closed stream are accepted without a word", async () => {
