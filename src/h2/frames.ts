@@ -136,8 +136,8 @@ export abstract class FrameReader {
   // The frame handlers frame() dispatches to; p is where the payload starts, sid the stream id.
   protected abstract onDataFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void;
   protected abstract onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void;
-  /** A PRIORITY frame on a stream (advisory). */
-  protected abstract onPriority(size: number): void;
+  /** A PRIORITY frame on a stream (advisory); its payload at buf[p] (when `size` is 5: the dependency, then the weight). */
+  protected abstract onPriority(size: number, buf: Buffer, p: number, sid: number): void;
   protected abstract onReset(buf: Buffer, p: number, size: number, sid: number): void;
   protected abstract onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void;
   /** PUSH_PROMISE: neither side accepts one (the client disables push, a server never receives one). */
@@ -218,7 +218,7 @@ export abstract class FrameReader {
         return this.onHeaders(buf, p, size, flags, sid);
       case PRIORITY:
         if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "PRIORITY on stream 0");
-        return this.onPriority(size);
+        return this.onPriority(size, buf, p, sid);
       case RST_STREAM:
         return this.onReset(buf, p, size, sid);
       case SETTINGS:

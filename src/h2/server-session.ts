@@ -8,6 +8,7 @@ import {
   MAX_WINDOW,
   PADDED,
   PREFACE,
+  PRIORITY_FLAG,
   SETTINGS,
   SETTINGS_ACK,
   STREAM_WINDOW,
@@ -15,7 +16,8 @@ import {
   frameHeader,
 } from "./frames.js";
 import { HpackDecoder, HpackError, type HeaderSink } from "./hpack.js";
-import { RequestHeaders } from "./server-headers.js";
+import { RequestHeaders, TrailerCheck } from "./server-headers.js";
+import { Bucket, CLOSED_BY_CLIENT, CLOSED_BY_US, CLOSED_ENDED, ClosedStreams } from "./server-guards.js";
 import { ConnectionTimers, type LifecycleSettings, type TimerHost } from "./server-lifecycle.js";
 import { ServerStream } from "./server-stream.js";
 import type { H2ServerOptions, H2ServerSession, HeaderList } from "./types.js";
@@ -35,6 +37,9 @@ import { FrameWriter, type FlushOwner } from "./server-writer.js";
  * a header list over maxHeaderListSize refused (ENHANCE_YOUR_CALM, as node:http2 does; grpc-js reports it as
  * RESOURCE_EXHAUSTED); DATA delivered with its credit returned unless the stream is paused; anything malformed is a
  * connection error (GOAWAY with the code, the socket ended) or a stream error (RST_STREAM) as RFC 9113 says.
+ * Closed streams are remembered (src/h2/server-guards.ts) so that frames on them get what 5.1 says (ignored after our
+ * RST_STREAM, STREAM_CLOSED after the client's RST_STREAM or END_STREAM), each metered; the stream errors this layer
+ * raises itself and oversize header lists are metered too (docs/operations.md, "HTTP/2 frame defences").
  *
  * Lifecycle (src/h2/server-lifecycle.ts): idle timeout, keepalive PING, maximum connection age, SETTINGS-ACK and
  * header-block timeouts; a graceful close is two GOAWAYs (the first naming every stream, the final one the last
@@ -67,11 +72,33 @@ export const FLOOD_RATE = 200;
 export const RESET_BURST = 1000;
 export const RESET_RATE = 1000;
 /** CONTINUATION frames allowed in one header block. */
-const MAX_CONTINUATIONS = 64;
+export const MAX_CONTINUATIONS = 64;
+/**
+ * Frames on closed streams (DATA, HEADERS, WINDOW_UPDATE, PRIORITY) are metered by a bucket of their own: a burst of
+ * CLOSED_FRAME_BURST, refilled at CLOSED_FRAME_RATE per second, and CLOSED_FRAME_GRANT more for each stream that
+ * closes (a client's WINDOW_UPDATE or DATA in flight when we end or reset a stream is normal, one or two per stream).
+ */
+export const CLOSED_FRAME_BURST = 1000;
+export const CLOSED_FRAME_RATE = 200;
+const CLOSED_FRAME_GRANT = 2;
+/**
+ * Streams this layer refuses or resets on its own (beyond MAX_CONCURRENT_STREAMS, malformed, content-length wrong,
+ * DATA after END_STREAM, ...): a burst of STREAM_ERROR_BURST, refilled at STREAM_ERROR_RATE per second (nghttp2 ends a
+ * connection after about 100 such in a short time); past it, ENHANCE_YOUR_CALM.
+ */
+export const STREAM_ERROR_BURST = 100;
+export const STREAM_ERROR_RATE = 10;
+/** Header lists over maxHeaderListSize a connection may send (each refused); the next one ends it. */
+export const MAX_OVERSIZE_LISTS = 8;
+/**
+ * The largest header block accepted, whatever maxHeaderListSize says (the block limit grows with it): 1 MiB, the
+ * decoding work one block may cost. It equals MAX_CONTINUATIONS frames of the default 16 KiB.
+ */
+export const MAX_HEADER_BLOCK = 1 << 20;
 
 const EMPTY = Buffer.alloc(0);
 
-/** Takes the fields of header blocks nobody reads (trailers, refused streams): decoded only to keep the table in step. */
+/** Takes the fields of header blocks nobody reads (refused or closed streams): decoded only to keep the table in step. */
 const DISCARD: HeaderSink = { header(): void {} };
 
 /** What every session of one server shares. */
@@ -156,12 +183,20 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   private floodAt = performance.now();
   private resetTokens = RESET_BURST;
   private resetAt = performance.now();
+  // Frame-level guards (src/h2/server-guards.ts).
+  private readonly closedStreams = new ClosedStreams();
+  private readonly closedFrames = new Bucket(CLOSED_FRAME_BURST, CLOSED_FRAME_RATE);
+  private readonly streamErrors = new Bucket(STREAM_ERROR_BURST, STREAM_ERROR_RATE);
+  private oversizeLists = 0;
+  private readonly trailerCheck = new TrailerCheck();
+  /** The stream of the HEADERS being read when its priority names the stream itself (RFC 9113 5.3.1); else 0. */
+  private selfDependent = 0;
 
   constructor(
     private readonly socket: net.Socket,
     private readonly shared: SessionShared,
   ) {
-    super(shared.blockLimit, H2Error.ENHANCE_YOUR_CALM, MAX_CONTINUATIONS);
+    super(Math.min(shared.blockLimit, MAX_HEADER_BLOCK), H2Error.ENHANCE_YOUR_CALM, MAX_CONTINUATIONS);
     this.opts = shared.options;
     this.requestHeaders = new RequestHeaders(this.opts.maxHeaderListSize);
     this.out = new FrameWriter(socket, this);
@@ -292,17 +327,23 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   end(s: ServerStream, trailers: HeaderList): void {
     if (s.done || s.outEnded || s.trailers !== null) return;
     s.headersSent = true;
-    if (s.out === null) {
-      this.out.headers(s.id, trailers, true);
-      this.localEnd(s);
-    } else s.trailers = trailers;
+    if (trailers.length === 0) s.readToEnd = true;
+    if (s.out === null) this.endNow(s, trailers);
+    else s.trailers = trailers;
+  }
+
+  /** Our END_STREAM: on the trailers, or on an empty DATA frame when there are none. */
+  private endNow(s: ServerStream, trailers: HeaderList): void {
+    if (trailers.length === 0) this.out.data(s.id, EMPTY, 0, 0, END_STREAM);
+    else this.out.headers(s.id, trailers, true);
+    this.localEnd(s);
   }
 
   /** Reset `s` with `code` (RST_STREAM) and close it. */
   resetStream(s: ServerStream, code: number, why: string): void {
     if (s.done) return;
     this.out.rst(s.id, code);
-    this.finish(s, code, why);
+    this.finish(s, code, why, CLOSED_BY_US);
   }
 
   /** Return the stream and connection credit held back (resume()). */
@@ -320,18 +361,23 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   /** Our END_STREAM is written: the stream closes now, or once the client's end has been delivered. */
   private localEnd(s: ServerStream): void {
     s.outEnded = true;
-    if (s.endDelivered) this.finish(s, H2Error.NO_ERROR, "complete");
-    else if (!s.inEnded) {
+    if (s.endDelivered) this.finish(s, H2Error.NO_ERROR, "complete", CLOSED_ENDED);
+    else if (!s.inEnded && !s.readToEnd) {
       // The response is complete before the request: ask the client to stop sending (RFC 9113 8.1).
       this.out.rst(s.id, H2Error.NO_ERROR);
-      this.finish(s, H2Error.NO_ERROR, "response complete before the request ended");
+      this.finish(s, H2Error.NO_ERROR, "response complete before the request ended", CLOSED_BY_US);
     }
   }
 
-  /** The stream is off the connection; its close() is delivered after the current call returns. */
-  private finish(s: ServerStream, code: number, why: string): void {
+  /**
+   * The stream is off the connection; its close() is delivered after the current call returns. `how` (server-guards.ts)
+   * is remembered for the client's frames that may still come for it.
+   */
+  private finish(s: ServerStream, code: number, why: string, how: number): void {
     if (s.done) return;
     s.done = true;
+    this.closedStreams.record(s.id, how, s.recvWindow);
+    this.closedFrames.grant(CLOSED_FRAME_GRANT);
     s.closeCode = code;
     s.closeWhy = why;
     this.streams.delete(s.id);
@@ -422,8 +468,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (s.trailers !== null) {
       const t = s.trailers;
       s.trailers = null;
-      this.out.headers(s.id, t, true);
-      this.localEnd(s);
+      this.endNow(s, t);
     }
   }
 
@@ -567,9 +612,36 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (this.contStream !== 0 || this.timers.blockTimer !== undefined) this.timers.headerBlock(this.contStream !== 0 && !this.destroyed);
   }
 
-  protected onPriority(size: number): void {
+  protected onPriority(size: number, buf: Buffer, p: number, sid: number): void {
     if (size !== 5) return this.fail(H2Error.FRAME_SIZE_ERROR, "PRIORITY payload is not 5 bytes");
-    this.flooded();
+    if (this.flooded()) return;
+    if ((buf.readUInt32BE(p) & 0x7fffffff) !== sid) return;
+    // A stream cannot depend on itself (RFC 9113 5.3.1): a stream error; on a stream not opened yet a connection
+    // error, as RST_STREAM may not name an idle stream.
+    const s = this.streams.get(sid);
+    if (s !== undefined) return this.streamError(sid, H2Error.PROTOCOL_ERROR, "a stream that depends on itself", s);
+    if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `PRIORITY: stream ${sid} depends on itself`);
+    this.streamError(sid, H2Error.PROTOCOL_ERROR, "a stream that depends on itself", undefined);
+  }
+
+  /** A frame on a stream that is closed here: false (and the connection failed) once the closed-stream budget is spent. */
+  private closedFrameOk(): boolean {
+    if (this.closedFrames.take()) return true;
+    this.fail(H2Error.ENHANCE_YOUR_CALM, "too many frames on closed streams");
+    return false;
+  }
+
+  /**
+   * A stream error this layer raises on its own (RST_STREAM `code`; `s` is the stream when it is open, `refused` when
+   * it is refused at its HEADERS): a client that earns them faster than STREAM_ERROR_RATE (refused streams, malformed
+   * requests, ...) loses the connection.
+   */
+  private streamError(sid: number, code: number, why: string, s: ServerStream | undefined, refused = false): void {
+    if (!this.streamErrors.take()) return this.fail(H2Error.ENHANCE_YOUR_CALM, `too many stream errors (the last: ${why})`);
+    if (s !== undefined) return this.resetStream(s, code, why);
+    this.out.rst(sid, code);
+    // A stream refused at its HEADERS may have DATA in flight, up to the window we advertise.
+    if (refused) this.closedStreams.record(sid, CLOSED_BY_US, STREAM_WINDOW);
   }
 
   protected onPushPromise(): void {
@@ -590,25 +662,32 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (pad < 0) return;
     const endStream = (flags & END_STREAM) !== 0;
     if (size === 0 && !endStream && this.flooded()) return;
+    // Counted against the connection window whatever the stream's state (RFC 9113 6.9), its credit returned alike.
     if (!this.connectionData(size)) return;
     const s = this.streams.get(sid);
     if (s === undefined) {
-      if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `DATA on idle stream ${sid}`);
+      // Credit for bytes nobody will read goes back at once (consumed), whatever dataOnClosed decides.
       this.consumed(size);
-      return; // a stream already closed here (reset, or ended while the client was still sending)
+      return this.dataOnClosed(sid, size);
     }
     if (s.inEnded) {
       this.consumed(size);
-      return this.resetStream(s, H2Error.STREAM_CLOSED, "DATA after the client ended the stream");
+      return this.streamError(sid, H2Error.STREAM_CLOSED, "DATA after the client ended the stream", s);
     }
     s.recvWindow -= size;
     if (s.recvWindow < 0) {
       this.consumed(size);
-      return this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the client overran the stream window");
+      return this.streamError(sid, H2Error.FLOW_CONTROL_ERROR, "the client overran the stream window", s);
     }
     if (endStream) s.inEnded = true;
     const start = (flags & PADDED) !== 0 ? p + 1 : p;
     const stop = p + size - pad;
+    if (s.contentLength >= 0) {
+      s.received += stop - start;
+      if (s.received > s.contentLength || (endStream && s.received !== s.contentLength)) {
+        return this.streamError(sid, H2Error.PROTOCOL_ERROR, "the DATA does not add up to the content-length", s);
+      }
+    }
     if (stop > start) {
       try {
         s.handler.data(buf, start, stop);
@@ -659,6 +738,22 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     }
   }
 
+  /**
+   * DATA on a stream that is not open (RFC 9113 5.1): after our RST_STREAM it may have been in flight and is ignored;
+   * after the client's RST_STREAM it is a stream error, after the client's END_STREAM (or on a stream never opened or
+   * closed too long ago to be remembered) a connection error, STREAM_CLOSED both. Each costs a closed-stream token,
+   * but for DATA within the window of a stream we reset.
+   */
+  private dataOnClosed(sid: number, size: number): void {
+    if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `DATA on idle stream ${sid}`);
+    const how = this.closedStreams.how(sid);
+    // An upload in flight when we reset its stream may bring many frames, but no more bytes than the stream's window.
+    if (how === CLOSED_BY_US && size > 0 && this.closedStreams.spend(sid, size)) return;
+    if (!this.closedFrameOk() || how === CLOSED_BY_US) return;
+    if (how === CLOSED_BY_CLIENT) return this.streamError(sid, H2Error.STREAM_CLOSED, "DATA after the client reset the stream", undefined);
+    this.fail(H2Error.STREAM_CLOSED, `DATA on closed stream ${sid}`);
+  }
+
   /** The client ended its side: handler.end(), and the stream closes if ours is ended too. */
   private deliverEnd(s: ServerStream): void {
     s.inEnded = true;
@@ -668,12 +763,16 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     } catch (e) {
       return this.resetStream(s, H2Error.INTERNAL_ERROR, `end handler failed: ${(e as Error).message}`);
     }
-    if (!s.done && s.outEnded) this.finish(s, H2Error.NO_ERROR, "complete");
+    if (!s.done && s.outEnded) this.finish(s, H2Error.NO_ERROR, "complete", CLOSED_ENDED);
   }
 
   protected onHeaders(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (sid === 0) return this.fail(H2Error.PROTOCOL_ERROR, "HEADERS on stream 0");
     if ((sid & 1) === 0) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on even stream id ${sid}`);
+    if ((flags & PRIORITY_FLAG) !== 0) {
+      const at = (flags & PADDED) !== 0 ? p + 1 : p;
+      if (at + 5 <= p + size && (buf.readUInt32BE(at) & 0x7fffffff) === sid) this.selfDependent = sid;
+    }
     this.headersFrame(buf, p, size, flags, sid);
   }
 
@@ -691,26 +790,45 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   }
 
   protected headerBlock(sid: number, buf: Buffer, start: number, end: number, endStream: boolean): void {
+    const selfDependent = this.selfDependent === sid;
+    this.selfDependent = 0;
     const open = this.streams.get(sid);
     if (open !== undefined) {
-      // Trailers from the client: decoded for the table, then only their END_STREAM matters.
-      if (!this.decode(buf, start, end, DISCARD)) return;
-      if (open.inEnded) return this.resetStream(open, H2Error.STREAM_CLOSED, "HEADERS after the client ended the stream");
-      if (!endStream) return this.resetStream(open, H2Error.PROTOCOL_ERROR, "trailers without END_STREAM");
+      // Trailers from the client: decoded for the table and checked, then only their END_STREAM matters.
+      const tc = this.trailerCheck;
+      tc.reset();
+      if (!this.decode(buf, start, end, tc)) return;
+      let bad = "";
+      if (open.inEnded) return this.streamError(sid, H2Error.STREAM_CLOSED, "HEADERS after the client ended the stream", open);
+      if (!endStream) bad = "trailers without END_STREAM";
+      else if (tc.bad) bad = "malformed trailers (a pseudo-header, or a field RFC 9113 8.2 forbids)";
+      else if (selfDependent) bad = "a stream that depends on itself";
+      else if (open.contentLength >= 0 && open.received !== open.contentLength) bad = "the DATA does not add up to the content-length";
+      if (bad !== "") return this.streamError(sid, H2Error.PROTOCOL_ERROR, bad, open);
       return this.deliverEnd(open);
     }
-    if (sid <= this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on stream ${sid}, not above the last stream ${this.lastId}`);
+    if (sid <= this.lastId) return this.headersOnClosed(sid, buf, start, end);
     this.lastId = sid;
     const rh = this.requestHeaders;
     rh.reset();
     if (!this.decode(buf, start, end, rh)) return;
     const fields = rh.take();
     // Streams above our GOAWAY's last id, or after the client's GOAWAY, are not processed: the client may retry them.
-    if ((this.goawayLast >= 0 && sid > this.goawayLast) || this.peerGoaway || this.ended) return this.out.rst(sid, H2Error.REFUSED_STREAM);
-    if (rh.over) return this.out.rst(sid, H2Error.ENHANCE_YOUR_CALM);
-    if (!rh.wellFormed) return this.out.rst(sid, H2Error.PROTOCOL_ERROR);
-    if (this.streams.size >= this.opts.maxConcurrentStreams) return this.out.rst(sid, H2Error.REFUSED_STREAM);
+    if ((this.goawayLast >= 0 && sid > this.goawayLast) || this.peerGoaway || this.ended) {
+      if (!this.closedFrameOk()) return;
+      this.closedStreams.record(sid, CLOSED_BY_US, STREAM_WINDOW);
+      return this.out.rst(sid, H2Error.REFUSED_STREAM);
+    }
+    if (rh.over) {
+      // Each such block costs a whole decode: a client that keeps sending them (an HPACK bomb) is let go.
+      if (++this.oversizeLists > MAX_OVERSIZE_LISTS) return this.fail(H2Error.ENHANCE_YOUR_CALM, `more than ${MAX_OVERSIZE_LISTS} header lists over the size limit`);
+      return this.streamError(sid, H2Error.ENHANCE_YOUR_CALM, "header list over the size limit", undefined, true);
+    }
+    // A request that says it has no body (END_STREAM on HEADERS) but a content-length above 0 is malformed too.
+    if (!rh.wellFormed || selfDependent || (endStream && rh.contentLength > 0)) return this.streamError(sid, H2Error.PROTOCOL_ERROR, "malformed request", undefined, true);
+    if (this.streams.size >= this.opts.maxConcurrentStreams) return this.streamError(sid, H2Error.REFUSED_STREAM, "beyond MAX_CONCURRENT_STREAMS", undefined, true);
     const s = new ServerStream(this, sid, fields, this.peerInitialWindow, STREAM_WINDOW);
+    s.contentLength = rh.contentLength;
     this.streams.set(sid, s);
     if (endStream) s.inEnded = true;
     try {
@@ -719,6 +837,20 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
       return this.resetStream(s, H2Error.INTERNAL_ERROR, `stream handler failed: ${(e as Error).message}`);
     }
     if (endStream && !s.done) this.deliverEnd(s);
+  }
+
+  /**
+   * A header block on a stream id already used (RFC 9113 5.1): trailers in flight when we reset the stream are ignored,
+   * after the client's RST_STREAM it is a stream error STREAM_CLOSED, after its END_STREAM a connection error
+   * STREAM_CLOSED; an id never opened (or closed too long ago) is a connection error PROTOCOL_ERROR (5.1.1). Blocks
+   * that do not end the connection are decoded, so the HPACK table stays in step.
+   */
+  private headersOnClosed(sid: number, buf: Buffer, start: number, end: number): void {
+    const how = this.closedStreams.how(sid);
+    if (how === 0) return this.fail(H2Error.PROTOCOL_ERROR, `HEADERS on stream ${sid}, not above the last stream ${this.lastId}`);
+    if (how === CLOSED_ENDED) return this.fail(H2Error.STREAM_CLOSED, `HEADERS on closed stream ${sid}`);
+    if (!this.decode(buf, start, end, DISCARD) || !this.closedFrameOk()) return;
+    if (how === CLOSED_BY_CLIENT) this.streamError(sid, H2Error.STREAM_CLOSED, "HEADERS after the client reset the stream", undefined);
   }
 
   protected onReset(buf: Buffer, p: number, size: number, sid: number): void {
@@ -733,11 +865,15 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.resetTokens--;
     const s = this.streams.get(sid);
     if (s === undefined) return;
-    this.finish(s, buf.readUInt32BE(p), "client reset");
+    this.finish(s, buf.readUInt32BE(p), "client reset", CLOSED_BY_CLIENT);
   }
 
   protected onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
-    if ((flags & ACK) !== 0 && size === 0 && sid === 0) this.timers.settingsAcked();
+    if ((flags & ACK) !== 0 && size === 0 && sid === 0) {
+      // We send one SETTINGS, so one ACK is expected; a stream of them is a flood like any other control frame.
+      if (this.flooded()) return;
+      this.timers.settingsAcked();
+    }
     if (!this.settingsToApply(size, flags, sid)) return;
     if (this.flooded()) return;
     for (let i = p; i < p + size; i += 6) {
@@ -764,8 +900,9 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
 
   protected onPing(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     if (!this.pingOk(size, sid)) return;
-    if ((flags & ACK) !== 0) return this.timers.pingAck(buf, p); // keepalive and graceful-close PINGs
+    // Our keepalive and graceful-close PINGs are acknowledged; unsolicited ACKs cost a token like any PING.
     if (this.flooded()) return;
+    if ((flags & ACK) !== 0) return this.timers.pingAck(buf, p);
     this.out.pingAck(buf, p);
   }
 
@@ -784,14 +921,19 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.maybeEnd();
   }
 
+  /**
+   * A stream's WINDOW_UPDATE. On a closed stream it is allowed (RFC 9113 5.1: the client may not know yet) but costs a
+   * closed-stream token; an increment of 0 is a stream error PROTOCOL_ERROR on any stream (6.9).
+   */
   protected onStreamWindow(sid: number, inc: number): boolean {
     const s = this.streams.get(sid);
     if (s === undefined) {
       if (sid > this.lastId) this.fail(H2Error.PROTOCOL_ERROR, `WINDOW_UPDATE on idle stream ${sid}`);
+      else if (this.closedFrameOk() && inc === 0) this.streamError(sid, H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0", undefined);
       return false;
     }
-    if (inc === 0) this.resetStream(s, H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
-    else if (s.sendWindow + inc > MAX_WINDOW) this.resetStream(s, H2Error.FLOW_CONTROL_ERROR, "the stream window overflowed");
+    if (inc === 0) this.streamError(sid, H2Error.PROTOCOL_ERROR, "WINDOW_UPDATE of 0", s);
+    else if (s.sendWindow + inc > MAX_WINDOW) this.streamError(sid, H2Error.FLOW_CONTROL_ERROR, "the stream window overflowed", s);
     else {
       s.sendWindow += inc;
       return true;

@@ -42,6 +42,14 @@ export class ServerStream implements H2ServerStream {
   endDelivered = false;
   /** Our END_STREAM is written, or queued behind buffered DATA. */
   outEnded = false;
+  /**
+   * The response ends without trailers (end() with an empty list, a plain HTTP reply such as the gRPC port's 415):
+   * a request still being sent is then read to its end rather than reset with NO_ERROR.
+   */
+  readToEnd = false;
+  /** The request's content-length (-1: none) and the DATA payload bytes received, checked against it (RFC 9113 8.1.1). */
+  contentLength = -1;
+  received = 0;
   /** Off the connection: no more frames in or out; close() is queued or delivered. */
   done = false;
   closed = false;

@@ -62,7 +62,9 @@ export interface H2ServerStream {
   write(data: Buffer): boolean;
   /**
    * Send the trailers (HEADERS with END_STREAM) after every byte already written. A unary reply is respond() +
-   * write() + end() in one event-loop turn, and the HTTP/2 layer sends them in one socket write.
+   * write() + end() in one event-loop turn, and the HTTP/2 layer sends them in one socket write. An empty list sends
+   * no trailers (END_STREAM on an empty DATA frame: a plain HTTP reply) and lets the client finish sending its request,
+   * where a reply with trailers that ends first resets the request with NO_ERROR (RFC 9113 8.1).
    */
   end(trailers: HeaderList): void;
   /** Reset the stream (RST_STREAM with `code`); buffered outbound bytes are dropped. close() follows. */

@@ -12,16 +12,10 @@ import * as grpc from "@grpc/grpc-js";
 import { createH2Server } from "../../src/h2/server.js";
 import { FLOOD_BURST, RESET_BURST } from "../../src/h2/server-session.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../src/h2/types.js";
-import { HpackDecoder, literalField } from "../../src/h2/hpack.js";
+import { HpackDecoder } from "../../src/h2/hpack.js";
 import { waitFor } from "../support/gateway.js";
 import { rawBytesMethod } from "../support/raw-methods.js";
-import { rawFrame } from "../support/h2-fake-server.js";
-
-const H = { DATA: 0, HEADERS: 1, PRIORITY: 2, RST_STREAM: 3, SETTINGS: 4, PUSH_PROMISE: 5, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
-const END_STREAM = 1;
-const END_HEADERS = 4;
-const ACK = 1;
-const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+import { ACK, END_HEADERS, END_STREAM, H, PREFACE, REQ, Raw, block, frame, u32 } from "../support/h2-raw-client.js";
 
 /** What the server did with one stream, for assertions. */
 interface Seen {
@@ -116,76 +110,6 @@ function closeClient(c: http2.ClientHttp2Session): Promise<void> {
     c.close(() => resolve());
     setTimeout(() => c.destroy(), 2000).unref();
   });
-}
-
-// ---- raw frames ----
-
-const frame = rawFrame;
-const u32 = (n: number): Buffer => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n);
-  return b;
-};
-function block(fields: [string, string][]): Buffer {
-  const out = Buffer.alloc(4096);
-  let p = 0;
-  for (const [n, v] of fields) p = literalField(out, p, 0, n, v);
-  return out.subarray(0, p);
-}
-const REQ: [string, string][] = [
-  [":method", "POST"],
-  [":scheme", "http"],
-  [":path", "/echo"],
-  [":authority", "x"],
-];
-
-interface RawFrame {
-  type: number;
-  flags: number;
-  stream: number;
-  payload: Buffer;
-}
-
-/** A raw client socket: sends bytes, parses the server's frames, notices the close. */
-class Raw {
-  readonly frames: RawFrame[] = [];
-  closed = false;
-  private buf = Buffer.alloc(0);
-  readonly socket: net.Socket;
-  constructor(port: number) {
-    this.socket = net.connect(port, "127.0.0.1");
-    this.socket.on("data", (c: Buffer) => {
-      this.buf = Buffer.concat([this.buf, c]);
-      while (this.buf.length >= 9) {
-        const len = this.buf.readUIntBE(0, 3);
-        if (this.buf.length < 9 + len) break;
-        this.frames.push({ type: this.buf[3]!, flags: this.buf[4]!, stream: this.buf.readUInt32BE(5) & 0x7fffffff, payload: this.buf.subarray(9, 9 + len) });
-        this.buf = this.buf.subarray(9 + len);
-      }
-    });
-    this.socket.on("error", () => undefined);
-    this.socket.on("close", () => (this.closed = true));
-  }
-  send(...bufs: Buffer[]): void {
-    this.socket.write(Buffer.concat(bufs));
-  }
-  /** Preface and an empty SETTINGS. */
-  open(): this {
-    this.send(PREFACE, frame(H.SETTINGS, 0, 0));
-    return this;
-  }
-  of(type: number): RawFrame[] {
-    return this.frames.filter((f) => f.type === type);
-  }
-  async goaway(): Promise<{ last: number; code: number; debug: string }> {
-    await waitFor(() => this.of(H.GOAWAY).length > 0, "a GOAWAY");
-    const g = this.of(H.GOAWAY)[0]!.payload;
-    await waitFor(() => this.closed, "the server to close the connection");
-    return { last: g.readUInt32BE(0), code: g.readUInt32BE(4), debug: g.subarray(8).toString() };
-  }
-  destroy(): void {
-    this.socket.destroy();
-  }
 }
 
 /** After a bad connection, the server still serves a good one. */

@@ -2,7 +2,7 @@ import type * as grpc from "@grpc/grpc-js";
 import { CallCore, type CallContext, type Handler, type OpenStream } from "./calls.js";
 import { createH2Server } from "../../../h2/server.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../../h2/types.js";
-import { readRequestHead, UNSUPPORTED_MEDIA_TYPE, unimplementedReply } from "./wire.js";
+import { readRequestHead, UNSUPPORTED_MEDIA_TYPE, UNSUPPORTED_MEDIA_TYPE_BODY, unimplementedReply } from "./wire.js";
 
 /**
  * The gateway's native gRPC server: the parts of grpc-js's `Server` the gateway uses (addService, register/unregister,
@@ -246,7 +246,10 @@ export class NativeGrpcServer {
     const head = readRequestHead(stream.headers);
     const ct = head.contentType;
     if (ct === undefined || !ct.startsWith("application/grpc")) {
-      stream.respond(UNSUPPORTED_MEDIA_TYPE, true);
+      // The body goes as the stream's windows allow; end([]) ends it with no trailers and reads the request to its end.
+      stream.respond(UNSUPPORTED_MEDIA_TYPE, false);
+      stream.write(UNSUPPORTED_MEDIA_TYPE_BODY);
+      stream.end([]);
       return this.refused(stream);
     }
     const handler = head.path === undefined ? undefined : this.handlers.get(head.path);

@@ -227,5 +227,12 @@ export function unimplementedReply(path: string): HeaderList {
   ];
 }
 
-/** grpc-js's reply to a request whose content-type is not application/grpc*: HTTP 415, no gRPC status. */
-export const UNSUPPORTED_MEDIA_TYPE: HeaderList = [[":status", "415"]];
+/**
+ * The reply to a request whose content-type is not application/grpc*: HTTP 415, no gRPC status, as grpc-js answers,
+ * but with a short text/plain body saying why (grpc-js sends none), so a plain HTTP/2 client sees a complete answer.
+ */
+export const UNSUPPORTED_MEDIA_TYPE: HeaderList = [
+  [":status", "415"],
+  ["content-type", "text/plain; charset=utf-8"],
+];
+export const UNSUPPORTED_MEDIA_TYPE_BODY = Buffer.from("this port serves gRPC: content-type must be application/grpc\n");
