@@ -1,11 +1,12 @@
 import net from "node:net";
+import tls from "node:tls";
 import { HEADER_BLOCK_LIMIT } from "./client-connection.js";
 import { ServerSession, serverGreeting, type SessionShared } from "./server-session.js";
 import type { H2Server, H2ServerOptions, H2ServerSession } from "./types.js";
 
 /**
- * The HTTP/2 layer of the native gRPC server: cleartext HTTP/2 with prior knowledge on a `net.Server`, frames parsed
- * and written directly (src/h2/server-session.ts), HPACK through src/h2/hpack.ts. The contract with the gRPC layer
+ * The HTTP/2 layer of the native gRPC server: cleartext HTTP/2 with prior knowledge on a `net.Server`, or HTTP/2 over
+ * TLS on a `tls.Server` (ALPN "h2" only, options.tls), frames parsed and written directly (src/h2/server-session.ts), HPACK through src/h2/hpack.ts. The contract with the gRPC layer
  * is src/h2/types.ts.
  */
 
@@ -13,6 +14,24 @@ function checkCount(name: string, v: unknown, max: number): void {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > max) {
     throw new RangeError(`H2ServerOptions.${name} must be an integer from 1 to ${max}, got ${String(v).slice(0, 40)}`);
   }
+}
+
+/** A TLS handshake that has not completed in this long is dropped (Node's default is 120 s), ms. */
+export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/**
+ * HTTP/2 over TLS (RFC 9113 3.2): ALPN offers only "h2", so a client offering other protocols fails the handshake
+ * (no_application_protocol); one that offers none completes it and is closed before any frame, since gRPC over TLS
+ * without ALPN h2 is not HTTP/2. The session gets the TLSSocket: it only uses net.Socket members TLSSocket has.
+ */
+function tlsServer(options: tls.TlsOptions, shared: SessionShared): tls.Server {
+  const server = tls.createServer({ ...options, ALPNProtocols: ["h2"], handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS, noDelay: true }, (socket) => {
+    if (socket.alpnProtocol !== "h2") return void socket.destroy();
+    new ServerSession(socket, shared);
+  });
+  // A failed handshake (wrong version, no client certificate, no common ALPN) only closes that socket.
+  server.on("tlsClientError", () => undefined);
+  return server;
 }
 
 /** Create a native HTTP/2 server; `listen` starts it. Throws a RangeError naming the field for a bad option. */
@@ -29,7 +48,7 @@ export function createH2Server(options: H2ServerOptions): H2Server {
     blockLimit: Math.max(HEADER_BLOCK_LIMIT, 2 * options.maxHeaderListSize),
     sessions,
   };
-  const server = net.createServer({ noDelay: true }, (socket) => {
+  const server = options.tls ? tlsServer(options.tls, shared) : net.createServer({ noDelay: true }, (socket) => {
     new ServerSession(socket, shared);
   });
   let listening = false;
@@ -48,6 +67,10 @@ export function createH2Server(options: H2ServerOptions): H2Server {
           resolve((server.address() as net.AddressInfo).port);
         });
       });
+    },
+    setSecureContext(context: tls.SecureContextOptions): void {
+      if (!(server instanceof tls.Server)) throw new Error("the H2 server was created without TLS");
+      server.setSecureContext(context);
     },
     stopListening(): void {
       if (!listening) return;

@@ -52,11 +52,13 @@ export interface NativeGrpcServerOptions {
   onError?(err: unknown, path: string): void;
   /** A stream ended (every stream, also those refused with 415 or UNIMPLEMENTED). */
   onStreamClose?(info: StreamCloseInfo): void;
+  /** Serve over TLS with these Node TLS server options (ALPN h2). Default: cleartext. */
+  tls?: import("node:tls").TlsOptions;
   /** The HTTP/2 layer. Default: h2-server.ts `createH2Server`. */
   transport?: (options: H2ServerOptions) => H2Server;
 }
 
-type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onError" | "onSession" | "onSessionClose" | "onStreamClose" | "transport">>;
+type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onError" | "onSession" | "onSessionClose" | "onStreamClose" | "transport" | "tls">>;
 
 /** Fill defaults and check each numeric field; throws naming the field and the value. */
 export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Readonly<Required_> {
@@ -150,6 +152,7 @@ export class NativeGrpcServer {
       maxConcurrentStreams: this.opts.maxConcurrentStreams,
       maxHeaderListSize: this.opts.maxHeaderListSize,
       streamHighWaterMark: this.opts.streamHighWaterMark,
+      ...(this.hooks.tls ? { tls: this.hooks.tls } : {}),
       onStream: (stream) => this.onStream(stream),
       onSession: (session) => {
         this.openSessions.add(session);
@@ -178,6 +181,12 @@ export class NativeGrpcServer {
       this.transport = undefined;
       throw e;
     }
+  }
+
+  /** New connections get this certificate; open ones keep theirs. Throws unless listening over TLS. */
+  setSecureContext(context: import("node:tls").SecureContextOptions): void {
+    if (!this.transport?.setSecureContext) throw new Error("the gRPC server is not listening over TLS");
+    this.transport.setSecureContext(context);
   }
 
   /** Open connections. */
