@@ -140,7 +140,7 @@ export function watchTls(current: LoadedTls, apply: (next: LoadedTls) => void, l
       next = loadTls(current.files);
       apply(next);
     } catch (e) {
-      logger.warn({ cert: current.files.cert, key: current.files.key, reason: GatewayError.from(e).rawMessage }, "TLS certificate change not applied: the new files do not load; the previous certificate stays in use");
+      logger.warn({ cert: current.files.cert, key: current.files.key, reason: GatewayError.from(e).rawMessage }, "TLS certificate change not applied; the previous certificate stays in use");
       return;
     }
     current = next;

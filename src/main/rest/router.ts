@@ -1,4 +1,5 @@
 import { STATUS_CODES } from "node:http";
+import { createServer } from "node:net";
 import uws from "uWebSockets.js";
 import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
@@ -273,8 +274,26 @@ export function jsonObjectBody(body: Buffer): Record<string, unknown> {
   return v as Record<string, unknown>;
 }
 
+/**
+ * A free port on `host`, for uWS apps that share an ephemeral one (worker threads, a TLS reload's new app): uSockets
+ * cannot bind a second SO_REUSEPORT socket to a port the kernel picked for port 0 (the first listen would have to be
+ * on the chosen port already).
+ */
+export function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, host, () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
 /** Start the uWS REST endpoint on host:port with the given routes. */
-export function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
+export async function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
+  // A TLS reload listens a second app on this port (see `reload`): that needs a port chosen before the first listen.
+  if (deps.tls && port === 0) port = await freePort(host);
   const resolve = createRouteTable(routes, deps);
   let inflight = 0;
   /** Responses not yet ended, so shutdown can close their connections. */
@@ -415,7 +434,7 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     tls = deps.tls ? loadTls(deps.tls) : undefined;
     app = build(tls);
   } catch (e) {
-    return Promise.reject(GatewayError.from(e, Code.INVALID_ARGUMENT));
+    throw GatewayError.from(e, Code.INVALID_ARGUMENT);
   }
   /** Apps replaced by a certificate reload, still serving the connections they accepted (closed by closeAll). */
   const retired: uws.TemplatedApp[] = [];
