@@ -259,6 +259,42 @@ describe("TLS on both ports", () => {
   });
 });
 
+describe("TLS with uWS worker threads", () => {
+  it("every thread serves https and each reloads a changed certificate", async () => {
+    const own = makeTestPki();
+    const gw = await startTestGateway({ apiKeys: [KEY], threads: 2, tlsCert: own.files.serverCert, tlsKey: own.files.serverKey, tlsReloadIntervalMs: 100 });
+    try {
+      const port = gw.gateway.httpPort;
+      const serials = async (): Promise<Set<string>> => {
+        const seen = new Set<string>();
+        // The kernel spreads connections over the threads: a few handshakes reach each.
+        for (let i = 0; i < 12; i++) {
+          const h = await handshake(port, { ca: own.ca.cert });
+          if (h.ok) {
+            seen.add(h.serial);
+            h.socket.destroy();
+          }
+        }
+        return seen;
+      };
+      assert.deepEqual([...(await serials())], [own.server.serial]);
+      assert.equal((await httpsGet(port, "/health", { ca: own.ca.cert })).status, 200);
+      const next = own.issueServer();
+      writeFileSync(own.files.serverKey, next.key);
+      writeFileSync(own.files.serverCert, next.cert);
+      const end = Date.now() + 5000;
+      let seen = await serials();
+      while (!(seen.size === 1 && seen.has(next.serial)) && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 100));
+        seen = await serials();
+      }
+      assert.deepEqual([...seen], [next.serial]);
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
 describe("mutual TLS (--tls-client-ca)", () => {
   let gw: TestGateway;
   before(async () => {
