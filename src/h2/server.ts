@@ -24,10 +24,10 @@ export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
  * (no_application_protocol); one that offers none completes it and is closed before any frame, since gRPC over TLS
  * without ALPN h2 is not HTTP/2. The session gets the TLSSocket: it only uses net.Socket members TLSSocket has.
  */
-function tlsServer(options: tls.TlsOptions, shared: SessionShared): tls.Server {
+function tlsServer(options: tls.TlsOptions, accept: (socket: net.Socket) => void): tls.Server {
   const server = tls.createServer({ ...options, ALPNProtocols: ["h2"], handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS, noDelay: true }, (socket) => {
     if (socket.alpnProtocol !== "h2") return void socket.destroy();
-    new ServerSession(socket, shared);
+    accept(socket);
   });
   // A failed handshake (wrong version, no client certificate, no common ALPN) only closes that socket.
   server.on("tlsClientError", () => undefined);
@@ -48,9 +48,11 @@ export function createH2Server(options: H2ServerOptions): H2Server {
     blockLimit: Math.max(HEADER_BLOCK_LIMIT, 2 * options.maxHeaderListSize),
     sessions,
   };
-  const server = options.tls ? tlsServer(options.tls, shared) : net.createServer({ noDelay: true }, (socket) => {
+  // One accept path for both: over TLS a session starts once the handshake chose h2.
+  const accept = (socket: net.Socket): void => {
     new ServerSession(socket, shared);
-  });
+  };
+  const server = options.tls ? tlsServer(options.tls, accept) : net.createServer({ noDelay: true }, accept);
   let listening = false;
   // Accept errors after listen (EMFILE, ...) must not become an uncaught 'error'.
   server.on("error", () => undefined);

@@ -183,7 +183,10 @@ export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
         return server.sessionCount;
       },
     },
-    tryShutdown: (done) => server.tryShutdown(() => done()),
+    tryShutdown: (done) => {
+      tlsWatch?.stop();
+      server.tryShutdown(() => done());
+    },
     forceShutdown() {
       server.forceShutdown();
       clearInterval(sweep);
