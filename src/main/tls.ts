@@ -73,7 +73,8 @@ export function loadTls(files: TlsFiles, names: { cert: string; key: string; cli
   } catch (e) {
     throw new GatewayError(
       Code.INVALID_ARGUMENT,
-      `${names.key} ${JSON.stringify(files.key)} is not a usable private key for ${names.cert} ${JSON.stringify(files.cert)}: ${(e as Error).message}`,
+      `${names.key} ${JSON.stringify(files.key)} is not a usable private key for ${names.cert} ${JSON.stringify(files.cert)}: ${(e as Error).message}` +
+        (/bad decrypt/.test((e as Error).message) ? " (an encrypted key is not supported: give the key unencrypted, readable by the gateway only)" : ""),
     );
   }
   return { files, cert, key, ...(ca ? { ca } : {}), serial: leaf.serialNumber, subject: leaf.subject.replace(/\n/g, ", "), validTo: leaf.validTo };
