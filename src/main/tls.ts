@@ -118,7 +118,7 @@ export interface TlsWatch {
 /**
  * Check `current.files` every `intervalMs`; when their inode, size or mtime changed and then held still for one more
  * period (a cert and key written one after the other are read together), load and check the new pair and hand it to
- * `apply`. A pair that does not load (or that `apply` refuses by throwing) is logged as a warning with the reason and
+ * `apply` (unless the bytes are the same as before). A pair that does not load (or that `apply` refuses by throwing) is logged as a warning with the reason and
  * the old one stays in use; the same broken files are not reported again until they change. The timer is unref'd.
  */
 export function watchTls(current: LoadedTls, apply: (next: LoadedTls) => void, logger: Logger, intervalMs = TLS_RELOAD_INTERVAL_MS): TlsWatch {
@@ -139,6 +139,8 @@ export function watchTls(current: LoadedTls, apply: (next: LoadedTls) => void, l
     let next: LoadedTls;
     try {
       next = loadTls(current.files);
+      // Rewritten with the same bytes (a touch, a sync job): nothing to serve anew.
+      if (next.cert.equals(current.cert) && next.key.equals(current.key) && (next.ca ?? Buffer.alloc(0)).equals(current.ca ?? Buffer.alloc(0))) return;
       apply(next);
     } catch (e) {
       logger.warn({ cert: current.files.cert, key: current.files.key, reason: GatewayError.from(e).rawMessage }, "TLS certificate change not applied; the previous certificate stays in use");

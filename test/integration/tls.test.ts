@@ -257,6 +257,30 @@ describe("TLS on both ports", () => {
       c.close();
     }
   });
+
+  it("files rewritten with the same bytes change nothing; the HTTP port keeps the last 4 certificates' connections", async () => {
+    const reloads = (port: string): number => gw.logs.filter((l) => l["msg"] === "TLS certificate reloaded" && l["port"] === port).length;
+    const rotateAndWait = async (to: Pem): Promise<void> => {
+      const [g, h] = [reloads("grpc"), reloads("http")];
+      rotate(to);
+      await waitFor(() => reloads("grpc") > g && reloads("http") > h, "both ports reloaded", 5000);
+    };
+    const first = pki.issueServer();
+    await rotateAndWait(first);
+    const [g, h] = [reloads("grpc"), reloads("http")];
+    rotate(first);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual([reloads("grpc"), reloads("http")], [g, h], "the same bytes again: no reload");
+    // A WebSocket on the app of `first`; four more certificates keep it, the fifth closes it.
+    const { ws } = await wss(httpPort);
+    let closed = false;
+    ws.on("close", () => (closed = true));
+    for (let i = 0; i < 4; i++) await rotateAndWait(pki.issueServer());
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(closed, false, "open through four reloads");
+    await rotateAndWait(pki.issueServer());
+    await waitFor(() => closed, "the oldest app's connection closed at the fifth reload", 2000);
+  });
 });
 
 describe("TLS with uWS worker threads", () => {

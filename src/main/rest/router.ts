@@ -461,6 +461,8 @@ export async function startRestServer(host: string, port: number, routes: Route[
     listening = token;
     retired.push(app);
     app = fresh;
+    // Bounded: connections that outlived this many certificate changes are closed (clients reconnect to the new one).
+    if (retired.length > MAX_RETIRED_APPS) (retired.shift() as unknown as { close?: () => void }).close?.();
   };
 
   return new Promise((resolve, reject) => {
@@ -499,6 +501,9 @@ export async function startRestServer(host: string, port: number, routes: Route[
     });
   });
 }
+
+/** Apps kept serving their connections after a TLS reload replaced them; the oldest beyond this is closed. */
+export const MAX_RETIRED_APPS = 4;
 
 /** uSockets' TLS options for a checked pair (the files, read again by uSockets; TLS 1.2 is its floor). */
 function uwsTlsOptions(t: LoadedTls): uws.AppOptions {
