@@ -80,6 +80,18 @@ export function loadTls(files: TlsFiles, names: { cert: string; key: string; cli
   return { files, cert, key, ...(ca ? { ca } : {}), serial: leaf.serialNumber, subject: leaf.subject.replace(/\n/g, ", "), validTo: leaf.validTo };
 }
 
+/** A certificate this close to its expiry (or past it) is logged as a warning at start and on each reload. */
+export const TLS_EXPIRY_WARNING_MS = 14 * 24 * 3600_000;
+
+/** Log that `t` is served (`msg`), and warn when it has expired or expires within TLS_EXPIRY_WARNING_MS. */
+export function logServing(logger: Logger, t: LoadedTls, msg: string): void {
+  logger.info(describeTls(t), msg);
+  const left = Date.parse(t.validTo) - Date.now();
+  if (left < TLS_EXPIRY_WARNING_MS) {
+    logger.warn({ ...describeTls(t), daysLeft: Math.floor(left / 86_400_000) }, left <= 0 ? "TLS certificate has expired: clients will refuse it" : "TLS certificate expires soon");
+  }
+}
+
 /** What a log line may say about a loaded pair. */
 export function describeTls(t: LoadedTls): Record<string, string> {
   return { cert: t.files.cert, serial: t.serial, subject: t.subject, validTo: t.validTo, ...(t.files.clientCa ? { clientCa: t.files.clientCa } : {}) };
@@ -147,7 +159,7 @@ export function watchTls(current: LoadedTls, apply: (next: LoadedTls) => void, l
       return;
     }
     current = next;
-    logger.info(describeTls(next), "TLS certificate reloaded");
+    logServing(logger, next, "TLS certificate reloaded");
   }, intervalMs);
   timer.unref();
   return { stop: () => clearInterval(timer) };

@@ -373,6 +373,21 @@ describe("startup checks of the TLS options", () => {
     assert.match(env.stderr, /GATEWAY_ALLOW_PLAINTEXT must be true or false/);
   });
 
+  it("a certificate that expires within 14 days is served with a warning", async () => {
+    const soon = pki.issueServer("gateway test server (expiring)", 3);
+    const cert = `${pki.dir}/soon.pem`;
+    const key = `${pki.dir}/soon-key.pem`;
+    writeFileSync(cert, soon.cert);
+    writeFileSync(key, soon.key);
+    const gw = await startTestGateway({ tlsCert: cert, tlsKey: key });
+    try {
+      const warned = gw.logs.filter((l) => l["msg"] === "TLS certificate expires soon");
+      assert.deepEqual(warned.map((l) => [l["port"], l["serial"], l["daysLeft"]]).sort(), [["grpc", soon.serial, 2], ["http", soon.serial, 2]]);
+    } finally {
+      await gw.close();
+    }
+  });
+
   it("a missing, unreadable or mismatched file, or half a pair, is an error naming the flag; no key material in it", async () => {
     const mismatched = `${pki.dir}/mismatched-key.pem`;
     copyFileSync(pki.files.clientKey, mismatched);

@@ -1,7 +1,8 @@
 /**
  * X.509 material made at test time (node:crypto cannot sign certificates): a CA, a server certificate for 127.0.0.1
  * and localhost, and a client certificate, each signed by the CA, written as PEM files in a fresh temp directory.
- * RSA 2048 (node-forge generates keys in JS: a few hundred ms each), valid from a day ago for a year.
+ * RSA 2048 (node-forge generates keys in JS: a few hundred ms each), valid from a day ago for a year (issueServer: any
+ * number of days).
  */
 import { createHash, X509Certificate } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -23,8 +24,8 @@ export interface TestPki {
   client: Pem;
   /** Paths of the PEM files in `dir`. */
   files: { ca: string; caKey: string; serverCert: string; serverKey: string; clientCert: string; clientKey: string };
-  /** A further server certificate from the same CA (another serial), e.g. to rotate to. */
-  issueServer(cn?: string): Pem;
+  /** A further server certificate from the same CA (another serial), e.g. to rotate to; valid for `days` (default 365). */
+  issueServer(cn?: string, days?: number): Pem;
   /** A client certificate from the same CA. */
   issueClient(cn?: string): Pem;
 }
@@ -41,12 +42,13 @@ function sign(
   keys: forge.pki.rsa.KeyPair,
   issuer: { cert: forge.pki.Certificate; key: forge.pki.rsa.PrivateKey } | undefined,
   extensions: object[],
+  days = 365,
 ): forge.pki.Certificate {
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
   cert.serialNumber = serialHex();
   cert.validity.notBefore = new Date(Date.now() - 24 * 3600_000);
-  cert.validity.notAfter = new Date(Date.now() + 365 * 24 * 3600_000);
+  cert.validity.notAfter = new Date(Date.now() + days * 24 * 3600_000);
   cert.setSubject([{ name: "commonName", value: subjectCn }]);
   cert.setIssuer(issuer ? issuer.cert.subject.attributes : [{ name: "commonName", value: subjectCn }]);
   cert.setExtensions(extensions);
@@ -67,14 +69,14 @@ export function makeTestPki(): TestPki {
     { name: "keyUsage", keyCertSign: true, cRLSign: true, critical: true },
   ]);
   const issuer = { cert: caCert, key: caKeys.privateKey };
-  const issueServer = (cn = "gateway test server"): Pem => {
+  const issueServer = (cn = "gateway test server", days = 365): Pem => {
     const keys = forge.pki.rsa.generateKeyPair(2048);
     const cert = sign(cn, keys, issuer, [
       { name: "basicConstraints", cA: false },
       { name: "keyUsage", digitalSignature: true, keyEncipherment: true, critical: true },
       { name: "extKeyUsage", serverAuth: true },
       { name: "subjectAltName", altNames: [{ type: 7, ip: "127.0.0.1" }, { type: 2, value: "localhost" }] },
-    ]);
+    ], days);
     return pem(cert, keys.privateKey);
   };
   const issueClient = (cn = "gateway test client"): Pem => {

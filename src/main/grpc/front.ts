@@ -10,7 +10,7 @@ import { NativeGrpcServer } from "./native/server.js";
 import type { H2ServerSession } from "../../h2/types.js";
 import { countSessions, guardResetFloods, guardWriteStalls, NGHTTP2_RESET_BURST, ResetBudget, ROTATED_MESSAGE } from "./session-guards.js";
 import { installStrictCompressedFlag } from "./strict-decoding.js";
-import { describeTls, loadTls, serverTlsOptions, watchTls, type TlsWatch } from "../tls.js";
+import { loadTls, logServing, serverTlsOptions, watchTls, type TlsWatch } from "../tls.js";
 
 /**
  * What the gateway's gRPC services are bound to (bindService, the transparent proxy, reflection): the parts of
@@ -173,7 +173,7 @@ export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
       }, Math.min(1000, Math.max(50, opts.writeStallTimeoutMs / 4)));
       sweep.unref();
       if (tls) {
-        logger.info({ port: "grpc", ...describeTls(tls) }, "gRPC port serves TLS");
+        logServing(logger.child({ port: "grpc" }), tls, "gRPC port serves TLS");
         tlsWatch = watchTls(tls, (next) => server.setSecureContext(serverTlsOptions(next)), logger.child({ port: "grpc" }), opts.tlsReloadIntervalMs);
       }
       return port;

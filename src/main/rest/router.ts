@@ -9,7 +9,7 @@ import { STREAM_THRESHOLD_BYTES, streamWriter, writeReply, type PendingReply, ty
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { echo } from "../../shared/echo.js";
-import { describeTls, loadTls, watchTls, type LoadedTls, type TlsFiles, type TlsWatch } from "../tls.js";
+import { loadTls, logServing, watchTls, type LoadedTls, type TlsFiles, type TlsWatch } from "../tls.js";
 import { decodeUtf8, locateInvalidUtf8InJson } from "../../shared/utf8.js";
 
 /** A parsed REST request, valid after the uWS handler returned (headers and body are copied). */
@@ -471,7 +471,7 @@ export async function startRestServer(host: string, port: number, routes: Route[
       listening = token;
       const boundPort = uws.us_socket_local_port(token);
       if (tls) {
-        deps.logger.info({ port: "http", ...describeTls(tls) }, "HTTP port serves TLS");
+        logServing(deps.logger.child({ port: "http" }), tls, "HTTP port serves TLS");
         if (tls.ca) deps.logger.warn({ clientCa: tls.files.clientCa }, "HTTP port: a client certificate presented is checked against --tls-client-ca, but uWebSockets.js cannot require one; mutual TLS is enforced on the gRPC port only");
         watch = watchTls(tls, (next) => reload(next, boundPort), deps.logger.child({ port: "http" }), deps.tlsReloadIntervalMs);
       }
