@@ -33,5 +33,7 @@ EXPOSE 5000 8080
 # (src/main/cli.ts: drain, then exit within --shutdown-timeout). Node reaps no zombies, but the gateway starts no
 # child processes (worker threads only); add `docker run --init` / tini if you wrap it in a script that does.
 # ENTRYPOINT + CMD rather than one CMD so Kubernetes `args:` (deployment.yaml) replace only the flags.
+# 0.0.0.0 needs TLS (GATEWAY_TLS_CERT / GATEWAY_TLS_KEY, mounted files) or GATEWAY_ALLOW_PLAINTEXT=true when something in
+# front terminates TLS; without either the gateway refuses to start, saying so.
 ENTRYPOINT ["node", "dist/src/main/cli.js"]
 CMD ["--host", "0.0.0.0", "--grpc-port", "5000", "--http-port", "8080"]

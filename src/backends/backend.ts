@@ -2,6 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { abortable } from "../shared/signals.js";
+import { loadBackendTls, type BackendTlsConfig } from "./backend-tls.js";
 import { createChannelPool, type ChannelPool } from "./channel-pool.js";
 import { createH2UnaryClient, type CallOutcome } from "./h2-unary.js";
 import { fetchReflection, type ReflectionVersion } from "./reflection-client.js";
@@ -15,6 +16,8 @@ export interface BackendOptions {
   port: number;
   /** Channels in the pool. */
   channels: number;
+  /** Dial over TLS (every call: unary, streams, reflection, proxy). Default: cleartext. */
+  tls?: BackendTlsConfig;
   /** Largest backend response accepted, bytes. */
   maxReceiveBytes: number;
   /** Bound on one reflection fetch, ms. Default 10000. */
@@ -62,16 +65,21 @@ const asBuffer = (b: Buffer | Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : B
 /** A caller's abort: the schema fetch it waited on goes on (others may share it); the caller gets CANCELLED. */
 const cancelled = (reason: unknown): GatewayError => GatewayError.from(reason, Code.CANCELLED);
 
-/** Create a backend; nothing is dialled until first use or `pool.connect()`. */
+/**
+ * Create a backend; nothing is dialled until first use or `pool.connect()`. TLS files are read here (a GatewayError
+ * INVALID_ARGUMENT naming the field when one does not load).
+ */
 export function createBackend(opts: BackendOptions): Backend {
   const address = opts.host.includes(":") && !opts.host.startsWith("[") ? `[${opts.host}]:${opts.port}` : `${opts.host}:${opts.port}`;
+  const tls = opts.tls ? loadBackendTls(opts.tls, `service ${opts.name} grpc.tls`) : undefined;
   const pool = createChannelPool({
     address,
     size: opts.channels,
+    ...(tls ? { tls } : {}),
     maxReceiveBytes: opts.maxReceiveBytes,
     ...(opts.onStateChange ? { onStateChange: opts.onStateChange } : {}),
   });
-  const unary = createH2UnaryClient({ address, connections: opts.channels, maxReceiveBytes: opts.maxReceiveBytes });
+  const unary = createH2UnaryClient({ address, connections: opts.channels, maxReceiveBytes: opts.maxReceiveBytes, ...(tls ? { tls } : {}) });
   const minRefresh = opts.minRefreshIntervalMs ?? 1000;
   let version: ReflectionVersion = "v1";
   let current: BackendSchema | undefined;

@@ -1,4 +1,5 @@
 import * as grpc from "@grpc/grpc-js";
+import { grpcCredentials, type BackendTls } from "./backend-tls.js";
 
 /** Options of a channel pool. */
 export interface ChannelPoolOptions {
@@ -8,6 +9,8 @@ export interface ChannelPoolOptions {
   size: number;
   /** Largest message accepted from the backend, bytes. */
   maxReceiveBytes: number;
+  /** Dial over TLS with these settings. Default: cleartext. */
+  tls?: BackendTls;
   /** Called when a channel's connectivity changes (for logs and health). */
   onStateChange?(index: number, state: grpc.connectivityState): void;
 }
@@ -48,10 +51,12 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
 /** Create the pool; channels connect lazily until connect() is called. */
 export function createChannelPool(opts: ChannelPoolOptions): ChannelPool {
   const clients: grpc.Client[] = [];
+  const secure = opts.tls ? grpcCredentials(opts.tls) : { credentials: grpc.credentials.createInsecure(), options: {} };
   for (let i = 0; i < opts.size; i++) {
     clients.push(
-      new grpc.Client(opts.address, grpc.credentials.createInsecure(), {
+      new grpc.Client(opts.address, secure.credentials, {
         ...CHANNEL_OPTIONS,
+        ...secure.options,
         "grpc.max_receive_message_length": opts.maxReceiveBytes,
         // Distinct options keep grpc-js from ever merging these channels.
         "platform.pool_index": i,

@@ -2,6 +2,7 @@ import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { H2Connection, H2Error, H2Stream, QUEUE_LIMIT, type ConnectionEvents, type ConnectionLoss } from "../h2/client-connection.js";
 import { literalField } from "../h2/hpack.js";
+import { h2ConnectOptions, type BackendTls } from "./backend-tls.js";
 
 /** The outcome of a unary backend call (never throws for a backend status: the caller reports it in-band). */
 export type CallOutcome = { ok: true; bytes: Buffer } | { ok: false; code: Code; message: string };
@@ -10,6 +11,8 @@ export type CallOutcome = { ok: true; bytes: Buffer } | { ok: false; code: Code;
 export interface H2UnaryOptions {
   /** "host:port" (IPv6 in brackets). */
   address: string;
+  /** Connect over TLS (ALPN h2) with these settings. Default: cleartext with prior knowledge. */
+  tls?: BackendTls;
   /** HTTP/2 connections, picked round-robin. */
   connections: number;
   /** Largest response message accepted, bytes. */
@@ -107,14 +110,14 @@ function metadataBound(h: Headers): number {
 
 /**
  * The headers every call to `path` starts with, HPACK-encoded once (static-table names, literals without indexing):
- * :method POST, :scheme http, :path, :authority, content-type application/grpc, te trailers, grpc-accept-encoding
- * identity (the client takes no compressed messages).
+ * :method POST, :scheme http (https over TLS), :path, :authority, content-type application/grpc, te trailers,
+ * grpc-accept-encoding identity (the client takes no compressed messages).
  */
-function fixedBlock(path: string, authority: string): Buffer {
+function fixedBlock(path: string, authority: string, secure: boolean): Buffer {
   const out = Buffer.allocUnsafe(128 + path.length + authority.length);
   let p = 0;
   out[p++] = 0x83; // :method POST, static index 3
-  out[p++] = 0x86; // :scheme http, static index 6
+  out[p++] = secure ? 0x87 : 0x86; // :scheme https / http, static index 7 / 6
   p = literalField(out, p, 4, "", path);
   p = literalField(out, p, 1, "", authority);
   p = literalField(out, p, 31, "", "application/grpc");
@@ -423,7 +426,7 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
         },
       };
       if (typeof target === "string") throw new Error(target);
-      const made = new H2Connection(target.host, target.port, events);
+      const made = new H2Connection(target.host, target.port, events, 1, opts.tls ? h2ConnectOptions(opts.tls, target.host) : undefined);
       conns[i] = made;
       return made;
     },
@@ -439,7 +442,7 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
         let fixed = paths.get(path);
         if (fixed === undefined) {
           if (paths.size >= PATH_CACHE_LIMIT) paths.clear();
-          fixed = fixedBlock(path, opts.address);
+          fixed = fixedBlock(path, opts.tls?.serverName ?? opts.address, opts.tls !== undefined);
           paths.set(path, fixed);
         }
         const meta = metadata.toHttp2Headers() as Headers;

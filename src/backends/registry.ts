@@ -1,5 +1,6 @@
 import * as grpc from "@grpc/grpc-js";
 import { createBackend, type Backend, type BackendOptions } from "./backend.js";
+import type { BackendTlsConfig } from "./backend-tls.js";
 import type { BackendSchema } from "./schema.js";
 
 /** One dialable service as the registry needs it. */
@@ -9,6 +10,8 @@ export interface BackendConfig {
   port: number;
   /** Pool size for this backend; default the registry's `channelsPerBackend`. */
   channels?: number;
+  /** Dial over TLS. Default: cleartext. */
+  tls?: BackendTlsConfig;
 }
 
 /** Options of the backend registry. */
@@ -65,6 +68,7 @@ export function createBackendRegistry(configs: readonly BackendConfig[], opts: B
         host: c.host,
         port: c.port,
         channels: c.channels ?? opts.channelsPerBackend,
+        ...(c.tls ? { tls: c.tls } : {}),
         maxReceiveBytes: opts.maxReceiveBytes,
         ...(opts.onStateChange ? { onStateChange: (i: number, s: grpc.connectivityState) => opts.onStateChange!(c.name, i, s) } : {}),
       }),

@@ -1,4 +1,5 @@
 import net from "node:net";
+import tls from "node:tls";
 import {
   ACK,
   CONNECTION_WINDOW,
@@ -156,19 +157,37 @@ export class H2Connection extends FrameReader {
   private everConnected = false;
   private socketError: string | undefined;
 
-  /** `firstStreamId` is for tests of the stream id limit (odd, default 1). */
+  /**
+   * `firstStreamId` is for tests of the stream id limit (odd, default 1). With `secure` the connection is HTTP/2 over
+   * TLS: the options must offer ALPN "h2", and a peer that does not select it is a connection failure before any frame
+   * is read (the preface written meanwhile sits in the TLS socket's buffer).
+   */
   constructor(
     host: string,
     port: number,
     private readonly events: ConnectionEvents,
     firstStreamId = 1,
+    secure?: tls.ConnectionOptions,
   ) {
     super(HEADER_BLOCK_LIMIT, H2Error.PROTOCOL_ERROR, Infinity);
     this.nextId = firstStreamId;
-    this.socket = net.connect({ host, port, noDelay: true });
-    this.socket.on("connect", () => {
-      this.everConnected = true;
-    });
+    if (secure) {
+      const socket = tls.connect({ ...secure, host, port });
+      socket.setNoDelay(true);
+      socket.on("secureConnect", () => {
+        if (socket.alpnProtocol === "h2") this.everConnected = true;
+        else {
+          this.socketError = `the backend did not select HTTP/2 over TLS (ALPN h2; it selected ${socket.alpnProtocol || "nothing"})`;
+          socket.destroy();
+        }
+      });
+      this.socket = socket;
+    } else {
+      this.socket = net.connect({ host, port, noDelay: true });
+      this.socket.on("connect", () => {
+        this.everConnected = true;
+      });
+    }
     this.socket.on("data", (chunk: Buffer) => {
       try {
         this.onData(chunk);

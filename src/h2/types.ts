@@ -143,12 +143,22 @@ export interface H2ServerOptions {
   maxConnections?: number;
   /** A connection was refused for maxConnections (the caller counts it). */
   onConnectionRefused?(): void;
+  /**
+   * Serve HTTP/2 over TLS with these Node TLS server options (cert, key, ca, requestCert, minVersion, ...) instead of
+   * cleartext; ALPN is always "h2" only. Default: cleartext (h2c with prior knowledge).
+   */
+  tls?: import("node:tls").TlsOptions;
 }
 
 /** A listening HTTP/2 server (h2-server.ts `createH2Server(options)`). */
 export interface H2Server {
   /** Listen on host:port (0: ephemeral); resolves the bound port, rejects with the listen error. */
   listen(port: number, host: string): Promise<number>;
+  /**
+   * Serve new connections with this certificate (TLS servers only; throws otherwise): open connections keep the one
+   * they were made with. Absent on transports without TLS.
+   */
+  setSecureContext?(context: import("node:tls").SecureContextOptions): void;
   /** Stop accepting connections; open sessions are left as they are (close or destroy them through `sessions`). */
   stopListening(): void;
   /** The open sessions. */

@@ -40,6 +40,11 @@ Options (each has an environment variable; the flag wins):
   --grpc-invoke-offload <n> with --threads > 1, run a gRPC invoke on the threads when n are in flight
                                                                 GATEWAY_GRPC_INVOKE_OFFLOAD (default 0: never)
   --grpc-server <kind>    native | grpc-js: the server behind the gRPC port GATEWAY_GRPC_SERVER (default native)
+  --tls-cert <file>       PEM certificate (chain) both ports serve TLS with GATEWAY_TLS_CERT (default none: cleartext)
+  --tls-key <file>        PEM private key of --tls-cert                 GATEWAY_TLS_KEY
+  --tls-client-ca <file>  PEM CA: gRPC clients must present a certificate it signed (mutual TLS)
+                                                                GATEWAY_TLS_CLIENT_CA
+  --allow-plaintext       serve cleartext on a non-loopback host        GATEWAY_ALLOW_PLAINTEXT (true|false, default false)
   --dapr-host <host>      Dapr sidecar host                             DAPR_HOST (default 127.0.0.1)
   --dapr-grpc-port <port> Dapr sidecar gRPC port                        DAPR_GRPC_PORT (default 50001)
   -h, --help              print this help
@@ -48,7 +53,9 @@ Dapr tokens come from DAPR_API_TOKEN (sent to the sidecar) and APP_API_TOKEN (re
 Metrics are also exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set (every OTEL_METRIC_EXPORT_INTERVAL
 ms, default 60000; service.name OTEL_SERVICE_NAME, default platform-gateway).
 With no API key the gateway accepts every caller and refuses to bind a non-loopback host; the same holds for
---sidecar dapr without APP_API_TOKEN (its job callbacks would accept anyone).
+--sidecar dapr without APP_API_TOKEN (its job callbacks would accept anyone). A non-loopback host also needs
+--tls-cert/--tls-key, or --allow-plaintext when a proxy or mesh in front terminates TLS. Certificate files are
+checked every 2 s and a changed pair is served to new connections; open ones keep theirs.
 `;
 
 /** A flag's value, else the environment variable's (an empty variable counts as unset), with where it came from. */
@@ -68,6 +75,14 @@ function int(given: Sourced): number | undefined {
 function otelInterval(v: string | undefined): number | undefined {
   const n = v === undefined || v.trim() === "" ? NaN : Number(v);
   return Number.isFinite(n) && n > 0 ? n : undefined;
+}
+
+function bool(given: Sourced): boolean | undefined {
+  if (given === undefined) return undefined;
+  const v = given.value.trim().toLowerCase();
+  if (v === "true" || v === "1" || v === "yes") return true;
+  if (v === "false" || v === "0" || v === "no") return false;
+  throw new GatewayError(3, `${given.source} must be true or false (got ${JSON.stringify(given.value)})`);
 }
 
 function list(given: Sourced): string[] | undefined {
@@ -111,6 +126,10 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       threads: { type: "string" },
       "grpc-invoke-offload": { type: "string" },
       "grpc-server": { type: "string" },
+      "tls-cert": { type: "string" },
+      "tls-key": { type: "string" },
+      "tls-client-ca": { type: "string" },
+      "allow-plaintext": { type: "boolean" },
       "dapr-host": { type: "string" },
       "dapr-grpc-port": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -157,6 +176,10 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("threads", int(from("threads", "GATEWAY_THREADS")));
   set("grpcInvokeOffload", int(from("grpc-invoke-offload", "GATEWAY_GRPC_INVOKE_OFFLOAD")));
   set("grpcServer", str("grpc-server", "GATEWAY_GRPC_SERVER") as GatewayOptions["grpcServer"]);
+  set("tlsCert", str("tls-cert", "GATEWAY_TLS_CERT"));
+  set("tlsKey", str("tls-key", "GATEWAY_TLS_KEY"));
+  set("tlsClientCa", str("tls-client-ca", "GATEWAY_TLS_CLIENT_CA"));
+  set("allowPlaintext", values["allow-plaintext"] === true ? true : bool(from("", "GATEWAY_ALLOW_PLAINTEXT")));
   set("daprHost", str("dapr-host", "DAPR_HOST"));
   set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
   // Variables without a flag. This function is the only place the gateway reads the environment.

@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { loadBackendTls, type BackendTlsConfig } from "../backends/backend-tls.js";
 
 /** A cron job declared for a service; scheduled as a trigger at startup. */
 export interface CronJobConfig {
@@ -13,8 +14,13 @@ export interface CronJobConfig {
 /** One registered service (README "Services configuration file"). JSON/YAML field names are these, camelCase. */
 export interface ServiceConfig {
   name: string;
-  /** Backend gRPC address; absent for non-dialable entries. `channels` overrides the pool size. */
-  grpc?: { host: string; port: number; channels?: number };
+  /**
+   * Backend gRPC address; absent for non-dialable entries. `channels` overrides the pool size. `tls` dials it over
+   * TLS (every call: unary, streams, reflection, the transparent proxy): `ca` (default: the system roots), `cert` and
+   * `key` (a client certificate, for a backend that requires mutual TLS), `serverName` (the name its certificate
+   * must carry, default `host`). Paths are PEM files, relative to the working directory.
+   */
+  grpc?: { host: string; port: number; channels?: number; tls?: BackendTlsConfig };
   pubsub?: { pubsubName: string };
   /**
    * `queryIndexName`: with `--sidecar dapr`, the Redis Stack query index (one of the state component's
@@ -56,6 +62,30 @@ function str(obj: Record<string, unknown>, field: string, where: string, problem
   return v;
 }
 
+/** A service's `grpc.tls`: its shape, then its files (readable, parsed, key matching certificate). */
+function backendTls(raw: unknown, where: string, problems: Problems): BackendTlsConfig | undefined {
+  if (raw === undefined) return undefined;
+  if (!isObject(raw)) {
+    problems.push(`${where}: must be an object {ca?, cert?, key?, serverName?} ({} for TLS with the system roots)`);
+    return undefined;
+  }
+  checkKeys(raw, ["ca", "cert", "key", "serverName"], where, problems);
+  const before = problems.length;
+  const out: BackendTlsConfig = {};
+  for (const f of ["ca", "cert", "key", "serverName"] as const) {
+    const v = str(raw, f, where, problems, false);
+    if (v !== undefined) out[f] = v;
+  }
+  if (problems.length > before) return undefined;
+  try {
+    loadBackendTls(out, where);
+  } catch (e) {
+    problems.push(GatewayError.from(e).rawMessage);
+    return undefined;
+  }
+  return out;
+}
+
 function validateEntry(raw: unknown, index: number, problems: Problems): ServiceConfig | undefined {
   let where = `services[${index}]`;
   if (!isObject(raw)) {
@@ -70,7 +100,7 @@ function validateEntry(raw: unknown, index: number, problems: Problems): Service
     const g = raw["grpc"];
     if (!isObject(g)) problems.push(`${where}.grpc: must be an object {host, port}`);
     else {
-      checkKeys(g, ["host", "port", "channels"], `${where}.grpc`, problems);
+      checkKeys(g, ["host", "port", "channels", "tls"], `${where}.grpc`, problems);
       const host = str(g, "host", `${where}.grpc`, problems) ?? "";
       const port = g["port"];
       if (typeof port !== "number" || !Number.isInteger(port) || port < 1 || port > 65535) {
@@ -80,7 +110,8 @@ function validateEntry(raw: unknown, index: number, problems: Problems): Service
       if (channels !== undefined && (typeof channels !== "number" || !Number.isInteger(channels) || channels < 1 || channels > 64)) {
         problems.push(`${where}.grpc.channels: must be an integer 1-64 (got ${JSON.stringify(channels)})`);
       }
-      entry.grpc = { host, port: port as number, ...(channels !== undefined ? { channels: channels as number } : {}) };
+      const tls = backendTls(g["tls"], `${where}.grpc.tls`, problems);
+      entry.grpc = { host, port: port as number, ...(channels !== undefined ? { channels: channels as number } : {}), ...(tls ? { tls } : {}) };
     }
   }
   if (raw["pubsub"] !== undefined) {

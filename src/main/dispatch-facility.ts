@@ -41,7 +41,7 @@ export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffl
     calls: ctx.metrics.counter("platform_grpc_proxy_calls_total", "Calls forwarded by the transparent gRPC proxy, by method kind and status code name", ["kind", "code"]),
   });
   const backends = createBackendRegistry(
-    ctx.services.dialable.map((s) => ({ name: s.name, host: s.grpc!.host, port: s.grpc!.port, ...(s.grpc!.channels ? { channels: s.grpc!.channels } : {}) })),
+    ctx.services.dialable.map((s) => ({ name: s.name, host: s.grpc!.host, port: s.grpc!.port, ...(s.grpc!.channels ? { channels: s.grpc!.channels } : {}), ...(s.grpc!.tls ? { tls: s.grpc!.tls } : {}) })),
     {
       channelsPerBackend: options.channelsPerBackend,
       onSchemaOf: (service, schema) => proxy.sync(service, schema),

@@ -240,6 +240,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       maxBodyBytes: opts.maxBodyBytes,
       writeStallTimeoutMs: opts.writeStallTimeoutMs,
       isClosing: () => closing,
+      ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
       appHooks: facilities.flatMap((f) => f.appHooks ?? []),
       requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
       latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
@@ -255,7 +256,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     throw e;
   }
   const httpPort = threads ? threads.port : rest!.port;
-  logger.info({ grpcPort, httpPort, host: opts.host, httpThreads: opts.threads, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");
+  logger.info({ grpcPort, httpPort, host: opts.host, tls: opts.tls !== undefined, httpThreads: opts.threads, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");
 
   // The runtime and the metrics exporter are released once, whichever of close() and destroy() gets there first;
   // the runtime first, so what it counts while closing is still flushed.

@@ -3,6 +3,7 @@ import { GatewayError } from "../shared/gateway-error.js";
 import { Code } from "../shared/code.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
 import type { ServiceConfig } from "./config.js";
+import { loadTls, type TlsFiles } from "./tls.js";
 
 /** Everything the gateway process can be told. Every flag is documented in README "Command-line flags and environment". */
 export interface GatewayOptions {
@@ -93,6 +94,19 @@ export interface GatewayOptions {
   pubsubHistoryAgeMs?: number;
   /** Nominal event size in bytes: a web subscriber may have 1024 x this queued before it is closed slow. Default 1024. */
   pubsubEventBytes?: number;
+  /** PEM certificate (chain) both ports serve TLS with; needs tlsKey. Default none: cleartext. */
+  tlsCert?: string;
+  /** PEM private key of tlsCert. Never logged. */
+  tlsKey?: string;
+  /**
+   * PEM CA bundle for mutual TLS: a gRPC client must present a certificate that chains to it (the handshake fails
+   * otherwise); on the HTTP port a certificate presented is checked against it (docs/operations.md "Security").
+   */
+  tlsClientCa?: string;
+  /** Serve cleartext on a non-loopback host (behind a TLS-terminating proxy or mesh). Default false: refused. */
+  allowPlaintext?: boolean;
+  /** How often the TLS files are checked for a change (reloaded without dropping connections), ms. Default 2000. */
+  tlsReloadIntervalMs?: number;
   /** Dapr sidecar gRPC host. Default "127.0.0.1". */
   daprHost?: string;
   /** Dapr sidecar gRPC port. Default 50001 (the CLI: $DAPR_GRPC_PORT). */
@@ -112,13 +126,16 @@ export interface GatewayOptions {
 }
 
 /** Options without a default: absent stays absent. */
-type Unset = "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination" | "tokenSecret" | "otlpEndpoint";
+type Unset = "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination" | "tokenSecret" | "otlpEndpoint" | "tlsCert" | "tlsKey" | "tlsClientCa";
 
 /**
  * The validated, complete, frozen options. Nothing here reads the environment: the CLI (`cli-args.ts`) turns
  * variables into options, and a program embedding the gateway passes what it wants.
  */
-export type ValidatedOptions = Readonly<Required<Omit<GatewayOptions, Unset>> & Pick<GatewayOptions, Unset>>;
+export type ValidatedOptions = Readonly<Required<Omit<GatewayOptions, Unset>> & Pick<GatewayOptions, Unset>> & {
+  /** The TLS files when tlsCert is set (checked: they load and match), else undefined. */
+  readonly tls: TlsFiles | undefined;
+};
 
 /** Tracing and correlation identifiers: they carry no authority. */
 export const DEFAULT_FORWARD_HEADERS: readonly string[] = Object.freeze([
@@ -225,6 +242,25 @@ export function isLoopbackHost(host: string): boolean {
 }
 
 /**
+ * tlsCert, tlsKey and tlsClientCa: both or neither of the pair, a client CA only with them, and every file readable,
+ * parsed, the key matching the certificate (read here at start; the ports read them again, and on each change).
+ */
+function tlsFiles(o: GatewayOptions): TlsFiles | undefined {
+  const cert = optionalString("tlsCert", o.tlsCert);
+  const key = optionalString("tlsKey", o.tlsKey);
+  const clientCa = optionalString("tlsClientCa", o.tlsClientCa);
+  if (cert === undefined && key === undefined) {
+    if (clientCa !== undefined) bad("tlsClientCa (--tls-client-ca)", clientCa, "needs --tls-cert and --tls-key: mutual TLS is TLS");
+    return undefined;
+  }
+  if (cert === undefined) bad("tlsKey (--tls-key)", "(not shown)", "needs --tls-cert, the certificate it belongs to");
+  if (key === undefined) bad("tlsCert (--tls-cert)", cert, "needs --tls-key, its private key");
+  const files: TlsFiles = { cert, key, ...(clientCa !== undefined ? { clientCa } : {}) };
+  loadTls(files, { cert: "option tlsCert (--tls-cert)", key: "option tlsKey (--tls-key)", clientCa: "option tlsClientCa (--tls-client-ca)" });
+  return files;
+}
+
+/**
  * Fill defaults and check every field; a bad field throws a GatewayError naming the field and the value.
  * Also enforces the secure default: no API key configured means a loopback host only.
  */
@@ -250,6 +286,17 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     throw new GatewayError(
       Code.FAILED_PRECONDITION,
       `refusing to serve on non-loopback host ${host} with --sidecar dapr and no APP_API_TOKEN: the Dapr job callbacks on the gRPC port would accept anyone; set APP_API_TOKEN (the same secret daprd's app token uses), or bind 127.0.0.1`,
+    );
+  }
+  const tls = tlsFiles(o);
+  const allowPlaintext = o.allowPlaintext ?? false;
+  if (typeof allowPlaintext !== "boolean") bad("allowPlaintext", allowPlaintext, "must be a boolean");
+  // API keys (and Dapr's app token) in the clear are only as secret as the network: off loopback, TLS or an explicit
+  // decision that something in front terminates it.
+  if (tls === undefined && !allowPlaintext && !isLoopbackHost(host)) {
+    throw new GatewayError(
+      Code.FAILED_PRECONDITION,
+      `refusing to serve cleartext on non-loopback host ${host}: API keys and data would cross the network unencrypted; set --tls-cert and --tls-key (GATEWAY_TLS_CERT, GATEWAY_TLS_KEY), or --allow-plaintext (GATEWAY_ALLOW_PLAINTEXT=true) when a proxy or mesh in front terminates TLS, or bind 127.0.0.1`,
     );
   }
   const logLevel = o.logLevel ?? "info";
@@ -338,5 +385,11 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     otlpIntervalMs: positive("otlpIntervalMs", o.otlpIntervalMs, 60_000),
     otlpServiceName: optionalString("otlpServiceName", o.otlpServiceName) ?? "platform-gateway",
     logDestination: o.logDestination,
+    tlsCert: tls?.cert,
+    tlsKey: tls?.key,
+    tlsClientCa: tls?.clientCa,
+    tls,
+    allowPlaintext,
+    tlsReloadIntervalMs: positive("tlsReloadIntervalMs", o.tlsReloadIntervalMs, 2000),
   });
 }

@@ -211,8 +211,8 @@ describe("dapr runtime without APP_API_TOKEN", () => {
         return true;
       });
       // The same host with the token, or the embedded runtime without one, is fine (validation only, no bind).
-      assert.equal(validateGatewayOptions({ sidecar: "dapr", host: "0.0.0.0", apiKeys: [KEY], appApiToken: APP_TOKEN }).host, "0.0.0.0");
-      assert.equal(validateGatewayOptions({ sidecar: "embedded", host: "0.0.0.0", apiKeys: [KEY] }).host, "0.0.0.0");
+      assert.equal(validateGatewayOptions({ sidecar: "dapr", host: "0.0.0.0", apiKeys: [KEY], appApiToken: APP_TOKEN, allowPlaintext: true }).host, "0.0.0.0");
+      assert.equal(validateGatewayOptions({ sidecar: "embedded", host: "0.0.0.0", apiKeys: [KEY], allowPlaintext: true }).host, "0.0.0.0");
       const local = await startTestGateway({ sidecar: "dapr", daprGrpcPort: await freePort(), apiKeys: [KEY], services });
       await local.close();
     } finally {

@@ -74,4 +74,23 @@ describe("command line and environment", () => {
     assert.equal(o.pubsubEventBytes, 1024);
     assert.deepEqual(o.corsOrigins, []);
   });
+
+  it("TLS flags and variables: certificate, key, client CA, allow-plaintext", () => {
+    assert.deepEqual(parseCli(["--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem", "--allow-plaintext"], {}), {
+      tlsCert: "c.pem",
+      tlsKey: "k.pem",
+      tlsClientCa: "ca.pem",
+      allowPlaintext: true,
+    });
+    assert.deepEqual(parseCli([], { GATEWAY_TLS_CERT: "c.pem", GATEWAY_TLS_KEY: "k.pem", GATEWAY_TLS_CLIENT_CA: "ca.pem", GATEWAY_ALLOW_PLAINTEXT: "true" }), {
+      tlsCert: "c.pem",
+      tlsKey: "k.pem",
+      tlsClientCa: "ca.pem",
+      allowPlaintext: true,
+    });
+    assert.deepEqual(parseCli([], { GATEWAY_ALLOW_PLAINTEXT: "0" }), { allowPlaintext: false });
+    assert.throws(() => parseCli([], { GATEWAY_ALLOW_PLAINTEXT: "sure" }), /GATEWAY_ALLOW_PLAINTEXT must be true or false/);
+    assert.match(HELP, /--tls-cert <file> .* GATEWAY_TLS_CERT/);
+    assert.match(HELP, /--allow-plaintext .* GATEWAY_ALLOW_PLAINTEXT/);
+  });
 });

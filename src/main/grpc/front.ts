@@ -10,6 +10,7 @@ import { NativeGrpcServer } from "./native/server.js";
 import type { H2ServerSession } from "../../h2/types.js";
 import { countSessions, guardResetFloods, guardWriteStalls, NGHTTP2_RESET_BURST, ResetBudget, ROTATED_MESSAGE } from "./session-guards.js";
 import { installStrictCompressedFlag } from "./strict-decoding.js";
+import { loadTls, logServing, serverTlsOptions, watchTls, type TlsWatch } from "../tls.js";
 
 /**
  * What the gateway's gRPC services are bound to (bindService, the transparent proxy, reflection): the parts of
@@ -76,6 +77,7 @@ export function grpcJsFront(deps: GrpcFrontDeps): GrpcFront {
   return {
     services: server,
     async listen() {
+      if (opts.tls) throw new GatewayError(Code.FAILED_PRECONDITION, "TLS on the gRPC port is served by --grpc-server native only");
       const addr = address(opts.host, opts.grpcPort);
       const port = await new Promise<number>((resolve, reject) =>
         server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(listenFailure(addr, err)) : resolve(bound))),
@@ -115,7 +117,11 @@ export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
   const m = guardMetrics(deps.metrics);
   const budgets = new WeakMap<H2ServerSession, ResetBudget>();
   const peer = (s: H2ServerSession): string => `${s.remoteAddress}:${s.remotePort}`;
+  // The files were checked by validateGatewayOptions; read again here, as they are on every change.
+  const tls = opts.tls ? loadTls(opts.tls) : undefined;
+  let tlsWatch: TlsWatch | undefined;
   const server = new NativeGrpcServer({
+    ...(tls ? { tls: serverTlsOptions(tls) } : {}),
     maxReceiveMessageLength: opts.maxBodyBytes,
     maxSendMessageLength: 64 * 1024 * 1024,
     maxConcurrentStreams: opts.grpcMaxConcurrentStreams,
@@ -173,6 +179,10 @@ export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
         }
       }, Math.min(1000, Math.max(50, opts.writeStallTimeoutMs / 4)));
       sweep.unref();
+      if (tls) {
+        logServing(logger.child({ port: "grpc" }), tls, "gRPC port serves TLS");
+        tlsWatch = watchTls(tls, (next) => server.setSecureContext(serverTlsOptions(next)), logger.child({ port: "grpc" }), opts.tlsReloadIntervalMs);
+      }
       return port;
     },
     sessions: {
@@ -180,10 +190,14 @@ export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
         return server.sessionCount;
       },
     },
-    tryShutdown: (done) => server.tryShutdown(() => done()),
+    tryShutdown: (done) => {
+      tlsWatch?.stop();
+      server.tryShutdown(() => done());
+    },
     forceShutdown() {
       server.forceShutdown();
       clearInterval(sweep);
+      tlsWatch?.stop();
     },
   };
 }

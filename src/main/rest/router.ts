@@ -1,4 +1,5 @@
 import { STATUS_CODES } from "node:http";
+import { createServer } from "node:net";
 import uws from "uWebSockets.js";
 import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
@@ -8,6 +9,7 @@ import { STREAM_THRESHOLD_BYTES, streamWriter, writeReply, type PendingReply, ty
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { echo } from "../../shared/echo.js";
+import { loadTls, logServing, watchTls, type LoadedTls, type TlsFiles, type TlsWatch } from "../tls.js";
 import { decodeUtf8, locateInvalidUtf8InJson } from "../../shared/utf8.js";
 
 /** A parsed REST request, valid after the uWS handler returned (headers and body are copied). */
@@ -217,8 +219,12 @@ export interface RestServerDeps {
   isClosing(): boolean;
   requests: CounterMetric<"route" | "method" | "status">;
   latency: HistogramMetric<"route" | "method" | "status">;
-  /** Attached to the uWS app before the catch-all HTTP handler (WebSocket routes). */
+  /** Attached to the uWS app before the catch-all HTTP handler (WebSocket routes). Run again for each TLS reload's app. */
   appHooks?: readonly AppHook[];
+  /** Serve HTTPS/WSS with these files (checked again here), reloaded on change. Default: cleartext. */
+  tls?: TlsFiles;
+  /** How often the TLS files are checked for a change, ms. Default 2000. */
+  tlsReloadIntervalMs?: number;
 }
 
 /** A listening REST server. */
@@ -268,17 +274,45 @@ export function jsonObjectBody(body: Buffer): Record<string, unknown> {
   return v as Record<string, unknown>;
 }
 
+/**
+ * A free port on `host`, for uWS apps that share an ephemeral one (worker threads, a TLS reload's new app): uSockets
+ * cannot bind a second SO_REUSEPORT socket to a port the kernel picked for port 0 (the first listen would have to be
+ * on the chosen port already).
+ */
+export function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, host, () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
 /** Start the uWS REST endpoint on host:port with the given routes. */
-export function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
+export async function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
+  // A TLS reload listens a second app on this port (see `reload`): that needs a port chosen before the first listen.
+  if (deps.tls && port === 0) port = await freePort(host);
   const resolve = createRouteTable(routes, deps);
   let inflight = 0;
   /** Responses not yet ended, so shutdown can close their connections. */
   const open = new Set<uws.HttpResponse>();
-  const app = uws.App();
   const served = routes.map((r) => `${r.method} ${r.path}`);
-  for (const hook of deps.appHooks ?? []) hook(recordingApp(app, served), deps);
+  let hooksRun = false;
+  /**
+   * A uWS app with every route and hook. With TLS, uSockets reads the files itself when the app is made (an SSLApp's
+   * certificate cannot be swapped), so a reload is a new app (see `reload` below).
+   */
+  const build = (tls: LoadedTls | undefined): uws.TemplatedApp => {
+    const app = tls ? uws.SSLApp(uwsTlsOptions(tls)) : uws.App();
+    for (const hook of deps.appHooks ?? []) hook(hooksRun ? app : recordingApp(app, served), deps);
+    hooksRun = true;
+    app.any("/*", onRequest);
+    return app;
+  };
 
-  app.any("/*", (res, req) => {
+  const onRequest = (res: uws.HttpResponse, req: uws.HttpRequest): void => {
     const started = performance.now();
     const method = req.getMethod().toUpperCase();
     const path = req.getUrl();
@@ -392,19 +426,63 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
     } catch (e) {
       fail(e);
     }
-  });
+  };
+
+  let tls: LoadedTls | undefined;
+  let app: uws.TemplatedApp;
+  try {
+    tls = deps.tls ? loadTls(deps.tls) : undefined;
+    app = build(tls);
+  } catch (e) {
+    throw GatewayError.from(e, Code.INVALID_ARGUMENT);
+  }
+  /** Apps replaced by a certificate reload, still serving the connections they accepted (closed by closeAll). */
+  const retired: uws.TemplatedApp[] = [];
+  let listening: uws.us_listen_socket | null = null;
+  let watch: TlsWatch | undefined;
+  /**
+   * A new certificate: a new app listens on the same port (uSockets listens with SO_REUSEPORT, as the uWS threads do),
+   * then the old app's listen socket closes. New connections reach the new app; the old one keeps its open
+   * connections (REST, WebSocket, SSE) until they end. The listen is synchronous in uWS, so `listening` is never stale.
+   */
+  const reload = (next: LoadedTls, boundPort: number): void => {
+    if (listening === null) return;
+    const fresh = build(next);
+    const got: { token: uws.us_listen_socket | false } = { token: false };
+    fresh.listen(host, boundPort, (t) => {
+      got.token = t;
+    });
+    const token = got.token;
+    if (!token) {
+      (fresh as unknown as { close?: () => void }).close?.();
+      throw new GatewayError(Code.UNAVAILABLE, `the reloaded HTTPS app cannot listen on ${host}:${boundPort}`);
+    }
+    uws.us_listen_socket_close(listening);
+    listening = token;
+    retired.push(app);
+    app = fresh;
+    // Bounded: connections that outlived this many certificate changes are closed (clients reconnect to the new one).
+    if (retired.length > MAX_RETIRED_APPS) (retired.shift() as unknown as { close?: () => void }).close?.();
+  };
 
   return new Promise((resolve, reject) => {
     app.listen(host, port, (token) => {
       if (!token) return reject(new GatewayError(Code.UNAVAILABLE, `REST server cannot listen on ${host}:${port}`));
-      let listening: uws.us_listen_socket | null = token;
+      listening = token;
+      const boundPort = uws.us_socket_local_port(token);
+      if (tls) {
+        logServing(deps.logger.child({ port: "http" }), tls, "HTTP port serves TLS");
+        if (tls.ca) deps.logger.warn({ clientCa: tls.files.clientCa }, "HTTP port: a client certificate presented is checked against --tls-client-ca, but uWebSockets.js cannot require one; mutual TLS is enforced on the gRPC port only");
+        watch = watchTls(tls, (next) => reload(next, boundPort), deps.logger.child({ port: "http" }), deps.tlsReloadIntervalMs);
+      }
       resolve({
-        port: uws.us_socket_local_port(token),
+        port: boundPort,
         get inflight() {
           return inflight;
         },
         routes: served,
         stopListening() {
+          watch?.stop();
           if (listening) uws.us_listen_socket_close(listening);
           listening = null;
         },
@@ -413,14 +491,23 @@ export function startRestServer(host: string, port: number, routes: Route[], dep
           open.clear();
         },
         closeAll() {
+          watch?.stop();
           listening = null;
           open.clear();
           // Typed in newer uWebSockets.js only; present in the native binary this package ships.
-          (app as unknown as { close?: () => void }).close?.();
+          for (const a of [...retired, app]) (a as unknown as { close?: () => void }).close?.();
         },
       });
     });
   });
+}
+
+/** Apps kept serving their connections after a TLS reload replaced them; the oldest beyond this is closed. */
+export const MAX_RETIRED_APPS = 4;
+
+/** uSockets' TLS options for a checked pair (the files, read again by uSockets; TLS 1.2 is its floor). */
+function uwsTlsOptions(t: LoadedTls): uws.AppOptions {
+  return { cert_file_name: t.files.cert, key_file_name: t.files.key, ...(t.files.clientCa ? { ca_file_name: t.files.clientCa } : {}) };
 }
 
 const NATIVE_VERBS: Record<string, string> = { get: "GET", post: "POST", put: "PUT", del: "DELETE", options: "OPTIONS", any: "ANY", ws: "WS" };

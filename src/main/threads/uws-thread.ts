@@ -186,6 +186,7 @@ async function main(): Promise<void> {
     maxBodyBytes: opts.maxBodyBytes,
     writeStallTimeoutMs: opts.writeStallTimeoutMs,
     isClosing: () => closing,
+    ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
     appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)],
     requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
     latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),

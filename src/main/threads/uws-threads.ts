@@ -1,4 +1,3 @@
-import { createServer } from "node:net";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from "prom-client";
@@ -12,7 +11,7 @@ import type { Metrics } from "../metrics.js";
 import type { InvokeResult, InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import type { GatewayOptions } from "../options.js";
-import { createRestRequest, type Route } from "../rest/router.js";
+import { createRestRequest, freePort, type Route } from "../rest/router.js";
 import { subscribeError, type EventWire, type WebHub } from "../web/hub.js";
 import { createBridge, type Bridge } from "./bridge.js";
 import { BRIDGE_MAX_PENDING, MAX_THREAD_BACKLOG, BRIDGE_TIMEOUT_MS, type ReplyWire, type RouteWire, type ThreadData, type ThreadMessage } from "./protocol.js";
@@ -105,21 +104,6 @@ function threadEntry(): { filename: string; tsxApi: string | undefined } {
   const here = import.meta.url;
   if (!here.endsWith(".ts")) return { filename: fileURLToPath(new URL("./uws-thread.js", here)), tsxApi: undefined };
   return { filename: fileURLToPath(new URL("./uws-thread.ts", here)), tsxApi: import.meta.resolve("tsx/esm/api") };
-}
-
-/**
- * A free port on `host`, for threads that share an ephemeral one: uSockets cannot bind a second SO_REUSEPORT socket
- * to a port the kernel picked for port 0 (the first listen would have to be on the chosen port already).
- */
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, host, () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Buffers back from structured clone (which gives Uint8Array), as the rest of the gateway expects bytes. */

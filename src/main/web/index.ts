@@ -78,8 +78,10 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubFactory
     idleTimeoutSeconds: 120,
     isClosing: ctx.isClosing,
   };
-  let ws: WsFront | undefined;
-  let sse: SseFront | undefined;
+  // One pair per uWS app: a TLS certificate reload mounts the routes on a new app while the old one finishes its
+  // connections (rest/router.ts), and the hub fans out to each.
+  const fronts: Array<{ ws: WsFront; sse: SseFront }> = [];
+  const count = (pick: (f: { ws: WsFront; sse: SseFront }) => number): number => fronts.reduce((n, f) => n + pick(f), 0);
   return {
     hub,
     routes: [
@@ -101,26 +103,28 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubFactory
       },
     ],
     mount(app) {
-      ws = mountWebSocket(app, deps, ops);
-      sse = mountSse(app, deps);
-      hub.addFanout("websocket", ws.fanout);
-      hub.addFanout("sse", sse.fanout);
+      const f = { ws: mountWebSocket(app, deps, ops), sse: mountSse(app, deps) };
+      fronts.push(f);
+      hub.addFanout("websocket", f.ws.fanout);
+      hub.addFanout("sse", f.sse.fanout);
     },
     health() {
       const h = hub.stats();
       return {
         "web-pubsub": {
           status: "Healthy",
-          description: `${ws?.size ?? 0} WebSocket and ${sse?.size ?? 0} SSE subscribers on ${h.topics} topics, ${h.history} events in resume history`,
+          description: `${count((f) => f.ws.size)} WebSocket and ${count((f) => f.sse.size)} SSE subscribers on ${h.topics} topics, ${h.history} events in resume history`,
         },
       };
     },
     resources() {
-      return { "pubsub.websockets": ws?.size ?? 0, "pubsub.sse": sse?.size ?? 0 };
+      return { "pubsub.websockets": count((f) => f.ws.size), "pubsub.sse": count((f) => f.sse.size) };
     },
     close() {
-      ws?.closeAll();
-      sse?.closeAll();
+      for (const f of fronts) {
+        f.ws.closeAll();
+        f.sse.closeAll();
+      }
       hub.close();
     },
   };

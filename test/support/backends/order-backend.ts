@@ -22,6 +22,8 @@ export interface OrderBackendOptions {
   admin?: boolean;
   /** Port; default 0 (ephemeral). */
   port?: number;
+  /** Serve over TLS with these (grpc-js ServerCredentials.createSsl). Default: cleartext. */
+  credentials?: grpc.ServerCredentials;
 }
 
 /** A running order backend (grpc-js, no generated stubs). */
@@ -226,7 +228,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
     const versions = opts.reflection ?? ["v1", "v1alpha"];
     if (versions.length > 0) addReflectionService(s, { files, services, versions });
     const bound = await new Promise<number>((resolve, reject) =>
-      s.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+      s.bindAsync(`127.0.0.1:${port}`, opts.credentials ?? grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
     );
     server = s;
     return bound;

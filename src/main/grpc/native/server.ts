@@ -57,6 +57,8 @@ export interface NativeGrpcServerOptions {
    * passed through as it is; each field defaults in src/h2/server-lifecycle.ts.
    */
   connections?: H2ConnectionPolicy;
+  /** Serve over TLS with these Node TLS server options (ALPN h2). Default: cleartext. */
+  tls?: import("node:tls").TlsOptions;
   /** The HTTP/2 layer. Default: h2-server.ts `createH2Server`. */
   transport?: (options: H2ServerOptions) => H2Server;
 }
@@ -67,7 +69,7 @@ export type H2ConnectionPolicy = Pick<
   "idleTimeoutMs" | "keepaliveTimeMs" | "keepaliveTimeoutMs" | "maxConnectionAgeMs" | "maxConnectionAgeGraceMs" | "maxConnections" | "onConnectionRefused"
 >;
 
-type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onError" | "onSession" | "onSessionClose" | "onStreamClose" | "transport" | "connections">>;
+type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onError" | "onSession" | "onSessionClose" | "onStreamClose" | "transport" | "connections" | "tls">>;
 
 /** Fill defaults and check each numeric field; throws naming the field and the value. */
 export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Readonly<Required_> {
@@ -162,6 +164,7 @@ export class NativeGrpcServer {
       maxConcurrentStreams: this.opts.maxConcurrentStreams,
       maxHeaderListSize: this.opts.maxHeaderListSize,
       streamHighWaterMark: this.opts.streamHighWaterMark,
+      ...(this.hooks.tls ? { tls: this.hooks.tls } : {}),
       onStream: (stream) => this.onStream(stream),
       onSession: (session) => {
         this.openSessions.add(session);
@@ -190,6 +193,12 @@ export class NativeGrpcServer {
       this.transport = undefined;
       throw e;
     }
+  }
+
+  /** New connections get this certificate; open ones keep theirs. Throws unless listening over TLS. */
+  setSecureContext(context: import("node:tls").SecureContextOptions): void {
+    if (!this.transport?.setSecureContext) throw new Error("the gRPC server is not listening over TLS");
+    this.transport.setSecureContext(context);
   }
 
   /** Open connections. */
