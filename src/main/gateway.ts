@@ -239,6 +239,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       logger,
       maxBodyBytes: opts.maxBodyBytes,
       writeStallTimeoutMs: opts.writeStallTimeoutMs,
+      maxUnreadReplyBytes: opts.maxUnreadReplyBytes,
       isClosing: () => closing,
       appHooks: facilities.flatMap((f) => f.appHooks ?? []),
       requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),

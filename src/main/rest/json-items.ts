@@ -1,4 +1,5 @@
 import type { StoredItem } from "../../runtime/state-port.js";
+import { freeBuffer } from "./free-buffer.js";
 
 /** Serialize about this many characters, then let the event loop run other requests before going on. */
 const SLICE_CHARS = 128 * 1024;
@@ -34,5 +35,8 @@ export async function jsonItemsBody(items: readonly StoredItem[], token: string 
     await spend(i.key.length + i.etag.length);
   }
   parts.push(Buffer.from(token === undefined ? "]}" : `],"token":${JSON.stringify(token)}}`));
-  return Buffer.concat(parts);
+  const body = Buffer.concat(parts);
+  // The slices (as many bytes as the body) are garbage now: give them back at once rather than at the next collection.
+  for (const part of parts) freeBuffer(part);
+  return body;
 }
