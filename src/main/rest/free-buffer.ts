@@ -9,27 +9,21 @@ export function ownBuffer(bytes: Uint8Array): ArrayBuffer | undefined {
   return b instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === b.byteLength && b.byteLength > 0 ? b : undefined;
 }
 
-/** A channel whose far end drops what it receives: transferring a buffer into it frees the buffer's memory. */
-let sink: MessageChannel | undefined;
-
 /**
  * Give `bytes`' memory back now rather than at some later garbage collection: a large reply's bytes live outside the
  * V8 heap, and V8 frees them only when a collection finds the Buffer unreachable. A thread that has just written (or
  * dropped) hundreds of MiB of replies and then goes quiet allocates nothing, so nothing collects: measured, 10
  * stalled clients of 30 MiB replies left 150 MiB per uWS thread held after every one of them had closed. Moving the
- * ArrayBuffer into a message (transfer) detaches it here, and the message is dropped on the next loop turn, freeing
- * the memory. Only for bytes their owner never reads again (every view of them becomes empty); a slice of the
- * Buffer pool or a shared buffer is left to the collector.
+ * ArrayBuffer into a message (transfer) detaches it here; closing the channel before the message is received drops
+ * the message with the memory, at once (a port that received it would only have made a new ArrayBuffer of it, again
+ * waiting for a collection). Only for bytes their owner never reads again (every view of them becomes empty); a slice
+ * of the Buffer pool or a shared buffer is left to the collector. Costs one MessageChannel: for large buffers only.
  */
 export function freeBuffer(bytes: Uint8Array): void {
   const b = ownBuffer(bytes);
   if (!b) return;
-  if (!sink) {
-    sink = new MessageChannel();
-    sink.port2.on("message", () => undefined);
-    // The sink never keeps the process (or a thread) alive.
-    sink.port1.unref();
-    sink.port2.unref();
-  }
-  sink.port1.postMessage(null, [b]);
+  const { port1, port2 } = new MessageChannel();
+  port1.postMessage(null, [b]);
+  port1.close();
+  port2.close();
 }
