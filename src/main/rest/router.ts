@@ -282,10 +282,11 @@ export function jsonObjectBody(body: Buffer): Record<string, unknown> {
 /** Start the uWS REST endpoint on host:port with the given routes. */
 export function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
   const resolve = createRouteTable(routes, deps);
+  /** Bytes of large replies held for clients that have not read them (--max-unread-reply-bytes). */
+  const unread = createUnreadReplies(deps.maxUnreadReplyBytes ?? DEFAULT_MAX_UNREAD_REPLY_BYTES);
   let inflight = 0;
   /** Responses not yet ended, so shutdown can close their connections. */
   const open = new Set<uws.HttpResponse>();
-  const unread = createUnreadReplies(deps.maxUnreadReplyBytes ?? DEFAULT_MAX_UNREAD_REPLY_BYTES);
   const app = uws.App();
   const served = routes.map((r) => `${r.method} ${r.path}`);
   for (const hook of deps.appHooks ?? []) hook(recordingApp(app, served), deps);
