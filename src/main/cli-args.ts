@@ -20,6 +20,8 @@ Options (each has an environment variable; the flag wins):
   --max-body-bytes <n>    largest REST body and gRPC request message    GATEWAY_MAX_BODY_BYTES (default 4194304)
   --max-reply-bytes <n>   largest reply body; query pages cut to fit    GATEWAY_MAX_REPLY_BYTES (default 8388608)
   --write-stall-timeout <ms> close a REST connection that reads nothing  GATEWAY_WRITE_STALL_TIMEOUT_MS (default 10000)
+  --max-unread-reply-bytes <n> REST reply bytes held for non-readers, per HTTP thread
+                                                                GATEWAY_MAX_UNREAD_REPLY_BYTES (default 67108864)
   --grpc-max-streams <n>  concurrent gRPC streams per connection        GATEWAY_GRPC_MAX_STREAMS (default 1000)
   --grpc-message-timeout <ms> wait for a unary request message          GATEWAY_GRPC_MESSAGE_TIMEOUT_MS (default 10000)
   --grpc-idle-timeout <ms> close a gRPC connection idle this long, 0 = never GATEWAY_GRPC_IDLE_TIMEOUT_MS (default 300000)
@@ -109,6 +111,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "max-body-bytes": { type: "string" },
       "max-reply-bytes": { type: "string" },
       "write-stall-timeout": { type: "string" },
+      "max-unread-reply-bytes": { type: "string" },
       "grpc-max-streams": { type: "string" },
       "grpc-message-timeout": { type: "string" },
       "grpc-idle-timeout": { type: "string" },
@@ -159,6 +162,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("maxBodyBytes", int(from("max-body-bytes", "GATEWAY_MAX_BODY_BYTES")));
   set("maxReplyBytes", int(from("max-reply-bytes", "GATEWAY_MAX_REPLY_BYTES")));
   set("writeStallTimeoutMs", int(from("write-stall-timeout", "GATEWAY_WRITE_STALL_TIMEOUT_MS")));
+  set("maxUnreadReplyBytes", int(from("max-unread-reply-bytes", "GATEWAY_MAX_UNREAD_REPLY_BYTES")));
   set("grpcMaxConcurrentStreams", int(from("grpc-max-streams", "GATEWAY_GRPC_MAX_STREAMS")));
   set("grpcMessageTimeoutMs", int(from("grpc-message-timeout", "GATEWAY_GRPC_MESSAGE_TIMEOUT_MS")));
   set("grpcIdleTimeoutMs", int(from("grpc-idle-timeout", "GATEWAY_GRPC_IDLE_TIMEOUT_MS")));

@@ -239,6 +239,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       logger,
       maxBodyBytes: opts.maxBodyBytes,
       writeStallTimeoutMs: opts.writeStallTimeoutMs,
+      maxUnreadReplyBytes: opts.maxUnreadReplyBytes,
       isClosing: () => closing,
       ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
       appHooks: facilities.flatMap((f) => f.appHooks ?? []),

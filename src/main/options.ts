@@ -33,6 +33,8 @@ export interface GatewayOptions {
   maxReplyBytes?: number;
   /** REST: a reply whose client accepts no bytes for this long has its connection closed, ms. Default 10000. */
   writeStallTimeoutMs?: number;
+  /** REST: bytes of large replies each HTTP thread holds for clients that have not read them; past it 503. Default 64 MiB. */
+  maxUnreadReplyBytes?: number;
   /** gRPC: concurrent streams per HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). Default 1000: a client multiplexes its Subscribe streams on one connection. */
   grpcMaxConcurrentStreams?: number;
   /** gRPC: a unary call whose request message has not fully arrived this long after its headers ends DEADLINE_EXCEEDED, ms. Default 10000. */
@@ -353,6 +355,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     maxBodyBytes: positiveInt("maxBodyBytes", o.maxBodyBytes, 4 * 1024 * 1024),
     maxReplyBytes: positiveInt("maxReplyBytes", o.maxReplyBytes, 8 * 1024 * 1024),
     writeStallTimeoutMs: positive("writeStallTimeoutMs", o.writeStallTimeoutMs, 10_000),
+    maxUnreadReplyBytes: positiveInt("maxUnreadReplyBytes", o.maxUnreadReplyBytes, 64 * 1024 * 1024),
     grpcMaxConcurrentStreams: positiveInt("grpcMaxConcurrentStreams", o.grpcMaxConcurrentStreams, 1000),
     grpcMessageTimeoutMs: positive("grpcMessageTimeoutMs", o.grpcMessageTimeoutMs, 10_000),
     grpcIdleTimeoutMs: timerMs("grpcIdleTimeoutMs", o.grpcIdleTimeoutMs, 300_000),

@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { jsonItemsBody } from "../../src/main/rest/json-items.js";
+import { ownBuffer } from "../../src/main/rest/free-buffer.js";
 
 describe("jsonItemsBody", () => {
   it("builds the same JSON as JSON.stringify, also when a long value is escaped in slices", async () => {
@@ -14,6 +15,14 @@ describe("jsonItemsBody", () => {
     const body = await jsonItemsBody(items, "7");
     assert.deepEqual(JSON.parse(body.toString("utf8")), { items, token: "7" });
     assert.deepEqual(JSON.parse((await jsonItemsBody([], undefined)).toString("utf8")), { items: [] });
+  });
+
+  it("returns a Buffer that owns its whole ArrayBuffer (so a thread can take it over and free it), escapes or not", async () => {
+    for (const value of ["p".repeat(300 * 1024), '"é'.repeat(100 * 1024)]) {
+      const body = await jsonItemsBody([{ key: "k", value, etag: "1" }], undefined);
+      assert.ok(ownBuffer(body), "the body is its ArrayBuffer's only view");
+      assert.equal((JSON.parse(body.toString("utf8")) as { items: Array<{ value: string }> }).items[0]!.value, value);
+    }
   });
 
   it("stops when the request is aborted between slices", async () => {

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MessageChannel } from "node:worker_threads";
-import { createBridge, type Bridge, type BridgeHandler } from "../../src/main/threads/bridge.js";
+import { createBridge, withTransfer, type Bridge, type BridgeHandler } from "../../src/main/threads/bridge.js";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 
@@ -25,6 +25,20 @@ function pair(handlers: Record<string, BridgeHandler>, opts: { timeoutMs?: numbe
 const codeOf = (e: unknown): number => (e as GatewayError).code;
 
 describe("thread bridge (request/reply over a MessagePort)", () => {
+  it("moves the buffers a payload or reply names (withTransfer) instead of copying them", async () => {
+    const reply = Buffer.alloc(256 * 1024, 7);
+    const p = pair({ take: async (x: { body: Uint8Array }) => withTransfer({ got: x.body.byteLength, body: reply }, [reply.buffer as ArrayBuffer]) });
+    const sent = Buffer.alloc(128 * 1024, 1);
+    const r = await p.a.call<{ got: number; body: Uint8Array }>("take", withTransfer({ body: sent }, [sent.buffer as ArrayBuffer]));
+    p.close();
+    assert.equal(r.got, 128 * 1024);
+    assert.equal(r.body.byteLength, 256 * 1024);
+    assert.equal(r.body[0], 7);
+    // Moved: the sender's views are empty now.
+    assert.equal(sent.byteLength, 0);
+    assert.equal(reply.byteLength, 0);
+  });
+
   it("answers a call, and an error crosses as the GatewayError code and message only", async () => {
     const p = pair({
       echo: async (x: { n: number }) => ({ n: x.n + 1 }),

@@ -5,7 +5,7 @@ import type { MetadataFilter } from "../forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle, type StreamStatus } from "../ops/invoke-stream.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import { parseOfferedProtocols, webAdmission, type OriginPolicy } from "../web/access.js";
-import { refuse } from "../web/web-deps.js";
+import { refuse, uwsFrameLimit } from "../web/web-deps.js";
 import { requestHeaders, type AppHook } from "./router.js";
 
 /** The WebSocket path of streamed invocations (every method kind). */
@@ -45,9 +45,9 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
   return (app, rest) => {
     app.ws<Conn>(INVOKE_WS_PATH, {
       // uWS drops a connection past its own limit with no close frame (the client sees 1006 and no reason): it gets
-      // twice ours, so a frame over our limit (up to twice it) gets a status and a proper 1009 close, as on
+      // more than ours (uwsFrameLimit), so a frame over our limit gets a status and a proper 1009 close, as on
       // /v1/pubsub/ws.
-      maxPayloadLength: rest.maxBodyBytes * 2,
+      maxPayloadLength: uwsFrameLimit(rest.maxBodyBytes),
       // Far above the high-water mark: a frame is never dropped, the high-water mark is what throttles.
       maxBackpressure: 64 * 1024 * 1024,
       // uWS pings an idle socket (sendPingsAutomatically), so a quiet watch stays open and a dead peer is dropped.

@@ -1,4 +1,5 @@
 import type { StoredItem } from "../../runtime/state-port.js";
+import { freeBuffer } from "./free-buffer.js";
 
 /** Serialize about this many characters, then let the event loop run other requests before going on. */
 const SLICE_CHARS = 128 * 1024;
@@ -11,28 +12,59 @@ const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(r
  * loop for its whole serialization (the reply is bounded by --max-reply-bytes; this bounds each slice of the work).
  * A long value is escaped piecewise: JSON escaping is per character, and a surrogate pair cut in two becomes two
  * `\uXXXX` escapes that a JSON parser joins again. Aborted with `signal` when the client goes away mid-way.
+ *
+ * Each slice is encoded straight into the reply's one Buffer (sized for the page as if nothing needed escaping, grown
+ * when something did) and every Buffer given up is freed at once (free-buffer.ts): a Buffer per slice joined at the
+ * end cost the allocator twice the reply, and keeping the slices as strings until the end left them on the V8 heap
+ * until a major collection. Either way a 30 MiB page left tens of MiB behind on an idle gateway.
  */
 export async function jsonItemsBody(items: readonly StoredItem[], token: string | undefined, signal?: AbortSignal): Promise<Buffer> {
-  const parts: Buffer[] = [Buffer.from('{"items":[')];
+  const head = (i: StoredItem, n: number): string => `${n > 0 ? "," : ""}{"key":${JSON.stringify(i.key)},"value":"`;
+  const tail = (i: StoredItem): string => `","etag":${JSON.stringify(i.etag)}}`;
+  const end = token === undefined ? "]}" : `],"token":${JSON.stringify(token)}}`;
+  let size = 10 + Buffer.byteLength(end);
+  items.forEach((i, n) => (size += Buffer.byteLength(head(i, n)) + i.value.length + Buffer.byteLength(tail(i))));
+  let body = Buffer.allocUnsafe(size);
+  let at = 0;
+  const add = (part: string): void => {
+    const bytes = Buffer.byteLength(part);
+    if (at + bytes > body.length) {
+      const grown = Buffer.allocUnsafe(Math.max(at + bytes, Math.ceil(body.length * 1.5)));
+      body.copy(grown, 0, 0, at);
+      freeBuffer(body);
+      body = grown;
+    }
+    at += body.write(part, at);
+  };
   let budget = SLICE_CHARS;
   const spend = async (chars: number): Promise<void> => {
     budget -= chars;
     if (budget > 0) return;
     budget = SLICE_CHARS;
     await yieldToLoop();
-    signal?.throwIfAborted();
+    if (signal?.aborted) {
+      freeBuffer(body);
+      signal.throwIfAborted();
+    }
   };
+  add('{"items":[');
   for (let n = 0; n < items.length; n++) {
     const i = items[n]!;
-    parts.push(Buffer.from(`${n > 0 ? "," : ""}{"key":${JSON.stringify(i.key)},"value":"`));
-    for (let at = 0; at < i.value.length; at += SLICE_CHARS) {
-      const piece = JSON.stringify(i.value.slice(at, at + SLICE_CHARS));
-      parts.push(Buffer.from(piece.slice(1, -1)));
+    add(head(i, n));
+    for (let from = 0; from < i.value.length; from += SLICE_CHARS) {
+      const piece = JSON.stringify(i.value.slice(from, from + SLICE_CHARS));
+      add(piece.slice(1, -1));
       await spend(piece.length);
     }
-    parts.push(Buffer.from(`","etag":${JSON.stringify(i.etag)}}`));
+    add(tail(i));
     await spend(i.key.length + i.etag.length);
   }
-  parts.push(Buffer.from(token === undefined ? "]}" : `],"token":${JSON.stringify(token)}}`));
-  return Buffer.concat(parts);
+  add(end);
+  if (at === body.length) return body;
+  // Escapes or multi-byte characters made it longer than sized: the reply gets a Buffer of its exact length (one it
+  // owns whole, so it can be moved to a thread and freed), the grown one is freed.
+  const exact = Buffer.allocUnsafe(at);
+  body.copy(exact, 0, 0, at);
+  freeBuffer(body);
+  return exact;
 }

@@ -5,7 +5,8 @@ import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import { checkHead } from "./head-limits.js";
-import { STREAM_THRESHOLD_BYTES, streamWriter, writeReply, type PendingReply, type StreamWriter } from "./reply-writer.js";
+import { createUnreadReplies, STREAM_THRESHOLD_BYTES, streamWriter, writeReply, type PendingReply, type StreamWriter } from "./reply-writer.js";
+import { freeBuffer } from "./free-buffer.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import { echo } from "../../shared/echo.js";
@@ -36,6 +37,11 @@ export interface RestReply {
   status?: number;
   body?: unknown;
   raw?: Uint8Array | string;
+  /**
+   * `raw` bytes are this reply's own (made for it, kept nowhere else): the server frees them as soon as they are
+   * written or the client left, rather than at a later garbage collection. Never for a cached or shared buffer.
+   */
+  rawOwned?: boolean;
   contentType?: string;
   headers?: Record<string, string>;
   /** A streamed body (chunked): called once the status and headers are written; it must call `out.end()`. */
@@ -216,6 +222,8 @@ export interface RestServerDeps {
   maxBodyBytes: number;
   /** Close a connection whose client accepts no reply bytes for this long, ms. Default 10000. */
   writeStallTimeoutMs?: number;
+  /** Bytes of large replies this server holds for clients that have not read them (reply-writer.ts). Default 64 MiB. */
+  maxUnreadReplyBytes?: number;
   isClosing(): boolean;
   requests: CounterMetric<"route" | "method" | "status">;
   latency: HistogramMetric<"route" | "method" | "status">;
@@ -249,6 +257,9 @@ export interface RestServer {
 }
 
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** RestServerDeps.maxUnreadReplyBytes by default. */
+export const DEFAULT_MAX_UNREAD_REPLY_BYTES = 64 * 1024 * 1024;
 
 /** The REST error body: google.rpc.Status JSON. */
 export function errorBody(e: GatewayError): { code: number; message: string; details: unknown[] } {
@@ -295,6 +306,8 @@ export async function startRestServer(host: string, port: number, routes: Route[
   // A TLS reload listens a second app on this port (see `reload`): that needs a port chosen before the first listen.
   if (deps.tls && port === 0) port = await freePort(host);
   const resolve = createRouteTable(routes, deps);
+  /** Bytes of large replies held for clients that have not read them (--max-unread-reply-bytes). */
+  const unread = createUnreadReplies(deps.maxUnreadReplyBytes ?? DEFAULT_MAX_UNREAD_REPLY_BYTES);
   let inflight = 0;
   /** Responses not yet ended, so shutdown can close their connections. */
   const open = new Set<uws.HttpResponse>();
@@ -337,28 +350,48 @@ export async function startRestServer(host: string, port: number, routes: Route[
 
     const send = (reply: RestReply, closeConnection = false): void => {
       if (done) return;
+      // While shutting down, end kept-alive connections after this response instead of waiting for an idle timeout.
+      if (deps.isClosing()) closeConnection = true;
+      let payload: string | Uint8Array = "";
+      let large: Buffer | undefined;
+      let owned = false;
+      if (!reply.stream) {
+        payload = reply.raw ?? JSON.stringify(reply.body ?? null);
+        if (payload.length > STREAM_THRESHOLD_BYTES) {
+          large = typeof payload === "string" ? Buffer.from(payload) : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+          owned = typeof payload === "string" || reply.rawOwned === true;
+          payload = large;
+          if (!closeConnection && !unread.admit(large.length)) {
+            if (owned) freeBuffer(large);
+            const e = new GatewayError(
+              Code.UNAVAILABLE,
+              `${unread.count} replies of ${unread.held} bytes are waiting for clients to read them, the most this server holds (--max-unread-reply-bytes ${unread.maxBytes}); retry shortly`,
+            );
+            return send({ status: httpStatusOf(e.code), headers: { "retry-after": "1" }, body: errorBody(e) });
+          }
+        }
+      }
       done = true;
       inflight--;
       open.delete(res);
-      // While shutting down, end kept-alive connections after this response instead of waiting for an idle timeout.
-      if (deps.isClosing()) closeConnection = true;
       const status = reply.status ?? 200;
       if (reply.stream) return void streamReply(reply, status);
-      const payload = reply.raw ?? JSON.stringify(reply.body ?? null);
       const writeHead = (): void => {
         res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
         res.writeHeader("content-type", reply.contentType ?? "application/json");
         for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
       };
-      if (!closeConnection && payload.length > STREAM_THRESHOLD_BYTES) {
+      if (!closeConnection && large) {
         // A large reply goes out as the client reads it; the response stays open (and closable) until then.
         open.add(res);
-        writing = writeReply(res, writeHead, typeof payload === "string" ? Buffer.from(payload) : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength), { stallTimeoutMs: deps.writeStallTimeoutMs ?? 10_000, onFinish: () => open.delete(res) });
+        writing = writeReply(res, writeHead, large, { stallTimeoutMs: deps.writeStallTimeoutMs ?? 10_000, unread, free: owned, onFinish: () => open.delete(res) });
       } else {
         res.cork(() => {
           writeHead();
           res.end(payload, closeConnection);
         });
+        // end() copied what the socket refused into uWS's own buffer.
+        if (large && owned) freeBuffer(large);
       }
       deps.requests.inc({ route: routeName, method, status });
       deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);

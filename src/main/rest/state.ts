@@ -60,13 +60,13 @@ export function stateRoutes(ops: StateOps): Route[] {
       path: "/v1/state/{service}/query",
       handler: async (req) => {
         const r = await ops.query({ service: req.params["service"]!, query: param(req, "query") ?? "", limit: intParam(req, "limit") }, req.signal);
-        return { raw: await jsonItemsBody(r.items, r.token, req.signal) };
+        return { raw: await jsonItemsBody(r.items, r.token, req.signal), rawOwned: true };
       },
     },
     {
       method: "GET",
       path: "/v1/state/{service}/bulk",
-      handler: async (req) => ({ raw: await jsonItemsBody(await ops.getBulk(req.params["service"]!, keysParam(req), req.signal), undefined, req.signal) }),
+      handler: async (req) => ({ raw: await jsonItemsBody(await ops.getBulk(req.params["service"]!, keysParam(req), req.signal), undefined, req.signal), rawOwned: true }),
     },
     {
       method: "DELETE",

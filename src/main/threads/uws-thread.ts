@@ -28,7 +28,8 @@ import { isNativeUws, startRestServer, type RestReply, type RestServer, type Rou
 import type { EventWire } from "../web/hub.js";
 import { createWebPubsub } from "../web/index.js";
 import { BRIDGE_MAX_PENDING, BRIDGE_TIMEOUT_MS, type RouteSpec, type RouteWire, type ThreadData, type ThreadMessage, type ReplyWire } from "./protocol.js";
-import { createBridge } from "./bridge.js";
+import { createBridge, withTransfer } from "./bridge.js";
+import { ownBuffer } from "../rest/free-buffer.js";
 import { createThreadHub } from "./thread-hub.js";
 
 const data = workerData as ThreadData;
@@ -136,8 +137,11 @@ async function main(): Promise<void> {
       auth: spec.auth,
       handler: async (req): Promise<RestReply> => {
         const wire: RouteWire = { method: spec.method, path: spec.path, url: req.path, params: req.params, query: req.query.toString(), headers: req.headers, body: req.body };
-        const r = await bridge.call<ReplyWire>("route", wire, req.signal);
-        return { status: r.status, raw: r.raw, contentType: r.contentType, headers: r.headers };
+        // The request body is this request's own (router.ts copies it out of uWS): hand it over rather than copy it.
+        const owned = ownBuffer(req.body);
+        const r = await bridge.call<ReplyWire>("route", owned ? withTransfer(wire, [owned]) : wire, req.signal);
+        // The body arrived in a message of its own (moved or copied): this reply owns it.
+        return { status: r.status, raw: r.raw, rawOwned: true, contentType: r.contentType, headers: r.headers };
       },
     };
   }
@@ -185,6 +189,7 @@ async function main(): Promise<void> {
     logger,
     maxBodyBytes: opts.maxBodyBytes,
     writeStallTimeoutMs: opts.writeStallTimeoutMs,
+    maxUnreadReplyBytes: opts.maxUnreadReplyBytes,
     isClosing: () => closing,
     ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
     appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)],

@@ -12,8 +12,10 @@ import type { InvokeResult, InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import type { GatewayOptions } from "../options.js";
 import { createRestRequest, freePort, type Route } from "../rest/router.js";
+import { STREAM_THRESHOLD_BYTES } from "../rest/reply-writer.js";
 import { subscribeError, type EventWire, type WebHub } from "../web/hub.js";
-import { createBridge, type Bridge } from "./bridge.js";
+import { createBridge, withTransfer, type Bridge } from "./bridge.js";
+import { ownBuffer } from "../rest/free-buffer.js";
 import { BRIDGE_MAX_PENDING, MAX_THREAD_BACKLOG, BRIDGE_TIMEOUT_MS, type ReplyWire, type RouteWire, type ThreadData, type ThreadMessage } from "./protocol.js";
 
 /** How long one thread may take to start (load the code, read the config, listen), ms. */
@@ -184,7 +186,13 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
     const req = createRestRequest(wire.method, wire.url, wire.params, new URLSearchParams(wire.query), wire.headers, body, signal);
     return route.handler(req).then((reply) => {
       if (reply.stream) throw new GatewayError(Code.INTERNAL, `route ${wire.path} streams its reply and cannot be forwarded from a worker thread`);
-      return { status: reply.status ?? 200, raw: reply.raw ?? JSON.stringify(reply.body ?? null), contentType: reply.contentType, headers: reply.headers };
+      // A large body crosses as bytes the thread takes over (bridge.ts withTransfer), never as a copy: a state page of
+      // --max-reply-bytes was copied twice on its way, and with clients slow to read, those copies piled up.
+      let raw = reply.raw ?? JSON.stringify(reply.body ?? null);
+      if (typeof raw === "string" && raw.length > STREAM_THRESHOLD_BYTES) raw = Buffer.from(raw);
+      const owned = typeof raw !== "string" && raw.byteLength > STREAM_THRESHOLD_BYTES ? ownBuffer(raw) : undefined;
+      const out: ReplyWire = { status: reply.status ?? 200, raw, contentType: reply.contentType, headers: reply.headers };
+      return owned ? withTransfer(out, [owned]) : out;
     });
   }
 

@@ -35,6 +35,21 @@ export interface WebDeps {
   isClosing(): boolean;
 }
 
+/** The least uWS's own frame limit (uwsFrameLimit) is, whatever our limit: 16 MiB. */
+export const UWS_FRAME_LIMIT_FLOOR_BYTES = 16 * 1024 * 1024;
+
+/**
+ * uWS's `maxPayloadLength` for a WebSocket route whose own frame limit is `maxFrameBytes`: twice it, at least 16 MiB.
+ * Past its limit uWS closes the TCP connection the moment it reads the frame header (no close frame: the client sees
+ * 1006 and, with the rest of the frame unread, usually a reset), and this uWS build has no way to send 1009 instead.
+ * Below it uWS buffers the frame whole and the route's message handler answers a frame over `maxFrameBytes` with a
+ * 1009 close and a reason. So a frame over our limit gets the documented 1009 up to this size, and what one connection
+ * can make the gateway buffer is this size (only while that client is sending that many bytes).
+ */
+export function uwsFrameLimit(maxFrameBytes: number): number {
+  return Math.max(2 * maxFrameBytes, UWS_FRAME_LIMIT_FLOOR_BYTES);
+}
+
 /** Answer a refused upgrade or SSE request with the REST error body (never echoing a token or key). */
 export function refuse(res: uws.HttpResponse, e: unknown, headers: Record<string, string> = {}): void {
   const err = GatewayError.from(e);

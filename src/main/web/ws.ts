@@ -8,7 +8,7 @@ import type { PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../rest/router.js";
-import { refuse, type WebDeps } from "./web-deps.js";
+import { refuse, uwsFrameLimit, type WebDeps } from "./web-deps.js";
 
 /** WebSocket close codes the gateway sends (4000-4999 is the private range). */
 export const CLOSE = { slow: 4008, tokenExpired: 4001, upstreamFailed: 4002, shutdown: 1001 } as const;
@@ -219,9 +219,9 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
   }
 
   app.ws<WsData>("/v1/pubsub/ws", {
-    // uWS drops a connection past its own limit without a close frame: it gets twice ours, so a frame over our limit
-    // (up to twice it) gets a proper 1009 close from the message handler.
-    maxPayloadLength: deps.maxFrameBytes * 2,
+    // uWS drops a connection past its own limit without a close frame: it gets more than ours (uwsFrameLimit), so a
+    // frame over our limit gets a proper 1009 close from the message handler.
+    maxPayloadLength: uwsFrameLimit(deps.maxFrameBytes),
     idleTimeout: deps.idleTimeoutSeconds,
     sendPingsAutomatically: true,
     // Hard stop: the bound is enforced by sweep; uWS sheds and shuts a socket only past twice the bound.
