@@ -36,7 +36,6 @@ Options (each has an environment variable; the flag wins):
                                                                 GATEWAY_THREADS (default: the number of cores)
   --grpc-invoke-offload <n> with --threads > 1, run a gRPC invoke on the threads when n are in flight
                                                                 GATEWAY_GRPC_INVOKE_OFFLOAD (default 0: never)
-  --grpc-server <kind>    native | grpc-js: the server behind the gRPC port GATEWAY_GRPC_SERVER (default native)
   --dapr-host <host>      Dapr sidecar host                             DAPR_HOST (default 127.0.0.1)
   --dapr-grpc-port <port> Dapr sidecar gRPC port                        DAPR_GRPC_PORT (default 50001)
   -h, --help              print this help
@@ -104,6 +103,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "pubsub-event-bytes": { type: "string" },
       threads: { type: "string" },
       "grpc-invoke-offload": { type: "string" },
+      // Removed (the grpc-js server front was retired); still parsed, so that passing it gets an error naming it.
       "grpc-server": { type: "string" },
       "dapr-host": { type: "string" },
       "dapr-grpc-port": { type: "string" },
@@ -147,7 +147,10 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("pubsubEventBytes", int(from("pubsub-event-bytes", "GATEWAY_PUBSUB_EVENT_BYTES")));
   set("threads", int(from("threads", "GATEWAY_THREADS")));
   set("grpcInvokeOffload", int(from("grpc-invoke-offload", "GATEWAY_GRPC_INVOKE_OFFLOAD")));
-  set("grpcServer", str("grpc-server", "GATEWAY_GRPC_SERVER") as GatewayOptions["grpcServer"]);
+  const removed = from("grpc-server", "GATEWAY_GRPC_SERVER");
+  if (removed) {
+    throw new GatewayError(3, `${removed.source} was removed: the gRPC port is always served by the gateway's own gRPC server (docs/native-grpc-server.md); drop ${removed.source}`);
+  }
   set("daprHost", str("dapr-host", "DAPR_HOST"));
   set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
   // Variables without a flag. This function is the only place the gateway reads the environment.
