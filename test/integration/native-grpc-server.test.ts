@@ -36,6 +36,8 @@ const SERVICE: grpc.ServiceDefinition = {
   Direct: method("/t.T/Direct", { responseStream: true }),
   Sum: method("/t.T/Sum", { requestStream: true }),
   Chat: method("/t.T/Chat", { requestStream: true, responseStream: true }),
+  Gated: method("/t.T/Gated", { requestStream: true, responseStream: true }),
+  FirstOnly: method("/t.T/FirstOnly", { requestStream: true }),
 };
 
 type Unary = grpc.ServerUnaryCall<Buffer, Buffer>;
@@ -47,6 +49,11 @@ const seen = {
   floodWritten: 0,
   floodStops: 0,
   chatPaused: 0,
+  /** Gated: messages taken so far, and the gate that lets it start taking them. */
+  gatedTaken: 0,
+  openGate: (): void => undefined,
+  /** Why each Hang call's signal aborted: "request code". */
+  abortReasons: [] as string[],
 };
 
 /** The oracle's handlers, on grpc-js's own call types. */
@@ -206,6 +213,7 @@ function nativeImpl(): ServiceHandlers {
     Hang: (call: U) =>
       new Promise<Buffer>((_resolve, reject) =>
         call.signal.addEventListener("abort", () => {
+          seen.abortReasons.push(`${call.request.toString()} ${Code[(call.signal.reason as GatewayError).code]}`);
           seen.cancelled.push(call.request.toString());
           reject(call.signal.reason as Error);
         }),
@@ -261,6 +269,18 @@ function nativeImpl(): ServiceHandlers {
         call.write(Buffer.from(b.toString().toUpperCase()));
       }
       call.end();
+    },
+    // Takes no request message until the test opens the gate, then counts them all.
+    Gated: async (call: BidiCall<Buffer, Buffer>) => {
+      await new Promise<void>((resolve) => (seen.openGate = resolve));
+      for await (const _ of call.messages()) seen.gatedTaken++;
+      call.write(Buffer.from(String(seen.gatedTaken)));
+      call.end();
+    },
+    // Reads one message and answers: the rest the client sends is dropped, the call still completes.
+    FirstOnly: async (call: ClientStreamCall<Buffer>) => {
+      for await (const b of call.messages()) return Buffer.from(`first ${b.toString()}`);
+      return Buffer.from("none");
     },
   };
 }
@@ -747,6 +767,52 @@ describe(`native gRPC server (${transportName})`, () => {
     assert.equal(status.code, grpc.status.OK);
     assert.deepEqual(got, ["A", "B", "C"]);
     assert.equal(seen.chatPaused - before, 3);
+  });
+
+  it("delivers every request message to a handler that starts taking them late (read-ahead pauses, then resumes the stream)", async () => {
+    seen.gatedTaken = 0;
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const st = s.request({ ":method": "POST", ":path": "/t.T/Gated", "content-type": "application/grpc", te: "trailers" });
+      st.on("error", () => undefined);
+      // 12.8 MB: three times the 4 MiB stream window, so the stream must be paused and resumed to get them all.
+      const n = 400;
+      const msg = frame(Buffer.alloc(32 * 1024, 5));
+      for (let i = 0; i < n; i++) st.write(msg);
+      st.end();
+      await until("handler waiting", () => [...native.server.openStreams].some((o) => o.path === "/t.T/Gated"));
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(seen.gatedTaken, 0);
+      const trailers = new Promise<http2.IncomingHttpHeaders>((resolve) => st.on("trailers", resolve));
+      const parts: Buffer[] = [];
+      st.on("data", (d: Buffer) => parts.push(d));
+      seen.openGate();
+      assert.equal((await trailers)["grpc-status"], "0");
+      assert.equal(Buffer.concat(parts).subarray(5).toString(), String(n));
+    } finally {
+      s.destroy();
+    }
+  });
+
+  it("drops what the client still sends once a handler stops reading, and completes the call", async () => {
+    const r = await new Promise<{ err: grpc.ServiceError | null; res?: Buffer }>((resolve) => {
+      const call = client["FirstOnly"]!((err: grpc.ServiceError | null, res?: Buffer) => resolve({ err, res })) as grpc.ClientWritableStream<Buffer>;
+      for (let i = 1; i <= 200; i++) call.write(Buffer.alloc(8 * 1024, i));
+      call.end();
+    });
+    assert.equal(r.err, null);
+    assert.equal(r.res!.subarray(0, 6).toString(), "first ");
+  });
+
+  it("aborts the handler's signal with the reason the call ended: the client's cancel or the deadline", async () => {
+    const call = client["Hang"]!(Buffer.from("why-cancel"), () => undefined) as grpc.ClientUnaryCall;
+    await until("handler running", () => [...native.server.openStreams].some((o) => o.path === "/t.T/Hang"));
+    call.cancel();
+    await raw(native.port, "/t.T/Hang", frame(Buffer.from("why-deadline")), { "grpc-timeout": "50m" });
+    await until("both aborted", () => seen.abortReasons.some((r) => r.startsWith("why-cancel")) && seen.abortReasons.some((r) => r.startsWith("why-deadline")));
+    assert.ok(seen.abortReasons.includes("why-cancel CANCELLED"), seen.abortReasons.join("; "));
+    assert.ok(seen.abortReasons.includes("why-deadline DEADLINE_EXCEEDED"), seen.abortReasons.join("; "));
   });
 
   it("ends a call UNKNOWN when a handler throws something other than a GatewayError, reports it, and keeps serving", async () => {

@@ -6,7 +6,7 @@ import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import type { GrpcServiceHost } from "./front.js";
-import type { BidiCall, ServerStreamCall, UnaryCall } from "./native/call-types.js";
+import type { BidiCall, ClientStreamCall, ServerStreamCall, UnaryCall } from "./native/call-types.js";
 import type { CallMetadata } from "./native/metadata.js";
 import type { ServiceHandlers } from "./native/server.js";
 import { decodeFailureOf, withStrictRequest } from "./strict-decoding.js";
@@ -119,6 +119,16 @@ export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDef
           return;
         }
         return stream!(call as ServerStreamCall<never, never>);
+      };
+      continue;
+    }
+    if (def.requestStream && !def.responseStream) {
+      // No gateway service has a client-streaming method (the proxy binds backends' own through register()).
+      handlers[name] = async (call: ClientStreamCall<unknown>): Promise<never> => {
+        deps.requests.inc({ method, code: "STARTED" });
+        const refused = admit(deps, call.metadata) ?? new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`);
+        refuse(refused);
+        throw refused;
       };
       continue;
     }

@@ -72,7 +72,9 @@ export class GrpcCall implements OpenStream, AnyCall {
   readonly metadata: CallMetadata;
   readonly trailers = new CallMetadata();
   request: unknown = undefined;
-  private readonly abort = new AbortController();
+  /** Made on first use of `signal` (most unary handlers never look). */
+  private ac: AbortController | undefined;
+  private abortReason: GatewayError | undefined;
   private metadataSent = false;
   private deadlineTimer: ReturnType<typeof setTimeout> | undefined;
   private messageTimer: ReturnType<typeof setTimeout> | undefined;
@@ -86,6 +88,8 @@ export class GrpcCall implements OpenStream, AnyCall {
   private inbox: unknown[] = [];
   private reader: ((r: IteratorResult<unknown>) => void) | undefined;
   private iterated = false;
+  /** The handler stopped reading (broke out of messages()): what the client still sends is dropped. */
+  private discard = false;
   /** Ordered read queue, only while an inflate is in flight. */
   private queue: QueueEntry[] | undefined;
   private inflating = 0;
@@ -138,7 +142,11 @@ export class GrpcCall implements OpenStream, AnyCall {
   }
 
   get signal(): AbortSignal {
-    return this.abort.signal;
+    if (!this.ac) {
+      this.ac = new AbortController();
+      if (this.abortReason) this.ac.abort(this.abortReason);
+    }
+    return this.ac.signal;
   }
 
   get peer(): string {
@@ -409,6 +417,7 @@ export class GrpcCall implements OpenStream, AnyCall {
       this.request = value;
       return;
     }
+    if (this.discard) return;
     const reader = this.reader;
     if (reader) {
       this.reader = undefined;
@@ -455,14 +464,14 @@ export class GrpcCall implements OpenStream, AnyCall {
           if (this.inbox.length < READ_AHEAD && this.inflating === 0) this.resume();
           return Promise.resolve({ done: false, value });
         }
-        if (this.halfClosed || this.ended) return Promise.resolve({ done: true, value: undefined });
+        if (this.halfClosed || this.ended || this.discard) return Promise.resolve({ done: true, value: undefined });
         return new Promise<IteratorResult<unknown>>((resolve) => (this.reader = resolve));
       },
       return: (value?: unknown) => {
-        // The handler stopped reading: what the client still sends is dropped, not held.
+        // The handler stopped reading: what the client still sends is dropped, not held (held, it would pause the
+        // stream for good).
+        this.discard = true;
         this.inbox = [];
-        this.iterated = true;
-        this.halfClosed = true;
         this.resume();
         return Promise.resolve({ done: true, value });
       },
@@ -665,11 +674,14 @@ export class GrpcCall implements OpenStream, AnyCall {
 
   /** Abort the handler's signal on the next tick (never inside one of the handler's own calls). Once. */
   private abortSoon(reason: GatewayError): void {
-    if (this.abort.signal.aborted) return;
+    if (this.abortReason) return;
+    this.abortReason = reason;
+    const ac = this.ac;
+    // No signal handed out yet: one made later is aborted from the start.
+    if (!ac) return;
     process.nextTick(() => {
-      if (this.abort.signal.aborted) return;
       try {
-        this.abort.abort(reason);
+        ac.abort(reason);
       } catch (e) {
         this.ctx.onError(e, this.path);
       }
