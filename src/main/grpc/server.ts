@@ -74,7 +74,7 @@ export interface BindDeps {
 }
 
 /**
- * The status a call ended without its handler ended with, as the caller saw it: its deadline passed, or it cancelled.
+ * The status the caller saw for a call that ended before its handler replied: its deadline passed, or it cancelled.
  * What the handler returned afterwards never reached the caller, so it is not counted as OK.
  */
 function abortedCode(call: { readonly deadline: number | undefined }): string {
