@@ -38,6 +38,7 @@ const SERVICE: grpc.ServiceDefinition = {
   Chat: method("/t.T/Chat", { requestStream: true, responseStream: true }),
   Gated: method("/t.T/Gated", { requestStream: true, responseStream: true }),
   FirstOnly: method("/t.T/FirstOnly", { requestStream: true }),
+  Reader: method("/t.T/Reader", { requestStream: true, responseStream: true }),
 };
 
 type Unary = grpc.ServerUnaryCall<Buffer, Buffer>;
@@ -54,6 +55,9 @@ const seen = {
   openGate: (): void => undefined,
   /** Why each Hang call's signal aborted: "request code". */
   abortReasons: [] as string[],
+  /** Reader: request messages read, and whether its loop over them has ended. */
+  readerGot: 0,
+  readerDone: false,
 };
 
 /** The oracle's handlers, on grpc-js's own call types. */
@@ -275,6 +279,12 @@ function nativeImpl(): ServiceHandlers {
       await new Promise<void>((resolve) => (seen.openGate = resolve));
       for await (const _ of call.messages()) seen.gatedTaken++;
       call.write(Buffer.from(String(seen.gatedTaken)));
+      call.end();
+    },
+    // Reads until the messages end, however they end.
+    Reader: async (call: BidiCall<Buffer, Buffer>) => {
+      for await (const _ of call.messages()) seen.readerGot++;
+      seen.readerDone = true;
       call.end();
     },
     // Reads one message and answers: the rest the client sends is dropped, the call still completes.
@@ -803,6 +813,25 @@ describe(`native gRPC server (${transportName})`, () => {
     });
     assert.equal(r.err, null);
     assert.equal(r.res!.subarray(0, 6).toString(), "first ");
+  });
+
+  it("ends a handler's loop over request messages when the client resets the stream (no handler left waiting)", async () => {
+    seen.readerGot = 0;
+    seen.readerDone = false;
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const st = s.request({ ":method": "POST", ":path": "/t.T/Reader", "content-type": "application/grpc", te: "trailers" }, { endStream: false });
+      st.on("error", () => undefined);
+      st.write(frame(Buffer.from("one")));
+      await until("one message read", () => seen.readerGot === 1);
+      assert.equal(seen.readerDone, false);
+      // Cancel (node:http2 sends END_STREAM, then RST_STREAM CANCEL; a bare RST ends the loop through close()).
+      st.close(http2.constants.NGHTTP2_CANCEL);
+      await until("the handler's loop ended", () => seen.readerDone);
+    } finally {
+      s.destroy();
+    }
   });
 
   it("aborts the handler's signal with the reason the call ended: the client's cancel or the deadline", async () => {

@@ -224,6 +224,9 @@ export class GrpcCall implements OpenStream, AnyCall {
     this.ended = true;
     this.clearTimers();
     this.settleWaiters();
+    // A handler waiting for the next request message gets the end of them (the client reset the stream).
+    this.inbox = [];
+    this.settleReader();
     const reason = wasEnded
       ? new GatewayError(Code.CANCELLED, "the call is over")
       : this.deadline !== undefined && this.deadline <= Date.now()
