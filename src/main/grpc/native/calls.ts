@@ -4,6 +4,7 @@ import { GatewayError } from "../../../shared/gateway-error.js";
 import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "../../../h2/types.js";
 import type { BidiCall, ClientStreamCall, MethodHandler, ServerStreamCall, UnaryCall } from "./call-types.js";
 import { CallMetadata } from "./metadata.js";
+import { EMPTY, frameMessage, MessageDecoder, type Framed } from "./message-framing.js";
 import { MAX_TIMER_MS, parseGrpcTimeout, responseHeaders, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
 
 /**
@@ -36,9 +37,6 @@ export interface CallContext {
 }
 
 const SEND_ERROR_DETAILS = (process.env["GRPC_NODE_DEBUG_SEND_ERROR_DETAILS"] ?? "false") === "true";
-/** Messages at least this large are written as prefix + body (two writes, no copy) instead of one framed copy. */
-const COPY_LIMIT = 16 * 1024;
-const EMPTY = Buffer.alloc(0);
 /** Request messages a streaming handler may leave untaken before the HTTP/2 stream is paused (a Readable's 16). */
 const READ_AHEAD = 16;
 const RST_CANCEL = 0x8;
@@ -63,7 +61,7 @@ export interface OpenStream {
 type AnyCall = UnaryCall<unknown> & ServerStreamCall<unknown, unknown> & ClientStreamCall<unknown> & BidiCall<unknown, unknown>;
 
 /** The per-stream state, the H2StreamHandler and the handler's call object of one call. */
-export class GrpcCall implements OpenStream, AnyCall {
+export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   /** Nothing more goes out: the status was sent, or the stream was reset or closed. */
   ended = false;
   /** This side reset the stream (RST_STREAM from reset()). */
@@ -93,12 +91,6 @@ export class GrpcCall implements OpenStream, AnyCall {
   /** Ordered read queue, only while an inflate is in flight. */
   private queue: QueueEntry[] | undefined;
   private inflating = 0;
-  // Message decoder state: the 5-byte prefix, then `need` more body bytes collected in `parts`.
-  private prefix: Buffer | undefined;
-  private prefixFill = 0;
-  private flag = 0;
-  private need = -1;
-  private parts: Buffer[] | undefined;
 
   constructor(
     readonly h2: H2ServerStream,
@@ -107,6 +99,7 @@ export class GrpcCall implements OpenStream, AnyCall {
     private readonly ctx: CallContext,
     deadline: number | undefined,
   ) {
+    super(ctx.maxReceive);
     this.metadata = head.metadata;
     this.deadline = deadline;
   }
@@ -265,63 +258,18 @@ export class GrpcCall implements OpenStream, AnyCall {
     else this.fail(e);
   }
 
-  private decode(buf: Buffer, start: number, end: number): void {
-    const max = this.ctx.maxReceive;
-    while (start < end && !this.ended) {
-      if (this.need < 0) {
-        let len: number;
-        if (this.prefixFill === 0 && end - start >= 5) {
-          this.flag = buf[start]!;
-          len = buf.readUInt32BE(start + 1);
-          start += 5;
-        } else {
-          const p = (this.prefix ??= Buffer.allocUnsafe(5));
-          const n = Math.min(5 - this.prefixFill, end - start);
-          buf.copy(p, this.prefixFill, start, start + n);
-          this.prefixFill += n;
-          start += n;
-          if (this.prefixFill < 5) return;
-          this.prefixFill = 0;
-          this.flag = p[0]!;
-          len = p.readUInt32BE(1);
-        }
-        if (max !== -1 && len > max) {
-          this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, details: `Received message larger than max (${len} vs ${max})` });
-          return;
-        }
-        if (end - start >= len) {
-          // The whole message is in this chunk (the usual case): one copy, the chunk's buffer may be reused.
-          let msg = EMPTY;
-          if (len > 0) {
-            msg = Buffer.allocUnsafe(len);
-            buf.copy(msg, 0, start, start + len);
-          }
-          start += len;
-          this.receive(this.flag, msg);
-          continue;
-        }
-        this.need = len;
-        this.parts = [];
-      }
-      const n = Math.min(this.need, end - start);
-      const part = Buffer.allocUnsafe(n);
-      buf.copy(part, 0, start, start + n);
-      this.parts!.push(part);
-      this.need -= n;
-      start += n;
-      if (this.need === 0) {
-        const msg = this.parts!.length === 1 ? this.parts![0]! : Buffer.concat(this.parts!);
-        this.parts = undefined;
-        this.need = -1;
-        this.receive(this.flag, msg);
-      }
-    }
-  }
-
   // --- inbound ---
 
+  protected get stopped(): boolean {
+    return this.ended;
+  }
+
+  protected tooLarge(len: number, max: number): void {
+    this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, details: `Received message larger than max (${len} vs ${max})` });
+  }
+
   /** One complete message off the wire: flag byte and payload. */
-  private receive(flag: number, payload: Buffer): void {
+  protected receive(flag: number, payload: Buffer): void {
     // The message timeout bounds the client's sending, so it ends when the bytes are in (grpc-js's interceptor sees
     // the message only after inflating, which under load on the zlib thread pool can take longer than the bound).
     if (this.messageTimer) {
@@ -599,7 +547,7 @@ export class GrpcCall implements OpenStream, AnyCall {
   }
 
   /** Serialize and frame a response message; undefined (and the call ended with a status) when that fails. */
-  private frame(value: unknown): Buffer | [Buffer, Buffer] | undefined {
+  private frame(value: unknown): Framed | undefined {
     let bytes: Buffer;
     try {
       bytes = this.method.serialize(value);
@@ -607,26 +555,15 @@ export class GrpcCall implements OpenStream, AnyCall {
       this.serverEnd({ code: Code.INTERNAL, details: SEND_ERROR_DETAILS ? `Error serializing response: ${(e as Error)?.message}` : "Error serializing response" });
       return undefined;
     }
-    const len = bytes.byteLength;
     const max = this.ctx.maxSend;
-    if (max !== -1 && len > max) {
-      this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, details: `Sent message larger than max (${len + 5} vs. ${max})` });
+    if (max !== -1 && bytes.byteLength > max) {
+      this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, details: `Sent message larger than max (${bytes.byteLength + 5} vs. ${max})` });
       return undefined;
     }
-    if (len >= COPY_LIMIT) {
-      const prefix = Buffer.allocUnsafe(5);
-      prefix[0] = 0;
-      prefix.writeUInt32BE(len, 1);
-      return [prefix, Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes)];
-    }
-    const out = Buffer.allocUnsafe(len + 5);
-    out[0] = 0;
-    out.writeUInt32BE(len, 1);
-    out.set(bytes, 5);
-    return out;
+    return frameMessage(bytes);
   }
 
-  private writeFrame(frame: Buffer | [Buffer, Buffer]): boolean {
+  private writeFrame(frame: Framed): boolean {
     if (Buffer.isBuffer(frame)) return this.h2.write(frame);
     this.h2.write(frame[0]);
     return this.h2.write(frame[1]);
