@@ -41,7 +41,6 @@ Options (each has an environment variable; the flag wins):
                                                                 GATEWAY_THREADS (default: the number of cores)
   --grpc-invoke-offload <n> with --threads > 1, run a gRPC invoke on the threads when n are in flight
                                                                 GATEWAY_GRPC_INVOKE_OFFLOAD (default 0: never)
-  --grpc-server <kind>    native | grpc-js: the server behind the gRPC port GATEWAY_GRPC_SERVER (default native)
   --tls-cert <file>       PEM certificate (chain) both ports serve TLS with GATEWAY_TLS_CERT (default none: cleartext)
   --tls-key <file>        PEM private key of --tls-cert                 GATEWAY_TLS_KEY
   --tls-client-ca <file>  PEM CA: gRPC clients must present a certificate it signed (mutual TLS)
@@ -128,6 +127,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "pubsub-event-bytes": { type: "string" },
       threads: { type: "string" },
       "grpc-invoke-offload": { type: "string" },
+      // Removed (the grpc-js server front was retired); still parsed, so that passing it gets an error naming it.
       "grpc-server": { type: "string" },
       "tls-cert": { type: "string" },
       "tls-key": { type: "string" },
@@ -179,11 +179,14 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("pubsubEventBytes", int(from("pubsub-event-bytes", "GATEWAY_PUBSUB_EVENT_BYTES")));
   set("threads", int(from("threads", "GATEWAY_THREADS")));
   set("grpcInvokeOffload", int(from("grpc-invoke-offload", "GATEWAY_GRPC_INVOKE_OFFLOAD")));
-  set("grpcServer", str("grpc-server", "GATEWAY_GRPC_SERVER") as GatewayOptions["grpcServer"]);
   set("tlsCert", str("tls-cert", "GATEWAY_TLS_CERT"));
   set("tlsKey", str("tls-key", "GATEWAY_TLS_KEY"));
   set("tlsClientCa", str("tls-client-ca", "GATEWAY_TLS_CLIENT_CA"));
   set("allowPlaintext", values["allow-plaintext"] === true ? true : bool(from("", "GATEWAY_ALLOW_PLAINTEXT")));
+  const removed = from("grpc-server", "GATEWAY_GRPC_SERVER");
+  if (removed) {
+    throw new GatewayError(3, `${removed.source} was removed: the gRPC port is always served by the gateway's own gRPC server (docs/native-grpc-server.md); drop ${removed.source}`);
+  }
   set("daprHost", str("dapr-host", "DAPR_HOST"));
   set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
   // Variables without a flag. This function is the only place the gateway reads the environment.

@@ -2,14 +2,15 @@ import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { echo } from "../shared/echo.js";
+import type { CallMetadata } from "./grpc/native/metadata.js";
 
 /**
  * The forwarding allow-list (docs/dispatch.md "Metadata forwarding"; docs/contract.md "Authentication"): only headers named in `forwardHeaders` reach a backend.
  * `x-api-key` never does, whatever the list says; binary (`-bin`) entries are skipped silently.
  */
 export interface MetadataFilter {
-  /** Allow-listed entries of inbound gRPC metadata. */
-  fromGrpc(md: grpc.Metadata | undefined): grpc.Metadata;
+  /** Allow-listed entries of inbound gRPC metadata, as the metadata of the backend call. */
+  fromGrpc(md: CallMetadata | undefined): grpc.Metadata;
   /** Allow-listed entries of REST request headers (lower-case names). */
   fromHeaders(headers: Readonly<Record<string, string>>): grpc.Metadata;
   /**
@@ -34,7 +35,7 @@ export function createMetadataFilter(allowList: readonly string[]): MetadataFilt
       if (!md) return out;
       // Walk the short allow-list rather than every inbound key.
       for (const key of allowed) {
-        for (const v of md.get(key)) if (typeof v === "string") out.add(key, v);
+        for (const v of md.strings(key)) out.add(key, v);
       }
       return out;
     },

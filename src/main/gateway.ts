@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import * as grpc from "@grpc/grpc-js";
+import type * as grpc from "@grpc/grpc-js";
 import { gatewayFileDescriptors, gatewayPackageDefinition } from "../shared/protos.js";
 import { createRuntime, type Runtime } from "../runtime/index.js";
 import { createAuthenticator } from "./auth.js";
@@ -8,8 +8,8 @@ import type { Facility, GatewayContext, HealthEntry } from "./context.js";
 import { createDispatchFacility } from "./dispatch-facility.js";
 import { configGrpc } from "./grpc/config.js";
 import { addReflectionService } from "./grpc/reflection-service.js";
-import { grpcJsFront, nativeGrpcFront, type GrpcFront } from "./grpc/front.js";
-import { admit, bindService, toStatusObject, type BindDeps } from "./grpc/server.js";
+import { createGrpcFront, type GrpcFront } from "./grpc/front.js";
+import { admit, bindService, type BindDeps } from "./grpc/server.js";
 import { consoleRoutes } from "./console/index.js";
 import { runHealthChecks } from "./health.js";
 import { createLogger, type Logger } from "./logger.js";
@@ -154,7 +154,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     latency: metrics.histogram("platform_grpc_request_duration_seconds", "Latency of unary gRPC calls in seconds, by full method and status code name", ["method", "code"]),
     inflight: { count: 0 },
   };
-  const front: GrpcFront = (opts.grpcServer === "native" ? nativeGrpcFront : grpcJsFront)({ options: opts, logger, metrics, requests: bindDeps.requests });
+  const front: GrpcFront = createGrpcFront({ options: opts, logger, metrics, requests: bindDeps.requests });
   const server = front.services;
   const pkg = gatewayPackageDefinition();
   const methodsOf = (d: grpc.ServiceDefinition): string[] => Object.values(d).map((m) => m.path.slice(1));
@@ -176,10 +176,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     files: gatewayFileDescriptors(),
     services: [...GATEWAY_SERVICES],
     extra: () => facilities.flatMap((f) => (f.reflection ? [f.reflection()] : [])),
-    admit: (md) => {
-      const refused = admit(bindDeps, md);
-      return refused ? toStatusObject(refused) : undefined;
-    },
+    admit: (md) => admit(bindDeps, md),
   });
 
   // REST: facility routes plus /health and /metrics (no key needed).

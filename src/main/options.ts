@@ -75,11 +75,6 @@ export interface GatewayOptions {
    * runs on the main thread (docs/threads.md: on a machine without idle cores it only adds CPU per call).
    */
   grpcInvokeOffload?: number;
-  /**
-   * The server behind the gRPC port: "native" (the gateway's own HTTP/2 + gRPC server, src/main/grpc/native/) or
-   * "grpc-js" (@grpc/grpc-js on node:http2). Default "native".
-   */
-  grpcServer?: GrpcServerKind;
   /** Channels per backend. Default 4. Overridden per service by `grpc.channels` in the config. */
   channelsPerBackend?: number;
   /** Broker: how long an unused upstream subscription lingers before release, ms. Default 2000. */
@@ -173,10 +168,6 @@ export const FORBIDDEN_FORWARD_HEADERS: readonly string[] = Object.freeze([
  */
 export const CREDENTIAL_HEADER_PATTERN = /auth|token|key|secret|session|cookie|jwt|credential|signature|password/i;
 
-/** The implementations of the gRPC port (option grpcServer). */
-export const GRPC_SERVERS = ["native", "grpc-js"] as const;
-export type GrpcServerKind = (typeof GRPC_SERVERS)[number];
-
 function bad(field: string, value: unknown, problem: string): never {
   throw new GatewayError(Code.INVALID_ARGUMENT, `option ${field} ${problem} (got ${JSON.stringify(value)})`);
 }
@@ -214,12 +205,6 @@ function timerMs(field: string, v: unknown, dflt: number): number {
   const x = nonNegativeInt(field, v, dflt);
   if (x > 0x7fffffff) bad(field, v, "must be at most 2147483647 (ms)");
   return x;
-}
-
-function oneOf<T extends string>(field: string, v: unknown, allowed: readonly T[], dflt: T): T {
-  if (v === undefined) return dflt;
-  if (typeof v !== "string" || !(allowed as readonly string[]).includes(v)) bad(field, v, `must be one of ${allowed.join(", ")}`);
-  return v as T;
 }
 
 /** A string option that may be absent; an empty string counts as absent, as an empty variable does in the CLI. */
@@ -267,6 +252,10 @@ function tlsFiles(o: GatewayOptions): TlsFiles | undefined {
  * Also enforces the secure default: no API key configured means a loopback host only.
  */
 export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
+  // Embedders of the old option: an error that names it, not a silent switch of server.
+  if ((o as { grpcServer?: unknown }).grpcServer !== undefined) {
+    bad("grpcServer", (o as { grpcServer?: unknown }).grpcServer, "was removed: the gRPC port is always served by the gateway's own gRPC server (--grpc-server too)");
+  }
   const host = o.host ?? "127.0.0.1";
   if (typeof host !== "string" || host === "") bad("host", host, "must be a non-empty string");
   const apiKeys = o.apiKeys ?? [];
@@ -371,7 +360,6 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     workerMaxQueue: nonNegativeInt("workerMaxQueue", o.workerMaxQueue, 256),
     threads: threadCount(o.threads),
     grpcInvokeOffload: nonNegativeInt("grpcInvokeOffload", o.grpcInvokeOffload, 0),
-    grpcServer: oneOf("grpcServer", o.grpcServer, GRPC_SERVERS, "native"),
     channelsPerBackend: positiveInt("channelsPerBackend", o.channelsPerBackend, 4),
     subscriptionLingerMs: nonNegativeInt("subscriptionLingerMs", o.subscriptionLingerMs, 2000),
     sweepIntervalMs: positive("sweepIntervalMs", o.sweepIntervalMs, 5000),

@@ -98,11 +98,6 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
     broker,
     logger: ctx.logger,
     reapGraceMs: ctx.options.sweepIntervalMs,
-    writePaths: ctx.metrics.counter(
-      "platform_pubsub_grpc_streams_total",
-      "gRPC Subscribe streams started, by write path: direct (the broker's framed bytes written to the HTTP/2 stream) or grpc-js (the slower fallback when grpc-js internals changed)",
-      ["path"],
-    ),
   });
   const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys));
   return {

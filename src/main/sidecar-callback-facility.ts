@@ -1,5 +1,4 @@
 import { timingSafeEqual } from "node:crypto";
-import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { isDaprRuntime, type DaprRuntime } from "../runtime/dapr/index.js";
@@ -11,6 +10,7 @@ import type { AppCallbackHealthCheckHandlers } from "../gen/dapr/dapr/proto/runt
 import type { JobEventRequest__Output } from "../gen/dapr/dapr/proto/runtime/v1/JobEventRequest.js";
 import type { JobEventResponse } from "../gen/dapr/dapr/proto/runtime/v1/JobEventResponse.js";
 import type { Facility, GatewayContext } from "./context.js";
+import type { CallMetadata } from "./grpc/native/metadata.js";
 import type { GrpcImpl, UnaryContext } from "./grpc/server.js";
 
 /** `AppCallback` plus `OnJobEvent`, which appCallbackWithJobEvent() adds with the Alpha method's messages. */
@@ -48,7 +48,7 @@ export function createSidecarCallbackFacility(ctx: GatewayContext): Facility {
     ["outcome"],
   );
 
-  const checkToken = (md: grpc.Metadata): void => {
+  const checkToken = (md: CallMetadata): void => {
     if (!token) return;
     const given = md.get("dapr-api-token")[0];
     if (typeof given !== "string" || !sameSecret(given, token)) {

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { createBackend, type Backend } from "../../src/backends/backend.js";
-import { addReflectionService } from "../../src/main/grpc/reflection-service.js";
+import { addGrpcJsReflectionService } from "../support/grpc-js-reflection.js";
 import { Code } from "../../src/shared/code.js";
 import type { GatewayError } from "../../src/shared/gateway-error.js";
 import { protoDir } from "../../src/shared/paths.js";
@@ -37,7 +37,7 @@ describe("reflection client", () => {
         call.emit("error", { code: grpc.status.UNIMPLEMENTED, details: "v1 not here" });
       },
     });
-    addReflectionService(server, { files: encodedFileDescriptorProtos(SHOP_PROTO), services: ["shop.v1.OrderService"], versions: ["v1alpha"] });
+    addGrpcJsReflectionService(server, { files: encodedFileDescriptorProtos(SHOP_PROTO), services: ["shop.v1.OrderService"], versions: ["v1alpha"] });
     const port = await listen(server);
     cleanup.push(() => server.forceShutdown());
     const b = backendAt(port);

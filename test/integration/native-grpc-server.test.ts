@@ -2,15 +2,20 @@
  * The native gRPC server (src/main/grpc/native/server.ts) over real sockets, with grpc-js clients and raw node:http2
  * requests: every handler kind, metadata both ways, deadlines, cancellation, message limits, compression, the message
  * timeout, UNIMPLEMENTED, 415 and shutdown. Where a client can observe the behaviour, the same raw request is also sent
- * to a grpc-js Server with the same handlers and the two answers must be equal.
+ * to a grpc-js Server (the oracle) with the same handlers written against grpc-js's own types, and the two answers
+ * must be equal.
  */
 import assert from "node:assert/strict";
 import http2 from "node:http2";
 import zlib from "node:zlib";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { NativeGrpcServer, type NativeGrpcServerOptions, type StreamCloseInfo } from "../../src/main/grpc/native/server.js";
-import { callHttp2Stream } from "../../src/main/grpc/grpc-js-internals.js";
+import { NativeGrpcServer, type NativeGrpcServerOptions, type ServiceHandlers, type StreamCloseInfo } from "../../src/main/grpc/native/server.js";
+import type { BidiCall, ClientStreamCall, ServerStreamCall, UnaryCall } from "../../src/main/grpc/native/call-types.js";
+import { CallMetadata } from "../../src/main/grpc/native/metadata.js";
+import { parseGrpcTimeout } from "../../src/main/grpc/native/wire.js";
+import { Code } from "../../src/shared/code.js";
+import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createNodeH2Transport } from "../support/node-h2-transport.js";
 import { rawBytesMethod as method } from "../support/raw-methods.js";
 
@@ -32,6 +37,9 @@ const SERVICE: grpc.ServiceDefinition = {
   Direct: method("/t.T/Direct", { responseStream: true }),
   Sum: method("/t.T/Sum", { requestStream: true }),
   Chat: method("/t.T/Chat", { requestStream: true, responseStream: true }),
+  Gated: method("/t.T/Gated", { requestStream: true, responseStream: true }),
+  FirstOnly: method("/t.T/FirstOnly", { requestStream: true }),
+  Reader: method("/t.T/Reader", { requestStream: true, responseStream: true }),
 };
 
 type Unary = grpc.ServerUnaryCall<Buffer, Buffer>;
@@ -43,9 +51,18 @@ const seen = {
   floodWritten: 0,
   floodStops: 0,
   chatPaused: 0,
+  /** Gated: messages taken so far, and the gate that lets it start taking them. */
+  gatedTaken: 0,
+  openGate: (): void => undefined,
+  /** Why each Hang call's signal aborted: "request code". */
+  abortReasons: [] as string[],
+  /** Reader: request messages read, and whether its loop over them has ended. */
+  readerGot: 0,
+  readerDone: false,
 };
 
-function impl(): grpc.UntypedServiceImplementation {
+/** The oracle's handlers, on grpc-js's own call types. */
+function grpcJsImpl(): grpc.UntypedServiceImplementation {
   return {
     Echo: (call: Unary, cb: Cb) => cb(null, call.request),
     Meta: (call: Unary, cb: Cb) => {
@@ -125,16 +142,8 @@ function impl(): grpc.UntypedServiceImplementation {
       pump();
     },
     Direct: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
-      const s = callHttp2Stream(call);
-      if (!s) return void call.emit("error", { code: grpc.status.INTERNAL, details: "no direct stream" });
       call.sendMetadata(new grpc.Metadata());
-      for (const text of ["a", "bc"]) {
-        const body = Buffer.from(text);
-        const framed = Buffer.alloc(5 + body.length);
-        framed.writeUInt32BE(body.length, 1);
-        body.copy(framed, 5);
-        s.write(framed);
-      }
+      for (const text of ["a", "bc"]) call.write(Buffer.from(text));
       call.end();
     },
     Sum: (call: grpc.ServerReadableStream<Buffer, Buffer>, cb: Cb) => {
@@ -165,10 +174,132 @@ function impl(): grpc.UntypedServiceImplementation {
   };
 }
 
-function implWithout(name: string): grpc.UntypedServiceImplementation {
-  const all = impl();
-  delete all[name];
-  return all;
+type U = UnaryCall<Buffer>;
+type W = ServerStreamCall<Buffer, Buffer>;
+
+/** The same handlers on the server under test, on its own call types. */
+function nativeImpl(): ServiceHandlers {
+  return {
+    Echo: async (call: U) => call.request,
+    Meta: async (call: U) => {
+      const out = new CallMetadata();
+      out.set("x-header", "h1");
+      call.sendMetadata(out);
+      call.trailers.set("x-trailer", "t1");
+      call.trailers.set("x-trailer-bin", Buffer.from([0, 1, 2, 255]));
+      const body = {
+        tenant: call.metadata.get("x-tenant"),
+        bin: (call.metadata.get("x-data-bin") as Buffer[]).map((b) => [...b]),
+        hasTimeoutHeader: call.metadata.get("grpc-timeout").length > 0,
+        hasContentType: call.metadata.get("content-type").length > 0,
+        deadlineSet: call.deadline !== undefined,
+        peer: call.peer,
+        path: call.path,
+      };
+      return Buffer.from(JSON.stringify(body));
+    },
+    SeeMetadata: async (call: U) => {
+      const seenMd = call.metadata.toJSON();
+      const out = new CallMetadata();
+      out.add("x-out", "1");
+      out.add("x-out", "2");
+      out.add("x-out-bin", Buffer.from([0, 255]));
+      call.sendMetadata(out);
+      for (const [k, vs] of call.metadata.entries()) for (const v of vs) call.trailers.add(k, v);
+      return Buffer.from(JSON.stringify({ seenMd, host: String(call.authority).replace(/:\d+$/, ":port"), deadline: call.deadline !== undefined }));
+    },
+    Fail: async (call: U) => {
+      call.trailers.set("x-why", "because");
+      throw new GatewayError(Code.FAILED_PRECONDITION, "stock is 0 for sku-1 (ünïcode, 100%)");
+    },
+    Throw: (): Promise<Buffer> => {
+      throw new Error("boom");
+    },
+    Hang: (call: U) =>
+      new Promise<Buffer>((_resolve, reject) =>
+        call.signal.addEventListener("abort", () => {
+          seen.abortReasons.push(`${call.request.toString()} ${Code[(call.signal.reason as GatewayError).code]}`);
+          seen.cancelled.push(call.request.toString());
+          reject(call.signal.reason as Error);
+        }),
+      ),
+    // Holds the event loop for the request's number of ms, then replies: the deadline timer cannot fire first.
+    Late: async (call: U) => {
+      const until = performance.now() + Number(call.request.toString());
+      while (performance.now() < until);
+      return Buffer.from("late");
+    },
+    BadSerialize: async () => Buffer.from("x"),
+    BadDeserialize: async () => Buffer.from("x"),
+    Big: async (call: U) => Buffer.alloc(Number(call.request.toString()), 7),
+    List: (call: W) => {
+      const n = Number(call.request.toString());
+      for (let i = 0; i < n; i++) call.write(Buffer.from(`m${i}`));
+      call.trailers.set("x-count", String(n));
+      call.end();
+    },
+    ListFail: (call: W) => {
+      call.write(Buffer.from("first"));
+      call.end(new GatewayError(Code.ABORTED, "stopped after one"));
+    },
+    Flood: async (call: W) => {
+      // Write `n` 16 KiB messages, each time write() says stop waiting for drained().
+      const n = Number(call.request.toString());
+      const chunk = Buffer.alloc(16 * 1024, 1);
+      while (seen.floodWritten < n && !call.ended) {
+        seen.floodWritten++;
+        if (!call.write(chunk)) {
+          seen.floodStops++;
+          await call.drained();
+        }
+      }
+      call.end();
+    },
+    Direct: (call: W) => {
+      call.sendMetadata(new CallMetadata());
+      for (const text of ["a", "bc"]) call.writeFramed(frame(Buffer.from(text)));
+      call.end();
+    },
+    Sum: async (call: ClientStreamCall<Buffer>) => {
+      let total = 0;
+      for await (const b of call.messages()) total += Number(b.toString());
+      return Buffer.from(String(total));
+    },
+    Chat: async (call: BidiCall<Buffer, Buffer>) => {
+      for await (const b of call.messages()) {
+        if (b.toString() === "throw") throw new Error("handler bug");
+        // As proxy.ts and invoke-stream.ts do: the next message is taken once this one is handled elsewhere.
+        seen.chatPaused++;
+        await new Promise((r) => setImmediate(r));
+        call.write(Buffer.from(b.toString().toUpperCase()));
+      }
+      call.end();
+    },
+    // Takes no request message until the test opens the gate, then counts them all.
+    Gated: async (call: BidiCall<Buffer, Buffer>) => {
+      await new Promise<void>((resolve) => (seen.openGate = resolve));
+      for await (const _ of call.messages()) seen.gatedTaken++;
+      call.write(Buffer.from(String(seen.gatedTaken)));
+      call.end();
+    },
+    // Reads until the messages end, however they end.
+    Reader: async (call: BidiCall<Buffer, Buffer>) => {
+      for await (const _ of call.messages()) seen.readerGot++;
+      seen.readerDone = true;
+      call.end();
+    },
+    // Reads one message and answers: the rest the client sends is dropped, the call still completes.
+    FirstOnly: async (call: ClientStreamCall<Buffer>) => {
+      for await (const b of call.messages()) return Buffer.from(`first ${b.toString()}`);
+      return Buffer.from("none");
+    },
+  };
+}
+
+function without<T extends object>(all: T, name: string): T {
+  const out = { ...all } as Record<string, unknown>;
+  delete out[name];
+  return out as T;
 }
 
 const Client = grpc.makeGenericClientConstructor(SERVICE, "T");
@@ -231,6 +362,9 @@ function statusOf(r: { headers: http2.IncomingHttpHeaders; trailers?: http2.Inco
   return { http: r.headers[":status"], code: h["grpc-status"], message: h["grpc-message"] === undefined ? undefined : decodeURIComponent(String(h["grpc-message"])) };
 }
 
+/** Bytes in, bytes out. */
+const RAW = { serialize: (b: Buffer): Buffer => b, deserialize: (b: Buffer): Buffer => b };
+
 const MAX_RECEIVE = 64 * 1024;
 const MAX_SEND = 128 * 1024;
 
@@ -255,14 +389,14 @@ async function startNative(
     onError: (e, path) => errors.push(`${path}: ${(e as Error).message}`),
     ...extra,
   });
-  server.addService(SERVICE, implWithout("Missing"));
+  server.addService(SERVICE, without(nativeImpl(), "Missing"));
   const port = await server.listen("127.0.0.1", 0);
   return { server, port, closes, timeouts, errors };
 }
 
 async function startGrpcJs(): Promise<{ server: grpc.Server; port: number }> {
   const server = new grpc.Server({ "grpc.max_receive_message_length": MAX_RECEIVE, "grpc.max_send_message_length": MAX_SEND });
-  server.addService(SERVICE, implWithout("Missing"));
+  server.addService(SERVICE, without(grpcJsImpl(), "Missing"));
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
   );
@@ -447,6 +581,23 @@ describe(`native gRPC server (${transportName})`, () => {
     assert.equal(long.data.subarray(5).toString(), "long");
   });
 
+  it("refuses a grpc-timeout that is not 1-8 ASCII digits and a unit with INTERNAL, and runs the handler not at all", async () => {
+    // grpc-js 1.14 takes the first match anywhere ("-1S" runs as 1 s, "99999999999S" as 99999999 s), so these are not
+    // compared with the oracle: the gRPC spec (PROTOCOL-HTTP2.md, TimeoutValue = 1*8 digits) and grpc-go refuse them.
+    for (const value of ["-1S", "1.5S", "1 S", "99999999999S", "123456789S", "1s", "S", "1", "1S, 2S"]) {
+      const r = await raw(native.port, "/t.T/Echo", frame(Buffer.from("x")), { "grpc-timeout": value });
+      assert.deepEqual(statusOf(r), { http: 200, code: "13", message: `Invalid grpc-timeout value "${value}"` }, value);
+      assert.equal(r.data.length, 0, `${value}: no reply message`);
+    }
+    // Each long enough for a loaded machine ("99999999n" is only 0.1 s: the unit n is checked on the parser).
+    for (const value of ["12345678S", "1H", "1M", "10000m", "10000000u", "99999999u"]) {
+      const r = await raw(native.port, "/t.T/Late", frame(Buffer.from("0")), { "grpc-timeout": value });
+      assert.equal(statusOf(r).code, "0", value);
+    }
+    assert.equal(parseGrpcTimeout("99999999n"), 99);
+    assert.equal(parseGrpcTimeout("1500000u"), 1500);
+  });
+
   it("answers DEADLINE_EXCEEDED, not the reply, when a handler replies after the deadline and before its timer fired", async () => {
     const r = await raw(native.port, "/t.T/Late", frame(Buffer.from("150")), { "grpc-timeout": "50m" });
     assert.deepEqual(statusOf(r), { http: 200, code: "4", message: "Deadline exceeded" });
@@ -604,7 +755,7 @@ describe(`native gRPC server (${transportName})`, () => {
     }
   });
 
-  it("keeps pubsub's direct write path: callHttp2Stream(call) writes pre-framed messages", async () => {
+  it("sends pre-framed messages as they are with writeFramed (pubsub's write path)", async () => {
     const got: string[] = [];
     const status = await new Promise<grpc.StatusObject>((resolve) => {
       const call = client["Direct"]!(Buffer.alloc(0)) as grpc.ClientReadableStream<Buffer>;
@@ -626,7 +777,7 @@ describe(`native gRPC server (${transportName})`, () => {
     assert.equal(r.res!.toString(), "5050");
   });
 
-  it("runs bidi calls with pause/resume on the inbound side", async () => {
+  it("runs bidi calls, taking one request message at a time", async () => {
     const before = seen.chatPaused;
     const got: string[] = [];
     const status = await new Promise<grpc.StatusObject>((resolve) => {
@@ -642,7 +793,72 @@ describe(`native gRPC server (${transportName})`, () => {
     assert.equal(seen.chatPaused - before, 3);
   });
 
-  it("ends a call UNKNOWN when a handler's listener throws, reports it, and keeps serving", async () => {
+  it("delivers every request message to a handler that starts taking them late (read-ahead pauses, then resumes the stream)", async () => {
+    seen.gatedTaken = 0;
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const st = s.request({ ":method": "POST", ":path": "/t.T/Gated", "content-type": "application/grpc", te: "trailers" });
+      st.on("error", () => undefined);
+      // 12.8 MB: three times the 4 MiB stream window, so the stream must be paused and resumed to get them all.
+      const n = 400;
+      const msg = frame(Buffer.alloc(32 * 1024, 5));
+      for (let i = 0; i < n; i++) st.write(msg);
+      st.end();
+      await until("handler waiting", () => [...native.server.openStreams].some((o) => o.path === "/t.T/Gated"));
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(seen.gatedTaken, 0);
+      const trailers = new Promise<http2.IncomingHttpHeaders>((resolve) => st.on("trailers", resolve));
+      const parts: Buffer[] = [];
+      st.on("data", (d: Buffer) => parts.push(d));
+      seen.openGate();
+      assert.equal((await trailers)["grpc-status"], "0");
+      assert.equal(Buffer.concat(parts).subarray(5).toString(), String(n));
+    } finally {
+      s.destroy();
+    }
+  });
+
+  it("drops what the client still sends once a handler stops reading, and completes the call", async () => {
+    const r = await new Promise<{ err: grpc.ServiceError | null; res?: Buffer }>((resolve) => {
+      const call = client["FirstOnly"]!((err: grpc.ServiceError | null, res?: Buffer) => resolve({ err, res })) as grpc.ClientWritableStream<Buffer>;
+      for (let i = 1; i <= 200; i++) call.write(Buffer.alloc(8 * 1024, i));
+      call.end();
+    });
+    assert.equal(r.err, null);
+    assert.equal(r.res!.subarray(0, 6).toString(), "first ");
+  });
+
+  it("ends a handler's loop over request messages when the client resets the stream (no handler left waiting)", async () => {
+    seen.readerGot = 0;
+    seen.readerDone = false;
+    const s = http2.connect(`http://127.0.0.1:${native.port}`);
+    s.on("error", () => undefined);
+    try {
+      const st = s.request({ ":method": "POST", ":path": "/t.T/Reader", "content-type": "application/grpc", te: "trailers" }, { endStream: false });
+      st.on("error", () => undefined);
+      st.write(frame(Buffer.from("one")));
+      await until("one message read", () => seen.readerGot === 1);
+      assert.equal(seen.readerDone, false);
+      // Cancel (node:http2 sends END_STREAM, then RST_STREAM CANCEL; a bare RST ends the loop through close()).
+      st.close(http2.constants.NGHTTP2_CANCEL);
+      await until("the handler's loop ended", () => seen.readerDone);
+    } finally {
+      s.destroy();
+    }
+  });
+
+  it("aborts the handler's signal with the reason the call ended: the client's cancel or the deadline", async () => {
+    const call = client["Hang"]!(Buffer.from("why-cancel"), () => undefined) as grpc.ClientUnaryCall;
+    await until("handler running", () => [...native.server.openStreams].some((o) => o.path === "/t.T/Hang"));
+    call.cancel();
+    await raw(native.port, "/t.T/Hang", frame(Buffer.from("why-deadline")), { "grpc-timeout": "50m" });
+    await until("both aborted", () => seen.abortReasons.some((r) => r.startsWith("why-cancel")) && seen.abortReasons.some((r) => r.startsWith("why-deadline")));
+    assert.ok(seen.abortReasons.includes("why-cancel CANCELLED"), seen.abortReasons.join("; "));
+    assert.ok(seen.abortReasons.includes("why-deadline DEADLINE_EXCEEDED"), seen.abortReasons.join("; "));
+  });
+
+  it("ends a call UNKNOWN when a handler throws something other than a GatewayError, reports it, and keeps serving", async () => {
     const err = await new Promise<grpc.ServiceError>((resolve) => {
       const call = client["Chat"]!() as grpc.ClientDuplexStream<Buffer, Buffer>;
       call.on("data", () => undefined);
@@ -651,7 +867,7 @@ describe(`native gRPC server (${transportName})`, () => {
     });
     assert.equal(err.code, grpc.status.UNKNOWN);
     assert.equal(err.details, "Unknown error");
-    assert.ok(native.errors.includes("/t.T/Chat: listener bug"), native.errors.join("; "));
+    assert.ok(native.errors.includes("/t.T/Chat: handler bug"), native.errors.join("; "));
     assert.equal((await unary(client, "Echo", Buffer.from("still here"))).res!.toString(), "still here");
   });
 
@@ -663,8 +879,8 @@ describe(`native gRPC server (${transportName})`, () => {
       );
       assert.equal(err.code, grpc.status.UNIMPLEMENTED);
       assert.equal(err.details, "The server does not implement the method /x.Y/Z");
-      assert.equal(native.server.register("/x.Y/Z", ((_c: unknown, cb: Cb) => cb(null, Buffer.from("yes"))) as never, (b: never) => b, (b) => b, "unary"), true);
-      assert.equal(native.server.register("/x.Y/Z", (() => undefined) as never, (b: never) => b, (b) => b, "unary"), false);
+      assert.equal(native.server.register("/x.Y/Z", { kind: "unary", ...RAW, handle: async () => Buffer.from("yes") }), true);
+      assert.equal(native.server.register("/x.Y/Z", { kind: "unary", ...RAW, handle: async () => Buffer.from("no") }), false);
       const ok = await new Promise<Buffer>((resolve, reject) =>
         c.makeUnaryRequest("/x.Y/Z", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), (e, v) => (e ? reject(e) : resolve(v!))),
       );
@@ -695,13 +911,7 @@ describe(`native gRPC server (${transportName})`, () => {
 describe(`native gRPC server shutdown (${transportName})`, () => {
   it("tryShutdown lets a call in flight finish, then calls back; new connections are refused", async () => {
     const { server, port } = await startNative({ transport });
-    server.register(
-      "/t.T/Slow",
-      ((_c: unknown, cb: Cb) => setTimeout(() => cb(null, Buffer.from("done")), 200)) as never,
-      (b: never) => b,
-      (b) => b,
-      "unary",
-    );
+    server.register("/t.T/Slow", { kind: "unary", ...RAW, handle: () => new Promise<Buffer>((resolve) => setTimeout(() => resolve(Buffer.from("done")), 200)) });
     const c = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
     try {
       const reply = new Promise<{ e: grpc.ServiceError | null; v?: Buffer }>((resolve) =>
@@ -738,7 +948,11 @@ describe(`native gRPC server shutdown (${transportName})`, () => {
   it("forceShutdown ends calls in flight: the handler sees 'cancelled', the client UNAVAILABLE or CANCELLED", async () => {
     const { server, port } = await startNative({ transport });
     let cancelled = false;
-    server.register("/t.T/Stuck", ((call: Unary) => call.once("cancelled", () => (cancelled = true))) as never, (b: never) => b, (b) => b, "unary");
+    server.register("/t.T/Stuck", {
+      kind: "unary",
+      ...RAW,
+      handle: (call: U) => new Promise<Buffer>(() => call.signal.addEventListener("abort", () => (cancelled = true))),
+    });
     const c = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
     try {
       const reply = new Promise<grpc.ServiceError | null>((resolve) =>

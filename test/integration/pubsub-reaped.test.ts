@@ -97,23 +97,3 @@ describe("platform_pubsub_subscribers_reaped_total: every reason, each counted o
     }
   });
 });
-
-describe("gRPC Subscribe writes events straight to the HTTP/2 stream", () => {
-  it("uses the direct write path (platform_pubsub_grpc_streams_total{path=\"direct\"}), never grpc-js's fallback", async () => {
-    const gw = await startTestGateway({ apiKeys: [KEY] });
-    try {
-      const client = gw.client("io.cloudevents.v1.Pubsub");
-      const subs = [subscribe(client, ["d.one"], md()), subscribe(client, ["d.two"], md())];
-      await Promise.all(subs.map((s) => s.ready()));
-      await publish(client, "d.one", event(1), md());
-      await subs[0]!.count(1);
-      assert.equal(subs[0]!.got[0].cloudevent.id, "e-1");
-      assert.equal(await series(gw, "platform_pubsub_grpc_streams_total", { path: "direct" }), 2);
-      assert.equal(await series(gw, "platform_pubsub_grpc_streams_total", { path: "grpc-js" }), 0);
-      assert.ok(!gw.logs.some((l) => /changed the server call/.test(String(l["msg"]))), "no grpc-js internals warning");
-      for (const s of subs) s.call.cancel();
-    } finally {
-      await gw.close();
-    }
-  });
-});

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import * as grpc from "@grpc/grpc-js";
+import { CallMetadata } from "../../src/main/grpc/native/metadata.js";
 import { createMetadataFilter } from "../../src/main/forward-metadata.js";
 import { DEFAULT_FORWARD_HEADERS, validateGatewayOptions } from "../../src/main/options.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
@@ -10,7 +10,7 @@ describe("forwarding allow-list", () => {
   const filter = createMetadataFilter(DEFAULT_FORWARD_HEADERS);
 
   it("keeps allow-listed gRPC metadata (every value) and drops the rest", () => {
-    const md = new grpc.Metadata();
+    const md = new CallMetadata();
     md.set("x-api-key", "secret");
     md.set("authorization", "Bearer t");
     md.set("traceparent", "00-abc-def-01");
@@ -30,7 +30,7 @@ describe("forwarding allow-list", () => {
 
   it("never forwards x-api-key or -bin entries, even when a list names them", () => {
     const loose = createMetadataFilter(["x-api-key", "traceparent", "x-trace-bin"]);
-    const md = new grpc.Metadata();
+    const md = new CallMetadata();
     md.set("x-api-key", "k");
     md.set("traceparent", "t");
     md.set("x-trace-bin", Buffer.from("b"));

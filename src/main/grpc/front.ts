@@ -1,24 +1,17 @@
-import * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, Metrics } from "../metrics.js";
 import type { ValidatedOptions } from "../options.js";
-import { DECOMPRESS_SHAPE, internalsProblem } from "./grpc-js-internals.js";
-import { messageTimeoutInterceptor } from "./message-timeout.js";
 import { NativeGrpcServer } from "./native/server.js";
 import type { H2ServerSession } from "../../h2/types.js";
-import { countSessions, guardResetFloods, guardWriteStalls, NGHTTP2_RESET_BURST, ResetBudget, ROTATED_MESSAGE } from "./session-guards.js";
-import { installStrictCompressedFlag } from "./strict-decoding.js";
+import { NGHTTP2_RESET_BURST, ResetBudget, ROTATED_MESSAGE } from "./session-guards.js";
 import { loadTls, logServing, serverTlsOptions, watchTls, type TlsWatch } from "../tls.js";
 
-/**
- * What the gateway's gRPC services are bound to (bindService, the transparent proxy, reflection): the parts of
- * grpc-js's Server they use, which the native server (native/server.ts) offers with the same signatures.
- */
-export type GrpcServiceHost = Pick<grpc.Server, "addService" | "register" | "unregister">;
+/** What the gateway's gRPC services are bound to (bindService, the transparent proxy, reflection). */
+export type GrpcServiceHost = Pick<NativeGrpcServer, "addService" | "register" | "unregister">;
 
-/** The gateway's gRPC endpoint, whichever server implements it (`grpcServer` option). */
+/** The gateway's gRPC endpoint. */
 export interface GrpcFront {
   readonly services: GrpcServiceHost;
   /** Listen on the options' host and grpcPort and start the connection guards; resolves the bound port. */
@@ -31,7 +24,7 @@ export interface GrpcFront {
   forceShutdown(): void;
 }
 
-/** What a front is made from. */
+/** What the front is made from. */
 export interface GrpcFrontDeps {
   options: ValidatedOptions;
   logger: Logger;
@@ -40,7 +33,7 @@ export interface GrpcFrontDeps {
   requests: CounterMetric<"method" | "code">;
 }
 
-/** The address grpc-js and net take for host:port (IPv6 literals bracketed for grpc-js). */
+/** host:port for messages (IPv6 literals bracketed). */
 function address(host: string, port: number): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
 }
@@ -49,7 +42,7 @@ function listenFailure(addr: string, err: Error): GatewayError {
   return new GatewayError(Code.UNAVAILABLE, `gRPC server cannot listen on ${addr}: ${err.message}`);
 }
 
-/** Guard counters shared by both fronts (the same metric names whichever server runs). */
+/** The guards' counters. */
 function guardMetrics(metrics: Metrics): { rotated: CounterMetric<never>; stalled: CounterMetric<never>; refused: CounterMetric<never> } {
   return {
     refused: metrics.counter("platform_grpc_connections_refused_total", "gRPC connections closed at accept because --grpc-max-connections were open (native server)", []),
@@ -58,61 +51,20 @@ function guardMetrics(metrics: Metrics): { rotated: CounterMetric<never>; stalle
   };
 }
 
-/** The gRPC endpoint on grpc-js (node:http2), with the gateway's guards around grpc-js's sessions. */
-export function grpcJsFront(deps: GrpcFrontDeps): GrpcFront {
-  const { options: opts, logger } = deps;
-  // channelz stays on for the server: grpc-js (1.14) tracks a server's sessions only in its channelz handler, so with
-  // channelz off tryShutdown() never sends GOAWAY to connected clients (close() then always waits the full timeout)
-  // and forceShutdown() leaves their sessions and in-flight calls open forever.
-  if (!installStrictCompressedFlag()) logger.warn({}, `compressed-flag messages without grpc-encoding are not refused: ${internalsProblem(DECOMPRESS_SHAPE)}`);
-  const server = new grpc.Server({
-    "grpc.max_receive_message_length": opts.maxBodyBytes,
-    "grpc.max_send_message_length": 64 * 1024 * 1024,
-    // grpc-js advertises no limit (2^32-1) unless told; each stream holds buffers and a handler.
-    "grpc.max_concurrent_streams": opts.grpcMaxConcurrentStreams,
-    interceptors: [messageTimeoutInterceptor(opts.grpcMessageTimeoutMs, deps.requests)],
-  });
-  let sessions: { readonly size: number } = { size: 0 };
-  let stopStallGuard = (): void => undefined;
-  return {
-    services: server,
-    async listen() {
-      if (opts.tls) throw new GatewayError(Code.FAILED_PRECONDITION, "TLS on the gRPC port is served by --grpc-server native only");
-      const addr = address(opts.host, opts.grpcPort);
-      const port = await new Promise<number>((resolve, reject) =>
-        server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(listenFailure(addr, err)) : resolve(bound))),
-      );
-      const m = guardMetrics(deps.metrics);
-      guardResetFloods(server, { logger, rotated: m.rotated });
-      sessions = countSessions(server, logger);
-      stopStallGuard = guardWriteStalls(server, { logger, stallTimeoutMs: opts.writeStallTimeoutMs, stalled: m.stalled });
-      return port;
-    },
-    get sessions() {
-      return sessions;
-    },
-    tryShutdown: (done) => server.tryShutdown(() => done()),
-    forceShutdown() {
-      server.forceShutdown();
-      stopStallGuard();
-    },
-  };
-}
-
 /** RST_STREAM / GOAWAY code a session is destroyed with when its client's resets use up the whole budget. */
 const ENHANCE_YOUR_CALM = 0xb;
 const CANCEL = 0x8;
 
 /**
- * The gRPC endpoint on the gateway's native server (native/server.ts), with the same guards as the grpc-js front,
- * built on the server's own hooks instead of grpc-js's private sessions:
- * - resets: the budget the grpc-js front mirrors from nghttp2 (a token bucket of NGHTTP2_RESET_BURST client resets,
+ * The gRPC endpoint on the gateway's gRPC server (native/server.ts), with its connection guards built on the server's
+ * hooks:
+ * - resets: nghttp2's budget (a token bucket of NGHTTP2_RESET_BURST client resets,
  *   refilled NGHTTP2_RESET_RATE a second). At half of it the connection is closed gracefully (GOAWAY NO_ERROR: calls in
  *   flight finish, the client reconnects with a full budget); a client that keeps resetting on the old connection until
  *   the budget is gone has it destroyed (GOAWAY ENHANCE_YOUR_CALM), as nghttp2 would.
  * - write stalls: every stream with buffered reply bytes that have not shrunk for the write-stall timeout is reset.
  */
-export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
+export function createGrpcFront(deps: GrpcFrontDeps): GrpcFront {
   const { options: opts, logger } = deps;
   const m = guardMetrics(deps.metrics);
   const budgets = new WeakMap<H2ServerSession, ResetBudget>();
@@ -133,7 +85,7 @@ export function nativeGrpcFront(deps: GrpcFrontDeps): GrpcFront {
       onConnectionRefused: () => m.refused.inc({}),
     },
     onMessageTimeout: (path) => deps.requests.inc({ method: path.slice(1), code: "DEADLINE_EXCEEDED" }),
-    // A listener or hook that threw: the call ended UNKNOWN; grpc-js would have let it crash the process.
+    // A handler or hook that threw something other than a GatewayError (a bug): the call ended UNKNOWN.
     onError: (err, path) => logger.error({ err, method: path.slice(1) }, "gRPC handler threw"),
     onStreamClose({ session, byClient }) {
       if (!byClient) return;

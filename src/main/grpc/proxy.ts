@@ -1,4 +1,4 @@
-import * as grpc from "@grpc/grpc-js";
+import type * as grpc from "@grpc/grpc-js";
 import type { Backend } from "../../backends/backend.js";
 import type { BackendRegistry } from "../../backends/registry.js";
 import type { BackendSchema } from "../../backends/schema.js";
@@ -11,12 +11,13 @@ import type { Logger } from "../logger.js";
 import type { CounterMetric } from "../metrics.js";
 import { kindOf, type MethodKind } from "../ops/dispatch.js";
 import type { GrpcServiceHost } from "./front.js";
-import { deadlineOf, toStatusObject } from "./server.js";
+import type { CallBase, MethodHandler, ReplyStream, RequestStream, UnaryCall } from "./native/call-types.js";
+import { CallMetadata } from "./native/metadata.js";
 
 /** What the proxy needs from the gateway's gRPC server setup. */
 export interface ProxyBinding {
   /** Shutdown gate and x-api-key check; a GatewayError refuses the call. */
-  admit(md: grpc.Metadata): GatewayError | undefined;
+  admit(md: CallMetadata): GatewayError | undefined;
   /** Service names the gateway serves itself (its own services and reflection): never proxied. */
   reserved: readonly string[];
 }
@@ -61,10 +62,19 @@ export interface GrpcProxy {
 }
 
 const identity = (b: Buffer): Buffer => b;
-const GRPC_TYPE: Record<MethodKind, string> = { unary: "unary", "server-streaming": "serverStream", "client-streaming": "clientStream", "bidi-streaming": "bidi" };
 
-function status(code: Code, details: string, metadata?: grpc.Metadata): Partial<grpc.StatusObject> {
-  return { code: code as number as grpc.status, details, metadata: metadata ?? new grpc.Metadata() };
+/** A backend's trailers (grpc-js client metadata) as the trailers of the caller's call; entries it refuses are dropped. */
+function trailersOf(md: grpc.Metadata | undefined, into: CallMetadata): void {
+  if (!md) return;
+  for (const [key, values] of Object.entries(md.toJSON())) {
+    for (const v of values) {
+      try {
+        into.add(key, v);
+      } catch {
+        // A backend's entry the caller's side cannot carry (e.g. a reserved key): not forwarded.
+      }
+    }
+  }
 }
 
 /** Create the proxy over the backend registry. */
@@ -85,88 +95,93 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
 
   const backendFor = (name: string): Backend => backends.get(name)!;
 
-  const handlerFor = (backendName: string, path: string, kind: MethodKind): grpc.UntypedHandleCall => {
-    const refuse = (md: grpc.Metadata): Partial<grpc.StatusObject> | undefined => {
+  const handlerFor = (backendName: string, path: string, kind: MethodKind): MethodHandler<Buffer, Buffer> => {
+    const refuse = (md: CallMetadata): GatewayError | undefined => {
       const refused = binding!.admit(md);
-      if (!refused) return undefined;
-      opts.calls.inc({ kind, code: refused.codeName });
-      return toStatusObject(refused);
+      if (refused) opts.calls.inc({ kind, code: refused.codeName });
+      return refused;
     };
     if (kind === "unary") {
-      return (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
-        const refused = refuse(call.metadata);
-        if (refused) return callback(refused);
-        // Cleared once the backend answered: grpc-js also emits "cancelled" when the stream closes after the reply.
-        const running = linkedSignal();
-        call.once("cancelled", () => running.abort());
-        const deadline = deadlineOf(call) ?? Date.now() + opts.invokeDeadlineMs;
-        void backendFor(backendName)
-          .call(path, call.request, filter.fromGrpc(call.metadata), deadline, running.signal)
-          .then((o) => {
-            running.clear();
-            opts.calls.inc({ kind, code: o.ok ? "OK" : codeName(o.code) });
-            if (o.ok) callback(null, o.bytes);
-            else callback(status(o.code, o.message));
-          });
+      return {
+        kind: "unary",
+        serialize: identity,
+        deserialize: identity,
+        async handle(call: UnaryCall<Buffer>): Promise<Buffer> {
+          const refused = refuse(call.metadata);
+          if (refused) throw refused;
+          // Cleared once the backend answered: the call's signal also aborts when its stream closes after the reply.
+          const running = linkedSignal({ parents: [call.signal] });
+          const deadline = call.deadline ?? Date.now() + opts.invokeDeadlineMs;
+          const o = await backendFor(backendName).call(path, call.request, filter.fromGrpc(call.metadata), deadline, running.signal);
+          running.clear();
+          opts.calls.inc({ kind, code: o.ok ? "OK" : codeName(o.code) });
+          if (o.ok) return o.bytes;
+          throw new GatewayError(o.code, o.message);
+        },
       };
     }
-    // Streaming kinds: the backend is read only while the caller's write buffer has room, and the caller's stream is
-    // paused while one request is on its way to the backend, so neither side buffers more than one message here.
-    return (call: grpc.ServerDuplexStream<Buffer, Buffer>, callback?: grpc.sendUnaryData<Buffer>) => {
-      const refused = refuse(call.metadata);
-      if (refused) return void (callback ? callback(refused) : call.emit("error", refused));
-      let ended = false;
-      let response: Buffer | undefined;
-      const backendCall = openStreamCall(backendFor(backendName), path, filter.fromGrpc(call.metadata), deadlineOf(call) ?? Infinity, {
-        onMessage(bytes) {
-          if (kind === "client-streaming") {
-            response = bytes;
-            backendCall.read();
-          } else if (call.write(bytes)) backendCall.read();
-          else call.once("drain", () => backendCall.read());
-        },
-        onStatus(code, details, trailers) {
+    // Streaming kinds: the backend is read only while the caller's write buffer has room, and the next request is
+    // taken from the caller only once the previous one is on its way to the backend, so neither side buffers more
+    // than a message here.
+    const run = (call: CallBase, input: Buffer | RequestStream<Buffer>, out: ReplyStream<Buffer> | undefined): Promise<Buffer | undefined> =>
+      new Promise((resolve, reject) => {
+        const refused = refuse(call.metadata);
+        if (refused) return reject(refused);
+        let ended = false;
+        let response: Buffer | undefined;
+        const backendCall = openStreamCall(backendFor(backendName), path, filter.fromGrpc(call.metadata), call.deadline ?? Infinity, {
+          onMessage(bytes) {
+            if (!out) {
+              response = bytes;
+              backendCall.read();
+            } else if (out.write(bytes)) backendCall.read();
+            else void out.drained().then(() => backendCall.read());
+          },
+          onStatus(code, details, trailers) {
+            if (ended) return;
+            ended = true;
+            streams.delete(closing);
+            opts.calls.inc({ kind, code: codeName(code) });
+            trailersOf(trailers, call.trailers);
+            if (code !== Code.OK) reject(new GatewayError(code, details));
+            else if (kind === "client-streaming" && response === undefined) reject(new GatewayError(Code.UNIMPLEMENTED, "No message received"));
+            else resolve(response);
+          },
+        });
+        // The backend's CANCELLED status is what the caller would see: say why instead.
+        const closing = (): void => {
           if (ended) return;
           ended = true;
           streams.delete(closing);
-          opts.calls.inc({ kind, code: codeName(code) });
-          if (callback) {
-            if (code !== Code.OK) callback(status(code, details, trailers));
-            else if (response === undefined) callback(status(Code.UNIMPLEMENTED, "No message received"));
-            else callback(null, response, trailers);
-            return;
+          opts.calls.inc({ kind, code: "UNAVAILABLE" });
+          reject(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
+          backendCall.cancel("the gateway is shutting down");
+        };
+        streams.add(closing);
+        call.signal.addEventListener("abort", () => ended || backendCall.cancel("Cancelled on client"), { once: true });
+        backendCall.read();
+        if (Buffer.isBuffer(input)) {
+          void backendCall.write(input);
+          backendCall.end();
+          return;
+        }
+        void (async () => {
+          for await (const bytes of input.messages()) {
+            if (ended) break;
+            await backendCall.write(bytes);
           }
-          if (code !== Code.OK) call.emit("error", status(code, details, trailers));
-          else call.end(trailers);
-        },
+          if (!ended && !call.signal.aborted) backendCall.end();
+        })().catch(reject);
       });
-      // The backend's CANCELLED status is what the caller would see: say why instead.
-      const closing = (): void => {
-        if (ended) return;
-        ended = true;
-        streams.delete(closing);
-        opts.calls.inc({ kind, code: "UNAVAILABLE" });
-        const st = status(Code.UNAVAILABLE, "the gateway is shutting down");
-        if (callback) callback(st);
-        else call.emit("error", st);
-        backendCall.cancel("the gateway is shutting down");
-      };
-      streams.add(closing);
-      call.on("error", () => undefined);
-      call.once("cancelled", () => ended || backendCall.cancel("Cancelled on client"));
-      backendCall.read();
-      if (kind === "server-streaming") {
-        const req = (call as unknown as { request: Buffer }).request;
-        void backendCall.write(req);
-        backendCall.end();
-        return;
-      }
-      call.on("data", (bytes: Buffer) => {
-        call.pause();
-        void backendCall.write(bytes).then(() => call.resume());
-      });
-      call.on("end", () => backendCall.end());
-    };
+    const codec = { serialize: identity, deserialize: identity };
+    switch (kind) {
+      case "server-streaming":
+        return { kind: "serverStream", ...codec, handle: (call) => run(call, call.request, call).then(() => call.end(), (e: unknown) => call.end(GatewayError.from(e))) };
+      case "client-streaming":
+        return { kind: "clientStream", ...codec, handle: (call) => run(call, call, undefined).then((r) => r!) };
+      case "bidi-streaming":
+        return { kind: "bidi", ...codec, handle: (call) => run(call, call, call).then(() => call.end(), (e: unknown) => call.end(GatewayError.from(e))) };
+    }
   };
 
   const apply = (backendName: string, schema: BackendSchema): void => {
@@ -191,7 +206,7 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
       for (const m of schema.methods) {
         if (!m.fullName.startsWith(service + "/")) continue;
         const kind = kindOf(m);
-        srv.register(m.path, handlerFor(backendName, m.path, kind), identity, identity, GRPC_TYPE[kind]);
+        srv.register(m.path, handlerFor(backendName, m.path, kind));
         paths.push(m.path);
       }
     }

@@ -1,4 +1,4 @@
-import * as grpc from "@grpc/grpc-js";
+import type * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema, type DescriptorProto } from "@bufbuild/protobuf/wkt";
@@ -6,7 +6,11 @@ import { echo } from "../../shared/echo.js";
 import { protoDir } from "../../shared/paths.js";
 import type { ServerReflectionRequest__Output } from "../../gen/reflection/grpc/reflection/v1/ServerReflectionRequest.js";
 import type { ServerReflectionResponse } from "../../gen/reflection/grpc/reflection/v1/ServerReflectionResponse.js";
+import { Code } from "../../shared/code.js";
+import type { GatewayError } from "../../shared/gateway-error.js";
 import type { GrpcServiceHost } from "./front.js";
+import type { BidiCall } from "./native/call-types.js";
+import type { CallMetadata } from "./native/metadata.js";
 
 /**
  * A gRPC server reflection service (v1 and v1alpha) over a set of encoded FileDescriptorProtos. Unlike
@@ -25,8 +29,8 @@ export interface ReflectionServiceOptions {
    * rebuilt only when a source's `version` changed. Files whose name is already known are ignored.
    */
   extra?: () => ReadonlyArray<{ version: number; files: readonly Uint8Array[]; services: readonly string[] }>;
-  /** Called with each call's metadata; a returned status refuses the call (e.g. a missing x-api-key). */
-  admit?: (metadata: grpc.Metadata) => Partial<grpc.StatusObject> | undefined;
+  /** Called with each call's metadata; a returned error refuses the call (e.g. a missing x-api-key). */
+  admit?: (metadata: CallMetadata) => GatewayError | undefined;
 }
 
 interface Index {
@@ -86,7 +90,7 @@ function answer(index: Index, services: readonly string[], req: ReflectionReques
   // An error answer repeats the request, so its strings are cut as every error message's are (a 2 MiB symbol made a
   // 4 MiB answer).
   const echoed = (): ReflectionRequest => Object.fromEntries(Object.entries(req).map(([k, v]) => [k, typeof v === "string" ? echo(v) : v])) as ReflectionRequest;
-  const notFound = (what: string) => ({ ...base, original_request: echoed(), error_response: { error_code: grpc.status.NOT_FOUND, error_message: what } });
+  const notFound = (what: string) => ({ ...base, original_request: echoed(), error_response: { error_code: Code.NOT_FOUND, error_message: what } });
   switch (req.message_request) {
     case "list_services":
       return { ...base, list_services_response: { service: services.map((name) => ({ name })) } };
@@ -109,13 +113,14 @@ function answer(index: Index, services: readonly string[], req: ReflectionReques
       return { ...base, all_extension_numbers_response: { base_type_name: type, extension_number: [] } };
     }
     default:
-      return { ...base, original_request: echoed(), error_response: { error_code: grpc.status.UNIMPLEMENTED, error_message: "unsupported reflection request" } };
+      return { ...base, original_request: echoed(), error_response: { error_code: Code.UNIMPLEMENTED, error_message: "unsupported reflection request" } };
   }
 }
 
 let definitions: Record<"v1" | "v1alpha", grpc.ServiceDefinition> | undefined;
 
-function reflectionDefinitions(): Record<"v1" | "v1alpha", grpc.ServiceDefinition> {
+/** The loaded v1 and v1alpha ServerReflection service definitions. */
+export function reflectionDefinitions(): Record<"v1" | "v1alpha", grpc.ServiceDefinition> {
   if (definitions) return definitions;
   const load = (v: string) => {
     const pkg = loadSync(`grpc/reflection/${v}/reflection.proto`, { keepCase: true, oneofs: true, defaults: false, includeDirs: [protoDir()] });
@@ -124,8 +129,11 @@ function reflectionDefinitions(): Record<"v1" | "v1alpha", grpc.ServiceDefinitio
   return (definitions = { v1: load("v1"), v1alpha: load("v1alpha") });
 }
 
-/** Add the reflection service(s) to a grpc-js server. */
-export function addReflectionService(server: GrpcServiceHost, opts: ReflectionServiceOptions): void {
+/** A reflection request as proto-loader decodes it, and the answer. */
+export type ReflectionAnswerer = (req: ReflectionRequest) => ServerReflectionResponse;
+
+/** The answer to each reflection request over `opts`' files and services (no transport: any server can host it). */
+export function createReflectionAnswerer(opts: Omit<ReflectionServiceOptions, "admit" | "versions">): ReflectionAnswerer {
   const own = { index: buildIndex(opts.files), services: opts.services };
   let merged = own;
   let mergedKey = "";
@@ -143,19 +151,23 @@ export function addReflectionService(server: GrpcServiceHost, opts: ReflectionSe
     }
     return merged;
   };
+  return (req) => {
+    const { index, services } = current();
+    return answer(index, services, req);
+  };
+}
+
+/** Add the reflection service(s) to the gateway's gRPC server. */
+export function addReflectionService(server: GrpcServiceHost, opts: ReflectionServiceOptions): void {
+  const answerOf = createReflectionAnswerer(opts);
   const defs = reflectionDefinitions();
-  const handler = (call: grpc.ServerDuplexStream<ReflectionRequest, ServerReflectionResponse>): void => {
+  const handler = async (call: BidiCall<ReflectionRequest, ServerReflectionResponse>): Promise<void> => {
     const refused = opts.admit?.(call.metadata);
-    if (refused) {
-      call.emit("error", refused);
-      return;
+    if (refused) return call.end(refused);
+    for await (const req of call.messages()) {
+      if (!call.write(answerOf(req))) await call.drained();
     }
-    call.on("data", (req: ReflectionRequest) => {
-      const { index, services } = current();
-      call.write(answer(index, services, req));
-    });
-    call.on("end", () => call.end());
-    call.on("error", () => undefined);
+    call.end();
   };
   for (const v of opts.versions ?? ["v1", "v1alpha"]) {
     server.addService(defs[v], { ServerReflectionInfo: handler });

@@ -1,4 +1,4 @@
-import * as grpc from "@grpc/grpc-js";
+import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { linkedSignal, type LinkedSignal } from "../../shared/signals.js";
@@ -6,12 +6,15 @@ import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
 import type { GrpcServiceHost } from "./front.js";
+import type { BidiCall, ClientStreamCall, ServerStreamCall, UnaryCall } from "./native/call-types.js";
+import type { CallMetadata } from "./native/metadata.js";
+import type { ServiceHandlers } from "./native/server.js";
 import { decodeFailureOf, withStrictRequest } from "./strict-decoding.js";
 
 /** What a unary handler gets besides the request. */
 export interface UnaryContext {
   /** Inbound metadata (x-api-key already checked). */
-  metadata: grpc.Metadata;
+  metadata: CallMetadata;
   /** Aborted when the caller cancels or the deadline passes. */
   signal: AbortSignal;
   /** The caller's deadline as epoch ms, or undefined when none was set. */
@@ -23,10 +26,10 @@ export interface UnaryContext {
  * request is `never` here, so any typed handler fits; GrpcImpl gives each method its generated request type.
  */
 export type UnaryMethod = (req: never, ctx: UnaryContext) => Promise<unknown>;
-/** A server-streaming handler; owns the call once invoked (auth and closing already checked). */
-export type ServerStreamMethod = (call: grpc.ServerWritableStream<never, never>) => void;
-/** A client- or bidi-streaming handler; owns the call once invoked (auth and closing already checked). */
-export type DuplexMethod = (call: grpc.ServerDuplexStream<never, never>) => void;
+/** A server-streaming handler; owns the call once invoked (auth and closing already checked) and ends it. */
+export type ServerStreamMethod = (call: ServerStreamCall<never, never>) => void | Promise<void>;
+/** A bidi-streaming handler; owns the call once invoked (auth and closing already checked) and ends it. */
+export type DuplexMethod = (call: BidiCall<never, never>) => void | Promise<void>;
 /** Handlers of one gRPC service by method name. Methods left out answer UNIMPLEMENTED. */
 export type ServiceImpl = Record<string, UnaryMethod | ServerStreamMethod | DuplexMethod>;
 
@@ -40,9 +43,9 @@ export type ServiceImpl = Record<string, UnaryMethod | ServerStreamMethod | Dupl
 export type GrpcImpl<H> = {
   // Server-streaming before bidi: a duplex call is also a writable one, so the other order would match both.
   [K in keyof H as string extends K ? never : K]?: H[K] extends grpc.handleServerStreamingCall<infer Req, infer Res>
-    ? (call: grpc.ServerWritableStream<Req, Res>) => void
+    ? (call: ServerStreamCall<Req, Res>) => void | Promise<void>
     : H[K] extends grpc.handleBidiStreamingCall<infer Req, infer Res>
-      ? (call: grpc.ServerDuplexStream<Req, Res>) => void
+      ? (call: BidiCall<Req, Res>) => void | Promise<void>
       : H[K] extends grpc.handleUnaryCall<infer Req, infer Res>
         ? (req: Req, ctx: UnaryContext) => Promise<Res>
         : never;
@@ -70,32 +73,19 @@ export interface BindDeps {
   inflight: { count: number; onIdle?: () => void };
 }
 
-/** A call's deadline as epoch ms, or undefined when the caller set none. */
-export function deadlineOf(call: { getDeadline(): grpc.Deadline }): number | undefined {
-  const d = call.getDeadline();
-  const ms = d instanceof Date ? d.getTime() : d;
-  return Number.isFinite(ms) ? ms : undefined;
-}
-
 /**
- * The status a call aborted by grpc-js ended with, as the caller saw it: its deadline passed, or it cancelled. What
- * the handler returned afterwards never reached the caller, so it is not counted as OK.
+ * The status the caller saw for a call that ended before its handler replied: its deadline passed, or it cancelled.
+ * What the handler returned afterwards never reached the caller, so it is not counted as OK.
  */
-function abortedCode(call: { getDeadline(): grpc.Deadline }): string {
-  const deadline = deadlineOf(call);
-  return deadline !== undefined && deadline <= Date.now() ? "DEADLINE_EXCEEDED" : "CANCELLED";
-}
-
-/** A grpc-js status object from a GatewayError (what `callback(err)` and stream `error` take). */
-export function toStatusObject(e: GatewayError): Partial<grpc.StatusObject> {
-  return { code: e.code as number as grpc.status, details: e.rawMessage, metadata: new grpc.Metadata() };
+function abortedCode(call: { readonly deadline: number | undefined }): string {
+  return call.deadline !== undefined && call.deadline <= Date.now() ? "DEADLINE_EXCEEDED" : "CANCELLED";
 }
 
 /** Check closing and x-api-key; a GatewayError when the call must be refused. */
-export function admit(deps: BindDeps, md: grpc.Metadata): GatewayError | undefined {
+export function admit(deps: BindDeps, md: CallMetadata): GatewayError | undefined {
   if (deps.isClosing()) return new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
   // Every copy, joined as HTTP/2 joins repeats: the same check and message as the REST and WebSocket fronts.
-  const keys = md.get("x-api-key").filter((v): v is string => typeof v === "string");
+  const keys = md.strings("x-api-key");
   return apiKeyRefusal(deps.auth, keys.length === 0 ? undefined : keys.join(", "));
 }
 
@@ -104,80 +94,90 @@ export function admit(deps: BindDeps, md: grpc.Metadata): GatewayError | undefin
  * error translation around the handler in `impl`.
  */
 export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDefinition, impl: ServiceImpl, deps: BindDeps): void {
-  const handlers: grpc.UntypedServiceImplementation = {};
+  const handlers: Record<string, ServiceHandlers[string]> = {};
   // A copy: the package definition is shared with clients in the same process.
   const bound: Record<string, grpc.MethodDefinition<unknown, unknown>> = { ...definition };
   for (const [name, def] of Object.entries(definition)) {
     const method = def.path.slice(1);
     bound[name] = withStrictRequest(def);
     const h = impl[name] ?? impl[def.originalName ?? ""];
+    const refuse = (err: GatewayError): void => {
+      deps.requests.inc({ method, code: err.codeName });
+    };
     if (def.responseStream && !def.requestStream) {
       const stream = h as ServerStreamMethod | undefined;
       if (stream && (stream as unknown as Record<symbol, boolean>)[RAW]) {
         bound[name] = { ...bound[name]!, responseSerialize: (b: unknown) => b as Buffer };
       }
-      handlers[name] = (call: grpc.ServerWritableStream<unknown, unknown>) => {
+      handlers[name] = (call: ServerStreamCall<unknown, unknown>) => {
         deps.requests.inc({ method, code: "STARTED" });
         const refused =
           admit(deps, call.metadata) ?? (stream ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)) ?? decodeFailureOf(call.request);
         if (refused) {
-          deps.requests.inc({ method, code: refused.codeName });
-          call.emit("error", toStatusObject(refused));
+          refuse(refused);
+          call.end(refused);
           return;
         }
-        stream!(call as grpc.ServerWritableStream<never, never>);
+        return stream!(call as ServerStreamCall<never, never>);
+      };
+      continue;
+    }
+    if (def.requestStream && !def.responseStream) {
+      // No gateway service has a client-streaming method (the proxy binds backends' own through register()).
+      handlers[name] = async (call: ClientStreamCall<unknown>): Promise<never> => {
+        deps.requests.inc({ method, code: "STARTED" });
+        const refused = admit(deps, call.metadata) ?? new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`);
+        refuse(refused);
+        throw refused;
       };
       continue;
     }
     if (def.requestStream) {
       const duplex = h as DuplexMethod | undefined;
-      handlers[name] = (call: grpc.ServerDuplexStream<unknown, unknown>) => {
+      handlers[name] = (call: BidiCall<unknown, unknown>) => {
         deps.requests.inc({ method, code: "STARTED" });
         const refused = admit(deps, call.metadata) ?? (duplex ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`));
         if (refused) {
-          deps.requests.inc({ method, code: refused.codeName });
-          call.emit("error", toStatusObject(refused));
+          refuse(refused);
+          call.end(refused);
           return;
         }
-        duplex!(call as grpc.ServerDuplexStream<never, never>);
+        return duplex!(call as BidiCall<never, never>);
       };
       continue;
     }
     const unary = h as UnaryMethod | undefined;
-    handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+    handlers[name] = async (call: UnaryCall<unknown>): Promise<unknown> => {
       const started = performance.now();
       let work: LinkedSignal | undefined;
-      const finish = (err: GatewayError | null, res?: unknown): void => {
+      const finish = (err: GatewayError | null): void => {
         work?.clear();
         const code = work?.signal.aborted ? abortedCode(call) : err ? err.codeName : "OK";
         deps.requests.inc({ method, code });
         deps.latency.observe({ method, code }, (performance.now() - started) / 1000);
-        if (err) callback(toStatusObject(err));
-        else callback(null, res);
       };
       const refused =
         admit(deps, call.metadata) ?? (unary ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)) ?? decodeFailureOf(call.request);
-      if (refused) return finish(refused);
-      // grpc-js also emits "cancelled" when the stream closes after the response: finish() clears the signal first,
-      // so only calls still running are aborted.
-      const running = (work = linkedSignal());
-      // Checked first: the error (and its stack) is not built for the "cancelled" that follows every reply.
-      call.once("cancelled", () => {
-        if (!running.cleared) running.abort(new GatewayError(Code.CANCELLED, "the caller cancelled the call"));
-      });
+      if (refused) {
+        finish(refused);
+        throw refused;
+      }
+      // The call's signal also aborts when its stream closes after the reply: finish() clears this one first, so only
+      // calls still running are aborted.
+      const running = (work = linkedSignal({ parents: [call.signal] }));
       deps.inflight.count++;
-      unary!(call.request as never, { metadata: call.metadata, signal: running.signal, deadline: deadlineOf(call) })
-        .then(
-          (res) => finish(null, res),
-          (e: unknown) => {
-            const err = GatewayError.from(e);
-            if (err.code === Code.INTERNAL || err.code === Code.UNKNOWN) deps.logger.error({ err: e, method }, "gRPC handler failed");
-            finish(err);
-          },
-        )
-        .finally(() => {
-          if (--deps.inflight.count === 0) deps.inflight.onIdle?.();
-        });
+      try {
+        const res = await unary!(call.request as never, { metadata: call.metadata, signal: running.signal, deadline: call.deadline });
+        finish(null);
+        return res;
+      } catch (e) {
+        const err = GatewayError.from(e);
+        if (err.code === Code.INTERNAL || err.code === Code.UNKNOWN) deps.logger.error({ err: e, method }, "gRPC handler failed");
+        finish(err);
+        throw err;
+      } finally {
+        if (--deps.inflight.count === 0) deps.inflight.onIdle?.();
+      }
     };
   }
   server.addService(bound as grpc.ServiceDefinition, handlers);

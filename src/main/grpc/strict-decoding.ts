@@ -1,13 +1,13 @@
-import * as grpc from "@grpc/grpc-js";
+import type * as grpc from "@grpc/grpc-js";
 import type { DescMessage } from "@bufbuild/protobuf";
 import { gatewayRegistry } from "../../shared/protos.js";
 import type { GatewayError } from "../../shared/gateway-error.js";
 import { checkWire } from "../../shared/wire-check.js";
-import { wrapDecompressMessage } from "./grpc-js-internals.js";
 
 /**
- * Strict request decoding for the gateway's own gRPC services: what grpc-js and protobufjs let through and the gateway
- * refuses before any handler runs.
+ * Strict request decoding for the gateway's own gRPC services: what protobufjs lets through and the gateway refuses
+ * before any handler runs. (A compressed-flag message on a call without grpc-encoding is refused by the server itself,
+ * native/calls.ts.)
  */
 
 const DECODE_ERROR = Symbol("decodeError");
@@ -45,30 +45,4 @@ export function withStrictRequest<Req, Res>(def: grpc.MethodDefinition<Req, Res>
       return err ? ({ [DECODE_ERROR]: err } as unknown as Req) : decode(buf);
     },
   };
-}
-
-let installed: boolean | undefined;
-
-/**
- * Make grpc-js refuse a request message whose compressed flag is set on a call without a `grpc-encoding` (or with
- * `identity`): the gRPC protocol makes that an INTERNAL error, and grpc-js 1.14 reads such a message as uncompressed.
- * grpc-js has no option for it, so this wraps `BaseServerInterceptingCall.decompressMessage` (which gets the
- * 5-byte-prefixed message and the call's encoding) once per process, through grpc-js-internals.ts. Returns false when
- * the grpc-js version has no such method (the tests in test/integration/input-hardening.test.ts and
- * grpc-js-internals.test.ts then fail, so an upgrade cannot lose this silently).
- */
-export function installStrictCompressedFlag(): boolean {
-  if (installed !== undefined) return installed;
-  return (installed = wrapDecompressMessage(
-    (original) =>
-      function (this: unknown, message: Buffer, encoding: string): Promise<Buffer> {
-        if (encoding === "identity" && message[0] === 1) {
-          return Promise.reject({
-            code: grpc.status.INTERNAL,
-            details: "the request message has the compressed flag set, but the call names no grpc-encoding",
-          });
-        }
-        return original.call(this, message, encoding);
-      },
-  ));
 }

@@ -7,6 +7,13 @@ import { validatePublish, withPublishDefaults } from "../cloudevent-validate.js"
 import type { GatewayContext } from "../context.js";
 import { echo } from "../../shared/echo.js";
 
+/**
+ * Topics one subscription may name, on every front: one gRPC Subscribe call, one WebSocket (SSE names at most
+ * MAX_SSE_TOPICS, its topics travel in the URL). Each topic can be an upstream subscription (on Dapr, a daprd stream),
+ * so one request must not open thousands.
+ */
+export const MAX_SUBSCRIPTION_TOPICS = 256;
+
 /** The pub/sub operations shared by the gRPC and REST front ends. */
 export interface PubsubOps {
   /**

@@ -4,7 +4,7 @@ import { Code } from "../../shared/code.js";
 import { cloudEventFromJson } from "../../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import { inBandFailure } from "../../shared/status.js";
-import type { PubsubOps } from "../ops/pubsub.js";
+import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../rest/router.js";
@@ -13,8 +13,8 @@ import { refuse, uwsFrameLimit, type WebDeps } from "./web-deps.js";
 /** WebSocket close codes the gateway sends (4000-4999 is the private range). */
 export const CLOSE = { slow: 4008, tokenExpired: 4001, upstreamFailed: 4002, shutdown: 1001 } as const;
 
-/** Topics one WebSocket may hold at once. */
-export const MAX_WS_TOPICS = 256;
+/** Topics one WebSocket may hold at once: the bound of one subscription (ops/pubsub.ts). */
+export const MAX_WS_TOPICS = MAX_SUBSCRIPTION_TOPICS;
 /** Requests (subscribe, publish) one WebSocket may have in flight; past it: RESOURCE_EXHAUSTED. */
 export const MAX_WS_INFLIGHT = 32;
 /** How long a socket closed with a close frame may take to read it before it is dropped. */

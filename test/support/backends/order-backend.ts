@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { create, createFileRegistry, fromBinary, fromJson, toBinary, type DescMessage, type FileRegistry, type JsonValue } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
-import { addReflectionService } from "../../../src/main/grpc/reflection-service.js";
+import { addGrpcJsReflectionService } from "../grpc-js-reflection.js";
 import { encodedFileDescriptorProtos, SHOP_PROTO } from "../protos/descriptors.js";
 import { adminFileDescriptor } from "./admin-descriptor.js";
 
@@ -226,7 +226,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
       services.push("ops.v1.Admin");
     }
     const versions = opts.reflection ?? ["v1", "v1alpha"];
-    if (versions.length > 0) addReflectionService(s, { files, services, versions });
+    if (versions.length > 0) addGrpcJsReflectionService(s, { files, services, versions });
     const bound = await new Promise<number>((resolve, reject) =>
       s.bindAsync(`127.0.0.1:${port}`, opts.credentials ?? grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
     );

@@ -1,30 +1,24 @@
-import { EventEmitter } from "node:events";
-import { Duplex, Writable } from "node:stream";
 import zlib from "node:zlib";
-import * as grpc from "@grpc/grpc-js";
+import { Code } from "../../../shared/code.js";
+import { GatewayError } from "../../../shared/gateway-error.js";
 import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "../../../h2/types.js";
-import { MAX_TIMER_MS, parseGrpcTimeout, responseHeaders, serverErrorToStatus, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
+import type { BidiCall, ClientStreamCall, MethodHandler, ServerStreamCall, UnaryCall } from "./call-types.js";
+import { CallMetadata } from "./metadata.js";
+import { EMPTY, frameMessage, MessageDecoder, type Framed } from "./message-framing.js";
+import { MAX_TIMER_MS, parseGrpcTimeout, responseHeaders, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
 
 /**
  * One gRPC call of the native server on one HTTP/2 stream: message framing and decompression in, serialization and
- * framing out, the deadline, the message timeout, the status, cancellation. Semantics are grpc-js 1.14's
- * (server-interceptors.js BaseServerInterceptingCall and server.js handleUnary & co) wherever a client can see them.
+ * framing out, the deadline, the message timeout, the status, cancellation. What a client can see (status codes and
+ * texts, headers, trailers) is grpc-js 1.14's (server-interceptors.js BaseServerInterceptingCall, server.js
+ * handleUnary & co); what a handler sees is the gateway's own call types (call-types.ts), all implemented here by
+ * one class.
  *
- * The handler kinds: a unary call gets a small EventEmitter (no Node stream: the hot path), and its reply goes out as
- * respond() + write() + end() in one turn, which the HTTP/2 layer sends as one socket write. Streaming calls get
- * Writable / Duplex objects shaped like grpc-js's, with backpressure both ways: write() returns false while the HTTP/2
- * stream's buffer is over its high-water mark ('drain' follows), and a reader that stops reading pauses the HTTP/2
- * stream (no flow-control credit goes back to the client).
+ * A unary reply goes out as respond() + write() + end() in one turn, which the HTTP/2 layer sends as one socket write.
+ * Backpressure both ways: write() returns false while the HTTP/2 stream's buffer is over its high-water mark
+ * (drained() resolves when it is not), and a handler that does not take its request messages pauses the HTTP/2 stream
+ * (no flow-control credit goes back to the client).
  */
-
-/** A registered method as grpc-js's Server.register takes it. */
-export interface Handler {
-  func: (...args: never[]) => unknown;
-  serialize: (value: never) => Buffer;
-  deserialize: (bytes: Buffer) => unknown;
-  type: string;
-  path: string;
-}
 
 /** What a call needs from its server. */
 export interface CallContext {
@@ -37,42 +31,15 @@ export interface CallContext {
   /** A call ended DEADLINE_EXCEEDED by the message timeout. */
   onMessageTimeout?(path: string): void;
   /** The call's stream is gone (called once, from the HTTP/2 layer's close()). */
-  callClosed(call: CallCore, code: number, why: string): void;
-  /** Code outside this layer (a handler's listener, a hook) threw while the server ran it; the call ended UNKNOWN. */
+  callClosed(call: GrpcCall, code: number, why: string): void;
+  /** A handler threw something other than a GatewayError, or a hook threw; the call (if open) ended UNKNOWN. */
   onError(err: unknown, path: string): void;
 }
 
 const SEND_ERROR_DETAILS = (process.env["GRPC_NODE_DEBUG_SEND_ERROR_DETAILS"] ?? "false") === "true";
-/** Messages at least this large are written as prefix + body (two writes, no copy) instead of one framed copy. */
-const COPY_LIMIT = 16 * 1024;
-const EMPTY = Buffer.alloc(0);
-
-/** The part of the HTTP/2 stream a handler reaches through grpc-js-internals.ts `callHttp2Stream(call)` (pubsub's direct writes). */
-export class DirectStream extends EventEmitter {
-  writableNeedDrain = false;
-  constructor(private readonly core: CallCore) {
-    super();
-  }
-  get closed(): boolean {
-    return this.core.h2.closed;
-  }
-  get destroyed(): boolean {
-    return this.core.h2.closed || this.core.resetByUs;
-  }
-  /** Pre-framed gRPC messages, after the response headers (sent first if they were not). */
-  write(chunk: Uint8Array): boolean {
-    const core = this.core;
-    if (core.done) return false;
-    core.maybeSendMetadata();
-    const ok = core.h2.write(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-    if (!ok) this.writableNeedDrain = true;
-    return ok;
-  }
-  /** RST_STREAM with `code`. */
-  close(code: number): void {
-    this.core.reset(code);
-  }
-}
+/** Request messages a streaming handler may leave untaken before the HTTP/2 stream is paused (a Readable's 16). */
+const READ_AHEAD = 16;
+const RST_CANCEL = 0x8;
 
 /** An entry of the ordered read queue while a compressed message is still being inflated. */
 interface QueueEntry {
@@ -85,51 +52,78 @@ interface QueueEntry {
 export interface OpenStream {
   readonly path: string;
   readonly session: H2ServerSession;
-  /** Outbound bytes not yet handed to the socket (a write-stall sweep watches this). */
+  /** Outbound bytes not yet handed to the socket (the write-stall sweep watches this). */
   readonly bufferedBytes: number;
-  /** RST_STREAM `code`; the handler sees 'cancelled'. Not counted as a client reset. */
-  reset(code: number): void;
+  /** RST_STREAM `code` (default CANCEL); the handler's signal aborts. Not counted as a client reset. */
+  reset(code?: number): void;
 }
 
-/** The per-stream state and the H2StreamHandler of one call. */
-export class CallCore implements H2StreamHandler, OpenStream {
+type AnyCall = UnaryCall<unknown> & ServerStreamCall<unknown, unknown> & ClientStreamCall<unknown> & BidiCall<unknown, unknown>;
+
+/** The per-stream state, the H2StreamHandler and the handler's call object of one call. */
+export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   /** Nothing more goes out: the status was sent, or the stream was reset or closed. */
-  done = false;
-  metadataSent = false;
+  ended = false;
   /** This side reset the stream (RST_STREAM from reset()). */
   resetByUs = false;
-  /** Epoch ms, Infinity without grpc-timeout (what getDeadline() returns). */
-  deadline = Infinity;
-  /** The handler's call object (unary EventEmitter or stream), once created. */
-  call: NativeServerUnaryCall | NativeServerWritableStream | NativeServerDuplexStream | undefined;
+  readonly deadline: number | undefined;
+  readonly metadata: CallMetadata;
+  readonly trailers = new CallMetadata();
+  request: unknown = undefined;
+  /** Made on first use of `signal` (most unary handlers never look). */
+  private ac: AbortController | undefined;
+  private abortReason: GatewayError | undefined;
+  private metadataSent = false;
   private deadlineTimer: ReturnType<typeof setTimeout> | undefined;
   private messageTimer: ReturnType<typeof setTimeout> | undefined;
-  private cancelNotified = false;
   private paused = false;
   private halfClosed = false;
-  private request: unknown = undefined;
   private hasRequest = false;
-  private pendingWrite: (() => void) | undefined;
-  private direct: DirectStream | undefined;
+  private handlerStarted = false;
+  private needDrain = false;
+  private drainWaiters: Array<() => void> | undefined;
+  /** Request messages a streaming handler has not taken yet. */
+  private inbox: unknown[] = [];
+  private reader: ((r: IteratorResult<unknown>) => void) | undefined;
+  private iterated = false;
+  /** The handler stopped reading (broke out of messages()): what the client still sends is dropped. */
+  private discard = false;
   /** Ordered read queue, only while an inflate is in flight. */
   private queue: QueueEntry[] | undefined;
   private inflating = 0;
-  // Message decoder state: the 5-byte prefix, then `need` more body bytes collected in `parts`.
-  private prefix: Buffer | undefined;
-  private prefixFill = 0;
-  private flag = 0;
-  private need = -1;
-  private parts: Buffer[] | undefined;
 
   constructor(
     readonly h2: H2ServerStream,
-    readonly handler: Handler,
+    readonly method: MethodHandler & { readonly path: string },
     readonly head: RequestHead,
     private readonly ctx: CallContext,
-  ) {}
+    deadline: number | undefined,
+  ) {
+    super(ctx.maxReceive);
+    this.metadata = head.metadata;
+    this.deadline = deadline;
+  }
+
+  /**
+   * Read the call's grpc-timeout and make the call (from onStream), or answer INTERNAL for a grpc-timeout that is not
+   * 1-8 digits and a unit (undefined then). grpc-js sends that status on the next tick, always before the request
+   * message is handled; here the message may already be in this socket read, so the status goes out now.
+   */
+  static open(h2: H2ServerStream, method: MethodHandler & { readonly path: string }, head: RequestHead, ctx: CallContext): GrpcCall | undefined {
+    let deadline: number | undefined;
+    if (head.timeout !== undefined) {
+      const ms = parseGrpcTimeout(head.timeout);
+      if (ms === undefined) {
+        h2.respond(trailersOnly({ code: Code.INTERNAL, details: `Invalid grpc-timeout value "${head.timeout}"` }), true);
+        return undefined;
+      }
+      deadline = Date.now() + ms;
+    }
+    return new GrpcCall(h2, method, head, ctx, deadline);
+  }
 
   get path(): string {
-    return this.handler.path;
+    return this.method.path;
   }
 
   get session(): H2ServerSession {
@@ -140,62 +134,72 @@ export class CallCore implements H2StreamHandler, OpenStream {
     return this.h2.bufferedBytes;
   }
 
-  /** Start the call (from onStream): timers, then the handler for client- and bidi-streaming methods. */
+  get signal(): AbortSignal {
+    if (!this.ac) {
+      this.ac = new AbortController();
+      if (this.abortReason) this.ac.abort(this.abortReason);
+    }
+    return this.ac.signal;
+  }
+
+  get peer(): string {
+    const s = this.h2.session;
+    if (!s.remoteAddress) return "unknown";
+    return s.remotePort ? `${s.remoteAddress}:${s.remotePort}` : s.remoteAddress;
+  }
+
+  get authority(): string | undefined {
+    return this.head.authority;
+  }
+
+  /** Timers, then the handler for client- and bidi-streaming methods (unary and server-streaming wait for the request). */
   start(): void {
-    const { head, handler } = this;
-    if (head.timeout !== undefined) {
-      const ms = parseGrpcTimeout(head.timeout);
-      if (ms === undefined) {
-        // grpc-js sends this on the next tick, always before the request message is handled (that waits for an
-        // await); here the message may already be in this socket read, so the status goes out now.
-        this.sendStatus({ code: grpc.status.INTERNAL, details: `Invalid grpc-timeout value "${head.timeout}"` });
-        return;
-      } else {
-        this.deadline = Date.now() + ms;
-        // A deadline beyond setTimeout's range (24.8 days) gets no timer: the client's own deadline ends the call.
-        if (ms <= MAX_TIMER_MS) {
-          this.deadlineTimer = setTimeout(() => this.sendStatus({ code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" }), ms);
-          this.deadlineTimer.unref();
+    if (this.deadline !== undefined) {
+      const ms = this.deadline - Date.now();
+      // A deadline beyond setTimeout's range (24.8 days) gets no timer: the client's own deadline ends the call.
+      if (ms <= MAX_TIMER_MS) {
+        this.deadlineTimer = setTimeout(() => this.serverEnd({ code: Code.DEADLINE_EXCEEDED, details: "Deadline exceeded" }), ms);
+        this.deadlineTimer.unref();
+      }
+    }
+    const kind = this.method.kind;
+    if (kind === "clientStream" || kind === "bidi") {
+      this.runHandler();
+      return;
+    }
+    const ms = this.ctx.messageTimeoutMs;
+    if (ms > 0) {
+      this.messageTimer = setTimeout(() => {
+        this.messageTimer = undefined;
+        if (this.ended) return;
+        try {
+          this.ctx.onMessageTimeout?.(this.path);
+        } catch (e) {
+          this.ctx.onError(e, this.path);
         }
-      }
+        this.serverEnd({
+          code: Code.DEADLINE_EXCEEDED,
+          details: `the request message did not arrive within ${ms} ms of the call's headers (--grpc-message-timeout)`,
+        });
+      }, ms);
+      this.messageTimer.unref();
     }
-    const type = handler.type;
-    if (type === "unary" || type === "serverStream") {
-      const ms = this.ctx.messageTimeoutMs;
-      if (ms > 0) {
-        this.messageTimer = setTimeout(() => {
-          this.messageTimer = undefined;
-          if (this.done) return;
-          try {
-            this.ctx.onMessageTimeout?.(handler.path);
-          } catch (e) {
-            this.ctx.onError(e, handler.path);
-          }
-          this.sendStatus({
-            code: grpc.status.DEADLINE_EXCEEDED,
-            details: `the request message did not arrive within ${ms} ms of the call's headers (--grpc-message-timeout)`,
-          });
-        }, ms);
-        this.messageTimer.unref();
-      }
-      return;
-    }
-    if (type === "clientStream" || type === "bidi") {
-      this.call = new NativeServerDuplexStream(handler.path, this, head.metadata);
-      this.runHandler(type === "clientStream" ? (err, value, trailer) => this.respondWith(err, value, trailer) : undefined);
-      return;
-    }
-    this.sendStatus({ code: grpc.status.INTERNAL, details: `Unknown handler type: ${type}` });
   }
 
-  /** The HTTP/2 stream as grpc-js-internals.ts `callHttp2Stream` expects it (pubsub's direct write path). */
-  get stream(): DirectStream {
-    return (this.direct ??= new DirectStream(this));
+  /**
+   * What the HTTP/2 layer calls for this stream (a separate object: its end() is the client's half-close, the call's
+   * end() is the handler's status).
+   */
+  h2Handler(): H2StreamHandler {
+    return {
+      data: (buf, start, end) => this.data(buf, start, end),
+      end: () => this.clientEnd(),
+      close: (code, why) => this.close(code, why),
+      drain: () => this.drain(),
+    };
   }
 
-  // --- H2StreamHandler ---
-
-  data(buf: Buffer, start: number, end: number): void {
+  private data(buf: Buffer, start: number, end: number): void {
     try {
       this.decode(buf, start, end);
     } catch (e) {
@@ -203,115 +207,69 @@ export class CallCore implements H2StreamHandler, OpenStream {
     }
   }
 
-  end(): void {
-    if (this.done) return;
-    try {
-      if (this.queue) this.queue.push({ ready: true, halfClose: true, value: undefined });
-      else this.onHalfClose();
-    } catch (e) {
-      this.fail(e);
-    }
+  end(status?: GatewayError): void {
+    if (this.ended) return;
+    this.sendStatus(status ? { code: status.code, details: status.rawMessage, metadata: this.trailers } : { code: Code.OK, details: "OK", metadata: this.trailers });
   }
 
-  close(code: number, why: string): void {
-    this.done = true;
+  private close(code: number, why: string): void {
+    const wasEnded = this.ended;
+    this.ended = true;
     this.clearTimers();
-    this.notifyCancel();
+    this.settleWaiters();
+    // A handler waiting for the next request message gets the end of them (the client reset the stream).
+    this.inbox = [];
+    this.settleReader();
+    const reason = wasEnded
+      ? new GatewayError(Code.CANCELLED, "the call is over")
+      : this.deadline !== undefined && this.deadline <= Date.now()
+        ? new GatewayError(Code.DEADLINE_EXCEEDED, "the call's deadline passed")
+        : new GatewayError(Code.CANCELLED, "the caller cancelled the call");
+    this.abortSoon(reason);
     try {
-      this.direct?.emit("close");
       this.ctx.callClosed(this, code, why);
     } catch (e) {
-      this.ctx.onError(e, this.handler.path);
+      this.ctx.onError(e, this.path);
     }
   }
 
-  drain(): void {
-    try {
-      const cb = this.pendingWrite;
-      if (cb) {
-        this.pendingWrite = undefined;
-        cb();
-      }
-      const d = this.direct;
-      if (d?.writableNeedDrain) {
-        d.writableNeedDrain = false;
-        d.emit("drain");
-      }
-    } catch (e) {
-      this.fail(e);
-    }
+  private drain(): void {
+    this.needDrain = false;
+    this.settleWaiters();
   }
 
   /**
-   * A handler's listener (or a hook) threw while this layer ran it: report it and end the call UNKNOWN "Unknown error"
-   * (what grpc-js answers for a handler that throws). Nothing is thrown back into the HTTP/2 layer or a timer.
+   * Code outside this layer threw while the server ran it: report it and end the call UNKNOWN "Unknown error" (what
+   * grpc-js answers for a handler that throws). Nothing is thrown back into the HTTP/2 layer or a timer.
    */
-  fail(e: unknown): void {
+  private fail(e: unknown): void {
     try {
-      this.ctx.onError(e, this.handler.path);
-      if (!this.done) this.sendStatus({ code: grpc.status.UNKNOWN, details: SEND_ERROR_DETAILS ? `Server method handler threw error ${(e as Error)?.message}` : "Unknown error" });
+      this.ctx.onError(e, this.path);
+      if (!this.ended) this.serverEnd({ code: Code.UNKNOWN, details: SEND_ERROR_DETAILS ? `Server method handler threw error ${(e as Error)?.message}` : "Unknown error" });
     } catch {
       // onError itself threw, or the stream is gone: nothing more can be done for this call.
     }
   }
 
-  private decode(buf: Buffer, start: number, end: number): void {
-    const max = this.ctx.maxReceive;
-    while (start < end && !this.done) {
-      if (this.need < 0) {
-        let len: number;
-        if (this.prefixFill === 0 && end - start >= 5) {
-          this.flag = buf[start]!;
-          len = buf.readUInt32BE(start + 1);
-          start += 5;
-        } else {
-          const p = (this.prefix ??= Buffer.allocUnsafe(5));
-          const n = Math.min(5 - this.prefixFill, end - start);
-          buf.copy(p, this.prefixFill, start, start + n);
-          this.prefixFill += n;
-          start += n;
-          if (this.prefixFill < 5) return;
-          this.prefixFill = 0;
-          this.flag = p[0]!;
-          len = p.readUInt32BE(1);
-        }
-        if (max !== -1 && len > max) {
-          this.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `Received message larger than max (${len} vs ${max})` });
-          return;
-        }
-        if (end - start >= len) {
-          // The whole message is in this chunk (the usual case): one copy, the chunk's buffer may be reused.
-          let msg = EMPTY;
-          if (len > 0) {
-            msg = Buffer.allocUnsafe(len);
-            buf.copy(msg, 0, start, start + len);
-          }
-          start += len;
-          this.receive(this.flag, msg);
-          continue;
-        }
-        this.need = len;
-        this.parts = [];
-      }
-      const n = Math.min(this.need, end - start);
-      const part = Buffer.allocUnsafe(n);
-      buf.copy(part, 0, start, start + n);
-      this.parts!.push(part);
-      this.need -= n;
-      start += n;
-      if (this.need === 0) {
-        const msg = this.parts!.length === 1 ? this.parts![0]! : Buffer.concat(this.parts!);
-        this.parts = undefined;
-        this.need = -1;
-        this.receive(this.flag, msg);
-      }
-    }
+  /** A handler's rejection: a GatewayError is the status; anything else is a bug (fail). */
+  private handlerFailed(e: unknown): void {
+    if (this.ended) return;
+    if (e instanceof GatewayError) this.sendStatus({ code: e.code, details: e.rawMessage, metadata: this.trailers });
+    else this.fail(e);
   }
 
   // --- inbound ---
 
+  protected get stopped(): boolean {
+    return this.ended;
+  }
+
+  protected tooLarge(len: number, max: number): void {
+    this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, details: `Received message larger than max (${len} vs ${max})` });
+  }
+
   /** One complete message off the wire: flag byte and payload. */
-  private receive(flag: number, payload: Buffer): void {
+  protected receive(flag: number, payload: Buffer): void {
     // The message timeout bounds the client's sending, so it ends when the bytes are in (grpc-js's interceptor sees
     // the message only after inflating, which under load on the zlib thread pool can take longer than the bound).
     if (this.messageTimer) {
@@ -321,11 +279,11 @@ export class CallCore implements H2StreamHandler, OpenStream {
     if (flag !== 1) return this.deliverBytes(payload);
     const encoding = this.head.encoding ?? "identity";
     if (encoding === "identity") {
-      // The gRPC protocol makes this an error; grpc-js 1.14 reads such a message as uncompressed (strict-decoding.ts).
-      return this.sendStatus({ code: grpc.status.INTERNAL, details: "the request message has the compressed flag set, but the call names no grpc-encoding" });
+      // The gRPC protocol makes this an error; grpc-js 1.14 reads such a message as uncompressed
+      return this.serverEnd({ code: Code.INTERNAL, details: "the request message has the compressed flag set, but the call names no grpc-encoding" });
     }
     if (encoding !== "gzip" && encoding !== "deflate") {
-      return this.sendStatus({ code: grpc.status.UNIMPLEMENTED, details: `Received message compressed with unsupported encoding "${encoding}"` });
+      return this.serverEnd({ code: Code.UNIMPLEMENTED, details: `Received message compressed with unsupported encoding "${encoding}"` });
     }
     const entry: QueueEntry = { ready: false, halfClose: false, value: undefined };
     (this.queue ??= []).push(entry);
@@ -343,22 +301,22 @@ export class CallCore implements H2StreamHandler, OpenStream {
     };
     const inflated = (err: Error | null, out: Buffer): void => {
       this.inflating--;
-      if (this.done) return;
+      if (this.ended) return;
       if (err || (max >= 0 && out.length > max)) {
         const tooLarge = !err || (err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE";
-        this.sendStatus(
+        this.serverEnd(
           tooLarge
-            ? { code: grpc.status.RESOURCE_EXHAUSTED, details: `Received message that decompresses to a size larger than ${max}` }
-            : { code: grpc.status.INTERNAL, details: "Failed to decompress message" },
+            ? { code: Code.RESOURCE_EXHAUSTED, details: `Received message that decompresses to a size larger than ${max}` }
+            : { code: Code.INTERNAL, details: "Failed to decompress message" },
         );
         return;
       }
       const value = this.deserialize(out);
-      if (this.done) return;
+      if (this.ended) return;
       entry.ready = true;
       entry.value = value;
       this.flushQueue();
-      if (this.inflating === 0 && !this.done && this.wantsMore()) this.resume();
+      if (this.inflating === 0 && !this.ended && this.wantsMore()) this.resume();
     };
     try {
       if (encoding === "gzip") zlib.gunzip(payload, opts, done);
@@ -370,17 +328,17 @@ export class CallCore implements H2StreamHandler, OpenStream {
 
   private deliverBytes(payload: Buffer): void {
     const value = this.deserialize(payload);
-    if (this.done) return;
+    if (this.ended) return;
     if (this.queue) this.queue.push({ ready: true, halfClose: false, value });
     else this.onMessage(value);
   }
 
   private deserialize(bytes: Buffer): unknown {
     try {
-      return this.handler.deserialize(bytes);
+      return this.method.deserialize(bytes);
     } catch (e) {
-      this.sendStatus({
-        code: grpc.status.INTERNAL,
+      this.serverEnd({
+        code: Code.INTERNAL,
         details: SEND_ERROR_DETAILS ? `Error deserializing request: ${(e as Error).message}` : "Error deserializing request",
       });
       return undefined;
@@ -390,7 +348,7 @@ export class CallCore implements H2StreamHandler, OpenStream {
   private flushQueue(): void {
     const q = this.queue;
     if (!q) return;
-    while (q.length > 0 && q[0]!.ready && !this.done) {
+    while (q.length > 0 && q[0]!.ready && !this.ended) {
       const e = q.shift()!;
       if (e.halfClose) this.onHalfClose();
       else this.onMessage(e.value);
@@ -399,69 +357,123 @@ export class CallCore implements H2StreamHandler, OpenStream {
   }
 
   private onMessage(value: unknown): void {
-    const call = this.call;
-    if (call === undefined) {
-      // unary / server-streaming: one request message, the handler runs at half-close.
+    const kind = this.method.kind;
+    if (kind === "unary" || kind === "serverStream") {
+      // One request message, the handler runs at half-close.
       if (this.hasRequest) {
-        this.sendStatus({ code: grpc.status.UNIMPLEMENTED, details: `Received a second request message for server streaming method ${this.handler.path}` });
+        this.serverEnd({ code: Code.UNIMPLEMENTED, details: `Received a second request message for server streaming method ${this.path}` });
         return;
       }
       this.hasRequest = true;
       this.request = value;
       return;
     }
-    if (!(call as NativeServerDuplexStream).push(value)) this.pause();
+    if (this.discard) return;
+    const reader = this.reader;
+    if (reader) {
+      this.reader = undefined;
+      reader({ done: false, value });
+      return;
+    }
+    this.inbox.push(value);
+    if (this.inbox.length >= READ_AHEAD) this.pause();
   }
 
   private onHalfClose(): void {
     if (this.halfClosed) return;
     this.halfClosed = true;
-    const call = this.call;
-    if (call !== undefined) {
-      (call as NativeServerDuplexStream).push(null);
+    const kind = this.method.kind;
+    if (kind === "clientStream" || kind === "bidi") {
+      if (this.inbox.length === 0) this.settleReader();
       return;
     }
     if (!this.hasRequest) {
-      this.sendStatus({ code: grpc.status.UNIMPLEMENTED, details: `Received no request message for server streaming method ${this.handler.path}` });
+      this.serverEnd({ code: Code.UNIMPLEMENTED, details: `Received no request message for server streaming method ${this.path}` });
       return;
     }
-    const { handler, head } = this;
-    if (handler.type === "unary") {
-      this.call = new NativeServerUnaryCall(handler.path, this, head.metadata, this.request);
-      this.runHandler((err, value, trailer) => this.respondWith(err, value, trailer));
-    } else {
-      this.call = new NativeServerWritableStream(handler.path, this, head.metadata, this.request);
-      this.runHandler(undefined);
-    }
+    this.runHandler();
   }
 
-  /** Whether the handler's stream wants more messages (a Readable under its high-water mark). */
-  private wantsMore(): boolean {
-    const call = this.call as NativeServerDuplexStream | undefined;
-    return call === undefined || !(call instanceof NativeServerDuplexStream) || call.readableLength < call.readableHighWaterMark;
-  }
-
-  private runHandler(callback: grpc.sendUnaryData<unknown> | undefined): void {
+  /** The HTTP/2 layer's end(): the client half-closed. */
+  private clientEnd(): void {
+    if (this.ended) return;
     try {
-      if (callback) (this.handler.func as (call: unknown, cb: unknown) => void)(this.call, callback);
-      else (this.handler.func as (call: unknown) => void)(this.call);
+      if (this.queue) this.queue.push({ ready: true, halfClose: true, value: undefined });
+      else this.onHalfClose();
     } catch (e) {
-      this.sendStatus({ code: grpc.status.UNKNOWN, details: SEND_ERROR_DETAILS ? `Server method handler threw error ${(e as Error)?.message}` : "Unknown error" });
+      this.fail(e);
     }
   }
 
-  /** Stop returning flow-control credit (the reader is behind, or a message is being inflated). */
-  pause(): void {
-    if (this.paused || this.done) return;
+  messages(): AsyncIterableIterator<unknown> {
+    if (this.iterated) throw new GatewayError(Code.INTERNAL, `the request messages of ${this.path} are read once`);
+    this.iterated = true;
+    const it: AsyncIterableIterator<unknown> = {
+      next: () => {
+        if (this.inbox.length > 0) {
+          const value = this.inbox.shift();
+          if (this.inbox.length < READ_AHEAD && this.inflating === 0) this.resume();
+          return Promise.resolve({ done: false, value });
+        }
+        if (this.halfClosed || this.ended || this.discard) return Promise.resolve({ done: true, value: undefined });
+        return new Promise<IteratorResult<unknown>>((resolve) => (this.reader = resolve));
+      },
+      return: (value?: unknown) => {
+        // The handler stopped reading: what the client still sends is dropped, not held (held, it would pause the
+        // stream for good).
+        this.discard = true;
+        this.inbox = [];
+        this.resume();
+        return Promise.resolve({ done: true, value });
+      },
+      [Symbol.asyncIterator]: () => it,
+    };
+    return it;
+  }
+
+  private settleReader(): void {
+    const r = this.reader;
+    if (r) {
+      this.reader = undefined;
+      r({ done: true, value: undefined });
+    }
+  }
+
+  /** Whether a streaming handler takes more messages now. */
+  private wantsMore(): boolean {
+    return this.inbox.length < READ_AHEAD;
+  }
+
+  private runHandler(): void {
+    if (this.handlerStarted || this.ended) return;
+    this.handlerStarted = true;
+    const m = this.method;
+    try {
+      switch (m.kind) {
+        case "unary":
+        case "clientStream":
+          void (m.kind === "unary" ? m.handle(this) : m.handle(this)).then(
+            (value) => this.reply(value),
+            (e: unknown) => this.handlerFailed(e),
+          );
+          return;
+        case "serverStream":
+        case "bidi": {
+          const p = m.kind === "serverStream" ? m.handle(this) : m.handle(this);
+          if (p) p.then(undefined, (e: unknown) => this.handlerFailed(e));
+          return;
+        }
+      }
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  /** Stop returning flow-control credit (the handler is behind, or a message is being inflated). */
+  private pause(): void {
+    if (this.paused || this.ended) return;
     this.paused = true;
     this.h2.pause();
-  }
-
-  /** The reader wants more (Readable _read). */
-  startRead(): void {
-    if (!this.paused || this.inflating > 0) return;
-    this.paused = false;
-    if (!this.h2.closed) this.h2.resume();
   }
 
   private resume(): void {
@@ -472,86 +484,105 @@ export class CallCore implements H2StreamHandler, OpenStream {
 
   // --- outbound ---
 
-  /** The unary / client-streaming reply: callback(err) or callback(null, value, trailers). */
-  respondWith(err: unknown, value: unknown, trailer?: grpc.Metadata | null): void {
-    if (this.done) return;
-    // The deadline passed while the handler ran (its timer had not fired yet, or was due in the same instant as a
-    // backend call's own deadline timer that settled the handler): the caller is owed DEADLINE_EXCEEDED, not a late
-    // reply it has given up on.
-    if (this.deadline <= Date.now()) {
-      this.sendStatus({ code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" });
-      return;
+  /** The unary / client-streaming reply. */
+  private reply(value: unknown): void {
+    if (this.ended) return;
+    try {
+      // The deadline passed while the handler ran (its timer had not fired yet, or was due in the same instant as a
+      // backend call's own deadline timer that settled the handler): the caller is owed DEADLINE_EXCEEDED, not a late
+      // reply it has given up on.
+      if (this.deadline !== undefined && this.deadline <= Date.now()) {
+        this.serverEnd({ code: Code.DEADLINE_EXCEEDED, details: "Deadline exceeded" });
+        return;
+      }
+      const frame = this.frame(value);
+      if (frame === undefined) return;
+      this.maybeSendMetadata();
+      this.writeFrame(frame);
+      this.sendStatus({ code: Code.OK, details: "OK", metadata: this.trailers });
+    } catch (e) {
+      this.fail(e);
     }
-    if (err) {
-      this.sendStatus(serverErrorToStatus(err, trailer));
-      return;
-    }
-    const frame = this.frame(value);
-    if (frame === undefined) return;
-    this.maybeSendMetadata();
-    this.writeFrame(frame);
-    this.sendStatus({ code: grpc.status.OK, details: "OK", metadata: trailer ?? null });
   }
 
-  /** A streaming handler's message (Writable _write): `cb` runs once the HTTP/2 stream's buffer has room. */
-  sendMessage(value: unknown, cb: () => void): void {
-    if (this.done) return;
-    const frame = this.frame(value);
-    if (frame === undefined) return;
+  write(message: unknown): boolean {
+    if (this.ended) return false;
+    const frame = this.frame(message);
+    if (frame === undefined) return false;
     this.maybeSendMetadata();
-    if (this.writeFrame(frame)) cb();
-    else this.pendingWrite = cb;
+    return this.noteWrite(this.writeFrame(frame));
   }
 
-  sendMetadata(md: grpc.Metadata | null | undefined): void {
-    if (this.done || this.metadataSent) return;
+  writeFramed(bytes: Uint8Array): boolean {
+    if (this.ended) return false;
+    this.maybeSendMetadata();
+    return this.noteWrite(this.h2.write(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)));
+  }
+
+  private noteWrite(ok: boolean): boolean {
+    if (!ok) this.needDrain = true;
+    return ok;
+  }
+
+  drained(): Promise<void> {
+    if (!this.needDrain || this.ended) return Promise.resolve();
+    return new Promise((resolve) => (this.drainWaiters ??= []).push(resolve));
+  }
+
+  private settleWaiters(): void {
+    const w = this.drainWaiters;
+    if (!w) return;
+    this.drainWaiters = undefined;
+    for (const resolve of w) resolve();
+  }
+
+  sendMetadata(metadata: CallMetadata): void {
+    if (this.ended || this.metadataSent) return;
     this.metadataSent = true;
-    this.h2.respond(responseHeaders(md), false);
+    this.h2.respond(responseHeaders(metadata), false);
   }
 
-  maybeSendMetadata(): void {
-    if (!this.metadataSent) this.sendMetadata(null);
+  private maybeSendMetadata(): void {
+    if (!this.metadataSent) this.sendMetadata(EMPTY_METADATA);
   }
 
   /** Serialize and frame a response message; undefined (and the call ended with a status) when that fails. */
-  private frame(value: unknown): Buffer | [Buffer, Buffer] | undefined {
+  private frame(value: unknown): Framed | undefined {
     let bytes: Buffer;
     try {
-      bytes = this.handler.serialize(value as never);
+      bytes = this.method.serialize(value);
     } catch (e) {
-      this.sendStatus({ code: grpc.status.INTERNAL, details: SEND_ERROR_DETAILS ? `Error serializing response: ${(e as Error)?.message}` : "Error serializing response" });
+      this.serverEnd({ code: Code.INTERNAL, details: SEND_ERROR_DETAILS ? `Error serializing response: ${(e as Error)?.message}` : "Error serializing response" });
       return undefined;
     }
-    const len = bytes.byteLength;
     const max = this.ctx.maxSend;
-    if (max !== -1 && len > max) {
-      this.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `Sent message larger than max (${len + 5} vs. ${max})` });
+    if (max !== -1 && bytes.byteLength > max) {
+      this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, details: `Sent message larger than max (${bytes.byteLength + 5} vs. ${max})` });
       return undefined;
     }
-    if (len >= COPY_LIMIT) {
-      const prefix = Buffer.allocUnsafe(5);
-      prefix[0] = 0;
-      prefix.writeUInt32BE(len, 1);
-      return [prefix, Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes)];
-    }
-    const out = Buffer.allocUnsafe(len + 5);
-    out[0] = 0;
-    out.writeUInt32BE(len, 1);
-    out.set(bytes, 5);
-    return out;
+    return frameMessage(bytes);
   }
 
-  private writeFrame(frame: Buffer | [Buffer, Buffer]): boolean {
+  private writeFrame(frame: Framed): boolean {
     if (Buffer.isBuffer(frame)) return this.h2.write(frame);
     this.h2.write(frame[0]);
     return this.h2.write(frame[1]);
   }
 
+  /** The server ends the call without the handler (deadline, a limit, a failure): the handler's signal aborts. */
+  private serverEnd(status: StatusLike): void {
+    if (this.ended) return;
+    this.sendStatus({ ...status, metadata: null });
+    this.abortSoon(new GatewayError(status.code, status.details));
+  }
+
   /** End the call with `status`: trailers after the messages, or a trailers-only response. Once; later calls are ignored. */
-  sendStatus(status: StatusLike): void {
-    if (this.done) return;
-    this.done = true;
+  private sendStatus(status: StatusLike): void {
+    if (this.ended) return;
+    this.ended = true;
     this.clearTimers();
+    this.settleWaiters();
+    this.settleReader();
     if (!this.h2.closed) {
       if (this.metadataSent) this.h2.end(trailers(status));
       else {
@@ -559,15 +590,19 @@ export class CallCore implements H2StreamHandler, OpenStream {
         this.h2.respond(trailersOnly(status), true);
       }
     }
-    this.notifyCancel();
+    // Inbound held for the handler is released (grpc-js flushes it): the stream can close.
+    this.inbox = [];
+    this.resume();
   }
 
-  /** RST_STREAM `code` (write-stall sweep, pubsub's hard reset). */
-  reset(code: number): void {
+  /** RST_STREAM `code` (write-stall sweep, pubsub's reset of a reader that stopped reading). */
+  reset(code: number = RST_CANCEL): void {
     if (this.h2.closed || this.resetByUs) return;
     this.resetByUs = true;
-    this.done = true;
+    this.ended = true;
     this.clearTimers();
+    this.settleWaiters();
+    this.settleReader();
     this.h2.reset(code);
   }
 
@@ -577,157 +612,22 @@ export class CallCore implements H2StreamHandler, OpenStream {
     this.deadlineTimer = this.messageTimer = undefined;
   }
 
-  /**
-   * grpc-js's notifyOnCancel: once the call is over (status sent, or the stream gone) the handler's call emits
-   * 'cancelled' on the next tick, and a stream call is destroyed. Paused inbound is released (grpc-js flushes it).
-   */
-  private notifyCancel(): void {
-    if (this.cancelNotified) return;
-    this.cancelNotified = true;
-    if (this.paused) {
-      this.paused = false;
-      if (!this.h2.closed) this.h2.resume();
-    }
-    if (this.call === undefined) return;
-    process.nextTick(emitCancelled, this.call, this.ctx);
-  }
-}
-
-function emitCancelled(call: NativeServerUnaryCall | NativeServerWritableStream | NativeServerDuplexStream, ctx: CallContext): void {
-  call.cancelled = true;
-  try {
-    (call as EventEmitter).emit("cancelled", "cancelled");
-    if (!(call instanceof NativeServerUnaryCall)) call.destroy();
-  } catch (e) {
-    // In grpc-js a throwing 'cancelled' listener is an uncaught exception; here it is reported, the call is over.
-    ctx.onError(e, call.path);
-  }
-}
-
-/** What every call object offers besides its stream methods (grpc-js's ServerSurfaceCall). */
-interface Surface {
-  readonly path: string;
-  readonly call: CallCore;
-}
-
-function peerOf(core: CallCore): string {
-  const s = core.h2.session;
-  if (!s.remoteAddress) return "unknown";
-  return s.remotePort ? `${s.remoteAddress}:${s.remotePort}` : s.remoteAddress;
-}
-
-/** A class to extend (mixins below): any constructor, as TypeScript's mixin pattern requires. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Base<T> = abstract new (...args: any[]) => T;
-
-/** The methods every call object offers besides its stream methods (grpc-js's ServerSurfaceCall), once for the three. */
-function surfaceCall<B extends Base<EventEmitter>>(base: B) {
-  abstract class SurfaceCall extends base implements Surface {
-    abstract readonly path: string;
-    abstract readonly call: CallCore;
-    cancelled = false;
-    getPeer(): string {
-      return peerOf(this.call);
-    }
-    sendMetadata(md: grpc.Metadata): void {
-      this.call.sendMetadata(md);
-    }
-    getDeadline(): number {
-      return this.call.deadline;
-    }
-    getPath(): string {
-      return this.path;
-    }
-    getHost(): string | undefined {
-      return this.call.head.authority;
-    }
-    getAuthContext(): Record<string, never> {
-      return {};
-    }
-  }
-  return SurfaceCall;
-}
-
-/**
- * What the server-streaming and the duplex call share: response messages written through the call, a status set by
- * emit('error', status) or OK, sent with the trailers end() was given once the writable side finishes.
- */
-function streamingCall<B extends Base<Writable>>(base: B) {
-  abstract class StreamingCall extends surfaceCall(base) {
-    pendingStatus: StatusLike = { code: grpc.status.OK, details: "OK" };
-    trailingMetadata = new grpc.Metadata();
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    constructor(...args: any[]) {
-      super(...args);
-      // As grpc-js: emit('error', status) is how a handler ends the call with a status.
-      this.on("error", (err) => {
-        this.pendingStatus = serverErrorToStatus(err);
-        this.end();
-      });
-    }
-    override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-      this.call.sendMessage(chunk, callback);
-    }
-    /**
-     * Listeners run inside this layer or in Node's stream ticks; one that throws ends the call UNKNOWN and is reported
-     * (onError) instead of becoming an uncaught exception that takes the process down.
-     */
-    override emit(event: string | symbol, ...args: unknown[]): boolean {
+  /** Abort the handler's signal on the next tick (never inside one of the handler's own calls). Once. */
+  private abortSoon(reason: GatewayError): void {
+    if (this.abortReason) return;
+    this.abortReason = reason;
+    const ac = this.ac;
+    // No signal handed out yet: one made later is aborted from the start.
+    if (!ac) return;
+    process.nextTick(() => {
       try {
-        return super.emit(event, ...args);
+        ac.abort(reason);
       } catch (e) {
-        if (this.call === undefined) throw e;
-        this.call.fail(e);
-        return true;
+        this.ctx.onError(e, this.path);
       }
-    }
-    override _final(callback: (error?: Error | null) => void): void {
-      callback(null);
-      this.call.sendStatus({ ...this.pendingStatus, metadata: this.pendingStatus.metadata ?? this.trailingMetadata });
-    }
-    /** End the call with OK (or the status an 'error' set), `metadata` as trailers. */
-    override end(metadata?: unknown): this {
-      if (metadata instanceof grpc.Metadata) this.trailingMetadata = metadata;
-      return super.end();
-    }
-  }
-  return StreamingCall;
-}
-
-/** A unary call (grpc-js ServerUnaryCall): request, metadata, deadline, 'cancelled'. */
-export class NativeServerUnaryCall extends surfaceCall(EventEmitter) {
-  constructor(
-    readonly path: string,
-    readonly call: CallCore,
-    readonly metadata: grpc.Metadata,
-    readonly request: unknown,
-  ) {
-    super();
+    });
   }
 }
 
-/** A server-streaming call (grpc-js ServerWritableStream): an object-mode Writable of response messages. */
-export class NativeServerWritableStream extends streamingCall(Writable) {
-  constructor(
-    readonly path: string,
-    readonly call: CallCore,
-    readonly metadata: grpc.Metadata,
-    readonly request: unknown,
-  ) {
-    super({ objectMode: true });
-  }
-}
-
-/** A client-streaming or bidi call (grpc-js ServerDuplexStream): request messages in, response messages out. */
-export class NativeServerDuplexStream extends streamingCall(Duplex) {
-  constructor(
-    readonly path: string,
-    readonly call: CallCore,
-    readonly metadata: grpc.Metadata,
-  ) {
-    super({ objectMode: true });
-  }
-  override _read(): void {
-    this.call.startRead();
-  }
-}
+/** Sent as the response headers when the handler set none: shared, never changed. */
+const EMPTY_METADATA = new CallMetadata();

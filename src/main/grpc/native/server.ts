@@ -1,16 +1,30 @@
-import type * as grpc from "@grpc/grpc-js";
-import { CallCore, type CallContext, type Handler, type OpenStream } from "./calls.js";
+import type { ServiceDefinition } from "@grpc/grpc-js";
+import { Code } from "../../../shared/code.js";
+import { GatewayError } from "../../../shared/gateway-error.js";
+import { GrpcCall, type CallContext, type OpenStream } from "./calls.js";
+import type { BidiCall, ClientStreamCall, MethodHandler, MethodKind, ServerStreamCall, UnaryCall } from "./call-types.js";
 import { createH2Server } from "../../../h2/server.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../../h2/types.js";
 import { readRequestHead, UNSUPPORTED_MEDIA_TYPE, UNSUPPORTED_MEDIA_TYPE_BODY, unimplementedReply } from "./wire.js";
 
 /**
- * The gateway's native gRPC server: the parts of grpc-js's `Server` the gateway uses (addService, register/unregister,
- * listen, tryShutdown/forceShutdown) on the native HTTP/2 layer (h2-server.ts), so the gateway's grpc-js-shaped
- * handlers run unchanged while a unary call costs one parse and one socket write instead of grpc-js's interceptor
- * chain over node:http2 (issue 16). Client-observable behaviour (status codes and texts, headers, trailers) is
- * grpc-js 1.14's; calls.ts and wire.ts say where each piece comes from.
+ * The gateway's gRPC server on its own HTTP/2 layer (src/h2/): services bound from loaded service definitions
+ * (addService) or one path at a time (register/unregister, for the transparent proxy), handlers written against the
+ * call types of call-types.ts, listen, tryShutdown/forceShutdown. A unary call costs one parse and one socket write
+ * (issue 16). Client-observable behaviour (status codes and texts, headers, trailers) is grpc-js 1.14's, which
+ * test/integration/native-grpc-server.test.ts checks against a grpc-js Server; calls.ts and wire.ts say where each
+ * piece comes from.
  */
+
+/** A method's handler as a service implementation gives it, by kind (the service definition says which). */
+export type ServiceMethod =
+  | ((call: UnaryCall<never>) => Promise<unknown>)
+  | ((call: ServerStreamCall<never, never>) => void | Promise<void>)
+  | ((call: ClientStreamCall<never>) => Promise<unknown>)
+  | ((call: BidiCall<never, never>) => void | Promise<void>);
+
+/** A service implementation: handlers by method name (or the method's original name). */
+export type ServiceHandlers = Readonly<Record<string, ServiceMethod | undefined>>;
 
 /** How a stream ended, for the gateway's connection guards. */
 export interface StreamCloseInfo {
@@ -36,7 +50,8 @@ export interface NativeGrpcServerOptions {
   streamHighWaterMark?: number;
   /**
    * Bound on the wait for a unary or server-streaming call's request message after its headers, ms; 0: none (the
-   * default). The call then ends DEADLINE_EXCEEDED, as the gateway's grpc-js interceptor (message-timeout.ts) does.
+   * default). The call then ends DEADLINE_EXCEEDED: a client that sends HEADERS and no DATA would otherwise hold the
+   * stream and a concurrent-stream slot for as long as the connection lives.
    */
   messageTimeoutMs?: number;
   /** A call ended by the message timeout (the gateway counts it). */
@@ -90,14 +105,14 @@ export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Rea
 
 /** A gRPC server on the native HTTP/2 layer, for the gateway's handlers (see the module comment). */
 export class NativeGrpcServer {
-  private readonly handlers = new Map<string, Handler>();
+  private readonly handlers = new Map<string, MethodHandler & { readonly path: string }>();
   private readonly opts: Readonly<Required_>;
   private readonly hooks: NativeGrpcServerOptions;
   private readonly ctx: CallContext;
   private transport: H2Server | undefined;
   private readonly openSessions = new Set<H2ServerSession>();
   private readonly resets = new Map<H2ServerSession, number>();
-  private readonly calls = new Set<CallCore>();
+  private readonly calls = new Set<GrpcCall>();
   private shutdown = false;
   private shutdownCallbacks: Array<(error?: Error) => void> = [];
 
@@ -117,35 +132,27 @@ export class NativeGrpcServer {
     };
   }
 
-  /** Add every method of a service (grpc-js Server.addService): a method left out of `impl` answers UNIMPLEMENTED. */
-  addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
-    if (service === null || typeof service !== "object" || implementation === null || typeof implementation !== "object") {
-      throw new Error("addService() requires two objects as arguments");
-    }
+  /**
+   * Add every method of a loaded service definition (its paths and (de)serializers), as grpc-js Server.addService: a
+   * method left out of `implementation` answers UNIMPLEMENTED. Throws when a path already has a handler.
+   */
+  addService(service: ServiceDefinition, implementation: ServiceHandlers): void {
     const keys = Object.keys(service);
     if (keys.length === 0) throw new Error("Cannot add an empty service to a server");
     for (const name of keys) {
       const attrs = service[name]!;
-      const type = attrs.requestStream ? (attrs.responseStream ? "bidi" : "clientStream") : attrs.responseStream ? "serverStream" : "unary";
-      let fn = implementation[name] as ((...args: never[]) => unknown) | undefined;
-      if (fn === undefined && typeof attrs.originalName === "string") fn = implementation[attrs.originalName] as unknown as typeof fn;
-      const impl = fn !== undefined ? fn.bind(implementation) : unimplementedHandler(type, name);
-      if (!this.register(attrs.path, impl, attrs.responseSerialize, attrs.requestDeserialize, type)) {
-        throw new Error(`Method handler for ${attrs.path} already provided.`);
-      }
+      const kind: MethodKind = attrs.requestStream ? (attrs.responseStream ? "bidi" : "clientStream") : attrs.responseStream ? "serverStream" : "unary";
+      const fn = implementation[name] ?? (typeof attrs.originalName === "string" ? implementation[attrs.originalName] : undefined);
+      const codec = { serialize: attrs.responseSerialize as (m: unknown) => Buffer, deserialize: attrs.requestDeserialize as (b: Buffer) => unknown };
+      const method = fn === undefined ? unimplemented(kind, name, codec) : methodOf(kind, fn, codec);
+      if (!this.register(attrs.path, method)) throw new Error(`Method handler for ${attrs.path} already provided.`);
     }
   }
 
-  /** Route `path` to `handler` (grpc-js Server.register); false when the path already has one. */
-  register<RequestType, ResponseType>(
-    path: string,
-    handler: grpc.UntypedHandleCall | ((...args: never[]) => unknown),
-    serialize: grpc.serialize<ResponseType>,
-    deserialize: grpc.deserialize<RequestType>,
-    type: string,
-  ): boolean {
+  /** Route `path` to `method`; false when the path already has one. */
+  register<Req, Res>(path: string, method: MethodHandler<Req, Res>): boolean {
     if (this.handlers.has(path)) return false;
-    this.handlers.set(path, { func: handler as Handler["func"], serialize: serialize as Handler["serialize"], deserialize, type, path });
+    this.handlers.set(path, { ...(method as MethodHandler), path });
     return true;
   }
 
@@ -266,10 +273,11 @@ export class NativeGrpcServer {
       stream.respond(unimplementedReply(String(head.path)), true);
       return this.refused(stream);
     }
-    const call = new CallCore(stream, handler, head, this.ctx);
+    const call = GrpcCall.open(stream, handler, head, this.ctx);
+    if (call === undefined) return this.refused(stream);
     this.calls.add(call);
     call.start();
-    return call;
+    return call.h2Handler();
   }
 
   /** The handler of a stream answered at once: only its close is of interest. */
@@ -284,9 +292,28 @@ export class NativeGrpcServer {
   }
 }
 
-/** grpc-js's handler for a method the implementation left out (server.js getDefaultHandler). */
-function unimplementedHandler(type: string, name: string): (...args: never[]) => unknown {
-  const status = { code: 12, details: `The server does not implement the method ${name}` };
-  if (type === "unary" || type === "clientStream") return ((_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(status, null)) as never;
-  return ((call: { emit(e: string, s: unknown): void }) => call.emit("error", status)) as never;
+type Codec = { serialize(m: unknown): Buffer; deserialize(b: Buffer): unknown };
+
+/** A service implementation's function as the method of its kind. */
+function methodOf(kind: MethodKind, fn: ServiceMethod, codec: Codec): MethodHandler {
+  switch (kind) {
+    case "unary":
+      return { kind, handle: fn as (call: UnaryCall<unknown>) => Promise<unknown>, ...codec };
+    case "clientStream":
+      return { kind, handle: fn as (call: ClientStreamCall<unknown>) => Promise<unknown>, ...codec };
+    case "serverStream":
+      return { kind, handle: fn as (call: ServerStreamCall<unknown, unknown>) => void, ...codec };
+    case "bidi":
+      return { kind, handle: fn as (call: BidiCall<unknown, unknown>) => void, ...codec };
+  }
+}
+
+/** grpc-js's answer for a method the implementation left out (server.js getDefaultHandler). */
+function unimplemented(kind: MethodKind, name: string, codec: Codec): MethodHandler {
+  const err = (): GatewayError => new GatewayError(Code.UNIMPLEMENTED, `The server does not implement the method ${name}`);
+  const reject = async (): Promise<never> => {
+    throw err();
+  };
+  const end = (call: { end(s: GatewayError): void }): void => call.end(err());
+  return methodOf(kind, kind === "unary" || kind === "clientStream" ? reject : end, codec);
 }

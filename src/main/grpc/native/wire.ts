@@ -1,5 +1,6 @@
-import * as grpc from "@grpc/grpc-js";
+import { Code } from "../../../shared/code.js";
 import type { HeaderList } from "../../../h2/types.js";
+import { CallMetadata } from "./metadata.js";
 
 /**
  * The gRPC-over-HTTP/2 pieces of the native server that a client can observe, each written to produce what grpc-js
@@ -7,11 +8,11 @@ import type { HeaderList } from "../../../h2/types.js";
  * metadata, grpc-timeout, response headers, trailers and their status texts.
  */
 
-/** A status as grpc-js handlers give it (`callback(err)`, `call.emit('error', ...)`). */
+/** A call's final status: code, message, trailers. */
 export interface StatusLike {
   code: number;
   details: string;
-  metadata?: grpc.Metadata | null;
+  metadata?: CallMetadata | null;
 }
 
 /** Request headers grpc-js keeps a single value of (node:http2's kSingleValueHeaders): a repeat is dropped. */
@@ -63,14 +64,14 @@ export interface RequestHead {
   timeout: string | undefined;
   encoding: string | undefined;
   /** The metadata handlers see (reserved headers removed, -bin values decoded). */
-  metadata: grpc.Metadata;
+  metadata: CallMetadata;
 }
 
 /**
  * Read a request's header list as grpc-js reads node:http2's header object: repeats of a header are joined with ", "
  * ("; " for cookie), a single-value header keeps its first value, pseudo-headers and the transport's own headers are
- * not metadata, and `-bin` values are base64-decoded (a joined custom -bin value split at commas), through grpc-js's
- * own `Metadata.fromHttp2Headers` so the validation and the log of a bad entry are the same.
+ * not metadata, and `-bin` values are base64-decoded (a joined custom -bin value split at commas), with grpc-js's
+ * `Metadata.fromHttp2Headers` validation (metadata.ts).
  */
 export function readRequestHead(list: HeaderList): RequestHead {
   let path: string | undefined;
@@ -99,40 +100,28 @@ export function readRequestHead(list: HeaderList): RequestHead {
     if (prev === undefined) obj[name] = value;
     else if (!SINGLE_VALUE.has(name)) obj[name] = name === "cookie" ? `${prev}; ${value}` : `${prev}, ${value}`;
   }
-  const metadata = obj ? grpc.Metadata.fromHttp2Headers(obj) : new grpc.Metadata();
+  const metadata = new CallMetadata();
+  if (obj) for (const name in obj) metadata.addFromHeader(name, obj[name]!);
   return { path, contentType, authority: authority ?? host, timeout, encoding, metadata };
 }
 
-const DEADLINE_REGEX = /(\d{1,8})\s*([HMSmun])/;
+/** gRPC's TimeoutValue (1-8 ASCII digits) and TimeoutUnit, the whole header value (PROTOCOL-HTTP2.md). */
+const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
 const UNIT_MS: Record<string, number> = { H: 3600000, M: 60000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
 /**
- * A grpc-timeout value in ms as grpc-js reads it (first match anywhere in the value, truncated to whole ms), or
- * undefined when invalid. grpc-js truncates with `| 0`, which wraps a timeout over 2^31 ms (about 24.8 days, e.g.
- * "2592000S") to a negative one and ends the call at once; this keeps the real value.
+ * A grpc-timeout value in ms (truncated to whole ms), or undefined when it is not 1-8 ASCII digits followed by a unit
+ * (H M S m u n) and nothing else: "-1S", "1.5S", "1 S" and "999999999S" are invalid, as grpc-go reads them (grpc-js
+ * 1.14 takes the first match anywhere in the value, so it runs "-1S" as 1 s). grpc-js also truncates with `| 0`, which
+ * wraps a timeout over 2^31 ms (about 24.8 days, e.g. "2592000S") to a negative one; this keeps the real value.
  */
 export function parseGrpcTimeout(value: string): number | undefined {
-  const m = DEADLINE_REGEX.exec(value);
+  const m = TIMEOUT.exec(value);
   return m ? Math.trunc(+m[1]! * UNIT_MS[m[2]!]!) : undefined;
 }
 
 /** The longest delay setTimeout takes (a longer one fires after 1 ms). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/** grpc-js's status for a handler's error object (server-call.js serverErrorToStatus). */
-export function serverErrorToStatus(error: unknown, overrideTrailers?: grpc.Metadata | null): StatusLike {
-  const e = (typeof error === "object" && error !== null ? error : {}) as { message?: unknown; code?: unknown; details?: unknown; metadata?: grpc.Metadata | null };
-  const status: StatusLike = {
-    code: grpc.status.UNKNOWN,
-    details: "message" in e ? String(e.message) : "Unknown Error",
-    metadata: overrideTrailers ?? e.metadata ?? null,
-  };
-  if (typeof e.code === "number" && Number.isInteger(e.code)) {
-    status.code = e.code;
-    if (typeof e.details === "string") status.details = e.details;
-  }
-  return status;
-}
 
 /** grpc-message as grpc-js sends it (`encodeURI`); a lone surrogate, which encodeURI refuses, becomes U+FFFD. */
 export function encodeGrpcMessage(details: string): string {
@@ -144,12 +133,9 @@ export function encodeGrpcMessage(details: string): string {
 }
 
 /** Append metadata entries to a header list, each value its own field (-bin values base64), replacing a same-named default. */
-function appendMetadata(out: HeaderList, md: grpc.Metadata | null | undefined, defaults: number): HeaderList {
+function appendMetadata(out: HeaderList, md: CallMetadata | null | undefined, defaults: number): HeaderList {
   if (!md) return out;
-  const map = md.toHttp2Headers();
-  for (const key in map) {
-    const v = map[key];
-    if (v === undefined) continue;
+  for (const [key, values] of md.entries()) {
     // Object.assign(defaults, metadata) in grpc-js: a metadata key equal to a default header replaces it.
     for (let i = 0; i < defaults; i++) {
       if (out[i]![0] === key) {
@@ -158,17 +144,13 @@ function appendMetadata(out: HeaderList, md: grpc.Metadata | null | undefined, d
         break;
       }
     }
-    if (Array.isArray(v)) for (const x of v) out.push([key, String(x)]);
-    else out.push([key, String(v)]);
+    for (const v of values) out.push([key, typeof v === "string" ? v : v.toString("base64")]);
   }
   return out;
 }
 
-/** Whether `md` holds no entries (cheaper than building its header object). */
-function isEmpty(md: grpc.Metadata | null | undefined): boolean {
-  if (!md) return true;
-  for (const _ in md.getMap()) return false;
-  return true;
+function isEmpty(md: CallMetadata | null | undefined): boolean {
+  return !md || md.empty;
 }
 
 /** grpc-js's default response headers (no custom metadata). Shared: the HTTP/2 layer does not change a list it is given. */
@@ -180,7 +162,7 @@ const DEFAULT_RESPONSE_HEADERS: HeaderList = [
 ];
 
 /** The response HEADERS grpc-js sends before the first message (or on sendMetadata). */
-export function responseHeaders(md: grpc.Metadata | null | undefined): HeaderList {
+export function responseHeaders(md: CallMetadata | null | undefined): HeaderList {
   if (isEmpty(md)) return DEFAULT_RESPONSE_HEADERS;
   return appendMetadata(DEFAULT_RESPONSE_HEADERS.slice(), md, DEFAULT_RESPONSE_HEADERS.length);
 }
@@ -221,7 +203,7 @@ export function trailersOnly(status: StatusLike): HeaderList {
 export function unimplementedReply(path: string): HeaderList {
   return [
     [":status", "200"],
-    ["grpc-status", String(grpc.status.UNIMPLEMENTED)],
+    ["grpc-status", String(Code.UNIMPLEMENTED)],
     ["grpc-message", `The server does not implement the method ${path}`],
     ["content-type", "application/grpc+proto"],
   ];

@@ -1,27 +1,29 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { GRPC_SERVERS } from "../../src/main/options.js";
+import { parseCli } from "../../src/main/cli-args.js";
+import { validateGatewayOptions, type GatewayOptions } from "../../src/main/options.js";
+import { MAX_SUBSCRIPTION_TOPICS } from "../../src/main/ops/pubsub.js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, unary, withKey, type TestGateway } from "../support/gateway.js";
 import { event, publish, subscribe } from "./pubsub-support.js";
 
 /**
- * The gateway's gRPC port behaves the same on either server behind it (`grpcServer`: the native one, the default
- * the rest of the suite runs on, and grpc-js): a unary invoke, a refusal, a streaming subscription with its header,
- * metadata forwarding, and a graceful close that lets an in-flight call finish and refuses new ones.
+ * The gateway's gRPC port end to end (the gateway's own gRPC server, the only one since the grpc-js server front was
+ * retired): a unary invoke, a refusal, a streaming subscription with its header, the bound on its topics, metadata
+ * forwarding, and a graceful close that lets an in-flight call finish and refuses new ones. Passing the removed
+ * `--grpc-server` is an error that names it.
  */
 
 const KEY = "k1";
 
-for (const kind of GRPC_SERVERS) {
-  describe(`the gRPC port on the ${kind} server`, () => {
+{
+  describe("the gRPC port", () => {
     let backend: OrderBackend;
     let gw: TestGateway;
     before(async () => {
       backend = await startOrderBackend();
       gw = await startTestGateway({
-        grpcServer: kind,
         apiKeys: [KEY],
         forwardHeaders: ["x-tenant"],
         services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }],
@@ -69,6 +71,22 @@ for (const kind of GRPC_SERVERS) {
       assert.equal((await s.ended()).code, grpc.status.CANCELLED);
     });
 
+    it(`refuses a Subscribe naming more than ${MAX_SUBSCRIPTION_TOPICS} topics with INVALID_ARGUMENT naming the field and the bound`, async () => {
+      const client = gw.client("io.cloudevents.v1.Pubsub");
+      const tooMany = subscribe(client, Array.from({ length: MAX_SUBSCRIPTION_TOPICS + 1 }, (_, i) => `cap.${i}`), withKey(KEY));
+      const st = await tooMany.ended();
+      assert.equal(st.code, grpc.status.INVALID_ARGUMENT);
+      assert.match(st.details, new RegExp(`topics must hold at most ${MAX_SUBSCRIPTION_TOPICS} topics, got ${MAX_SUBSCRIPTION_TOPICS + 1}`));
+      // 100,000 topics (one daprd stream each on Dapr) are refused the same way, before any is subscribed.
+      const huge = await subscribe(client, Array.from({ length: 100_000 }, (_, i) => `cap.${i}`), withKey(KEY)).ended();
+      assert.equal(huge.code, grpc.status.INVALID_ARGUMENT);
+      // The bound itself is accepted.
+      const atCap = subscribe(client, Array.from({ length: MAX_SUBSCRIPTION_TOPICS }, (_, i) => `cap.${i}`), withKey(KEY));
+      await atCap.ready();
+      atCap.call.cancel();
+      assert.equal((await atCap.ended()).code, grpc.status.CANCELLED);
+    });
+
     it("closes gracefully: a call in flight finishes OK, a new call is refused", async () => {
       const client = gw.client("platform.Gateway");
       const slow = unary(client, "InvokeJson", { service: "orders", method: "GetOrder", request_data: JSON.stringify({ orderId: "sleep:300" }) }, withKey(KEY));
@@ -85,3 +103,12 @@ for (const kind of GRPC_SERVERS) {
     });
   });
 }
+
+describe("the removed --grpc-server", () => {
+  it("is an error naming the flag, the variable or the option", () => {
+    assert.throws(() => parseCli(["--grpc-server", "grpc-js"], {}), /--grpc-server was removed/);
+    assert.throws(() => parseCli(["--grpc-server", "native"], {}), /--grpc-server was removed/);
+    assert.throws(() => parseCli([], { GATEWAY_GRPC_SERVER: "grpc-js" }), /GATEWAY_GRPC_SERVER was removed/);
+    assert.throws(() => validateGatewayOptions({ grpcServer: "native" } as GatewayOptions), /option grpcServer was removed/);
+  });
+});
