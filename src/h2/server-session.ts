@@ -66,11 +66,14 @@ const END_TIMEOUT_MS = 2000;
 export const FLOOD_BURST = 1000;
 export const FLOOD_RATE = 200;
 /**
- * Client RST_STREAMs likewise (the "rapid reset" attack opens and cancels streams as fast as it can, each one work for
- * the gRPC layer): a burst of RESET_BURST, refilled at RESET_RATE per second, far above what cancelling clients send.
+ * Client RST_STREAMs (the "rapid reset" attack, CVE-2023-44487, opens and cancels streams as fast as it can, each one
+ * work for the gRPC layer) are counted against nghttp2's budget (nghttp2_ratelim): RESET_BUDGET per connection,
+ * refilled RESET_REFILL per whole second, so clients tuned against nghttp2 servers meet the same limit. At half of it
+ * the connection is closed gracefully (calls in flight finish; a client that cancels a lot reconnects with a full
+ * budget); a client that keeps resetting on it until the budget is gone loses it with ENHANCE_YOUR_CALM.
  */
-export const RESET_BURST = 1000;
-export const RESET_RATE = 1000;
+export const RESET_BUDGET = 1000;
+export const RESET_REFILL = 33;
 /** CONTINUATION frames allowed in one header block. */
 export const MAX_CONTINUATIONS = 64;
 /**
@@ -181,8 +184,9 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   private socketError: string | undefined;
   private floodTokens = FLOOD_BURST;
   private floodAt = performance.now();
-  private resetTokens = RESET_BURST;
-  private resetAt = performance.now();
+  private resetTokens = RESET_BUDGET;
+  private resetSec = Math.floor(performance.now() / 1000);
+  private resetRotated = false;
   // Frame-level guards (src/h2/server-guards.ts).
   private readonly closedStreams = new ClosedStreams();
   private readonly closedFrames = new Bucket(CLOSED_FRAME_BURST, CLOSED_FRAME_RATE);
@@ -856,16 +860,28 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   protected onReset(buf: Buffer, p: number, size: number, sid: number): void {
     if (!this.resetOk(size, sid)) return;
     if (sid > this.lastId) return this.fail(H2Error.PROTOCOL_ERROR, `RST_STREAM on idle stream ${sid}`);
-    if (this.resetTokens < 1) {
-      const now = performance.now();
-      this.resetTokens = Math.min(RESET_BURST, this.resetTokens + ((now - this.resetAt) / 1000) * RESET_RATE);
-      this.resetAt = now;
-      if (this.resetTokens < 1) return this.fail(H2Error.ENHANCE_YOUR_CALM, "too many stream resets");
+    const nowSec = Math.floor(performance.now() / 1000);
+    this.resetTokens = Math.min(RESET_BUDGET, this.resetTokens + (nowSec - this.resetSec) * RESET_REFILL) - 1;
+    this.resetSec = nowSec;
+    if (this.resetTokens <= 0) {
+      this.resetBudgetHook("spent");
+      return this.fail(H2Error.ENHANCE_YOUR_CALM, "too many stream resets");
     }
-    this.resetTokens--;
     const s = this.streams.get(sid);
-    if (s === undefined) return;
-    this.finish(s, buf.readUInt32BE(p), "client reset", CLOSED_BY_CLIENT);
+    if (s !== undefined) this.finish(s, buf.readUInt32BE(p), "client reset", CLOSED_BY_CLIENT);
+    if (!this.resetRotated && this.resetTokens <= RESET_BUDGET / 2) {
+      this.resetRotated = true;
+      this.resetBudgetHook("rotated");
+      this.close();
+    }
+  }
+
+  private resetBudgetHook(what: "rotated" | "spent"): void {
+    try {
+      this.opts.onResetBudget?.(this, what);
+    } catch {
+      // A hook's bug does not change what the budget decided.
+    }
   }
 
   protected onSettings(buf: Buffer, p: number, size: number, flags: number, sid: number): void {

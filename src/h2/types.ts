@@ -145,6 +145,11 @@ export interface H2ServerOptions {
   /** A connection was refused for maxConnections (the caller counts it). */
   onConnectionRefused?(): void;
   /**
+   * A connection's client used half of its reset budget ("rotated": the connection is being closed gracefully) or all
+   * of it ("spent": GOAWAY ENHANCE_YOUR_CALM); src/h2/server-session.ts, RESET_BUDGET. For metrics and logs.
+   */
+  onResetBudget?(session: H2ServerSession, what: "rotated" | "spent"): void;
+  /**
    * Serve HTTP/2 over TLS with these Node TLS server options (cert, key, ca, requestCert, minVersion, ...) instead of
    * cleartext; ALPN is always "h2" only. Default: cleartext (h2c with prior knowledge).
    */

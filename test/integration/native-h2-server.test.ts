@@ -10,7 +10,7 @@ import net from "node:net";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { createH2Server } from "../../src/h2/server.js";
-import { FLOOD_BURST, RESET_BURST } from "../../src/h2/server-session.js";
+import { FLOOD_BURST, RESET_BUDGET } from "../../src/h2/server-session.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream, H2StreamHandler } from "../../src/h2/types.js";
 import { HpackDecoder } from "../../src/h2/hpack.js";
 import { waitFor } from "../support/gateway.js";
@@ -738,13 +738,48 @@ describe("native HTTP/2 server", () => {
     try {
       const b = block(REQ);
       const frames: Buffer[] = [];
-      for (let i = 0, id = 1; i < RESET_BURST - 10; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
+      const n = RESET_BUDGET / 2 - 10;
+      for (let i = 0, id = 1; i < n; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
       for (let i = 0; i < FLOOD_BURST - 10; i++) frames.push(frame(H.PING, 0, 0, Buffer.concat([u32(0), u32(i)])));
       raw.send(...frames);
       await waitFor(() => raw.of(H.PING).length === FLOOD_BURST - 10, "every PING ACK");
       assert.equal(raw.of(H.GOAWAY).length, 0);
-      assert.equal(seen.length, RESET_BURST - 10);
+      assert.equal(seen.length, n);
       await waitFor(() => seen.every((x) => x.closed.length === 1 && x.closed[0]!.code === 8), "every stream closed as cancelled");
+    } finally {
+      raw.destroy();
+    }
+  });
+
+  it("closes a connection gracefully at half of its reset budget (nghttp2's), and with ENHANCE_YOUR_CALM when it is spent", async () => {
+    const budget: string[] = [];
+    const { port, seen } = await start(() => ({}), { onResetBudget: (_s, what) => budget.push(what) });
+    const raw = new Raw(port).open();
+    try {
+      const b = block(REQ);
+      const frames: Buffer[] = [];
+      // Half of the budget, then a call that is not reset: the graceful close lets it finish.
+      let id = 1;
+      for (let i = 0; i < RESET_BUDGET / 2; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
+      raw.send(...frames);
+      await waitFor(() => raw.of(H.GOAWAY).length > 0, "the first GOAWAY");
+      const first = raw.of(H.GOAWAY)[0]!.payload;
+      assert.equal(first.readUInt32BE(4), 0, "NO_ERROR: a graceful close");
+      assert.deepEqual(budget, ["rotated"]);
+      assert.equal(seen.length, RESET_BUDGET / 2);
+      // A client that keeps resetting on the closing connection spends the rest of it.
+      const more: Buffer[] = [];
+      for (let i = 0; i < RESET_BUDGET / 2 + 10; i++, id += 2) more.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
+      raw.send(...more);
+      await waitFor(() => raw.of(H.GOAWAY).some((g) => g.payload.readUInt32BE(4) === 0xb) || raw.closed, "ENHANCE_YOUR_CALM or the end");
+      const calm = raw.of(H.GOAWAY).find((g) => g.payload.readUInt32BE(4) === 0xb);
+      if (calm) {
+        assert.match(calm.payload.subarray(8).toString(), /resets/);
+        assert.deepEqual(budget, ["rotated", "spent"]);
+      } else {
+        // The graceful close completed first (its streams were all reset): the connection is gone either way.
+        assert.ok(raw.closed);
+      }
     } finally {
       raw.destroy();
     }
@@ -756,12 +791,12 @@ describe("native HTTP/2 server", () => {
     try {
       const b = block(REQ);
       const frames: Buffer[] = [];
-      // Past the burst, 11,000 more: at the refill rate (1000/s) they would have to take 11 s to pass.
-      for (let i = 0, id = 1; i < RESET_BURST + 11_000; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
+      // Far past the budget in one burst: at the refill rate (33/s) they would have to take minutes to pass.
+      for (let i = 0, id = 1; i < RESET_BUDGET + 11_000; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.RST_STREAM, 0, id, u32(8)));
       raw.send(...frames);
-      const g = await raw.goaway();
-      assert.equal(g.code, 0xb);
-      assert.match(g.debug, /resets/);
+      await waitFor(() => raw.of(H.GOAWAY).some((g) => g.payload.readUInt32BE(4) === 0xb), "GOAWAY ENHANCE_YOUR_CALM");
+      const g = raw.of(H.GOAWAY).find((x) => x.payload.readUInt32BE(4) === 0xb)!;
+      assert.match(g.payload.subarray(8).toString(), /resets/);
     } finally {
       raw.destroy();
     }

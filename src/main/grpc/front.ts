@@ -5,7 +5,6 @@ import type { CounterMetric, Metrics } from "../metrics.js";
 import type { ValidatedOptions } from "../options.js";
 import { NativeGrpcServer } from "./native/server.js";
 import type { H2ServerSession } from "../../h2/types.js";
-import { NGHTTP2_RESET_BURST, ResetBudget, ROTATED_MESSAGE } from "./session-guards.js";
 import { loadTls, logServing, serverTlsOptions, watchTls, type TlsWatch } from "../tls.js";
 
 /** What the gateway's gRPC services are bound to (bindService, the transparent proxy, reflection). */
@@ -52,22 +51,20 @@ function guardMetrics(metrics: Metrics): { rotated: CounterMetric<never>; stalle
 }
 
 /** RST_STREAM / GOAWAY code a session is destroyed with when its client's resets use up the whole budget. */
-const ENHANCE_YOUR_CALM = 0xb;
 const CANCEL = 0x8;
 
+/** What the gateway logs when the HTTP/2 layer closes a connection gracefully for its client's resets. */
+export const ROTATED_MESSAGE = "gRPC connection closed gracefully (GOAWAY NO_ERROR): its client reset streams near the HTTP/2 reset-flood limit; new calls go to a new connection";
+
 /**
- * The gRPC endpoint on the gateway's gRPC server (native/server.ts), with its connection guards built on the server's
- * hooks:
- * - resets: nghttp2's budget (a token bucket of NGHTTP2_RESET_BURST client resets,
- *   refilled NGHTTP2_RESET_RATE a second). At half of it the connection is closed gracefully (GOAWAY NO_ERROR: calls in
- *   flight finish, the client reconnects with a full budget); a client that keeps resetting on the old connection until
- *   the budget is gone has it destroyed (GOAWAY ENHANCE_YOUR_CALM), as nghttp2 would.
+ * The gRPC endpoint on the gateway's gRPC server (native/server.ts), with its guards:
+ * - resets: the HTTP/2 layer keeps nghttp2's reset budget per connection (src/h2/server-session.ts, RESET_BUDGET),
+ *   closing it gracefully at half and with ENHANCE_YOUR_CALM when it is spent; here each is counted and logged.
  * - write stalls: every stream with buffered reply bytes that have not shrunk for the write-stall timeout is reset.
  */
 export function createGrpcFront(deps: GrpcFrontDeps): GrpcFront {
   const { options: opts, logger } = deps;
   const m = guardMetrics(deps.metrics);
-  const budgets = new WeakMap<H2ServerSession, ResetBudget>();
   const peer = (s: H2ServerSession): string => `${s.remoteAddress}:${s.remotePort}`;
   // The files were checked by validateGatewayOptions; read again here, as they are on every change.
   const tls = opts.tls ? loadTls(opts.tls) : undefined;
@@ -83,26 +80,19 @@ export function createGrpcFront(deps: GrpcFrontDeps): GrpcFront {
       maxConnectionAgeMs: opts.grpcMaxConnectionAgeMs,
       maxConnections: opts.grpcMaxConnections,
       onConnectionRefused: () => m.refused.inc({}),
+      onResetBudget(session, what) {
+        const resets = server.clientResets(session);
+        if (what === "spent") {
+          logger.warn({ peer: peer(session), resets }, "gRPC connection closed (GOAWAY ENHANCE_YOUR_CALM): its client reset streams past the reset-flood limit; calls in flight on it failed");
+        } else {
+          m.rotated.inc({});
+          logger.info({ peer: peer(session), resets }, ROTATED_MESSAGE);
+        }
+      },
     },
     onMessageTimeout: (path) => deps.requests.inc({ method: path.slice(1), code: "DEADLINE_EXCEEDED" }),
     // A handler or hook that threw something other than a GatewayError (a bug): the call ended UNKNOWN.
     onError: (err, path) => logger.error({ err, method: path.slice(1) }, "gRPC handler threw"),
-    onStreamClose({ session, byClient }) {
-      if (!byClient) return;
-      let b = budgets.get(session);
-      if (!b) budgets.set(session, (b = new ResetBudget()));
-      const left = b.take();
-      const resets = server.clientResets(session);
-      if (left <= 0) {
-        logger.warn({ peer: peer(session), resets }, "gRPC connection closed (GOAWAY ENHANCE_YOUR_CALM): its client reset streams past the reset-flood limit; calls in flight on it failed");
-        session.destroy(ENHANCE_YOUR_CALM);
-      } else if (!b.rotated && b.used >= NGHTTP2_RESET_BURST / 2) {
-        b.rotated = true;
-        m.rotated.inc({});
-        logger.info({ peer: peer(session), resets, budgetLeft: left }, ROTATED_MESSAGE);
-        session.close();
-      }
-    },
   });
   const watched = new WeakMap<object, { size: number; since: number }>();
   let sweep: ReturnType<typeof setInterval> | undefined;
