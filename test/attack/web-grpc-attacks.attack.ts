@@ -17,7 +17,7 @@ after(async () => {
 });
 
 async function start(args: string[] = []): Promise<AttackRun> {
-  const r = await AttackRun.start(args);
+  const r = await AttackRun.start(["--shutdown-timeout", "1000", ...args]);
   runs.push(r);
   return r;
 }
@@ -27,7 +27,7 @@ async function finish(r: AttackRun): Promise<void> {
   await r.stop();
 }
 
-describe("attack classes: REST, WebSocket and gRPC calls", { concurrency: 1 }, () => {
+describe("attack classes: REST, WebSocket and gRPC calls", { concurrency: 1, timeout: 600_000 }, () => {
   it("REST: 40 clients ask for a 7.5 MiB reply and never read it (RSS +256 MiB, under one whole reply per client)", async () => {
     // The default config/gateway.yaml's service "platform" has a state store: three 2.5 MiB values make the query
     // page about 7.5 MiB, more than the kernel's socket buffers take.
