@@ -272,7 +272,7 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
 
   it("half-closed TCP: a call, then the client's FIN without reading, on connection after connection (each closed within 2 s, RSS +100 MiB)", async () => {
     const r = await start();
-    await manyConnections(r, 2000, 8, async (c) => {
+    await manyConnections(r, 2000, 2, async (c) => {
       await c.send(rawFrame(T.HEADERS, F.END_HEADERS, 1, LIST_BLOCK), rawFrame(T.DATA, F.END_STREAM, 1, EMPTY_MSG));
       c.endWrites();
     });
