@@ -11,7 +11,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { gzipSync, deflateSync } from "node:zlib";
 import { huffmanEncode, writeInt } from "../../src/h2/hpack.js";
 import { gatewayPackageDefinition } from "../../src/shared/protos.js";
-import { F, PREFACE, T, grpcFrame, grpcRequestFields, headerBlock, rawFrame, settings, u32 } from "../support/h2-raw-client.js";
+import { F, PREFACE, T, grpcFrame, grpcRequestFields, headerBlock, rawFrame, settings, u32 as u32Strict } from "../support/h2-raw-client.js";
 import { Rng } from "./prng.js";
 
 /** One frame of an input; `length` overrides the header's length field (a lie about the payload). */
@@ -77,6 +77,9 @@ function sampleMessage(rng: Rng, m: (typeof METHODS)[number]): Buffer {
 }
 
 const CONFIG_LIST = "/platform.Config/ListServices";
+
+/** A 32-bit field from any number the mutators make (ids with the reserved bit set are negative in JS). */
+const u32 = (n: number): Buffer => u32Strict(n >>> 0);
 
 function req(sid: number, path: string, extra: [string, string][] = [], flags: number = F.END_HEADERS): FFrame {
   return { type: T.HEADERS, flags, stream: sid, payload: headerBlock(grpcRequestFields(path, extra)) };
@@ -364,7 +367,7 @@ function mutateFrames(rng: Rng, frames: FFrame[], donors: FFrame[][]): void {
     case 13: {
       // a big header block: many fields, or one huge value
       const fields: [string, string][] = rng.chance(0.5) ? Array.from({ length: rng.range(50, 400) }, (_, k) => [`x-h${k}`, "v".repeat(rng.int(200))]) : [["x-big", "b".repeat(rng.range(10_000, 100_000))]];
-      const big: FFrame = { type: T.HEADERS, flags: F.END_HEADERS, stream: rng.pick([...sids, 1]) | 1, payload: headerBlock([...grpcRequestFields(CONFIG_LIST), ...fields]) };
+      const big: FFrame = { type: T.HEADERS, flags: F.END_HEADERS, stream: (rng.pick([...sids, 1]) | 1) >>> 0, payload: headerBlock([...grpcRequestFields(CONFIG_LIST), ...fields]) };
       frames.splice(i, 0, ...splitBlock(big, Array.from({ length: Math.ceil(big.payload.length / 16_000) }, (_, k) => (k + 1) * 16_000)));
       return;
     }

@@ -107,20 +107,34 @@ export class FuzzTarget {
 
   /** Throw a Finding unless the process is up, serves a unary call on a new connection and its RSS is in bound. */
   async liveness(): Promise<void> {
-    if (this.gw.proc.exitCode !== null || this.gw.proc.signalCode !== null) {
-      throw new Finding(`the gateway exited (code ${this.gw.proc.exitCode}, signal ${this.gw.proc.signalCode}); stderr: ${this.gw.stderr.join("").slice(-2000)}`);
-    }
+    this.assertRunning();
     let r;
     try {
       r = await rawUnary(this.port, "/platform.Config/ListServices", Buffer.alloc(0), LIVENESS_TIMEOUT_MS);
     } catch (e) {
+      await this.exitSettles();
       throw new Finding(`a well-behaved unary call failed: ${(e as Error).message}`);
     }
-    if (r.status !== 0 || r.message === undefined) throw new Finding(`a well-behaved unary call got status ${r.status} (${r.grpcMessage ?? ""}), rst ${r.rst}, goaway ${r.goaway}`);
+    if (r.status !== 0 || r.message === undefined) {
+      await this.exitSettles();
+      throw new Finding(`a well-behaved unary call got status ${r.status} (${r.grpcMessage ?? ""}), rst ${r.rst}, goaway ${r.goaway}`);
+    }
     if (this.baselineRss > 0) {
       const rss = this.rss();
       if (rss > this.baselineRss + this.rssAllowance) throw new Finding(`RSS ${mib(rss)} MiB exceeds the baseline ${mib(this.baselineRss)} MiB + ${mib(this.rssAllowance)} MiB`);
     }
+  }
+
+  private assertRunning(): void {
+    if (this.gw.proc.exitCode !== null || this.gw.proc.signalCode !== null) {
+      throw new Finding(`the gateway exited (code ${this.gw.proc.exitCode}, signal ${this.gw.proc.signalCode}); stderr: ${this.gw.stderr.join("").slice(-2000)}`);
+    }
+  }
+
+  /** A failed call may be a process that died: give its exit event a moment, and report that instead. */
+  private async exitSettles(): Promise<void> {
+    await new Promise((r) => setTimeout(r, 300));
+    this.assertRunning();
   }
 
   /** Throw a Finding unless the child's sockets fall back to the baseline (+2) within `timeoutMs`. */
