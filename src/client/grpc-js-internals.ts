@@ -3,7 +3,7 @@ import type { ChannelCredentials } from "@grpc/grpc-js";
 
 /**
  * The one place the client library relies on grpc-js's private internals. The client never imports server modules, so
- * this is its own file (src/main/grpc/grpc-js-internals.ts holds the server's).
+ * this is its own file.
  * test/unit/client-grpc-js-internals.test.ts exercises each accessor against the real library and fails with
  * `clientInternalsProblem(...)` when an upgrade changes a shape.
  *
