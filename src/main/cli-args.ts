@@ -20,7 +20,7 @@ Options (each has an environment variable; the flag wins):
   --max-body-bytes <n>    largest REST body and gRPC request message    GATEWAY_MAX_BODY_BYTES (default 4194304)
   --max-reply-bytes <n>   largest reply body; query pages cut to fit    GATEWAY_MAX_REPLY_BYTES (default 8388608)
   --write-stall-timeout <ms> close a REST connection that reads nothing  GATEWAY_WRITE_STALL_TIMEOUT_MS (default 10000)
-  --max-unread-reply-bytes <n> REST reply bytes held for non-readers, per HTTP thread
+  --max-unread-reply-bytes <n> REST reply bytes held for non-readers, per HTTP thread (and built at once)
                                                                 GATEWAY_MAX_UNREAD_REPLY_BYTES (default 67108864)
   --grpc-max-streams <n>  concurrent gRPC streams per connection        GATEWAY_GRPC_MAX_STREAMS (default 1000)
   --grpc-message-timeout <ms> wait for a unary request message          GATEWAY_GRPC_MESSAGE_TIMEOUT_MS (default 10000)

@@ -6,5 +6,5 @@ import { stateRoutes } from "./rest/state.js";
 /** State facility: `platform.State` over gRPC and the `/v1/state` routes, over one set of shared operations. */
 export function createStateFacility(ctx: GatewayContext): Facility {
   const ops = createStateOps(ctx);
-  return { grpc: { "platform.State": stateGrpc(ops) }, routes: stateRoutes(ops) };
+  return { grpc: { "platform.State": stateGrpc(ops) }, routes: stateRoutes(ops, ctx.options.maxUnreadReplyBytes) };
 }

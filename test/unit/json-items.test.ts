@@ -1,7 +1,9 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { jsonItemsBody } from "../../src/main/rest/json-items.js";
+import { createReplyBuildBudget, jsonItemsBody } from "../../src/main/rest/json-items.js";
 import { ownBuffer } from "../../src/main/rest/free-buffer.js";
+import { Code } from "../../src/shared/code.js";
+import type { GatewayError } from "../../src/shared/gateway-error.js";
 
 describe("jsonItemsBody", () => {
   it("builds the same JSON as JSON.stringify, also when a long value is escaped in slices", async () => {
@@ -29,5 +31,31 @@ describe("jsonItemsBody", () => {
     const ac = new AbortController();
     ac.abort(new Error("client gone"));
     await assert.rejects(jsonItemsBody([{ key: "a", value: "z".repeat(512 * 1024), etag: "1" }], "", ac.signal), /client gone/);
+  });
+
+  it("builds replies within a budget: one always, more while they fit, UNAVAILABLE naming the flag past it, freed when done", async () => {
+    const page = [{ key: "k", value: "v".repeat(300 * 1024), etag: "1" }];
+    const small = createReplyBuildBudget(100 * 1024);
+    // One reply is built when nothing else is, even one over the bound.
+    assert.ok(ownBuffer(await jsonItemsBody(page, undefined, undefined, small)));
+    assert.equal(small.building, 0);
+    const budget = createReplyBuildBudget(700 * 1024);
+    // Two fit at once; the third, started while they are being built (they yield between slices), does not.
+    const two = [jsonItemsBody(page, undefined, undefined, budget), jsonItemsBody(page, undefined, undefined, budget)];
+    assert.equal(budget.count, 2);
+    await assert.rejects(jsonItemsBody(page, undefined, undefined, budget), (e: Error) => {
+      assert.equal((e as GatewayError).code, Code.UNAVAILABLE);
+      assert.match(e.message, /2 replies of \d+ bytes are being built.*--max-unread-reply-bytes 716800/);
+      return true;
+    });
+    await Promise.all(two);
+    assert.deepEqual([budget.count, budget.building], [0, 0]);
+    // An aborted build gives its bytes back too.
+    const ac = new AbortController();
+    const aborted = jsonItemsBody(page, undefined, ac.signal, budget);
+    ac.abort(new Error("client gone"));
+    await assert.rejects(aborted, /client gone/);
+    assert.deepEqual([budget.count, budget.building], [0, 0]);
+    assert.ok(ownBuffer(await jsonItemsBody(page, undefined, undefined, budget)));
   });
 });

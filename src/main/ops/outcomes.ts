@@ -82,6 +82,7 @@ const invokeInBand = { invalid: inBand("INVALID_ARGUMENT"), missing: inBand("NOT
 export const EVERY_ROUTE = [
   "a request body or message over --max-body-bytes: RESOURCE_EXHAUSTED (HTTP 413; a WebSocket frame closes the socket with 1009) (rest-router, web-fronts-qa, web-pubsub, ws-oversize tests)",
   "a REST reply over 64 KiB while its HTTP thread already holds --max-unread-reply-bytes for clients that have not read theirs: UNAVAILABLE (HTTP 503, retry-after 1) (rest-stalled-replies test)",
+  "a REST state query or bulk get reply while --max-unread-reply-bytes of such replies are already being built: UNAVAILABLE (HTTP 503, retry-after 1) (json-items unit test, the REST class of the attack suite)",
   "the gateway is shutting down: UNAVAILABLE (HTTP 503) (shutdown, health-metrics tests)",
   "an unknown REST path: NOT_FOUND (HTTP 404); a known path with another method: UNIMPLEMENTED (HTTP 405 with Allow) (rest-router test)",
   "the caller's deadline passed: DEADLINE_EXCEEDED; the caller cancelled: CANCELLED (dispatch-resilience, client tests)",

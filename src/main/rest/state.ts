@@ -1,11 +1,11 @@
-import { Code } from "../../shared/code.js";
+import { Code, httpStatusOf } from "../../shared/code.js";
 import { GatewayError, invalidArgument } from "../../shared/gateway-error.js";
 import type { StoredItem } from "../../runtime/state-port.js";
 import type { StateOps } from "../ops/state.js";
 import { deleteBulkMessage } from "../ops/state-status.js";
 import { inBandOk } from "../../shared/status.js";
-import { json, type RestRequest, type Route } from "./router.js";
-import { jsonItemsBody } from "./json-items.js";
+import { errorBody, json, type RestReply, type RestRequest, type Route } from "./router.js";
+import { createReplyBuildBudget, jsonItemsBody } from "./json-items.js";
 import { booleanParam } from "./query-params.js";
 import { deleteBodyFromJson, saveStateFromJson } from "./state-body.js";
 import { echo } from "../../shared/echo.js";
@@ -44,8 +44,21 @@ function deleteBody(req: RestRequest): ReturnType<typeof deleteBodyFromJson> {
   return req.body.length === 0 ? {} : deleteBodyFromJson(req.json());
 }
 
-/** `/v1/state/...` routes (docs/state.md "REST"): thin wrappers over the shared State operations. */
-export function stateRoutes(ops: StateOps): Route[] {
+/**
+ * `/v1/state/...` routes (docs/state.md "REST"): thin wrappers over the shared State operations. Query and bulk get
+ * replies are built within `maxBuildBytes` at once (json-items.ts); past it they are 503 with `retry-after: 1`, as
+ * the HTTP thread's unread-reply bound answers.
+ */
+export function stateRoutes(ops: StateOps, maxBuildBytes: number): Route[] {
+  const budget = createReplyBuildBudget(maxBuildBytes);
+  const items = async (list: readonly StoredItem[], token: string | undefined, req: RestRequest): Promise<RestReply> => {
+    try {
+      return { raw: await jsonItemsBody(list, token, req.signal, budget), rawOwned: true };
+    } catch (e) {
+      if (!(e instanceof GatewayError) || e.code !== Code.UNAVAILABLE) throw e;
+      return { status: httpStatusOf(e.code), headers: { "retry-after": "1" }, body: errorBody(e) };
+    }
+  };
   return [
     {
       method: "POST",
@@ -60,13 +73,13 @@ export function stateRoutes(ops: StateOps): Route[] {
       path: "/v1/state/{service}/query",
       handler: async (req) => {
         const r = await ops.query({ service: req.params["service"]!, query: param(req, "query") ?? "", limit: intParam(req, "limit") }, req.signal);
-        return { raw: await jsonItemsBody(r.items, r.token, req.signal), rawOwned: true };
+        return items(r.items, r.token, req);
       },
     },
     {
       method: "GET",
       path: "/v1/state/{service}/bulk",
-      handler: async (req) => ({ raw: await jsonItemsBody(await ops.getBulk(req.params["service"]!, keysParam(req), req.signal), undefined, req.signal), rawOwned: true }),
+      handler: async (req) => items(await ops.getBulk(req.params["service"]!, keysParam(req), req.signal), undefined, req),
     },
     {
       method: "DELETE",
