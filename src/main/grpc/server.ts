@@ -1,7 +1,6 @@
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
-import { linkedSignal, type LinkedSignal } from "../../shared/signals.js";
 import { apiKeyRefusal, type Authenticator } from "../auth.js";
 import type { Logger } from "../logger.js";
 import type { CounterMetric, HistogramMetric } from "../metrics.js";
@@ -149,10 +148,9 @@ export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDef
     const unary = h as UnaryMethod | undefined;
     handlers[name] = async (call: UnaryCall<unknown>): Promise<unknown> => {
       const started = performance.now();
-      let work: LinkedSignal | undefined;
       const finish = (err: GatewayError | null): void => {
-        work?.clear();
-        const code = work?.signal.aborted ? abortedCode(call) : err ? err.codeName : "OK";
+        // The call's signal aborts only while the handler runs (a unary call's is not aborted after its reply).
+        const code = call.signal.aborted ? abortedCode(call) : err ? err.codeName : "OK";
         deps.requests.inc({ method, code });
         deps.latency.observe({ method, code }, (performance.now() - started) / 1000);
       };
@@ -162,12 +160,9 @@ export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDef
         finish(refused);
         throw refused;
       }
-      // The call's signal also aborts when its stream closes after the reply: finish() clears this one first, so only
-      // calls still running are aborted.
-      const running = (work = linkedSignal({ parents: [call.signal] }));
       deps.inflight.count++;
       try {
-        const res = await unary!(call.request as never, { metadata: call.metadata, signal: running.signal, deadline: call.deadline });
+        const res = await unary!(call.request as never, { metadata: call.metadata, signal: call.signal, deadline: call.deadline });
         finish(null);
         return res;
       } catch (e) {
