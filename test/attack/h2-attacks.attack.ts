@@ -203,8 +203,8 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     await finish(r);
   });
 
-  it("CONTINUATION flood: endless CONTINUATION frames on one header block, on connection after connection (each closed within 1 s, RSS +160 MiB (measured plateau))", async () => {
-    // +160 MiB: not a leak but the collector's plateau. Each connection's ~20 KB read (HEADERS + 2,000 CONTINUATIONs
+  it("CONTINUATION flood: endless CONTINUATION frames on one header block, on connection after connection (each closed within 1 s, RSS +200 MiB (measured plateau))", async () => {
+    // +200 MiB: not a leak but the collector's plateau (measured +90 to +144 MiB across runs, CI rehearsal included). Each connection's ~20 KB read (HEADERS + 2,000 CONTINUATIONs
     // in one chunk, read whole before the 65th fails the block) is a Node ArrayBuffer the main thread drops at once;
     // V8 collects them only once external memory has grown by about 100 MiB (measured: process.memoryUsage()
     // arrayBuffers on the main thread saws 50 -> 105 MiB, the heap 30 -> 120 MiB). RSS levels off at +127 to +131 MiB
@@ -213,7 +213,7 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     await manyConnections(r, 1000, 4, async (c) => {
       await c.send(rawFrame(T.HEADERS, 0, 1, LIST_BLOCK.subarray(0, 10)), repeat(2000, () => rawFrame(T.CONTINUATION, 0, 1, Buffer.from([0x40]))));
     });
-    await r.check(160 * MIB);
+    await r.check(200 * MIB);
     await finish(r);
   });
 
