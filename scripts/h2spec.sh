@@ -12,7 +12,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-src=${H2SPEC_SRC:-../shared/tools/h2spec}
+# The source: H2SPEC_SRC, else ../shared/tools/h2spec beside the checkout, else the workplace's /work/shared copy.
+src=${H2SPEC_SRC:-}
+if [ -z "$src" ]; then
+  for c in ../shared/tools/h2spec /work/shared/tools/h2spec; do
+    if [ -x "$c/build.sh" ]; then src=$c; break; fi
+  done
+  src=${src:-../shared/tools/h2spec}
+fi
 label="h2spec${*:+ $*}"
 work=$(mktemp -d)
 gw=""
