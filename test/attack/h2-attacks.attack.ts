@@ -9,11 +9,11 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { literalField, writeInt } from "../../src/h2/hpack.js";
-import { END_HEADERS, END_STREAM, H, Raw, block, grpcFrame, grpcRequestFields, rawFrame, settings, u32 } from "../support/h2-raw-client.js";
+import { F, RawH2, T, grpcFrame, grpcRequestFields, headerBlock, rawFrame, settings, u32 } from "../support/h2-raw-unary.js";
 import { AttackRun, MIB, within } from "./harness.js";
 
 const LIST = "/platform.Config/ListServices";
-const LIST_BLOCK = block(grpcRequestFields(LIST));
+const LIST_BLOCK = headerBlock(grpcRequestFields(LIST));
 const EMPTY_MSG = grpcFrame(Buffer.alloc(0));
 
 const runs: AttackRun[] = [];
@@ -33,20 +33,20 @@ async function finish(r: AttackRun): Promise<void> {
 }
 
 /** A connection past its preface and SETTINGS (and `entries`). */
-async function attacker(port: number, entries: [number, number][] = []): Promise<Raw> {
-  const c = new Raw(port);
+async function attacker(port: number, entries: [number, number][] = []): Promise<RawH2> {
+  const c = new RawH2(port);
   await c.connected();
-  c.open(settings(entries));
+  await c.open(entries);
   return c;
 }
 
 /** Write `batch` as fast as the socket takes it until stopped or the server ends the connection. */
-async function flood(c: Raw, stopped: () => boolean, batch: Buffer | ((i: number) => Buffer)): Promise<void> {
+async function flood(c: RawH2, stopped: () => boolean, batch: Buffer | ((i: number) => Buffer)): Promise<void> {
   for (let i = 0; !stopped() && !c.closed && c.socket.writable; i++) await c.send(typeof batch === "function" ? batch(i) : batch);
 }
 
 /** The server ended the connection: a GOAWAY, or the socket closed. */
-const ended = (c: Raw): boolean => c.closed || c.of(H.GOAWAY).length > 0;
+const ended = (c: RawH2): boolean => c.closed || c.of(T.GOAWAY).length > 0;
 
 /** `n` copies of `f(i)` in one buffer. */
 function repeat(n: number, f: (i: number) => Buffer): Buffer {
@@ -54,7 +54,7 @@ function repeat(n: number, f: (i: number) => Buffer): Buffer {
 }
 
 /** Run a class whose attacker uses one connection that the server must end within `closeMs` of the attack's start. */
-async function oneConnection(r: AttackRun, closeMs: number, attack: (c: Raw, stopped: () => boolean) => Promise<void>, entries: [number, number][] = []): Promise<void> {
+async function oneConnection(r: AttackRun, closeMs: number, attack: (c: RawH2, stopped: () => boolean) => Promise<void>, entries: [number, number][] = []): Promise<void> {
   let closedAfter = -1;
   await r.during(async (stopped) => {
     const c = await attacker(r.grpcPort, entries);
@@ -76,15 +76,15 @@ async function oneConnection(r: AttackRun, closeMs: number, attack: (c: Raw, sto
  * Run a class made of many short connections, each of which the server must end within `closeMs`; `parallel` attacker
  * loops (two keep this process's core busy on the 2-core CI machine: more would measure only CPU contention).
  */
-async function manyConnections(r: AttackRun, closeMs: number, parallel: number, attack: (c: Raw) => Promise<void>, raw = false): Promise<{ total: number; late: number }> {
+async function manyConnections(r: AttackRun, closeMs: number, parallel: number, attack: (c: RawH2) => Promise<void>, raw = false): Promise<{ total: number; late: number }> {
   const out = { total: 0, late: 0 };
   await r.during(async (stopped) => {
     const one = async (): Promise<void> => {
       while (!stopped()) {
-        const c = new Raw(r.grpcPort);
+        const c = new RawH2(r.grpcPort);
         try {
           await c.connected();
-          if (!raw) c.open();
+          if (!raw) await c.open();
           await attack(c);
           out.total++;
           if (!(await c.until(() => ended(c), closeMs))) out.late++;
@@ -104,9 +104,9 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
   it("frames on a closed stream: WINDOW_UPDATE(1,+1) + DATA(1,END_STREAM) repeated after a completed call (closed within 2 s, RSS +100 MiB)", async () => {
     const r = await start();
     await oneConnection(r, 2000, async (c, stopped) => {
-      await c.send(rawFrame(H.HEADERS, END_HEADERS, 1, LIST_BLOCK), rawFrame(H.DATA, END_STREAM, 1, EMPTY_MSG));
-      assert.ok(await c.until(() => c.frames.some((f) => f.stream === 1 && f.type === H.HEADERS && f.flags & END_STREAM), 3000), "the unary call completed");
-      await flood(c, stopped, repeat(1000, () => Buffer.concat([rawFrame(H.WINDOW_UPDATE, 0, 1, u32(1)), rawFrame(H.DATA, END_STREAM, 1)])));
+      await c.send(rawFrame(T.HEADERS, F.END_HEADERS, 1, LIST_BLOCK), rawFrame(T.DATA, F.END_STREAM, 1, EMPTY_MSG));
+      assert.ok(await c.until(() => c.frames.some((f) => f.stream === 1 && f.type === T.HEADERS && f.flags & F.END_STREAM), 3000), "the unary call completed");
+      await flood(c, stopped, repeat(1000, () => Buffer.concat([rawFrame(T.WINDOW_UPDATE, 0, 1, u32(1)), rawFrame(T.DATA, F.END_STREAM, 1)])));
     });
     await r.check(100 * MIB);
     await finish(r);
@@ -116,10 +116,10 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     const r = await start();
     await oneConnection(r, 3000, async (c, stopped) => {
       // 1,000 calls whose request message never comes (the message timeout is 10 s, longer than the attack).
-      await c.send(repeat(1000, (i) => rawFrame(H.HEADERS, END_HEADERS, 1 + 2 * i, LIST_BLOCK)));
+      await c.send(repeat(1000, (i) => rawFrame(T.HEADERS, F.END_HEADERS, 1 + 2 * i, LIST_BLOCK)));
       let sid = 2001;
       await flood(c, stopped, () => {
-        const b = repeat(500, (i) => rawFrame(H.HEADERS, END_HEADERS, sid + 2 * i, LIST_BLOCK));
+        const b = repeat(500, (i) => rawFrame(T.HEADERS, F.END_HEADERS, sid + 2 * i, LIST_BLOCK));
         sid += 1000;
         return b;
       });
@@ -139,11 +139,11 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
       p += insert.write("x-bomb", p, "latin1");
       p = writeInt(insert, p, 4000, 7, 0);
       p += insert.write("a".repeat(4000), p, "latin1");
-      await c.send(rawFrame(H.HEADERS, END_HEADERS, 1, Buffer.concat([LIST_BLOCK, insert.subarray(0, p)])), rawFrame(H.DATA, END_STREAM, 1, EMPTY_MSG));
+      await c.send(rawFrame(T.HEADERS, F.END_HEADERS, 1, Buffer.concat([LIST_BLOCK, insert.subarray(0, p)])), rawFrame(T.DATA, F.END_STREAM, 1, EMPTY_MSG));
       const bomb = Buffer.concat([LIST_BLOCK, Buffer.alloc(20, 0x80 | 62)]);
       let sid = 3;
       await flood(c, stopped, () => {
-        const b = repeat(200, (i) => rawFrame(H.HEADERS, END_HEADERS | END_STREAM, sid + 2 * i, bomb));
+        const b = repeat(200, (i) => rawFrame(T.HEADERS, F.END_HEADERS | F.END_STREAM, sid + 2 * i, bomb));
         sid += 400;
         return b;
       });
@@ -172,13 +172,13 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     let open = -1;
     await r.during(async (stopped) => {
       const conns = await Promise.all(Array.from({ length: 20 }, () => attacker(r.grpcPort)));
-      const slowBlock = block([...grpcRequestFields(LIST), ...Array.from({ length: 100 }, (_, i) => [`x-slow-${i}`, "v"] as [string, string])]);
-      for (const c of conns) await c.send(rawFrame(H.HEADERS, 0, 1, slowBlock.subarray(0, 40)));
+      const block = headerBlock([...grpcRequestFields(LIST), ...Array.from({ length: 100 }, (_, i) => [`x-slow-${i}`, "v"] as [string, string])]);
+      for (const c of conns) await c.send(rawFrame(T.HEADERS, 0, 1, block.subarray(0, 40)));
       const t0 = Date.now();
       let at = 40;
       while (!stopped() && Date.now() - t0 < 12_000 && !conns.every(ended)) {
         await within(() => stopped() || conns.every(ended), 2000);
-        for (const c of conns) if (!ended(c)) await c.send(rawFrame(H.CONTINUATION, 0, 1, slowBlock.subarray(at, at + 10)));
+        for (const c of conns) if (!ended(c)) await c.send(rawFrame(T.CONTINUATION, 0, 1, block.subarray(at, at + 10)));
         at += 10;
       }
       open = conns.filter((c) => !ended(c)).length;
@@ -194,7 +194,7 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     await oneConnection(r, 3000, async (c, stopped) => {
       let sid = 1;
       await flood(c, stopped, () => {
-        const b = repeat(250, (i) => Buffer.concat([rawFrame(H.HEADERS, END_HEADERS, sid + 2 * i, LIST_BLOCK), rawFrame(H.RST_STREAM, 0, sid + 2 * i, u32(8))]));
+        const b = repeat(250, (i) => Buffer.concat([rawFrame(T.HEADERS, F.END_HEADERS, sid + 2 * i, LIST_BLOCK), rawFrame(T.RST_STREAM, 0, sid + 2 * i, u32(8))]));
         sid += 500;
         return b;
       });
@@ -211,7 +211,7 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     // within 3 s and stays there: the same +131 MiB when the attack runs 25 s instead of 5 (five times the connections).
     const r = await start();
     await manyConnections(r, 1000, 4, async (c) => {
-      await c.send(rawFrame(H.HEADERS, 0, 1, LIST_BLOCK.subarray(0, 10)), repeat(2000, () => rawFrame(H.CONTINUATION, 0, 1, Buffer.from([0x40]))));
+      await c.send(rawFrame(T.HEADERS, 0, 1, LIST_BLOCK.subarray(0, 10)), repeat(2000, () => rawFrame(T.CONTINUATION, 0, 1, Buffer.from([0x40]))));
     });
     await r.check(200 * MIB);
     await finish(r);
@@ -219,14 +219,14 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
 
   it("SETTINGS flood (closed within 2 s, RSS +100 MiB)", async () => {
     const r = await start();
-    await oneConnection(r, 2000, (c, stopped) => flood(c, stopped, repeat(1000, () => rawFrame(H.SETTINGS, 0, 0, settings([[4, 65_535]])))));
+    await oneConnection(r, 2000, (c, stopped) => flood(c, stopped, repeat(1000, () => rawFrame(T.SETTINGS, 0, 0, settings([[4, 65_535]])))));
     await r.check(100 * MIB);
     await finish(r);
   });
 
   it("PING flood (closed within 2 s, RSS +100 MiB)", async () => {
     const r = await start();
-    await oneConnection(r, 2000, (c, stopped) => flood(c, stopped, repeat(1000, () => rawFrame(H.PING, 0, 0, Buffer.from("attack!!")))));
+    await oneConnection(r, 2000, (c, stopped) => flood(c, stopped, repeat(1000, () => rawFrame(T.PING, 0, 0, Buffer.from("attack!!")))));
     await r.check(100 * MIB);
     await finish(r);
   });
@@ -235,7 +235,7 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     const r = await start();
     await r.during(async (stopped) => {
       const conns = await Promise.all(Array.from({ length: 10 }, () => attacker(r.grpcPort, [[4, 0]])));
-      for (const c of conns) await c.send(repeat(900, (i) => Buffer.concat([rawFrame(H.HEADERS, END_HEADERS, 1 + 2 * i, LIST_BLOCK), rawFrame(H.DATA, END_STREAM, 1 + 2 * i, EMPTY_MSG)])));
+      for (const c of conns) await c.send(repeat(900, (i) => Buffer.concat([rawFrame(T.HEADERS, F.END_HEADERS, 1 + 2 * i, LIST_BLOCK), rawFrame(T.DATA, F.END_STREAM, 1 + 2 * i, EMPTY_MSG)])));
       await within(stopped, 10_000);
       for (const c of conns) c.destroy();
     });
@@ -252,7 +252,7 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     while (p < 16_000) p = literalField(big, p, 0, `x-h${p}`, "h".repeat(200));
     const block = big.subarray(0, p);
     await manyConnections(r, 1000, 2, async (c) => {
-      await c.send(rawFrame(H.HEADERS, 0, 1, Buffer.concat([LIST_BLOCK, block])), repeat(64, (i) => rawFrame(H.CONTINUATION, i === 63 ? END_HEADERS : 0, 1, block)));
+      await c.send(rawFrame(T.HEADERS, 0, 1, Buffer.concat([LIST_BLOCK, block])), repeat(64, (i) => rawFrame(T.CONTINUATION, i === 63 ? F.END_HEADERS : 0, 1, block)));
     });
     await r.check(200 * MIB);
     await finish(r);
@@ -277,7 +277,7 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
   it("half-closed TCP: a call, then the client's FIN without reading, on connection after connection (each closed within 2 s, RSS +100 MiB)", async () => {
     const r = await start();
     await manyConnections(r, 2000, 2, async (c) => {
-      await c.send(rawFrame(H.HEADERS, END_HEADERS, 1, LIST_BLOCK), rawFrame(H.DATA, END_STREAM, 1, EMPTY_MSG));
+      await c.send(rawFrame(T.HEADERS, F.END_HEADERS, 1, LIST_BLOCK), rawFrame(T.DATA, F.END_STREAM, 1, EMPTY_MSG));
       c.endWrites();
     });
     await r.check(100 * MIB);

@@ -14,7 +14,7 @@
 import assert from "node:assert/strict";
 import { Worker } from "node:worker_threads";
 import { startGatewayProcess, type GatewayProcess } from "../support/cli.js";
-import { rawUnary } from "../support/h2-raw-client.js";
+import { rawUnary } from "../support/h2-raw-unary.js";
 import { rssOf } from "../fuzz/target.js";
 
 export const BASELINE_MS = 2000;

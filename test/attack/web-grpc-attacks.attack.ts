@@ -8,7 +8,7 @@ import net from "node:net";
 import { after, describe, it } from "node:test";
 import WebSocket from "ws";
 import { METHODS } from "../fuzz/inputs.js";
-import { END_HEADERS, END_STREAM, H, Raw, block, grpcFrame, grpcRequestFields, rawFrame, readUnary } from "../support/h2-raw-client.js";
+import { F, RawH2, T, grpcFrame, grpcRequestFields, headerBlock, rawFrame, readUnary } from "../support/h2-raw-unary.js";
 import { AttackRun, MIB, within } from "./harness.js";
 
 const runs: AttackRun[] = [];
@@ -86,14 +86,14 @@ describe("attack classes: REST, WebSocket and gRPC calls", { concurrency: 1, tim
     const statuses: (number | string)[] = [];
     await r.during(async (stopped) => {
       while (!stopped() && statuses.length < 50) {
-        const c = new Raw(r.grpcPort);
+        const c = new RawH2(r.grpcPort);
         try {
           await c.connected();
-          c.open();
-          const frames = [rawFrame(H.HEADERS, END_HEADERS, 1, block(grpcRequestFields(sub.path)))];
-          for (let at = 0; at < body.length; at += 16_384) frames.push(rawFrame(H.DATA, at + 16_384 >= body.length ? END_STREAM : 0, 1, body.subarray(at, at + 16_384)));
+          await c.open();
+          const frames = [rawFrame(T.HEADERS, F.END_HEADERS, 1, headerBlock(grpcRequestFields(sub.path)))];
+          for (let at = 0; at < body.length; at += 16_384) frames.push(rawFrame(T.DATA, at + 16_384 >= body.length ? F.END_STREAM : 0, 1, body.subarray(at, at + 16_384)));
           await c.send(...frames);
-          const done = await c.until(() => c.closed || c.frames.some((f) => f.stream === 1 && (f.type === H.RST_STREAM || (f.type === H.HEADERS && (f.flags & END_STREAM) !== 0))), 5000);
+          const done = await c.until(() => c.closed || c.frames.some((f) => f.stream === 1 && (f.type === T.RST_STREAM || (f.type === T.HEADERS && (f.flags & F.END_STREAM) !== 0))), 5000);
           statuses.push(done ? (readUnary(c.frames, 1).status ?? "no status") : "still open after 5 s (accepted)");
         } finally {
           c.destroy();

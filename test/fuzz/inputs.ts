@@ -11,7 +11,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { gzipSync, deflateSync } from "node:zlib";
 import { huffmanEncode, writeInt } from "../../src/h2/hpack.js";
 import { gatewayPackageDefinition } from "../../src/shared/protos.js";
-import { ACK, END_HEADERS, END_STREAM, H, PADDED, PREFACE, PRIORITY_FLAG, block, grpcFrame, grpcRequestFields, rawFrame, settings, u32 as u32Strict } from "../support/h2-raw-client.js";
+import { F, PREFACE, T, grpcFrame, grpcRequestFields, headerBlock, rawFrame, settings, u32 as u32Strict } from "../support/h2-raw-unary.js";
 import { Rng } from "./prng.js";
 
 /** One frame of an input; `length` overrides the header's length field (a lie about the payload). */
@@ -81,32 +81,32 @@ const CONFIG_LIST = "/platform.Config/ListServices";
 /** A 32-bit field from any number the mutators make (ids with the reserved bit set are negative in JS). */
 const u32 = (n: number): Buffer => u32Strict(n >>> 0);
 
-function req(sid: number, path: string, extra: [string, string][] = [], flags: number = END_HEADERS): FFrame {
-  return { type: H.HEADERS, flags, stream: sid, payload: block(grpcRequestFields(path, extra)) };
+function req(sid: number, path: string, extra: [string, string][] = [], flags: number = F.END_HEADERS): FFrame {
+  return { type: T.HEADERS, flags, stream: sid, payload: headerBlock(grpcRequestFields(path, extra)) };
 }
 function data(sid: number, payload: Buffer, end = true): FFrame {
-  return { type: H.DATA, flags: end ? END_STREAM : 0, stream: sid, payload };
+  return { type: T.DATA, flags: end ? F.END_STREAM : 0, stream: sid, payload };
 }
 function ctl(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): FFrame {
   return { type, flags, stream, payload };
 }
 function windowUpdate(sid: number, inc: number): FFrame {
-  return ctl(H.WINDOW_UPDATE, 0, sid, u32(inc));
+  return ctl(T.WINDOW_UPDATE, 0, sid, u32(inc));
 }
 function rst(sid: number, code: number): FFrame {
-  return ctl(H.RST_STREAM, 0, sid, u32(code));
+  return ctl(T.RST_STREAM, 0, sid, u32(code));
 }
 function goaway(last: number, code: number, debug = ""): FFrame {
-  return ctl(H.GOAWAY, 0, 0, Buffer.concat([u32(last), u32(code), Buffer.from(debug)]));
+  return ctl(T.GOAWAY, 0, 0, Buffer.concat([u32(last), u32(code), Buffer.from(debug)]));
 }
 function ping(ack = false): FFrame {
-  return ctl(H.PING, ack ? ACK : 0, 0, Buffer.from("fuzzping"));
+  return ctl(T.PING, ack ? F.ACK : 0, 0, Buffer.from("fuzzping"));
 }
 function priority(sid: number, dep: number, weight: number, exclusive = false): FFrame {
   const p = Buffer.alloc(5);
   p.writeUInt32BE((dep | (exclusive ? 0x80000000 : 0)) >>> 0);
   p[4] = weight;
-  return ctl(H.PRIORITY, 0, sid, p);
+  return ctl(T.PRIORITY, 0, sid, p);
 }
 
 /** A HEADERS block split into HEADERS + CONTINUATION frames at the given offsets. */
@@ -120,10 +120,10 @@ function splitBlock(f: FFrame, cuts: number[]): FFrame[] {
     at = c;
   }
   parts.push(b.subarray(at));
-  const endHeaders = f.flags & END_HEADERS;
+  const endHeaders = f.flags & F.END_HEADERS;
   return parts.map((p, i) => ({
-    type: i === 0 ? f.type : H.CONTINUATION,
-    flags: i === 0 ? f.flags & ~END_HEADERS : i === parts.length - 1 ? endHeaders : 0,
+    type: i === 0 ? f.type : T.CONTINUATION,
+    flags: i === 0 ? f.flags & ~F.END_HEADERS : i === parts.length - 1 ? endHeaders : 0,
     stream: f.stream,
     payload: p,
   }));
@@ -131,7 +131,7 @@ function splitBlock(f: FFrame, cuts: number[]): FFrame[] {
 
 /** Padded form of a DATA or HEADERS frame. */
 function padded(f: FFrame, pad: number): FFrame {
-  return { ...f, flags: f.flags | PADDED, payload: Buffer.concat([Buffer.from([pad & 0xff]), f.payload, Buffer.alloc(pad & 0xff)]) };
+  return { ...f, flags: f.flags | F.PADDED, payload: Buffer.concat([Buffer.from([pad & 0xff]), f.payload, Buffer.alloc(pad & 0xff)]) };
 }
 
 /** A header block with dynamic-table inserts (literal with incremental indexing, Huffman), then references to them. */
@@ -184,20 +184,20 @@ export function seedCorpus(): { name: string; frames: FFrame[]; settings?: [numb
     {
       name: "settings-ping-window-rst-mix",
       settings: [[1, 0], [3, 100], [4, 1 << 20], [5, 32_768], [6, 8192], [2, 0]],
-      frames: [ping(), windowUpdate(0, 1 << 20), req(1, CONFIG_LIST), windowUpdate(1, 1000), ctl(H.SETTINGS, 0, 0, settings([[4, 0]])), data(1, list), ctl(H.SETTINGS, ACK, 0), ping(true), rst(1, 8), req(3, CONFIG_LIST), data(3, list)],
+      frames: [ping(), windowUpdate(0, 1 << 20), req(1, CONFIG_LIST), windowUpdate(1, 1000), ctl(T.SETTINGS, 0, 0, settings([[4, 0]])), data(1, list), ctl(T.SETTINGS, F.ACK, 0), ping(true), rst(1, 8), req(3, CONFIG_LIST), data(3, list)],
     },
     { name: "continuation-split", frames: [...splitBlock(req(1, CONFIG_LIST), [3, 10, 20, 30]), data(1, list)] },
-    { name: "padding-and-priority", frames: [padded({ ...req(1, CONFIG_LIST), flags: END_HEADERS | PRIORITY_FLAG, payload: Buffer.concat([Buffer.from([0, 0, 0, 0, 16]), req(1, CONFIG_LIST).payload]) }, 10), priority(1, 0, 200), priority(3, 1, 1, true), padded(data(1, list), 255)] },
+    { name: "padding-and-priority", frames: [padded({ ...req(1, CONFIG_LIST), flags: F.END_HEADERS | F.PRIORITY, payload: Buffer.concat([Buffer.from([0, 0, 0, 0, 16]), req(1, CONFIG_LIST).payload]) }, 10), priority(1, 0, 200), priority(3, 1, 1, true), padded(data(1, list), 255)] },
     { name: "goaway-after-call", frames: [req(1, CONFIG_LIST), data(1, list), goaway(1, 0, "bye"), req(3, CONFIG_LIST), data(3, list)] },
     {
       name: "hpack-dynamic-table",
       frames: [
-        { type: H.HEADERS, flags: END_HEADERS, stream: 1, payload: dynamicBlock(CONFIG_LIST, 4096) },
+        { type: T.HEADERS, flags: F.END_HEADERS, stream: 1, payload: dynamicBlock(CONFIG_LIST, 4096) },
         data(1, list),
-        { type: H.HEADERS, flags: END_HEADERS, stream: 3, payload: indexedBlock() },
+        { type: T.HEADERS, flags: F.END_HEADERS, stream: 3, payload: indexedBlock() },
         data(3, list),
-        ctl(H.SETTINGS, 0, 0, settings([[1, 0]])),
-        { type: H.HEADERS, flags: END_HEADERS, stream: 5, payload: dynamicBlock(CONFIG_LIST, 0) },
+        ctl(T.SETTINGS, 0, 0, settings([[1, 0]])),
+        { type: T.HEADERS, flags: F.END_HEADERS, stream: 5, payload: dynamicBlock(CONFIG_LIST, 0) },
         data(5, list),
       ],
     },
@@ -210,13 +210,13 @@ export function seedCorpus(): { name: string; frames: FFrame[]; settings?: [numb
     { name: "huge-lengths", frames: [req(1, CONFIG_LIST), data(1, Buffer.from([0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3])), req(3, CONFIG_LIST), { ...data(3, list), length: 0xffffff }] },
     { name: "unknown-frames-and-reflection", frames: [ctl(0xfa, 0xff, 0, Buffer.from("x")), req(1, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"), data(1, grpcFrame(Buffer.from([0x3a, 0x00])), false), rst(1, 0)] },
     { name: "metadata-binary", frames: [req(1, CONFIG_LIST, [["x-trace-bin", "!!notbase64"], ["x-api-key", "k"], ["grpc-accept-encoding", "identity"], ["user-agent", "fuzz"]]), data(1, list)] },
-    { name: "trailers-from-client", frames: [req(1, CONFIG_LIST), data(1, list, false), { type: H.HEADERS, flags: END_HEADERS | END_STREAM, stream: 1, payload: block([["x-t", "1"]]) }] },
+    { name: "trailers-from-client", frames: [req(1, CONFIG_LIST), data(1, list, false), { type: T.HEADERS, flags: F.END_HEADERS | F.END_STREAM, stream: 1, payload: headerBlock([["x-t", "1"]]) }] },
   ];
 }
 
 /** The bytes a client writes for a frame list (preface and SETTINGS first). */
 export function serialize(frames: FFrame[], entries: [number, number][] = [], preface = true): Buffer {
-  const parts: Buffer[] = preface ? [PREFACE, rawFrame(H.SETTINGS, 0, 0, settings(entries))] : [];
+  const parts: Buffer[] = preface ? [PREFACE, rawFrame(T.SETTINGS, 0, 0, settings(entries))] : [];
   for (const f of frames) {
     const b = rawFrame(f.type, f.flags & 0xff, f.stream >>> 0, f.payload);
     if (f.length !== undefined) b.writeUIntBE(f.length & 0xffffff, 0, 3);
@@ -255,13 +255,13 @@ export function loadCorpus(): { name: string; bytes: Buffer }[] {
 // ---- frame-level mutation ----
 
 const TYPES = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0x0b, 0x10, 0xff];
-const FLAGS = [END_STREAM, END_HEADERS, PADDED, PRIORITY_FLAG, 0x02, 0x40, 0x80];
+const FLAGS = [F.END_STREAM, F.END_HEADERS, F.PADDED, F.PRIORITY, 0x02, 0x40, 0x80];
 
 function randomFrame(rng: Rng, sids: number[]): FFrame {
   const sid = (): number => rng.pick([...sids, 0, 1, 2, rng.interesting() & 0x7fffffff]);
   switch (rng.int(10)) {
     case 0:
-      return ctl(H.SETTINGS, rng.chance(0.1) ? ACK : 0, 0, settings(Array.from({ length: rng.int(4) }, () => [rng.int(9), rng.interesting()] as [number, number])));
+      return ctl(T.SETTINGS, rng.chance(0.1) ? F.ACK : 0, 0, settings(Array.from({ length: rng.int(4) }, () => [rng.int(9), rng.interesting()] as [number, number])));
     case 1:
       return ping(rng.chance(0.2));
     case 2:
@@ -273,9 +273,9 @@ function randomFrame(rng: Rng, sids: number[]): FFrame {
     case 5:
       return goaway(sid(), rng.int(14), rng.chance(0.5) ? "x".repeat(rng.int(64)) : "");
     case 6:
-      return ctl(H.CONTINUATION, rng.chance(0.5) ? END_HEADERS : 0, sid(), rng.bytes(rng.int(32)));
+      return ctl(T.CONTINUATION, rng.chance(0.5) ? F.END_HEADERS : 0, sid(), rng.bytes(rng.int(32)));
     case 7:
-      return req(rng.pick([...sids, 1]) + 2 * rng.int(3), rng.pick(METHODS).path, [], rng.chance(0.5) ? END_HEADERS : END_HEADERS | END_STREAM);
+      return req(rng.pick([...sids, 1]) + 2 * rng.int(3), rng.pick(METHODS).path, [], rng.chance(0.5) ? F.END_HEADERS : F.END_HEADERS | F.END_STREAM);
     case 8:
       return data(sid(), rng.chance(0.5) ? grpcFrame(Buffer.alloc(0)) : rng.bytes(rng.int(100)), rng.chance(0.5));
     default:
@@ -358,21 +358,21 @@ function mutateFrames(rng: Rng, frames: FFrame[], donors: FFrame[][]): void {
       frames.splice(i, 1);
       return;
     case 11:
-      if (f.type === H.HEADERS && f.payload.length > 1) frames.splice(i, 1, ...splitBlock(f, Array.from({ length: rng.range(1, 4) }, () => rng.int(f.payload.length))));
+      if (f.type === T.HEADERS && f.payload.length > 1) frames.splice(i, 1, ...splitBlock(f, Array.from({ length: rng.range(1, 4) }, () => rng.int(f.payload.length))));
       else frames.splice(i, 0, randomFrame(rng, sids));
       return;
     case 12:
-      if (f.type === H.DATA || f.type === H.HEADERS) frames[i] = padded(f, rng.chance(0.5) ? rng.int(256) : f.payload.length);
+      if (f.type === T.DATA || f.type === T.HEADERS) frames[i] = padded(f, rng.chance(0.5) ? rng.int(256) : f.payload.length);
       return;
     case 13: {
       // a big header block: many fields, or one huge value
       const fields: [string, string][] = rng.chance(0.5) ? Array.from({ length: rng.range(50, 400) }, (_, k) => [`x-h${k}`, "v".repeat(rng.int(200))]) : [["x-big", "b".repeat(rng.range(10_000, 100_000))]];
-      const big: FFrame = { type: H.HEADERS, flags: END_HEADERS, stream: (rng.pick([...sids, 1]) | 1) >>> 0, payload: block([...grpcRequestFields(CONFIG_LIST), ...fields]) };
+      const big: FFrame = { type: T.HEADERS, flags: F.END_HEADERS, stream: (rng.pick([...sids, 1]) | 1) >>> 0, payload: headerBlock([...grpcRequestFields(CONFIG_LIST), ...fields]) };
       frames.splice(i, 0, ...splitBlock(big, Array.from({ length: Math.ceil(big.payload.length / 16_000) }, (_, k) => (k + 1) * 16_000)));
       return;
     }
     case 14: // a table size update or a bad HPACK prefix in front of a block
-      if (f.type === H.HEADERS || f.type === H.CONTINUATION) f.payload = Buffer.concat([Buffer.from(rng.pick([[0x3f, 0xe1, 0x1f], [0x20], [0x3f, 0xff, 0xff, 0xff, 0xff, 0x0f], [0xff, 0xff, 0xff, 0xff, 0xff], [0x7e], [0x40, 0x85]])), f.payload]);
+      if (f.type === T.HEADERS || f.type === T.CONTINUATION) f.payload = Buffer.concat([Buffer.from(rng.pick([[0x3f, 0xe1, 0x1f], [0x20], [0x3f, 0xff, 0xff, 0xff, 0xff, 0x0f], [0xff, 0xff, 0xff, 0xff, 0xff], [0x7e], [0x40, 0x85]])), f.payload]);
       return;
     default:
       frames.splice(at(), 0, randomFrame(rng, sids));
@@ -486,7 +486,7 @@ function grpcInput(rng: Rng, label: string): { frames: FFrame[]; label: string }
     frames.push(data(1, body.subarray(at, at + n), false));
     at += n;
   } while (at < body.length && frames.length < 600);
-  if (!open) frames[frames.length - 1]!.flags |= END_STREAM;
+  if (!open) frames[frames.length - 1]!.flags |= F.END_STREAM;
   if (rng.chance(0.2)) frames.push(rst(1, rng.int(14)));
   return { frames, label: `${label} grpc ${notes.join(" ")}` };
 }

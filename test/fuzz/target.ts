@@ -7,7 +7,7 @@
  */
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { startGatewayProcess, type GatewayProcess } from "../support/cli.js";
-import { Raw, rawUnary } from "../support/h2-raw-client.js";
+import { RawH2, rawUnary } from "../support/h2-raw-unary.js";
 import type { FuzzInput } from "./inputs.js";
 
 /** How long one input may take from connect to close, ms (the server's own timeouts are longer: we close first). */
@@ -82,7 +82,7 @@ export class FuzzTarget {
 
   /** Send one input on a fresh connection; resolves when the server closed it, it went quiet, or the time is up. */
   async run(input: FuzzInput): Promise<void> {
-    const c = new Raw(this.port);
+    const c = new RawH2(this.port);
     this.connections++;
     const deadline = Date.now() + INPUT_TIMEOUT_MS;
     try {

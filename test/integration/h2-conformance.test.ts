@@ -237,7 +237,7 @@ describe("HTTP/2 conformance and meters of the native server", () => {
         s.end([]);
       });
       // The client's window is 0: the body waits for its WINDOW_UPDATE, a byte at a time.
-      const r = raw(settings([[0x4, 0]]));
+      const r = raw(settings([0x4, 0]));
       r.send(frame(H.HEADERS, END_HEADERS, 1, block(REQ)));
       await waitFor(() => r.of(H.HEADERS).length === 1, "the 415 HEADERS");
       r.send(frame(H.WINDOW_UPDATE, 0, 1, u32(1)));
@@ -403,7 +403,7 @@ describe("HTTP/2 conformance and meters of the native server", () => {
         },
       }));
       for (const max of [16_384, 20_000]) {
-        const r = raw(max === 16_384 ? undefined : settings([[0x5, max]]));
+        const r = raw(max === 16_384 ? undefined : settings([0x5, max]));
         r.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
         await waitFor(() => r.of(H.HEADERS).length === 2, "the reply and its trailers");
         const parts = r.frames.filter((f) => f.stream === 1 && (f.type === H.HEADERS || f.type === H.CONTINUATION));

@@ -6,24 +6,95 @@
  */
 import assert from "node:assert/strict";
 import http2 from "node:http2";
+import net from "node:net";
 import { after, describe, it } from "node:test";
 import { createH2Server } from "../../src/h2/server.js";
+import { literalField } from "../../src/h2/hpack.js";
 import { CONNECTION_WINDOW, STREAM_WINDOW } from "../../src/h2/frames.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream } from "../../src/h2/types.js";
 import { parseCli } from "../../src/main/cli-args.js";
 import { validateGatewayOptions } from "../../src/main/options.js";
 import { startTestGateway, waitFor } from "../support/gateway.js";
-import { ACK, END_HEADERS, END_STREAM, H, Raw, block, frame, u32 } from "../support/h2-raw-client.js";
+import { rawFrame as frame, u32 } from "../support/h2-fake-server.js";
 
+const H = { DATA: 0, HEADERS: 1, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
+const END_STREAM = 1;
+const ACK = 1;
+const END_HEADERS = 4;
+const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 const ANY_STREAM = 0x7fffffff;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+function block(fields: [string, string][]): Buffer {
+  const out = Buffer.alloc(4096);
+  let p = 0;
+  for (const [n, v] of fields) p = literalField(out, p, 0, n, v);
+  return out.subarray(0, p);
+}
 const REQ = block([
   [":method", "POST"],
   [":scheme", "http"],
   [":path", "/x"],
   [":authority", "x"],
 ]);
+
+interface RawFrame {
+  type: number;
+  flags: number;
+  stream: number;
+  payload: Buffer;
+}
+
+/** A raw client socket: sends bytes, parses the server's frames, optionally answers PINGs and SETTINGS. */
+class Raw {
+  readonly frames: RawFrame[] = [];
+  closed = false;
+  closedAt = 0;
+  /** Connection credit the server granted beyond its initial 65,535 bytes. */
+  connectionCredit = 0;
+  private buf = Buffer.alloc(0);
+  readonly socket: net.Socket;
+  constructor(
+    port: number,
+    private readonly auto: { pingAck?: boolean; settingsAck?: boolean } = { pingAck: true, settingsAck: true },
+  ) {
+    this.socket = net.connect(port, "127.0.0.1");
+    this.socket.on("data", (c: Buffer) => {
+      this.buf = Buffer.concat([this.buf, c]);
+      while (this.buf.length >= 9) {
+        const len = this.buf.readUIntBE(0, 3);
+        if (this.buf.length < 9 + len) break;
+        const f = { type: this.buf[3]!, flags: this.buf[4]!, stream: this.buf.readUInt32BE(5) & 0x7fffffff, payload: Buffer.from(this.buf.subarray(9, 9 + len)) };
+        this.buf = this.buf.subarray(9 + len);
+        this.frames.push(f);
+        if (f.type === H.PING && (f.flags & ACK) === 0 && this.auto.pingAck) this.send(frame(H.PING, ACK, 0, f.payload));
+        if (f.type === H.SETTINGS && (f.flags & ACK) === 0 && this.auto.settingsAck) this.send(frame(H.SETTINGS, ACK, 0));
+        if (f.type === H.WINDOW_UPDATE && f.stream === 0) this.connectionCredit += f.payload.readUInt32BE(0);
+      }
+    });
+    this.socket.on("error", () => undefined);
+    this.socket.on("close", () => {
+      this.closed = true;
+      this.closedAt = Date.now();
+    });
+  }
+  send(...bufs: Buffer[]): void {
+    if (!this.socket.destroyed) this.socket.write(Buffer.concat(bufs));
+  }
+  open(): this {
+    this.send(PREFACE, frame(H.SETTINGS, 0, 0));
+    return this;
+  }
+  of(type: number): RawFrame[] {
+    return this.frames.filter((f) => f.type === type);
+  }
+  goaways(): { last: number; code: number; debug: string }[] {
+    return this.of(H.GOAWAY).map((f) => ({ last: f.payload.readUInt32BE(0), code: f.payload.readUInt32BE(4), debug: f.payload.subarray(8).toString() }));
+  }
+  destroy(): void {
+    this.socket.destroy();
+  }
+}
 
 interface Started {
   server: H2Server;
@@ -72,7 +143,7 @@ describe("native HTTP/2 server: connection lifecycle", () => {
     return st;
   }
   const raw = (port: number, auto?: { pingAck?: boolean; settingsAck?: boolean }): Raw => {
-    const r = new Raw(port, auto ?? { pingAck: true, settingsAck: true });
+    const r = new Raw(port, auto);
     raws.push(r);
     return r;
   };

@@ -1,19 +1,12 @@
 /**
- * A raw-socket HTTP/2 client for tests that must send what no real client sends (the native HTTP/2 server's
- * conformance and integration tests, the fuzzer in test/fuzz/, the attack-class suite in test/attack/, the fuzz
- * regressions): bytes written as given, the server's frames parsed and recorded, the close noticed, and every wait
- * bounded. `rawUnary` makes one whole gRPC unary call on a fresh connection with nothing but frames, to check that a
- * server is still serving without a grpc-js client's own retries and reconnects in the way. Frame builders are
- * test/support/h2-fake-server.ts's.
+ * A raw HTTP/2 client for tests of the native HTTP/2 server (src/h2/): it writes frames byte for byte (so a test can
+ * send what no real client would), parses the server's frames as they arrive and notices the close. Every wait is
+ * bounded (waitFor's timeout).
  */
 import net from "node:net";
-import { HpackDecoder, literalField } from "../../src/h2/hpack.js";
-import { PREFACE } from "../../src/h2/frames.js";
+import { literalField } from "../../src/h2/hpack.js";
 import { waitFor } from "./gateway.js";
-import { grpcFrame, rawFrame, settings, u32 } from "./h2-fake-server.js";
-
-export { PREFACE, grpcFrame, rawFrame, settings, u32 };
-export const frame = rawFrame;
+import { rawFrame } from "./h2-fake-server.js";
 
 export const H = { DATA: 0, HEADERS: 1, PRIORITY: 2, RST_STREAM: 3, SETTINGS: 4, PUSH_PROMISE: 5, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
 export const END_STREAM = 1;
@@ -21,8 +14,27 @@ export const ACK = 1;
 export const END_HEADERS = 4;
 export const PADDED = 8;
 export const PRIORITY_FLAG = 0x20;
+export const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 
-/** A header block of plain literals without indexing (any names and values, also invalid ones; the HPACK table is left alone). */
+export const frame = rawFrame;
+
+export function u32(n: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(n);
+  return b;
+}
+
+/** A SETTINGS payload from [id, value] pairs. */
+export function settings(...pairs: [number, number][]): Buffer {
+  const b = Buffer.alloc(6 * pairs.length);
+  pairs.forEach(([id, v], i) => {
+    b.writeUInt16BE(id, 6 * i);
+    b.writeUInt32BE(v, 6 * i + 2);
+  });
+  return b;
+}
+
+/** A header block of literal fields without indexing (the HPACK table is left alone). */
 export function block(fields: [string, string][]): Buffer {
   const out = Buffer.alloc(64 + fields.reduce((n, [k, v]) => n + 2 * (k.length + v.length) + 16, 0));
   let p = 0;
@@ -38,12 +50,6 @@ export const REQ: [string, string][] = [
   [":authority", "x"],
 ];
 
-/** The request header fields of a gRPC call to `path` (e.g. "/platform.Config/ListServices"), then `extra`. */
-export function grpcRequestFields(path: string, extra: [string, string][] = []): [string, string][] {
-  return [[":method", "POST"], [":scheme", "http"], [":path", path], [":authority", "127.0.0.1"], ["content-type", "application/grpc"], ["te", "trailers"], ...extra];
-}
-
-/** A frame as the server sent it. */
 export interface RawFrame {
   type: number;
   flags: number;
@@ -51,225 +57,59 @@ export interface RawFrame {
   payload: Buffer;
 }
 
-/**
- * A raw client connection: `send` writes bytes as given, the server's frames are parsed into `frames`; `auto` makes it
- * acknowledge the server's PINGs and SETTINGS itself (off by default: most tests decide what the client answers).
- */
+/** A raw client socket: sends bytes, parses the server's frames, notices the close. */
 export class Raw {
   readonly frames: RawFrame[] = [];
   closed = false;
-  /** Date.now() at the close (0 while open). */
-  closedAt = 0;
-  /** Connection credit the server granted beyond its initial 65,535 bytes. */
-  connectionCredit = 0;
-  /** Bytes received (frames and any trailing partial frame). */
-  received = 0;
+  private buf = Buffer.alloc(0);
   readonly socket: net.Socket;
-  private buf: Buffer = Buffer.alloc(0);
-  private readonly waiters = new Set<() => void>();
-
-  constructor(
-    port: number,
-    private readonly auto: { pingAck?: boolean; settingsAck?: boolean } = {},
-  ) {
+  constructor(port: number) {
     this.socket = net.connect(port, "127.0.0.1");
-    this.socket.setNoDelay(true);
     this.socket.on("data", (c: Buffer) => {
-      this.received += c.length;
-      this.buf = this.buf.length === 0 ? c : Buffer.concat([this.buf, c]);
+      this.buf = Buffer.concat([this.buf, c]);
       while (this.buf.length >= 9) {
         const len = this.buf.readUIntBE(0, 3);
         if (this.buf.length < 9 + len) break;
-        // Kept frames are bounded by what a test waits for: a client that only sends keeps what the server says.
-        const f = { type: this.buf[3]!, flags: this.buf[4]!, stream: this.buf.readUInt32BE(5) & 0x7fffffff, payload: Buffer.from(this.buf.subarray(9, 9 + len)) };
+        this.frames.push({ type: this.buf[3]!, flags: this.buf[4]!, stream: this.buf.readUInt32BE(5) & 0x7fffffff, payload: this.buf.subarray(9, 9 + len) });
         this.buf = this.buf.subarray(9 + len);
-        if (this.frames.length < 100_000) this.frames.push(f);
-        if (f.type === H.PING && (f.flags & ACK) === 0 && this.auto.pingAck) void this.send(rawFrame(H.PING, ACK, 0, f.payload));
-        if (f.type === H.SETTINGS && (f.flags & ACK) === 0 && this.auto.settingsAck) void this.send(rawFrame(H.SETTINGS, ACK, 0));
-        if (f.type === H.WINDOW_UPDATE && f.stream === 0) this.connectionCredit += f.payload.readUInt32BE(0);
       }
-      this.wake();
     });
     this.socket.on("error", () => undefined);
-    this.socket.on("close", () => {
-      this.closed = true;
-      this.closedAt = Date.now();
-      this.wake();
-    });
+    this.socket.on("close", () => (this.closed = true));
   }
-
-  /** Resolve once connected; reject after `timeoutMs`. */
-  connected(timeoutMs = 5000): Promise<this> {
-    if (!this.socket.connecting) return Promise.resolve(this);
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`no TCP connection within ${timeoutMs} ms`)), timeoutMs);
-      this.socket.once("connect", () => {
-        clearTimeout(t);
-        resolve(this);
-      });
-      this.socket.once("close", () => {
-        clearTimeout(t);
-        reject(new Error("the connection closed before it opened"));
-      });
-    });
+  send(...bufs: Buffer[]): void {
+    if (!this.socket.destroyed) this.socket.write(Buffer.concat(bufs));
   }
-
-  /** Write bytes (a no-op once the socket is gone); resolves when the socket has taken them (or is gone). */
-  send(...bufs: Buffer[]): Promise<void> {
-    if (this.socket.destroyed || !this.socket.writable) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.socket.write(bufs.length === 1 ? bufs[0]! : Buffer.concat(bufs), () => resolve());
-    });
-  }
-
   /** Preface and a SETTINGS frame (empty unless given). */
   open(settingsPayload: Buffer = Buffer.alloc(0)): this {
-    void this.send(PREFACE, rawFrame(H.SETTINGS, 0, 0, settingsPayload));
+    this.send(PREFACE, frame(H.SETTINGS, 0, 0, settingsPayload));
     return this;
   }
-
   of(type: number): RawFrame[] {
     return this.frames.filter((f) => f.type === type);
   }
-
-  /** Resolve true once `pred` holds (checked on each arrival and close), false after `timeoutMs`. */
-  until(pred: () => boolean, timeoutMs: number): Promise<boolean> {
-    if (pred()) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const check = (): void => {
-        if (!pred()) return;
-        done(true);
-      };
-      const done = (v: boolean): void => {
-        clearTimeout(t);
-        this.waiters.delete(check);
-        resolve(v);
-      };
-      const t = setTimeout(() => done(pred()), timeoutMs);
-      this.waiters.add(check);
-    });
-  }
-
   /** [stream, code] of every RST_STREAM received. */
   resets(): [number, number][] {
     return this.of(H.RST_STREAM).map((f) => [f.stream, f.payload.readUInt32BE(0)]);
   }
-
   /** Waits for a RST_STREAM on `stream`; its code. */
   async reset(stream: number): Promise<number> {
     await waitFor(() => this.resets().some(([s]) => s === stream), `a RST_STREAM on stream ${stream}`);
     return this.resets().find(([s]) => s === stream)![1];
   }
-
   /** Waits for the answer to a PING sent now: every frame the server sent before it has arrived. */
   async sync(): Promise<void> {
     const data = Buffer.from(String(Math.random()).slice(2, 10).padEnd(8, "0"));
-    void this.send(rawFrame(H.PING, 0, 0, data));
+    this.send(frame(H.PING, 0, 0, data));
     await waitFor(() => this.closed || this.of(H.PING).some((p) => (p.flags & ACK) !== 0 && p.payload.equals(data)), "the PING ACK");
   }
-
-  /** Waits for the first GOAWAY and the close. */
   async goaway(): Promise<{ last: number; code: number; debug: string }> {
     await waitFor(() => this.of(H.GOAWAY).length > 0, "a GOAWAY");
     const g = this.of(H.GOAWAY)[0]!.payload;
     await waitFor(() => this.closed, "the server to close the connection");
     return { last: g.readUInt32BE(0), code: g.readUInt32BE(4), debug: g.subarray(8).toString() };
   }
-
-  /** Every GOAWAY received so far. */
-  goaways(): { last: number; code: number; debug: string }[] {
-    return this.of(H.GOAWAY).map((f) => ({ last: f.payload.readUInt32BE(0), code: f.payload.readUInt32BE(4), debug: f.payload.subarray(8).toString() }));
-  }
-
-  /** The first GOAWAY's code, or undefined when none came. */
-  goawayCode(): number | undefined {
-    const g = this.of(H.GOAWAY)[0];
-    return g === undefined ? undefined : g.payload.readUInt32BE(4);
-  }
-
-  /** Half-close our side (FIN) without destroying. */
-  endWrites(): void {
-    if (!this.socket.destroyed) this.socket.end();
-  }
-
   destroy(): void {
     this.socket.destroy();
   }
-
-  private wake(): void {
-    for (const w of [...this.waiters]) w();
-  }
-}
-
-/** What a raw unary call got. */
-export interface RawUnaryResult {
-  /** grpc-status from the trailers (or a Trailers-Only reply); undefined when none came. */
-  status: number | undefined;
-  grpcMessage: string | undefined;
-  /** The response message bytes (the gRPC length prefix removed), when there was one. */
-  message: Buffer | undefined;
-  /** RST_STREAM code when the stream was reset, GOAWAY code when the connection was ended. */
-  rst: number | undefined;
-  goaway: number | undefined;
-}
-
-/**
- * One gRPC unary call on a fresh connection, raw frames only: preface, SETTINGS, HEADERS, one DATA with `message`
- * (length-prefixed) and END_STREAM; resolves once the stream ends (trailers or reset) or the connection closes, and
- * rejects after `timeoutMs`. The connection is destroyed either way.
- */
-export async function rawUnary(port: number, path: string, message: Buffer, timeoutMs = 5000, extra: [string, string][] = []): Promise<RawUnaryResult> {
-  const c = new Raw(port);
-  try {
-    await c.connected(timeoutMs);
-    await c.send(
-      PREFACE,
-      rawFrame(H.SETTINGS, 0, 0),
-      rawFrame(H.HEADERS, END_HEADERS, 1, block(grpcRequestFields(path, extra))),
-      rawFrame(H.DATA, END_STREAM, 1, grpcFrame(message)),
-    );
-    const ended = (): boolean => c.closed || c.frames.some((f) => f.stream === 1 && (f.type === H.RST_STREAM || (f.type === H.HEADERS && (f.flags & END_STREAM) !== 0)));
-    if (!(await c.until(ended, timeoutMs))) throw new Error(`no reply to ${path} within ${timeoutMs} ms`);
-    return readUnary(c.frames, 1);
-  } finally {
-    c.destroy();
-  }
-}
-
-/** Decode the reply of stream `sid` from the frames a server sent (one HPACK decoder for the whole connection). */
-export function readUnary(frames: RawFrame[], sid: number): RawUnaryResult {
-  const decoder = new HpackDecoder();
-  const r: RawUnaryResult = { status: undefined, grpcMessage: undefined, message: undefined, rst: undefined, goaway: undefined };
-  const data: Buffer[] = [];
-  let parts: Buffer[] = [];
-  let blockStream = 0;
-  for (const f of frames) {
-    if (f.type === H.GOAWAY) r.goaway = f.payload.readUInt32BE(4);
-    if (f.type === H.HEADERS || f.type === H.CONTINUATION) {
-      if (f.type === H.HEADERS) {
-        parts = [];
-        blockStream = f.stream;
-        let p = f.payload;
-        if (f.flags & PADDED) p = p.subarray(1, p.length - p[0]!);
-        if (f.flags & PRIORITY_FLAG) p = p.subarray(5);
-        parts.push(p);
-      } else parts.push(f.payload);
-      if (f.flags & END_HEADERS) {
-        const b = Buffer.concat(parts);
-        const fields: [string, string][] = [];
-        decoder.decode(b, 0, b.length, { header: (n, v) => void fields.push([n, v]) });
-        if (blockStream !== sid) continue;
-        for (const [n, v] of fields) {
-          if (n === "grpc-status") r.status = Number(v);
-          if (n === "grpc-message") r.grpcMessage = decodeURIComponent(v);
-        }
-      }
-    }
-    if (f.stream !== sid) continue;
-    if (f.type === H.DATA) data.push(f.flags & PADDED ? f.payload.subarray(1, f.payload.length - f.payload[0]!) : f.payload);
-    if (f.type === H.RST_STREAM) r.rst = f.payload.readUInt32BE(0);
-  }
-  const body = Buffer.concat(data);
-  if (body.length >= 5) r.message = body.subarray(5, 5 + body.readUInt32BE(1));
-  return r;
 }
