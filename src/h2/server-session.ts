@@ -182,8 +182,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   private announced = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private socketError: string | undefined;
-  private floodTokens = FLOOD_BURST;
-  private floodAt = performance.now();
+  private readonly floods = new Bucket(FLOOD_BURST, FLOOD_RATE);
   private resetTokens = RESET_BUDGET;
   private resetSec = Math.floor(performance.now() / 1000);
   private resetRotated = false;
@@ -565,18 +564,11 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
 
   /** Takes a token for a frame that costs us work but carries nothing; true (and the connection failed) when none is left. */
   private flooded(): boolean {
-    if (this.floodTokens < 1) {
-      const now = performance.now();
-      this.floodTokens = Math.min(FLOOD_BURST, this.floodTokens + ((now - this.floodAt) / 1000) * FLOOD_RATE);
-      this.floodAt = now;
-      if (this.floodTokens < 1) {
-        this.fail(H2Error.ENHANCE_YOUR_CALM, "too many control frames");
-        return true;
-      }
-    }
-    this.floodTokens--;
-    return false;
+    if (this.floods.take()) return false;
+    this.fail(H2Error.ENHANCE_YOUR_CALM, "too many control frames");
+    return true;
   }
+
 
   // ---- reading ----
 
