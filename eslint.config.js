@@ -10,7 +10,7 @@ const nodeGlobals = Object.fromEntries(
 );
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "bench/results/", "src/main/console/static/", "src/gen/", "test/support/protos/gen/", "coverage/"] },
+  { ignores: ["dist/", "node_modules/", "bench/results/", "src/console/static/", "src/gen/", "test/support/protos/gen/", "coverage/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -6,9 +6,9 @@
 //   node bench/invoke/rest-overhead.mjs /tmp/base . /tmp/base .
 for (const arg of process.argv.slice(2)) {
   const dir = new URL(`${arg.replace(/\/$/, "")}/`, `file://${process.cwd()}/`).href;
-  const { createMetrics } = await import(`${dir}dist/src/main/metrics.js`);
-  const { createRouteTable } = await import(`${dir}dist/src/main/rest/router.js`);
-  const { createAuthenticator } = await import(`${dir}dist/src/main/auth.js`);
+  const { createMetrics } = await import(`${dir}dist/src/observe/metrics.js`);
+  const { createRouteTable } = await import(`${dir}dist/src/http/router.js`);
+  const { createAuthenticator } = await import(`${dir}dist/src/ops/auth.js`);
   const m = createMetrics({ processMetrics: false });
   const req = m.counter("platform_http_requests_total", "h", ["route", "method", "status"]);
   const lat = m.histogram("platform_http_request_duration_seconds", "h", ["route", "method", "status"]);

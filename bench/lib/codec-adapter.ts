@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { validateGatewayOptions } from "../../src/main/options.js";
+import { validateGatewayOptions } from "../../src/config/options.js";
 import { externalSuite, type ExternalSpec } from "./external.js";
 import { figure, targetOf } from "./figure.js";
 import type { Figure, RunMode } from "./schema.js";

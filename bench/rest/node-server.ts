@@ -2,11 +2,11 @@ import { createServer, STATUS_CODES, type IncomingMessage, type Server, type Ser
 import type { AddressInfo } from "node:net";
 import { Code, httpStatusOf } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
-import { createRestRequest, createRouteTable, errorBody, type RestReply, type Route, type RestServerDeps } from "../../src/main/rest/router.js";
+import { createRestRequest, createRouteTable, errorBody, type RestReply, type Route, type RestServerDeps } from "../../src/http/router.js";
 
 /**
  * The gateway's REST routes served by `node:http` instead of uWS, doing the same per-request work as
- * `src/main/rest/router.ts` (the same route table with its auth and shutdown gate (`createRouteTable`), body collection with a limit, lazy JSON parsing, JSON reply, the same
+ * `src/http/router.ts` (the same route table with its auth and shutdown gate (`createRouteTable`), body collection with a limit, lazy JSON parsing, JSON reply, the same
  * metrics): the baseline that shows what uWS buys. Bench-only: the gateway never serves REST with it.
  */
 export function startNodeHttpServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<{ port: number; server: Server }> {

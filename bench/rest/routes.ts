@@ -1,7 +1,7 @@
-import { createServiceRegistry, type ServiceConfig } from "../../src/main/config.js";
-import { createConfigOps } from "../../src/main/ops/config.js";
-import { configRoutes } from "../../src/main/rest/config.js";
-import { json, type Route } from "../../src/main/rest/router.js";
+import { createServiceRegistry, type ServiceConfig } from "../../src/config/services.js";
+import { createConfigOps } from "../../src/ops/config.js";
+import { configRoutes } from "../../src/rest/config.js";
+import { json, type Route } from "../../src/http/router.js";
 
 /** The API key both servers require (so the auth check is part of the measured path, as in production). */
 export const BENCH_API_KEY = "bench-key";

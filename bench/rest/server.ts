@@ -3,10 +3,10 @@
  * node:http (`--kind node`) on a loopback port, prints `{"port": N}` on stdout, and answers IPC "cpu" with its
  * `process.cpuUsage()` so the parent can charge CPU to the server alone. Exits when the parent disconnects.
  */
-import { createAuthenticator } from "../../src/main/auth.js";
-import { createLogger } from "../../src/main/logger.js";
-import { createMetrics } from "../../src/main/metrics.js";
-import { isNativeUws, startRestServer, type RestServerDeps } from "../../src/main/rest/router.js";
+import { createAuthenticator } from "../../src/ops/auth.js";
+import { createLogger } from "../../src/observe/logger.js";
+import { createMetrics } from "../../src/observe/metrics.js";
+import { isNativeUws, startRestServer, type RestServerDeps } from "../../src/http/router.js";
 import { startNodeHttpServer } from "./node-server.js";
 import { BENCH_API_KEY, benchRoutes } from "./routes.js";
 

@@ -19,7 +19,7 @@ import { HpackDecoder, HpackError, type HeaderSink } from "./hpack.js";
 import { RequestHeaders, TrailerCheck } from "./server-headers.js";
 import { Bucket, CLOSED_BY_CLIENT, CLOSED_BY_US, CLOSED_ENDED, ClosedStreams } from "./server-guards.js";
 import { ConnectionTimers, type LifecycleSettings, type TimerHost } from "./server-lifecycle.js";
-import { ServerStream } from "./server-stream.js";
+import { ServerStream, type StreamOwner } from "./server-stream.js";
 import type { H2ServerOptions, H2ServerSession, HeaderList } from "./types.js";
 import { FrameWriter, type FlushOwner } from "./server-writer.js";
 
@@ -147,7 +147,7 @@ function debugText(buf: Buffer, start: number, end: number): string {
 }
 
 /** One HTTP/2 connection; see the file comment. */
-export class ServerSession extends FrameReader implements H2ServerSession, FlushOwner, TimerHost {
+export class ServerSession extends FrameReader implements H2ServerSession, FlushOwner, TimerHost, StreamOwner {
   readonly remoteAddress: string;
   readonly remotePort: number;
   private readonly streams = new Map<number, ServerStream>();

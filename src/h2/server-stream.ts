@@ -1,5 +1,4 @@
-import type { H2ServerStream, H2StreamHandler, HeaderList } from "./types.js";
-import type { ServerSession } from "./server-session.js";
+import type { H2ServerSession, H2ServerStream, H2StreamHandler, HeaderList } from "./types.js";
 
 /** The handler of a stream until onStream returns one (and of streams refused before they got one). */
 export const NO_HANDLER: H2StreamHandler = {
@@ -8,6 +7,15 @@ export const NO_HANDLER: H2StreamHandler = {
   close(): void {},
   drain(): void {},
 };
+
+/** What a stream asks of the session that owns it (the session writes every frame; the stream only holds state). */
+export interface StreamOwner extends H2ServerSession {
+  respond(s: ServerStream, headers: HeaderList, endStream: boolean): void;
+  write(s: ServerStream, data: Buffer): boolean;
+  end(s: ServerStream, trailers: HeaderList): void;
+  resetStream(s: ServerStream, code: number, why: string): void;
+  returnCredit(s: ServerStream): void;
+}
 
 /**
  * One client stream on the native HTTP/2 server. It holds the stream's state; the frame work is the session's (the
@@ -58,7 +66,7 @@ export class ServerStream implements H2ServerStream {
   closeWhy = "";
 
   constructor(
-    readonly session: ServerSession,
+    readonly session: StreamOwner,
     readonly id: number,
     readonly headers: HeaderList,
     sendWindow: number,

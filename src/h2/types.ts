@@ -6,7 +6,7 @@
  *   ways, SETTINGS, PING, GOAWAY, RST_STREAM, stream limits; it knows nothing of gRPC.
  * - server.ts (the gRPC layer): turns each H2ServerStream into a gRPC call (path, metadata, grpc-timeout, message
  *   framing, compression, status trailers) and runs the gateway's handlers on it with its own call types
- *   (src/main/grpc/native/call-types.ts).
+ *   (src/grpc/native/call-types.ts).
  *
  * Every callback below is invoked from a socket event (never synchronously from a method the gRPC layer called,
  * unless stated), and a callback that throws is caught by the HTTP/2 layer, which then resets that stream

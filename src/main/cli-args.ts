@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { GatewayError } from "../shared/gateway-error.js";
-import { LOG_LEVELS, type LogLevel } from "./logger.js";
-import type { GatewayOptions } from "./options.js";
+import { LOG_LEVELS, type LogLevel } from "../observe/logger.js";
+import type { GatewayOptions } from "../config/options.js";
 
 /** The `--help` text. */
 export const HELP = `platform-gateway: dynamic gRPC gateway with state, pub/sub and triggers

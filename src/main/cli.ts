@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { GatewayError } from "../shared/gateway-error.js";
 import { createGateway } from "./gateway.js";
-import type { GatewayOptions } from "./options.js";
+import type { GatewayOptions } from "../config/options.js";
 import { HELP, parseCli } from "./cli-args.js";
 import { tuneV8 } from "./v8-flags.js";
 

@@ -2,27 +2,28 @@ import { randomBytes } from "node:crypto";
 import type * as grpc from "@grpc/grpc-js";
 import { gatewayFileDescriptors, gatewayPackageDefinition } from "../shared/protos.js";
 import { createRuntime, type Runtime } from "../runtime/index.js";
-import { createAuthenticator } from "./auth.js";
-import { createServiceRegistry, loadServicesConfig, validateServicesConfig, type ServiceRegistry } from "./config.js";
-import type { Facility, GatewayContext, HealthEntry } from "./context.js";
-import { createDispatchFacility } from "./dispatch-facility.js";
-import { configGrpc } from "./grpc/config.js";
-import { addReflectionService } from "./grpc/reflection-service.js";
-import { createGrpcFront, type GrpcFront } from "./grpc/front.js";
-import { admit, bindService, type BindDeps } from "./grpc/server.js";
-import { consoleRoutes } from "./console/index.js";
-import { runHealthChecks } from "./health.js";
-import { createLogger, type Logger } from "./logger.js";
-import { createMetrics, type Metrics } from "./metrics.js";
-import { createConfigOps } from "./ops/config.js";
-import { validateGatewayOptions, type GatewayOptions, type ValidatedOptions } from "./options.js";
-import { createPubsubFacility } from "./pubsub-facility.js";
-import { configRoutes } from "./rest/config.js";
-import { isNativeUws, json, startRestServer, type RestServer, type Route } from "./rest/router.js";
-import { createSidecarCallbackFacility } from "./sidecar-callback-facility.js";
-import { createStateFacility } from "./state-facility.js";
-import { createTriggerFacility } from "./trigger-facility.js";
-import { startUwsThreads, type UwsThreads } from "./threads/uws-threads.js";
+import { createAuthenticator } from "../ops/auth.js";
+import type { GatewayContext } from "../ops/context.js";
+import type { Facility } from "../facilities/facility.js";
+import type { HealthEntry } from "../observe/health.js";
+import { createDispatchFacility } from "../facilities/dispatch.js";
+import { configGrpc } from "../grpc/config.js";
+import { addReflectionService } from "../grpc/reflection-service.js";
+import { createGrpcFront, type GrpcFront } from "../grpc/front.js";
+import { admit, bindService, type BindDeps } from "../grpc/server.js";
+import { consoleRoutes } from "../console/index.js";
+import { runHealthChecks } from "../observe/health.js";
+import { createLogger, type Logger } from "../observe/logger.js";
+import { createMetrics, type Metrics } from "../observe/metrics.js";
+import { createConfigOps } from "../ops/config.js";
+import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
+import { createPubsubFacility } from "../facilities/pubsub.js";
+import { configRoutes } from "../rest/config.js";
+import { isNativeUws, json, startRestServer, type RestServer, type Route } from "../http/router.js";
+import { createSidecarCallbackFacility } from "../facilities/sidecar-callback.js";
+import { createStateFacility } from "../facilities/state.js";
+import { createTriggerFacility } from "../facilities/trigger.js";
+import { startUwsThreads, type UwsThreads } from "../threads/uws-threads.js";
 
 /** A running gateway. */
 export interface Gateway {
@@ -34,7 +35,7 @@ export interface Gateway {
   /**
    * Every route served: gRPC full method names (the gateway's services, the sidecar callbacks, reflection; backend
    * methods reached through the transparent proxy are the one entry PROXIED_METHODS) and REST/WebSocket/SSE routes
-   * as "METHOD /path". Each has an entry in the route-by-outcome table (src/main/ops/outcomes.ts, docs/errors.md).
+   * as "METHOD /path". Each has an entry in the route-by-outcome table (src/ops/outcomes.ts, docs/errors.md).
    */
   readonly routes: { readonly grpc: readonly string[]; readonly http: readonly string[] };
   /**
@@ -73,13 +74,6 @@ export const PROXIED_METHODS = "<backend service>/<method>";
 
 /** The gateway's own gRPC services, as the package definition names them. */
 export const GATEWAY_SERVICES = ["platform.Gateway", "platform.State", "platform.Config", "platform.Trigger", "io.cloudevents.v1.Pubsub"] as const;
-
-/** The services registry the options name (config file, inline services, or none). */
-export async function loadRegistry(o: ValidatedOptions): Promise<ServiceRegistry> {
-  if (o.configPath) return loadServicesConfig(o.configPath, o.pubsubName);
-  if (o.services.length > 0) return validateServicesConfig({ services: o.services }, o.pubsubName);
-  return createServiceRegistry([], o.pubsubName ?? "pubsub");
-}
 
 /** Time close() still gives the runtime and the OTLP flush when in-flight work used up the shutdown timeout. */
 const RELEASE_GRACE_MS = 1000;

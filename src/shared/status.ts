@@ -1,7 +1,7 @@
 /**
  * The in-band outcome of an operation (proto `platform.Status`, docs/contract.md "Status object"): the one type and the helpers
  * every operation, front and the client use. Which failures travel in-band and which as an error status (gRPC code,
- * HTTP status, WebSocket error frame) is the route-by-outcome table in src/main/ops/outcomes.ts (docs/errors.md).
+ * HTTP status, WebSocket error frame) is the route-by-outcome table in src/ops/outcomes.ts (docs/errors.md).
  */
 import { Code, codeFromName, codeName } from "./code.js";
 import { GatewayError } from "./gateway-error.js";

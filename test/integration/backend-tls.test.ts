@@ -6,7 +6,7 @@ import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import type { BackendTls } from "../../src/backends/backend-tls.js";
 import { createH2UnaryClient } from "../../src/backends/h2-unary.js";
-import { validateServicesConfig } from "../../src/main/config.js";
+import { validateServicesConfig } from "../../src/config/services.js";
 import { Code } from "../../src/shared/code.js";
 import { makeTestPki, type TestPki } from "../support/certs.js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";

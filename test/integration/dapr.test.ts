@@ -7,8 +7,8 @@ import { startTestDaprSidecar, type TestDaprSidecar } from "../support/dapr-side
 import { rawDaprClient, type RawDaprClient } from "../support/dapr-sidecar/raw-client.js";
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { freePort } from "../support/runtimes.js";
-import { validateGatewayOptions } from "../../src/main/options.js";
-import { validateServicesConfig } from "../../src/main/config.js";
+import { validateGatewayOptions } from "../../src/config/options.js";
+import { validateServicesConfig } from "../../src/config/services.js";
 import { event, publish, subscribe, type Sub } from "./pubsub-support.js";
 
 const KEY = "gw-key";

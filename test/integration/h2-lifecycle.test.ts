@@ -13,7 +13,7 @@ import { literalField } from "../../src/h2/hpack.js";
 import { CONNECTION_WINDOW, STREAM_WINDOW } from "../../src/h2/frames.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream } from "../../src/h2/types.js";
 import { parseCli } from "../../src/main/cli-args.js";
-import { validateGatewayOptions } from "../../src/main/options.js";
+import { validateGatewayOptions } from "../../src/config/options.js";
 import { startTestGateway, waitFor } from "../support/gateway.js";
 import { rawFrame as frame, u32 } from "../support/h2-fake-server.js";
 

@@ -1,7 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { MAX_TRIGGER_NAME } from "../../src/main/ops/trigger.js";
+import { MAX_TRIGGER_NAME } from "../../src/ops/trigger.js";
 import { gatewayPackageDefinition } from "../../src/shared/protos.js";
 import { startTestGateway, unary, withKey, type TestGateway } from "../support/gateway.js";
 

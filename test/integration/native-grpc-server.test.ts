@@ -1,5 +1,5 @@
 /**
- * The native gRPC server (src/main/grpc/native/server.ts) over real sockets, with grpc-js clients and raw node:http2
+ * The native gRPC server (src/grpc/native/server.ts) over real sockets, with grpc-js clients and raw node:http2
  * requests: every handler kind, metadata both ways, deadlines, cancellation, message limits, compression, the message
  * timeout, UNIMPLEMENTED, 415 and shutdown. Where a client can observe the behaviour, the same raw request is also sent
  * to a grpc-js Server (the oracle) with the same handlers written against grpc-js's own types, and the two answers
@@ -10,10 +10,10 @@ import http2 from "node:http2";
 import zlib from "node:zlib";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { NativeGrpcServer, type NativeGrpcServerOptions, type ServiceHandlers, type StreamCloseInfo } from "../../src/main/grpc/native/server.js";
-import type { BidiCall, ClientStreamCall, ServerStreamCall, UnaryCall } from "../../src/main/grpc/native/call-types.js";
-import { CallMetadata } from "../../src/main/grpc/native/metadata.js";
-import { parseGrpcTimeout } from "../../src/main/grpc/native/wire.js";
+import { NativeGrpcServer, type NativeGrpcServerOptions, type ServiceHandlers, type StreamCloseInfo } from "../../src/grpc/native/server.js";
+import type { BidiCall, ClientStreamCall, ServerStreamCall, UnaryCall } from "../../src/grpc/native/call-types.js";
+import { CallMetadata } from "../../src/shared/metadata.js";
+import { parseGrpcTimeout } from "../../src/grpc/native/wire.js";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createNodeH2Transport } from "../support/node-h2-transport.js";

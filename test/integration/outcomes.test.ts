@@ -1,5 +1,5 @@
 /**
- * The route-by-outcome table (src/main/ops/outcomes.ts) against a running gateway: every route it serves has an
+ * The route-by-outcome table (src/ops/outcomes.ts) against a running gateway: every route it serves has an
  * entry, every entry names a route it serves, and every failure an entry lists is driven over a real socket (gRPC,
  * HTTP, WebSocket, SSE) and must reach the caller the way the table says (status or in-band, with the code).
  */
@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
-import { FAILURES, OUTCOMES, type Delivery, type Failure, type OutcomeRoute } from "../../src/main/ops/outcomes.js";
+import { FAILURES, OUTCOMES, type Delivery, type Failure, type OutcomeRoute } from "../../src/ops/outcomes.js";
 import { createRuntime, type Runtime } from "../../src/runtime/index.js";
 import { Code, httpStatusOf } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
@@ -92,7 +92,7 @@ function checkListing(gw: TestGateway, rows: readonly OutcomeRoute[]): void {
   const served = [...gw.gateway.routes.grpc, ...gw.gateway.routes.http];
   const listed = new Set(rows.map((r) => r.route));
   const unlisted = served.filter((r) => !listed.has(r));
-  assert.deepEqual(unlisted, [], `routes served without an entry in src/main/ops/outcomes.ts (and docs/errors.md): ${unlisted.join(", ")}`);
+  assert.deepEqual(unlisted, [], `routes served without an entry in src/ops/outcomes.ts (and docs/errors.md): ${unlisted.join(", ")}`);
   const stale = [...listed].filter((r) => !served.includes(r));
   assert.deepEqual(stale, [], `entries for routes the gateway does not serve: ${stale.join(", ")}`);
   const names = OUTCOMES.map(nameOf);

@@ -3,10 +3,10 @@ import assert from "node:assert/strict";
 import { connect } from "node:net";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
-import { createAuthenticator } from "../../src/main/auth.js";
-import { createLogger } from "../../src/main/logger.js";
-import { createMetrics } from "../../src/main/metrics.js";
-import { json, startRestServer, type RestServer } from "../../src/main/rest/router.js";
+import { createAuthenticator } from "../../src/ops/auth.js";
+import { createLogger } from "../../src/observe/logger.js";
+import { createMetrics } from "../../src/observe/metrics.js";
+import { json, startRestServer, type RestServer } from "../../src/http/router.js";
 import { waitFor } from "../support/gateway.js";
 
 /** A raw HTTP/1.1 exchange: write `request`, resolve with everything the server sent until it closed or `ms` passed. */

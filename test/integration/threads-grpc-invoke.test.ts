@@ -4,7 +4,7 @@ import http from "node:http";
 import * as grpc from "@grpc/grpc-js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
-import type { GatewayOptions } from "../../src/main/options.js";
+import type { GatewayOptions } from "../../src/config/options.js";
 
 const KEY = "grpc-thread-key";
 

@@ -7,7 +7,7 @@ import { startOrderBackend, type OrderBackend } from "../support/backends/order-
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { checkPromText } from "../support/prom-text.js";
 import { ceJson, connectSse, connectWs, openFrameSocket, type SseTestClient, type WsTestClient } from "../support/web.js";
-import { validateGatewayOptions } from "../../src/main/options.js";
+import { validateGatewayOptions } from "../../src/config/options.js";
 
 const KEY = "thread-key";
 /** Connections opened to see both threads: the kernel picks a thread per connection, so 16 all on one is 2^-15. */

@@ -7,7 +7,7 @@ import tls from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
 import { createGatewayClient } from "../../src/client/index.js";
-import { validateGatewayOptions } from "../../src/main/options.js";
+import { validateGatewayOptions } from "../../src/config/options.js";
 import { gatewayPackageDefinition } from "../../src/shared/protos.js";
 import { makeTestPki, type Pem, type TestPki } from "../support/certs.js";
 import { runCli } from "../support/cli.js";

@@ -2,7 +2,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket from "ws";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
-import { UWS_FRAME_LIMIT_FLOOR_BYTES } from "../../src/main/web/web-deps.js";
+import { UWS_FRAME_LIMIT_FLOOR_BYTES } from "../../src/web/web-deps.js";
 
 const KEY = "k1";
 const MIB = 1024 * 1024;

@@ -1,7 +1,7 @@
 import { Writable } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
 import { createGateway, type Gateway, type GatewayOverrides } from "../../src/main/gateway.js";
-import type { GatewayOptions } from "../../src/main/options.js";
+import type { GatewayOptions } from "../../src/config/options.js";
 import { gatewayPackageDefinition } from "../../src/shared/protos.js";
 
 /** A gateway on ephemeral ports with its log lines captured, and helpers to call it. */

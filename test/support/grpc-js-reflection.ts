@@ -1,10 +1,10 @@
 import * as grpc from "@grpc/grpc-js";
-import { createReflectionAnswerer, reflectionDefinitions, type ReflectionServiceOptions } from "../../src/main/grpc/reflection-service.js";
+import { createReflectionAnswerer, reflectionDefinitions, type ReflectionServiceOptions } from "../../src/grpc/reflection-service.js";
 import type { ServerReflectionRequest__Output } from "../../src/gen/reflection/grpc/reflection/v1/ServerReflectionRequest.js";
 import type { ServerReflectionResponse } from "../../src/gen/reflection/grpc/reflection/v1/ServerReflectionResponse.js";
 
 /**
- * The gateway's reflection answers (src/main/grpc/reflection-service.ts) served from a grpc-js Server, for the test
+ * The gateway's reflection answers (src/grpc/reflection-service.ts) served from a grpc-js Server, for the test
  * backends: the same index and answers the gateway serves, on the server those backends are built on.
  */
 export function addGrpcJsReflectionService(server: grpc.Server, opts: Omit<ReflectionServiceOptions, "admit">): void {

@@ -1,7 +1,7 @@
 import { createServer } from "node:net";
 import { after, before } from "node:test";
 import type { GatewayOverrides } from "../../src/main/gateway.js";
-import type { GatewayOptions } from "../../src/main/options.js";
+import type { GatewayOptions } from "../../src/config/options.js";
 import { startTestDaprSidecar, type TestDaprSidecar } from "./dapr-sidecar/index.js";
 import { startTestGateway, type TestGateway } from "./gateway.js";
 

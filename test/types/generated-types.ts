@@ -20,9 +20,9 @@ import type { QueryStateRequest__Output } from "../../src/gen/gateway/platform/Q
 import type { SaveStateRequest__Output } from "../../src/gen/gateway/platform/SaveStateRequest.js";
 import type { ScheduleTriggerRequest__Output } from "../../src/gen/gateway/platform/ScheduleTriggerRequest.js";
 import type { StateHandlers } from "../../src/gen/gateway/platform/State.js";
-import type { GrpcImpl } from "../../src/main/grpc/server.js";
-import type { DeleteBulkStateInput, DeleteStateInput, QueryStateInput, SaveStateInput } from "../../src/main/ops/state-types.js";
-import type { TriggerInput } from "../../src/main/ops/trigger.js";
+import type { GrpcImpl } from "../../src/grpc/server.js";
+import type { DeleteBulkStateInput, DeleteStateInput, QueryStateInput, SaveStateInput } from "../../src/ops/state-types.js";
+import type { TriggerInput } from "../../src/ops/trigger.js";
 import type { DaprRequest, DaprResponse } from "../../src/runtime/dapr/connection.js";
 import type { RequestOf, ResponseOf } from "../../src/client/transport.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";

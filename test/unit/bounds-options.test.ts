@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { parseCli } from "../../src/main/cli-args.js";
-import { validateGatewayOptions } from "../../src/main/options.js";
+import { validateGatewayOptions } from "../../src/config/options.js";
 
 describe("reply and HTTP/2 bound options", () => {
   it("have documented defaults", () => {

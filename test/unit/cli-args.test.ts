@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { HELP, parseCli } from "../../src/main/cli-args.js";
-import { validateGatewayOptions } from "../../src/main/options.js";
+import { validateGatewayOptions } from "../../src/config/options.js";
 
 describe("command line and environment", () => {
   it("a flag wins over its environment variable", () => {

@@ -2,8 +2,8 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { consoleDir } from "../../src/main/console/index.js";
-import { isAbsoluteUri, validatePublish } from "../../src/main/cloudevent-validate.js";
+import { consoleDir } from "../../src/console/index.js";
+import { isAbsoluteUri, validatePublish } from "../../src/ops/cloudevent-validate.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 
 /** The console's browser modules are plain JS shipped as is; these import no DOM at load time. */

@@ -1,8 +1,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { CallMetadata } from "../../src/main/grpc/native/metadata.js";
-import { createMetadataFilter } from "../../src/main/forward-metadata.js";
-import { DEFAULT_FORWARD_HEADERS, validateGatewayOptions } from "../../src/main/options.js";
+import { CallMetadata } from "../../src/shared/metadata.js";
+import { createMetadataFilter } from "../../src/ops/forward-metadata.js";
+import { DEFAULT_FORWARD_HEADERS, validateGatewayOptions } from "../../src/config/options.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { Code } from "../../src/shared/code.js";
 

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createReplyBuildBudget, jsonItemsBody } from "../../src/main/rest/json-items.js";
-import { ownBuffer } from "../../src/main/rest/free-buffer.js";
+import { createReplyBuildBudget, jsonItemsBody } from "../../src/rest/json-items.js";
+import { ownBuffer } from "../../src/http/free-buffer.js";
 import { Code } from "../../src/shared/code.js";
 import type { GatewayError } from "../../src/shared/gateway-error.js";
 

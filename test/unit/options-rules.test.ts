@@ -1,9 +1,9 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { validateGatewayOptions, type GatewayOptions } from "../../src/main/options.js";
-import { validateServicesConfig } from "../../src/main/config.js";
+import { validateGatewayOptions, type GatewayOptions } from "../../src/config/options.js";
+import { validateServicesConfig } from "../../src/config/services.js";
 import { parseCli } from "../../src/main/cli-args.js";
-import { createMetrics } from "../../src/main/metrics.js";
+import { createMetrics } from "../../src/observe/metrics.js";
 
 /** Every option that counts or sizes something, with the smallest value it takes. */
 const INTEGER_OPTIONS: Array<[keyof GatewayOptions, number]> = [

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createPageTokens } from "../../src/main/ops/page-token.js";
+import { createPageTokens } from "../../src/ops/page-token.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { Code } from "../../src/shared/code.js";
 

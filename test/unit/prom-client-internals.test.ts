@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { createMetrics } from "../../src/main/metrics.js";
+import { createMetrics } from "../../src/observe/metrics.js";
 import {
   GAUGE_HASHMAP_SHAPE,
   PROM_CLIENT_VERSION,
@@ -11,7 +11,7 @@ import {
   histogramSeries,
   promClientProblem,
   seriesHash,
-} from "../../src/main/prom-client-internals.js";
+} from "../../src/observe/prom-client-internals.js";
 
 // gaugeSeries against the real prom-client: fails with "prom-client <version> changed ..." when an upgrade changes it.
 

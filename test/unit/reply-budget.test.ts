@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createUnreadReplies } from "../../src/main/rest/reply-writer.js";
-import { freeBuffer, ownBuffer } from "../../src/main/rest/free-buffer.js";
+import { createUnreadReplies } from "../../src/http/reply-writer.js";
+import { freeBuffer, ownBuffer } from "../../src/http/free-buffer.js";
 
 /** A held reply for the bound, idle since `progressAt`; `evicted` says whether the bound closed it. */
 function held(bytes: number, progressAt: number): { bytes: number; progressAt: number; evicted: boolean; evict(): void } {

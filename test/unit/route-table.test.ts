@@ -2,8 +2,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
-import { createAuthenticator } from "../../src/main/auth.js";
-import { createRouteTable, json, type Route, type RouteDecision } from "../../src/main/rest/router.js";
+import { createAuthenticator } from "../../src/ops/auth.js";
+import { createRouteTable, json, type Route, type RouteDecision } from "../../src/http/router.js";
 
 // createRouteTable's decisions where routes without parameters (looked up by exact path, the invoke hot path) and
 // routes with parameters overlap: the same winner, parameters, 405 Allow list, shutdown and x-api-key answers as the

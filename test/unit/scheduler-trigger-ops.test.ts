@@ -6,12 +6,12 @@ import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { createMemoryScheduler } from "../../src/runtime/embedded/scheduler.js";
-import { createServiceRegistry } from "../../src/main/config.js";
-import type { GatewayContext } from "../../src/main/context.js";
-import { createMetrics } from "../../src/main/metrics.js";
-import { createTriggerOps, toJobSpec, toTriggerRecord } from "../../src/main/ops/trigger.js";
-import { createTriggerStats } from "../../src/main/ops/trigger-stats.js";
-import { applyCronJobs, configuredCronJobs } from "../../src/main/ops/trigger-crons.js";
+import { createServiceRegistry } from "../../src/config/services.js";
+import type { GatewayContext } from "../../src/ops/context.js";
+import { createMetrics } from "../../src/observe/metrics.js";
+import { createTriggerOps, toJobSpec, toTriggerRecord } from "../../src/ops/trigger.js";
+import { createTriggerStats } from "../../src/ops/trigger-stats.js";
+import { applyCronJobs, configuredCronJobs } from "../../src/ops/trigger-crons.js";
 import { FakeClock } from "../support/fake-clock.js";
 
 /** A context with an embedded scheduler on a fake clock and a pub/sub whose publish can be made to fail. */

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MessageChannel } from "node:worker_threads";
-import { createBridge, withTransfer, type Bridge, type BridgeHandler } from "../../src/main/threads/bridge.js";
+import { createBridge, withTransfer, type Bridge, type BridgeHandler } from "../../src/threads/bridge.js";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 

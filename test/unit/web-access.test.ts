@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createOriginPolicy, parseOfferedProtocols, sameOrigin } from "../../src/main/web/access.js";
+import { createOriginPolicy, parseOfferedProtocols, sameOrigin } from "../../src/web/access.js";
 
 describe("web access: origin rule and offered subprotocols", () => {
   it("same-origin compares the Origin's host:port with the Host header, default ports either way", () => {

@@ -4,7 +4,7 @@ import { createHash, createHmac } from "node:crypto";
 import { jwtVerify, SignJWT } from "jose";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
-import { createTokenIssuer } from "../../src/main/web/access.js";
+import { createTokenIssuer } from "../../src/web/access.js";
 
 const SECRET = "unit-test-token-secret";
 /** The HS256 key the issuer derives from SECRET (sha256 of the secret), to sign test tokens the gateway never would. */

@@ -1,11 +1,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type uws from "uWebSockets.js";
-import { createAuthenticator } from "../../src/main/auth.js";
-import type { PubsubOps } from "../../src/main/ops/pubsub.js";
-import { createOriginPolicy, createTokenIssuer, type Grant } from "../../src/main/web/access.js";
-import type { WebDeps } from "../../src/main/web/web-deps.js";
-import { mountWebSocket } from "../../src/main/web/ws.js";
+import { createAuthenticator } from "../../src/ops/auth.js";
+import type { PubsubOps } from "../../src/ops/pubsub.js";
+import { createOriginPolicy, createTokenIssuer, type Grant } from "../../src/web/access.js";
+import type { WebDeps } from "../../src/web/web-deps.js";
+import { mountWebSocket } from "../../src/web/ws.js";
 
 const KEY = "unit-key";
 const tokens = createTokenIssuer("unit-test-token-secret");

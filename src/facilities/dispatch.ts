@@ -1,0 +1,150 @@
+import * as grpc from "@grpc/grpc-js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { createBackendRegistry } from "../backends/registry.js";
+import type { GatewayContext } from "../ops/context.js";
+import type { Facility } from "./facility.js";
+import { createMetadataFilter } from "../ops/forward-metadata.js";
+import { gatewayGrpc } from "../grpc/gateway.js";
+import { backendNamed, createDispatchOps, type DispatchOps, type InvokeOffload } from "../ops/dispatch.js";
+import { invokeStreamGrpc } from "../grpc/invoke-stream.js";
+import { createGrpcProxy } from "../grpc/proxy.js";
+import { invokeStreamRoutes } from "../rest/invoke-stream.js";
+import { invokeWsHook } from "../web/invoke-ws.js";
+import { createOriginPolicy } from "../web/access.js";
+import type { InvokeStreamDeps } from "../ops/invoke-stream.js";
+import { gatewayRoutes } from "../rest/gateway.js";
+import { grpcReflectionRoutes } from "../rest/grpc-reflection.js";
+import { createConverter } from "../workers/converter.js";
+
+/** The dispatch facility, with its operations for a uWS worker thread's bridge (`dispatch.invoke`). */
+export interface DispatchFacility extends Facility {
+  /** The operations behind every front (invoke counted for close()). */
+  readonly ops: DispatchOps;
+}
+
+/**
+ * Dynamic dispatch: `platform.Gateway` over gRPC, the `/v1/gateway` and `/v1/grpc` REST routes, a channel pool and a
+ * reflection cache per dialable backend, and the JSON<->protobuf converter. `offload` (the main thread with uWS
+ * worker threads and `--grpc-invoke-offload`) runs invoke on those threads for calls arriving while
+ * `offloadMinInflight` are in flight; with threads the main thread's invokes are the gRPC ones (the threads serve
+ * REST themselves).
+ */
+export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffload, offloadMinInflight?: number): DispatchFacility {
+  const { logger, options } = ctx;
+  const filter = createMetadataFilter(options.forwardHeaders);
+  // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
+  const proxy = createGrpcProxy({
+    backends: { get: (name) => backends.get(name) },
+    filter,
+    logger,
+    invokeDeadlineMs: options.invokeDeadlineMs,
+    calls: ctx.metrics.counter("platform_grpc_proxy_calls_total", "Calls forwarded by the transparent gRPC proxy, by method kind and status code name", ["kind", "code"]),
+  });
+  const backends = createBackendRegistry(
+    ctx.services.dialable.map((s) => ({ name: s.name, host: s.grpc!.host, port: s.grpc!.port, ...(s.grpc!.channels ? { channels: s.grpc!.channels } : {}), ...(s.grpc!.tls ? { tls: s.grpc!.tls } : {}) })),
+    {
+      channelsPerBackend: options.channelsPerBackend,
+      onSchemaOf: (service, schema) => proxy.sync(service, schema),
+      maxReceiveBytes: 64 * 1024 * 1024,
+      backend: {
+        onSchema: ({ schema, error, version }) => {
+          if (schema) logger.info({ services: schema.services, files: schema.fileNames.length, schemaId: schema.set.id, reflection: version }, "backend schema loaded");
+          else if (error) logger.warn({ code: error.codeName, error: error.rawMessage }, "backend reflection failed");
+        },
+      },
+      onStateChange: (service, index, state) => {
+        logger.debug({ service, channel: index, state: grpc.connectivityState[state] }, "backend channel state");
+        // A backend that was down at startup: load its schema in the background once it answers.
+        const b = backends.get(service);
+        if (state === grpc.connectivityState.READY && b && !b.cachedSchema()) b.refresh().catch(() => undefined);
+      },
+    },
+  );
+  const converter = createConverter({
+    thresholdBytes: options.workerThresholdBytes,
+    threads: options.workerThreads,
+    maxQueue: options.workerMaxQueue,
+  });
+  const ops = createDispatchOps({
+    services: ctx.services,
+    backends,
+    converter,
+    invokeDeadlineMs: options.invokeDeadlineMs,
+    invocations: ctx.metrics.counter("platform_gateway_invocations_total", "Dynamic invocations by registered service and outcome code name", ["service", "code"]),
+    latency: ctx.metrics.histogram("platform_gateway_invoke_duration_seconds", "Latency of dynamic invocations in seconds (conversion and backend call), by service and outcome", ["service", "code"]),
+    ...(offload ? { offload } : {}),
+    ...(offloadMinInflight !== undefined ? { offloadMinInflight } : {}),
+  });
+
+  // Count in-flight invocations so close() lets them finish before the channels go.
+  let inflight = 0;
+  let idle: (() => void) | undefined;
+  const counted: DispatchOps = {
+    ...ops,
+    async invoke(input) {
+      inflight++;
+      try {
+        return await ops.invoke(input);
+      } finally {
+        if (--inflight === 0) idle?.();
+      }
+    },
+  };
+
+  const streamDeps: InvokeStreamDeps = {
+    backendOf: (service) => backendNamed({ services: ctx.services, backends }, service),
+    converter,
+    invokeDeadlineMs: options.invokeDeadlineMs,
+    invocations: ctx.metrics.counter("platform_gateway_stream_invocations_total", "Streamed invocations (InvokeStream, invoke-stream, invoke-ws) by method kind and outcome code name", ["kind", "code"]),
+    duration: ctx.metrics.histogram("platform_gateway_stream_duration_seconds", "Duration of streamed invocations in seconds, by method kind and outcome code name", ["kind", "code"]),
+    open: new Set(),
+    messages: ctx.metrics.counter("platform_gateway_stream_messages_total", "Messages moved by streamed invocations, by method kind and direction (request or response)", ["kind", "direction"]),
+  };
+
+  let closed: Promise<void> | undefined;
+  let destroyed = false;
+  return {
+    ops: counted,
+    grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter) } },
+    bindGrpc: (server, binding) => proxy.bind(server, binding),
+    appHooks: [invokeWsHook(streamDeps, filter, createOriginPolicy(options.corsOrigins))],
+    reflection: () => proxy.reflection(),
+    routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
+    async start() {
+      backends.connect();
+      for (const name of backends.names) {
+        backends
+          .get(name)!
+          .schema()
+          .catch(() => undefined); // logged by onSchema; retried on next use and when the channel becomes READY
+      }
+    },
+    async health() {
+      const conflicts = proxy.conflicts();
+      return {
+        "grpc-channel-pool": backends.health(),
+        ...(conflicts.length > 0 ? { "grpc-proxy": { status: "Degraded" as const, description: conflicts.join("; ") } } : {}),
+      };
+    },
+    close() {
+      return (closed ??= (async () => {
+        // Streamed invocations may be long-lived (a watch): end them in-band now rather than wait for the timeout.
+        for (const h of [...streamDeps.open!]) h.fail(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
+        proxy.close();
+        if (inflight > 0) await new Promise<void>((r) => (idle = r));
+        await converter.close();
+        backends.close();
+      })());
+    },
+    resources() {
+      return { "dispatch.invocations": inflight, "dispatch.streams": streamDeps.open!.size, "dispatch.proxy-streams": proxy.openStreams };
+    },
+    destroy() {
+      if (destroyed) return;
+      destroyed = true;
+      converter.destroy();
+      backends.close();
+    },
+  };
+}

@@ -1,0 +1,134 @@
+import { createBroker, type BrokerObserver } from "../broker/index.js";
+import type { CloudEvent } from "../shared/cloudevent.js";
+import { gatewayPackageDefinition } from "../shared/protos.js";
+import type * as grpc from "@grpc/grpc-js";
+import type { GatewayContext } from "../ops/context.js";
+import type { Facility } from "./facility.js";
+import { createPubsubGrpc, GRPC_MESSAGE_PREFIX } from "../grpc/pubsub.js";
+import type { Metrics } from "../observe/metrics.js";
+import { createPubsubOps, type PubsubOps } from "../ops/pubsub.js";
+import type { WebHub } from "../web/hub.js";
+import { declarativeSubscriptionsRoute, pubsubRoutes } from "../rest/pubsub.js";
+import { createAuthenticator } from "../ops/auth.js";
+import { createWebPubsub } from "../web/index.js";
+
+/** Capacity of each subscriber's ring (docs/contract.md "Limits": subscriber buffer). */
+export const SUBSCRIBER_BUFFER = 1024;
+
+/**
+ * Encode `{topic, cloudevent}` once per event as a framed gRPC message: the 5-byte prefix (uncompressed flag, 32-bit
+ * big-endian length) and the SubscribeResponse bytes, which the Subscribe streams write as is (so the serializer runs
+ * once per event, not once per subscriber). proto-loader's own serializer of Subscribe: of the two libraries the
+ * gateway runs it was the faster here (`bench/micro/encode.ts` against @bufbuild `toBinary`, docs/pubsub.md).
+ */
+function subscribeResponseEncoder(): (topic: string, event: CloudEvent) => Buffer {
+  const serialize = (gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as grpc.ServiceDefinition)["Subscribe"]!.responseSerialize;
+  return (topic, cloudevent) => {
+    const message = serialize({ topic, cloudevent });
+    const framed = Buffer.allocUnsafe(GRPC_MESSAGE_PREFIX + message.length);
+    framed[0] = 0;
+    framed.writeUInt32BE(message.length, 1);
+    framed.set(message, GRPC_MESSAGE_PREFIX);
+    return framed;
+  };
+}
+
+/** The broker's metrics on ctx.metrics. */
+function brokerObserver(metrics: Metrics): BrokerObserver {
+  const topics = metrics.gauge("platform_pubsub_topics", "Topics in the broker's table (with local subscribers, opening, or lingering before release)", []);
+  const subscribers = metrics.gauge("platform_pubsub_subscribers", "Live Subscribe streams attached to the broker", []);
+  const upstreams = metrics.gauge("platform_pubsub_upstream_subscriptions", "Open runtime (sidecar) subscriptions: one per topic per process", []);
+  const received = metrics.counter("platform_pubsub_events_received_total", "Events received from the runtime on subscribed topics", []);
+  const delivered = metrics.counter("platform_pubsub_events_delivered_total", "Event deliveries to subscribers (one event to N subscribers counts N)", []);
+  const reaped = metrics.counter(
+    "platform_pubsub_subscribers_reaped_total",
+    "Subscribe streams ended by the broker, by reason: slow (over 1024 pending), stuck (no progress for a sweep interval), upstream-failed, unsubscribed, shutdown",
+    ["reason"],
+  );
+  const maxPending = metrics.gauge("platform_pubsub_ring_occupancy_max", "Largest number of events pending in one subscriber's ring at the last sweep (reaped past 1024)", []);
+  const totalPending = metrics.gauge("platform_pubsub_ring_pending_events", "Events pending in all subscriber rings at the last sweep", []);
+  return {
+    counts(t, s, u) {
+      topics.set({}, t);
+      subscribers.set({}, s);
+      upstreams.set({}, u);
+    },
+    fannedOut(_topic, n) {
+      received.inc();
+      if (n > 0) delivered.inc({}, n);
+    },
+    ended: (reason) => reaped.inc({ reason }),
+    occupancy(max, total) {
+      maxPending.set({}, max);
+      totalPending.set({}, total);
+    },
+  };
+}
+
+/** The pub/sub facility, with what uWS worker threads reach on the main thread. */
+export interface PubsubFacility extends Facility {
+  /** The web hub the worker threads' hubs attach to. */
+  readonly webHub: WebHub;
+  /** Publish, for a worker thread's WebSocket publish. */
+  readonly ops: PubsubOps;
+}
+
+/**
+ * Pub/sub facility: the broker over the runtime's pub/sub port, `io.cloudevents.v1.Pubsub` over gRPC and
+ * `POST /v1/pubsub/{topic}` over REST. `close()` ends every open stream with UNAVAILABLE "gateway is shutting down";
+ * `destroy()` resets whatever is still open.
+ */
+export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
+  const port = ctx.runtime.pubsub;
+  const broker = createBroker<CloudEvent>({
+    upstream: {
+      // Looked up at call time, so a runtime whose port is wrapped later (tests) is honoured.
+      subscribe: (topic, onEvent, onError) => port.subscribe(topic, { onEvent, onError }),
+    },
+    encode: subscribeResponseEncoder(),
+    capacity: SUBSCRIBER_BUFFER,
+    lingerMs: ctx.options.subscriptionLingerMs,
+    sweepIntervalMs: ctx.options.sweepIntervalMs,
+    observer: brokerObserver(ctx.metrics),
+    onError: (what, topic, err) =>
+      ctx.logger.error({ topic, err }, what === "encode" ? "pub/sub event could not be encoded and was dropped" : "releasing the runtime subscription failed"),
+  });
+  const ops = createPubsubOps(ctx, broker);
+  const grpcSide = createPubsubGrpc({
+    ops,
+    broker,
+    logger: ctx.logger,
+    reapGraceMs: ctx.options.sweepIntervalMs,
+  });
+  const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys));
+  return {
+    webHub: web.hub,
+    ops,
+    grpc: { "io.cloudevents.v1.Pubsub": grpcSide.impl },
+    routes: [...pubsubRoutes(ops), ...web.routes, declarativeSubscriptionsRoute(ctx.options.appApiToken)],
+    appHooks: [(app) => web.mount(app)],
+    async start() {
+      broker.start();
+    },
+    async health() {
+      const s = broker.stats();
+      return {
+        broker: { status: "Healthy", description: `${s.subscribers} subscribers on ${s.topics} topics, ${s.upstreams} runtime subscriptions` },
+        ...web.health(),
+      };
+    },
+    async close() {
+      web.close();
+      await broker.close();
+    },
+    resources() {
+      const s = broker.stats();
+      return { "pubsub.subscribers": s.subscribers, "pubsub.upstreams": s.upstreams, "pubsub.grpc-streams": grpcSide.streams.size, ...web.resources() };
+    },
+    destroy() {
+      web.close();
+      void broker.close();
+      grpcSide.streams.dropAll();
+    },
+  };
+}

@@ -1,0 +1,246 @@
+import type * as grpc from "@grpc/grpc-js";
+import type { Backend } from "../backends/backend.js";
+import type { BackendRegistry } from "../backends/registry.js";
+import type { BackendSchema } from "../backends/schema.js";
+import { openStreamCall } from "../backends/stream-call.js";
+import { Code, codeName } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { linkedSignal } from "../shared/signals.js";
+import type { MetadataFilter } from "../ops/forward-metadata.js";
+import type { Logger } from "../observe/logger.js";
+import type { CounterMetric } from "../observe/metrics.js";
+import { kindOf, type MethodKind } from "../ops/dispatch.js";
+import type { GrpcServiceHost } from "./front.js";
+import type { CallBase, MethodHandler, ReplyStream, RequestStream, UnaryCall } from "./native/call-types.js";
+import { CallMetadata } from "../shared/metadata.js";
+
+/** What the proxy needs from the gateway's gRPC server setup. */
+export interface ProxyBinding {
+  /** Shutdown gate and x-api-key check; a GatewayError refuses the call. */
+  admit(md: CallMetadata): GatewayError | undefined;
+  /** Service names the gateway serves itself (its own services and reflection): never proxied. */
+  reserved: readonly string[];
+}
+
+/** What the merged reflection service serves besides the gateway's own protos. */
+export interface ReflectionSource {
+  /** Changes whenever files or services change. */
+  version: number;
+  files: readonly Uint8Array[];
+  services: readonly string[];
+}
+
+/** Options of the transparent proxy. */
+export interface ProxyOptions {
+  /** The registered backends (looked up per call, so a registry created later works). */
+  backends: Pick<BackendRegistry, "get">;
+  filter: MetadataFilter;
+  logger: Logger;
+  /** Default deadline of a unary call without one, ms. */
+  invokeDeadlineMs: number;
+  /** Proxied calls by method kind and status code name. */
+  calls: CounterMetric<"kind" | "code">;
+}
+
+/** The transparent gRPC proxy: backend services served on the gateway's port, bytes in, bytes out. */
+export interface GrpcProxy {
+  /** Attach to the gateway's server (before or after it listens). */
+  bind(server: GrpcServiceHost, binding: ProxyBinding): void;
+  /**
+   * A backend's schema loaded or changed: route its services. A service another backend (or the gateway) already
+   * exposes is not routed and is reported in `conflicts()` and an error log naming both.
+   */
+  sync(backend: string, schema: BackendSchema): void;
+  /** Current conflicts, each naming the service and both owners. Empty when none. */
+  conflicts(): readonly string[];
+  /** The backends' files and routed services, for the gateway's reflection service. */
+  reflection(): ReflectionSource;
+  /** Shutdown: end every open streaming call UNAVAILABLE and cancel its backend call (unary calls finish on their own). */
+  close(): void;
+  /** Proxied streaming calls still open. */
+  readonly openStreams: number;
+}
+
+const identity = (b: Buffer): Buffer => b;
+
+/** A backend's trailers (grpc-js client metadata) as the trailers of the caller's call; entries it refuses are dropped. */
+function trailersOf(md: grpc.Metadata | undefined, into: CallMetadata): void {
+  if (!md) return;
+  for (const [key, values] of Object.entries(md.toJSON())) {
+    for (const v of values) {
+      try {
+        into.add(key, v);
+      } catch {
+        // A backend's entry the caller's side cannot carry (e.g. a reserved key): not forwarded.
+      }
+    }
+  }
+}
+
+/** Create the proxy over the backend registry. */
+export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
+  const { backends, filter, logger } = opts;
+  let server: GrpcServiceHost | undefined;
+  let binding: ProxyBinding | undefined;
+  /** service -> owning backend */
+  const owner = new Map<string, string>();
+  /** backend -> its schema and the paths registered for it */
+  const routed = new Map<string, { schema: BackendSchema; services: string[]; paths: string[] }>();
+  /** service -> the backend refused it and the message naming both */
+  const conflicts = new Map<string, { loser: string; message: string }>();
+  let version = 0;
+  let pending: Array<[string, BackendSchema]> = [];
+  /** Open streaming calls: each entry ends its call UNAVAILABLE (shutdown). */
+  const streams = new Set<() => void>();
+
+  const backendFor = (name: string): Backend => backends.get(name)!;
+
+  const handlerFor = (backendName: string, path: string, kind: MethodKind): MethodHandler<Buffer, Buffer> => {
+    const refuse = (md: CallMetadata): GatewayError | undefined => {
+      const refused = binding!.admit(md);
+      if (refused) opts.calls.inc({ kind, code: refused.codeName });
+      return refused;
+    };
+    if (kind === "unary") {
+      return {
+        kind: "unary",
+        serialize: identity,
+        deserialize: identity,
+        async handle(call: UnaryCall<Buffer>): Promise<Buffer> {
+          const refused = refuse(call.metadata);
+          if (refused) throw refused;
+          // Cleared once the backend answered: the call's signal also aborts when its stream closes after the reply.
+          const running = linkedSignal({ parents: [call.signal] });
+          const deadline = call.deadline ?? Date.now() + opts.invokeDeadlineMs;
+          const o = await backendFor(backendName).call(path, call.request, filter.fromGrpc(call.metadata), deadline, running.signal);
+          running.clear();
+          opts.calls.inc({ kind, code: o.ok ? "OK" : codeName(o.code) });
+          if (o.ok) return o.bytes;
+          throw new GatewayError(o.code, o.message);
+        },
+      };
+    }
+    // Streaming kinds: the backend is read only while the caller's write buffer has room, and the next request is
+    // taken from the caller only once the previous one is on its way to the backend, so neither side buffers more
+    // than a message here.
+    const run = (call: CallBase, input: Buffer | RequestStream<Buffer>, out: ReplyStream<Buffer> | undefined): Promise<Buffer | undefined> =>
+      new Promise((resolve, reject) => {
+        const refused = refuse(call.metadata);
+        if (refused) return reject(refused);
+        let ended = false;
+        let response: Buffer | undefined;
+        const backendCall = openStreamCall(backendFor(backendName), path, filter.fromGrpc(call.metadata), call.deadline ?? Infinity, {
+          onMessage(bytes) {
+            if (!out) {
+              response = bytes;
+              backendCall.read();
+            } else if (out.write(bytes)) backendCall.read();
+            else void out.drained().then(() => backendCall.read());
+          },
+          onStatus(code, details, trailers) {
+            if (ended) return;
+            ended = true;
+            streams.delete(closing);
+            opts.calls.inc({ kind, code: codeName(code) });
+            trailersOf(trailers, call.trailers);
+            if (code !== Code.OK) reject(new GatewayError(code, details));
+            else if (kind === "client-streaming" && response === undefined) reject(new GatewayError(Code.UNIMPLEMENTED, "No message received"));
+            else resolve(response);
+          },
+        });
+        // The backend's CANCELLED status is what the caller would see: say why instead.
+        const closing = (): void => {
+          if (ended) return;
+          ended = true;
+          streams.delete(closing);
+          opts.calls.inc({ kind, code: "UNAVAILABLE" });
+          reject(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
+          backendCall.cancel("the gateway is shutting down");
+        };
+        streams.add(closing);
+        call.signal.addEventListener("abort", () => ended || backendCall.cancel("Cancelled on client"), { once: true });
+        backendCall.read();
+        if (Buffer.isBuffer(input)) {
+          void backendCall.write(input);
+          backendCall.end();
+          return;
+        }
+        void (async () => {
+          for await (const bytes of input.messages()) {
+            if (ended) break;
+            await backendCall.write(bytes);
+          }
+          if (!ended && !call.signal.aborted) backendCall.end();
+        })().catch(reject);
+      });
+    const codec = { serialize: identity, deserialize: identity };
+    switch (kind) {
+      case "server-streaming":
+        return { kind: "serverStream", ...codec, handle: (call) => run(call, call.request, call).then(() => call.end(), (e: unknown) => call.end(GatewayError.from(e))) };
+      case "client-streaming":
+        return { kind: "clientStream", ...codec, handle: (call) => run(call, call, undefined).then((r) => r!) };
+      case "bidi-streaming":
+        return { kind: "bidi", ...codec, handle: (call) => run(call, call, call).then(() => call.end(), (e: unknown) => call.end(GatewayError.from(e))) };
+    }
+  };
+
+  const apply = (backendName: string, schema: BackendSchema): void => {
+    const srv = server!;
+    const reserved = new Set(binding!.reserved);
+    const prev = routed.get(backendName);
+    for (const p of prev?.paths ?? []) srv.unregister(p);
+    for (const s of prev?.services ?? []) if (owner.get(s) === backendName) owner.delete(s);
+    for (const [s, c] of conflicts) if (c.loser === backendName) conflicts.delete(s);
+    const services: string[] = [];
+    const paths: string[] = [];
+    for (const service of schema.services) {
+      const other = reserved.has(service) ? "the gateway itself" : owner.get(service);
+      if (other !== undefined && other !== backendName) {
+        const msg = `service ${service} is exposed by both ${other === "the gateway itself" ? other : `backend ${other}`} and backend ${backendName}; it is proxied to ${other === "the gateway itself" ? "neither backend" : `${other} only`}`;
+        conflicts.set(service, { loser: backendName, message: msg });
+        logger.error({ service, backends: [other, backendName] }, msg);
+        continue;
+      }
+      owner.set(service, backendName);
+      services.push(service);
+      for (const m of schema.methods) {
+        if (!m.fullName.startsWith(service + "/")) continue;
+        const kind = kindOf(m);
+        srv.register(m.path, handlerFor(backendName, m.path, kind));
+        paths.push(m.path);
+      }
+    }
+    routed.set(backendName, { schema, services, paths });
+    version++;
+    logger.info({ backend: backendName, services }, "backend services proxied");
+  };
+
+  return {
+    bind(srv, b) {
+      server = srv;
+      binding = b;
+      for (const [name, schema] of pending) apply(name, schema);
+      pending = [];
+    },
+    sync(backendName, schema) {
+      if (!server) pending.push([backendName, schema]);
+      else apply(backendName, schema);
+    },
+    conflicts: () => [...conflicts.values()].map((c) => c.message),
+    reflection() {
+      const files: Uint8Array[] = [];
+      const services: string[] = [];
+      for (const r of routed.values()) {
+        files.push(...r.schema.set.files);
+        services.push(...r.services);
+      }
+      return { version, files, services };
+    },
+    get openStreams() {
+      return streams.size;
+    },
+    close() {
+      for (const end of [...streams]) end();
+    },
+  };
+}

@@ -1,0 +1,566 @@
+import { STATUS_CODES } from "node:http";
+import { createServer } from "node:net";
+import uws from "uWebSockets.js";
+import { Code, httpStatusOf } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { apiKeyRefusal, type Authenticator } from "../ops/auth.js";
+import { checkHead } from "./head-limits.js";
+import { createUnreadReplies, STREAM_THRESHOLD_BYTES, streamWriter, writeReply, type PendingReply, type StreamWriter } from "./reply-writer.js";
+import { freeBuffer } from "./free-buffer.js";
+import type { Logger } from "../observe/logger.js";
+import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
+import { echo } from "../shared/echo.js";
+import { loadTls, logServing, watchTls, type LoadedTls, type TlsFiles, type TlsWatch } from "../config/tls.js";
+import { decodeUtf8, locateInvalidUtf8InJson } from "../shared/utf8.js";
+
+/** A parsed REST request, valid after the uWS handler returned (headers and body are copied). */
+export interface RestRequest {
+  /** Upper-case method. */
+  method: string;
+  /** Raw path, not decoded. */
+  path: string;
+  /** Path parameters, percent-decoded (`{key+}` parameters keep their `/`). */
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
+  /** The whole body (empty for GET). */
+  body: Buffer;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  /** The body parsed as a JSON object; INVALID_ARGUMENT naming the problem when it is not one. */
+  json(): Record<string, unknown>;
+}
+
+/** What a handler answers. `body` is sent as JSON unless `raw` is given, or `stream` writes the body itself. */
+export interface RestReply {
+  status?: number;
+  body?: unknown;
+  raw?: Uint8Array | string;
+  /**
+   * `raw` bytes are this reply's own (made for it, kept nowhere else): the server frees them as soon as they are
+   * written or the client left, rather than at a later garbage collection. Never for a cached or shared buffer.
+   */
+  rawOwned?: boolean;
+  contentType?: string;
+  headers?: Record<string, string>;
+  /** A streamed body (chunked): called once the status and headers are written; it must call `out.end()`. */
+  stream?: (out: RestStream) => void;
+}
+
+/** A streamed response body with backpressure (uWS buffers a refused write; `onWritable` says when it drained). */
+export interface RestStream {
+  /** Write a chunk; false when the client is behind (the chunk is kept: wait for `onWritable` before the next). */
+  write(chunk: string): boolean;
+  /** Called once, when the buffered output drained after a `write` that returned false. */
+  onWritable(cb: () => void): void;
+  /** End the body. Safe after the client went away (then it does nothing). */
+  end(chunk?: string): void;
+}
+
+/** Extra uWS handlers (e.g. WebSocket routes) a facility attaches to the REST server's app before it listens. */
+export type AppHook = (app: uws.TemplatedApp, deps: RestServerDeps) => void;
+
+/** One route. `path` segments in braces are parameters; `{name+}` takes the rest of the path. */
+export interface Route {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  path: string;
+  handler: (req: RestRequest) => Promise<RestReply>;
+  /** Require x-api-key. Default true. */
+  auth?: boolean;
+}
+
+/** A required query parameter; INVALID_ARGUMENT naming it when it is missing or empty. */
+export function requiredQuery(req: RestRequest, name: string): string {
+  const v = req.query.get(name);
+  if (!v) throw new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${name} is required`);
+  return v;
+}
+
+/** A JSON reply. */
+export function json(body: unknown, status = 200): RestReply {
+  return { status, body };
+}
+
+interface Compiled {
+  route: Route;
+  segments: Array<{ literal: string } | { param: string; rest: boolean }>;
+  literals: number;
+}
+
+function compile(route: Route): Compiled {
+  const segments = route.path
+    .split("/")
+    .slice(1)
+    .map((s) => {
+      const m = /^\{([A-Za-z_]+)(\+?)\}$/.exec(s);
+      return m ? { param: m[1]!, rest: m[2] === "+" } : { literal: s };
+    });
+  return { route, segments, literals: segments.filter((s) => "literal" in s).length };
+}
+
+function decode(segment: string, name: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new GatewayError(Code.INVALID_ARGUMENT, `path parameter ${name} is not valid percent-encoding: ${echo(segment)}`);
+  }
+}
+
+function match(c: Compiled, parts: string[]): Record<string, string> | undefined {
+  const params: Record<string, string> = {};
+  for (let i = 0; i < c.segments.length; i++) {
+    const seg = c.segments[i]!;
+    if ("literal" in seg) {
+      if (parts[i] !== seg.literal) return undefined;
+      continue;
+    }
+    if (seg.rest) {
+      const rest = parts.slice(i);
+      if (rest.length === 0 || rest.some((p) => p === "")) return undefined;
+      params[seg.param] = rest.map((p) => decode(p, seg.param)).join("/");
+      return params;
+    }
+    if (parts[i] === undefined || parts[i] === "") return undefined;
+    params[seg.param] = decode(parts[i]!, seg.param);
+  }
+  return parts.length === c.segments.length ? params : undefined;
+}
+
+/** Where a request goes: a route and its parameters, or a reply to send at once (404, 405, 503, 401). */
+export interface RouteDecision {
+  /** The matched route (also set with a 503/401 reply, for the metrics label). */
+  route?: Route;
+  params: Record<string, string>;
+  /** When set, answer with this and run no handler. */
+  reply?: RestReply;
+}
+
+/**
+ * The transport-independent part of routing, shared by the uWS server and the `node:http` baseline in bench/rest:
+ * match the path (literal segments win over parameters; a wrong method is 405 with Allow), then the shutdown gate and
+ * x-api-key. Throws INVALID_ARGUMENT for a path parameter that is not valid percent-encoding.
+ */
+export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
+  const compiled = routes.map(compile);
+  // "METHOD path" of each route without parameters (the first, as in the scan): such a route is the best match of its
+  // own path and method (no route has more literal segments on it), so a request for it skips the scan over every
+  // route (the hot path: invoke). Only for a path without '%', where the scan could not fail decoding a parameter.
+  const exact = new Map<string, Route>();
+  for (const c of compiled) {
+    const key = `${c.route.method} ${c.route.path}`;
+    if (c.literals === c.segments.length && !exact.has(key)) exact.set(key, c.route);
+  }
+  const refuse = (e: GatewayError, route?: Route): RouteDecision => ({ ...(route ? { route } : {}), params: {}, reply: { status: httpStatusOf(e.code), body: errorBody(e) } });
+  const admit = (route: Route, params: Record<string, string>, headers: Record<string, string>): RouteDecision => {
+    if (deps.isClosing()) return refuse(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"), route);
+    const refused = route.auth === false ? undefined : apiKeyRefusal(deps.auth, headers["x-api-key"]);
+    if (refused) return refuse(refused, route);
+    return { route, params };
+  };
+  return (method, path, headers) => {
+    const literal = path.includes("%") ? undefined : exact.get(`${method} ${path}`);
+    if (literal !== undefined) return admit(literal, {}, headers);
+    const parts = path.split("/").slice(1);
+    let best: { c: Compiled; params: Record<string, string> } | undefined;
+    const allowed = new Set<string>();
+    for (const c of compiled) {
+      const params = match(c, parts);
+      if (!params) continue;
+      allowed.add(c.route.method);
+      if (c.route.method !== method) continue;
+      if (!best || c.literals > best.c.literals) best = { c, params };
+    }
+    if (!best) {
+      if (allowed.size === 0) return refuse(new GatewayError(Code.NOT_FOUND, `no route for ${echo(method, 16)} ${echo(path)}`));
+      const list = [...allowed].join(", ");
+      return {
+        params: {},
+        reply: { status: 405, headers: { allow: list }, body: errorBody(new GatewayError(Code.UNIMPLEMENTED, `method ${echo(method, 16)} is not allowed on ${echo(path)}; allowed: ${list}`)) },
+      };
+    }
+    return admit(best.c.route, best.params, headers);
+  };
+}
+
+/** The RestRequest a handler gets, once the body has been read. */
+export function createRestRequest(
+  method: string,
+  path: string,
+  params: Record<string, string>,
+  query: URLSearchParams,
+  headers: Record<string, string>,
+  body: Buffer,
+  signal: AbortSignal,
+): RestRequest {
+  return { method, path, params, query, headers, body, signal, json: () => jsonObjectBody(body) };
+}
+
+/**
+ * A uWS request's headers, a repeated header joined as RFC 9110 5.3 says so no copy is silently dropped (uWS
+ * `getHeader` returns only the first; a plain `forEach` into an object keeps only the last). Every uWS front (REST,
+ * WebSocket upgrades, SSE) reads headers through this, so a repeated x-api-key is refused the same way on each.
+ */
+export function requestHeaders(req: uws.HttpRequest): { headers: Record<string, string>; count: number; bytes: number } {
+  const headers: Record<string, string> = {};
+  let count = 0;
+  // Names and values of the joined headers, in bytes (checkHead's limit), counted in the same walk.
+  let bytes = 0;
+  req.forEach((k, v) => {
+    count++;
+    const seen = headers[k];
+    bytes += (seen === undefined ? k.length : 2) + Buffer.byteLength(v);
+    headers[k] = seen === undefined ? v : `${seen}, ${v}`;
+  });
+  return { headers, count, bytes };
+}
+
+/** Dependencies of the REST server. */
+export interface RestServerDeps {
+  auth: Authenticator;
+  logger: Logger;
+  maxBodyBytes: number;
+  /** Close a connection whose client accepts no reply bytes for this long, ms. Default 10000. */
+  writeStallTimeoutMs?: number;
+  /** Bytes of large replies this server holds for clients that have not read them (reply-writer.ts). Default 64 MiB. */
+  maxUnreadReplyBytes?: number;
+  isClosing(): boolean;
+  requests: CounterMetric<"route" | "method" | "status">;
+  latency: HistogramMetric<"route" | "method" | "status">;
+  /** Attached to the uWS app before the catch-all HTTP handler (WebSocket routes). Run again for each TLS reload's app. */
+  appHooks?: readonly AppHook[];
+  /** Serve HTTPS/WSS with these files (checked again here), reloaded on change. Default: cleartext. */
+  tls?: TlsFiles;
+  /** How often the TLS files are checked for a change, ms. Default 2000. */
+  tlsReloadIntervalMs?: number;
+}
+
+/** A listening REST server. */
+export interface RestServer {
+  readonly port: number;
+  /** Requests being handled right now. */
+  readonly inflight: number;
+  /**
+   * Every route served, as "METHOD /path": the table's routes, then the native uWS handlers the app hooks attached
+   * ("WS /path" for a WebSocket route). The route-by-outcome test checks each against src/ops/outcomes.ts.
+   */
+  readonly routes: readonly string[];
+  /** Stop listening (in-flight requests still complete; while closing, responses close their connection). */
+  stopListening(): void;
+  /** Close the connection of every request still in flight (their handlers see the abort). Safe to call twice. */
+  closeInflight(): void;
+  /**
+   * Stop listening and force-close every connection, WebSockets included (uWS App.close). A uWS worker thread must
+   * have closed everything before it exits: Node aborts the process when a thread ends with uWS sockets still open.
+   */
+  closeAll(): void;
+}
+
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** RestServerDeps.maxUnreadReplyBytes by default. */
+export const DEFAULT_MAX_UNREAD_REPLY_BYTES = 64 * 1024 * 1024;
+
+/** The REST error body: google.rpc.Status JSON. */
+export function errorBody(e: GatewayError): { code: number; message: string; details: unknown[] } {
+  return { code: e.code, message: e.rawMessage, details: [] };
+}
+
+/** A request body parsed as a JSON object (RestRequest.json); INVALID_ARGUMENT saying what is wrong with it. */
+export function jsonObjectBody(body: Buffer): Record<string, unknown> {
+  if (body.length === 0) throw new GatewayError(Code.INVALID_ARGUMENT, "request body is empty; expected a JSON object");
+  const decoded = decodeUtf8(body);
+  if ("invalidAt" in decoded) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid UTF-8 (${locateInvalidUtf8InJson(body, decoded.invalidAt)})`);
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(decoded.text);
+  } catch (e) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid JSON: ${(e as Error).message}`);
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, "request body must be a JSON object");
+  }
+  return v as Record<string, unknown>;
+}
+
+/**
+ * A free port on `host`, for uWS apps that share an ephemeral one (worker threads, a TLS reload's new app): uSockets
+ * cannot bind a second SO_REUSEPORT socket to a port the kernel picked for port 0 (the first listen would have to be
+ * on the chosen port already).
+ */
+export function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, host, () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Start the uWS REST endpoint on host:port with the given routes. */
+export async function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
+  // A TLS reload listens a second app on this port (see `reload`): that needs a port chosen before the first listen.
+  if (deps.tls && port === 0) port = await freePort(host);
+  const resolve = createRouteTable(routes, deps);
+  /** Bytes of large replies held for clients that have not read them (--max-unread-reply-bytes). */
+  const unread = createUnreadReplies(deps.maxUnreadReplyBytes ?? DEFAULT_MAX_UNREAD_REPLY_BYTES);
+  let inflight = 0;
+  /** Responses not yet ended, so shutdown can close their connections. */
+  const open = new Set<uws.HttpResponse>();
+  const served = routes.map((r) => `${r.method} ${r.path}`);
+  let hooksRun = false;
+  /**
+   * A uWS app with every route and hook. With TLS, uSockets reads the files itself when the app is made (an SSLApp's
+   * certificate cannot be swapped), so a reload is a new app (see `reload` below).
+   */
+  const build = (tls: LoadedTls | undefined): uws.TemplatedApp => {
+    const app = tls ? uws.SSLApp(uwsTlsOptions(tls)) : uws.App();
+    for (const hook of deps.appHooks ?? []) hook(hooksRun ? app : recordingApp(app, served), deps);
+    hooksRun = true;
+    app.any("/*", onRequest);
+    return app;
+  };
+
+  const onRequest = (res: uws.HttpResponse, req: uws.HttpRequest): void => {
+    const started = performance.now();
+    const method = req.getMethod().toUpperCase();
+    const path = req.getUrl();
+    const query = new URLSearchParams(req.getQuery() ?? "");
+    const { headers, count: headerCount, bytes: headerBytes } = requestHeaders(req);
+    const ac = new AbortController();
+    let done = false;
+    let routeName = "unmatched";
+    inflight++;
+    open.add(res);
+    /** The reply still being streamed, if any. */
+    let writing: PendingReply | StreamWriter | undefined;
+    res.onAborted(() => {
+      writing?.aborted();
+      if (done) return;
+      done = true;
+      inflight--;
+      open.delete(res);
+      ac.abort(new GatewayError(Code.CANCELLED, "the client closed the request"));
+      deps.requests.inc({ route: routeName, method, status: 499 });
+    });
+
+    const send = (reply: RestReply, closeConnection = false): void => {
+      if (done) return;
+      // While shutting down, end kept-alive connections after this response instead of waiting for an idle timeout.
+      if (deps.isClosing()) closeConnection = true;
+      let payload: string | Uint8Array = "";
+      let large: Buffer | undefined;
+      let owned = false;
+      if (!reply.stream) {
+        payload = reply.raw ?? JSON.stringify(reply.body ?? null);
+        if (payload.length > STREAM_THRESHOLD_BYTES) {
+          large = typeof payload === "string" ? Buffer.from(payload) : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+          owned = typeof payload === "string" || reply.rawOwned === true;
+          payload = large;
+          if (!closeConnection && !unread.admit(large.length)) {
+            if (owned) freeBuffer(large);
+            const e = new GatewayError(
+              Code.UNAVAILABLE,
+              `${unread.count} replies of ${unread.held} bytes are waiting for clients to read them, the most this server holds (--max-unread-reply-bytes ${unread.maxBytes}); retry shortly`,
+            );
+            return send({ status: httpStatusOf(e.code), headers: { "retry-after": "1" }, body: errorBody(e) });
+          }
+        }
+      }
+      done = true;
+      inflight--;
+      open.delete(res);
+      const status = reply.status ?? 200;
+      if (reply.stream) return void streamReply(reply, status);
+      const writeHead = (): void => {
+        res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
+        res.writeHeader("content-type", reply.contentType ?? "application/json");
+        for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
+      };
+      if (!closeConnection && large) {
+        // A large reply goes out as the client reads it; the response stays open (and closable) until then.
+        open.add(res);
+        writing = writeReply(res, writeHead, large, { stallTimeoutMs: deps.writeStallTimeoutMs ?? 10_000, unread, free: owned, onFinish: () => open.delete(res) });
+      } else {
+        res.cork(() => {
+          writeHead();
+          res.end(payload, closeConnection);
+        });
+        // end() copied what the socket refused into uWS's own buffer.
+        if (large && owned) freeBuffer(large);
+      }
+      deps.requests.inc({ route: routeName, method, status });
+      deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
+    };
+    // A streamed body: `done` only once it ends, so the request counts as in flight (and shutdown can close it).
+    const streamReply = (reply: RestReply, status: number): void => {
+      done = false;
+      inflight++;
+      open.add(res);
+      res.cork(() => {
+        res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
+        res.writeHeader("content-type", reply.contentType ?? "application/json");
+        for (const [k, v] of Object.entries(reply.headers ?? {})) res.writeHeader(k, v);
+      });
+      const out = streamWriter(res, {
+        stallTimeoutMs: deps.writeStallTimeoutMs ?? 10_000,
+        onEnd: () => {
+          done = true;
+          inflight--;
+          open.delete(res);
+          deps.requests.inc({ route: routeName, method, status });
+          deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
+        },
+      });
+      writing = out;
+      reply.stream!(out);
+    };
+    const fail = (e: unknown, closeConnection = false): void => {
+      const err = GatewayError.from(e);
+      if (err.code === Code.INTERNAL || err.code === Code.UNKNOWN) deps.logger.error({ err: e, path, method }, "REST handler failed");
+      send({ status: httpStatusOf(err.code), body: errorBody(err) }, closeConnection);
+    };
+
+    try {
+      const oversized = checkHead(path, req.getQuery() ?? "", headerCount, headerBytes);
+      if (oversized) return send({ status: oversized.status, body: errorBody(oversized.error) }, true);
+      const decision = resolve(method, path, headers);
+      if (decision.route) routeName = decision.route.path;
+      if (decision.reply) return send(decision.reply);
+      const route = decision.route!;
+      const run = (body: Buffer): void => {
+        route.handler(createRestRequest(method, path, decision.params, query, headers, body, ac.signal)).then(send, fail);
+      };
+      if (!BODY_METHODS.has(method)) return run(Buffer.alloc(0));
+      const declared = Number(headers["content-length"] ?? NaN);
+      const tooLarge = (what: string): void =>
+        send({ status: 413, body: errorBody(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body ${what}exceeds the limit of ${deps.maxBodyBytes} bytes`)) }, true);
+      if (declared > deps.maxBodyBytes) {
+        // Answer 413 at once and close: the rest of the body is never buffered.
+        return tooLarge(`of ${declared} bytes `);
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.onData((chunk, isLast) => {
+        if (done) return;
+        size += chunk.byteLength;
+        if (size > deps.maxBodyBytes) {
+          chunks.length = 0;
+          return tooLarge("");
+        }
+        // uWS reuses the chunk's memory after this callback: copy it.
+        chunks.push(Buffer.from(Buffer.from(chunk)));
+        if (isLast) run(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      });
+    } catch (e) {
+      fail(e);
+    }
+  };
+
+  let tls: LoadedTls | undefined;
+  let app: uws.TemplatedApp;
+  try {
+    tls = deps.tls ? loadTls(deps.tls) : undefined;
+    app = build(tls);
+  } catch (e) {
+    throw GatewayError.from(e, Code.INVALID_ARGUMENT);
+  }
+  /** Apps replaced by a certificate reload, still serving the connections they accepted (closed by closeAll). */
+  const retired: uws.TemplatedApp[] = [];
+  let listening: uws.us_listen_socket | null = null;
+  let watch: TlsWatch | undefined;
+  /**
+   * A new certificate: a new app listens on the same port (uSockets listens with SO_REUSEPORT, as the uWS threads do),
+   * then the old app's listen socket closes. New connections reach the new app; the old one keeps its open
+   * connections (REST, WebSocket, SSE) until they end. The listen is synchronous in uWS, so `listening` is never stale.
+   */
+  const reload = (next: LoadedTls, boundPort: number): void => {
+    if (listening === null) return;
+    const fresh = build(next);
+    const got: { token: uws.us_listen_socket | false } = { token: false };
+    fresh.listen(host, boundPort, (t) => {
+      got.token = t;
+    });
+    const token = got.token;
+    if (!token) {
+      (fresh as unknown as { close?: () => void }).close?.();
+      throw new GatewayError(Code.UNAVAILABLE, `the reloaded HTTPS app cannot listen on ${host}:${boundPort}`);
+    }
+    uws.us_listen_socket_close(listening);
+    listening = token;
+    retired.push(app);
+    app = fresh;
+    // Bounded: connections that outlived this many certificate changes are closed (clients reconnect to the new one).
+    if (retired.length > MAX_RETIRED_APPS) (retired.shift() as unknown as { close?: () => void }).close?.();
+  };
+
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (token) => {
+      if (!token) return reject(new GatewayError(Code.UNAVAILABLE, `REST server cannot listen on ${host}:${port}`));
+      listening = token;
+      const boundPort = uws.us_socket_local_port(token);
+      if (tls) {
+        logServing(deps.logger.child({ port: "http" }), tls, "HTTP port serves TLS");
+        if (tls.ca) deps.logger.warn({ clientCa: tls.files.clientCa }, "HTTP port: a client certificate presented is checked against --tls-client-ca, but uWebSockets.js cannot require one; mutual TLS is enforced on the gRPC port only");
+        watch = watchTls(tls, (next) => reload(next, boundPort), deps.logger.child({ port: "http" }), deps.tlsReloadIntervalMs);
+      }
+      resolve({
+        port: boundPort,
+        get inflight() {
+          return inflight;
+        },
+        routes: served,
+        stopListening() {
+          watch?.stop();
+          if (listening) uws.us_listen_socket_close(listening);
+          listening = null;
+        },
+        closeInflight() {
+          for (const res of [...open]) res.close();
+          open.clear();
+        },
+        closeAll() {
+          watch?.stop();
+          listening = null;
+          open.clear();
+          // Typed in newer uWebSockets.js only; present in the native binary this package ships.
+          for (const a of [...retired, app]) (a as unknown as { close?: () => void }).close?.();
+        },
+      });
+    });
+  });
+}
+
+/** Apps kept serving their connections after a TLS reload replaced them; the oldest beyond this is closed. */
+export const MAX_RETIRED_APPS = 4;
+
+/** uSockets' TLS options for a checked pair (the files, read again by uSockets; TLS 1.2 is its floor). */
+function uwsTlsOptions(t: LoadedTls): uws.AppOptions {
+  return { cert_file_name: t.files.cert, key_file_name: t.files.key, ...(t.files.clientCa ? { ca_file_name: t.files.clientCa } : {}) };
+}
+
+const NATIVE_VERBS: Record<string, string> = { get: "GET", post: "POST", put: "PUT", del: "DELETE", options: "OPTIONS", any: "ANY", ws: "WS" };
+
+/** `app` for an app hook, noting each path it attaches a handler to (as "GET /path", "WS /path") in `served`. */
+function recordingApp(app: uws.TemplatedApp, served: string[]): uws.TemplatedApp {
+  return new Proxy(app, {
+    get(target, key) {
+      const value = Reflect.get(target, key) as unknown;
+      if (typeof value !== "function") return value;
+      const verb = typeof key === "string" ? NATIVE_VERBS[key] : undefined;
+      return (...args: unknown[]) => {
+        if (verb !== undefined && typeof args[0] === "string") served.push(`${verb} ${args[0]}`);
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+}
+
+/** True when uWebSockets.js loaded its native binary rather than the slow JS fallback. */
+export function isNativeUws(): boolean {
+  return Function.prototype.toString.call(uws.App).includes("[native code]");
+}

@@ -1,0 +1,108 @@
+import { createRequire } from "node:module";
+import type { Counter, Gauge, Histogram } from "prom-client";
+
+/**
+ * The one place the gateway reads prom-client's private internals. prom-client 15's public `Gauge.get()` is async
+ * (it runs collect callbacks), while the OTLP mirror of a gauge's `inc`/`dec` needs the value right after the change,
+ * synchronously; so this reads the gauge's private `hashMap` (label hash -> {value, labels}). And a counter's `inc` and
+ * a histogram's `observe` on the invoke hot path (a few per call) update an existing series in that map directly,
+ * skipping prom-client's per-call label validation, cleaning and closure allocation (about 2% of a REST invoke's CPU);
+ * a series' first update, and any update when the shape is not the expected one, goes through the public API. The
+ * accessors check that shape, and test/unit/prom-client-internals.test.ts exercises them against the real library,
+ * failing with the same message as `promClientProblem` when an upgrade changes it.
+ *
+ * Written against prom-client 15.1.
+ */
+
+/** The installed prom-client version ("unknown" if its package.json cannot be read). */
+export const PROM_CLIENT_VERSION: string = (() => {
+  try {
+    return (createRequire(import.meta.url)("prom-client/package.json") as { version: string }).version;
+  } catch {
+    return "unknown";
+  }
+})();
+
+/** What `gaugeSeries` reads. */
+export const GAUGE_HASHMAP_SHAPE = "Gauge's private hashMap (label hash -> {value, labels})";
+
+/** The message for a shape `what` that prom-client no longer has. */
+export function promClientProblem(what: string): string {
+  return `prom-client ${PROM_CLIENT_VERSION} changed ${what}; the gateway was written against prom-client 15.1 (see src/observe/prom-client-internals.ts)`;
+}
+
+/** One labelled series of a gauge and its current value. */
+export interface GaugeSeries {
+  value: number;
+  labels: Record<string, string>;
+}
+
+/** Every series of `gauge` with its current value, read synchronously; undefined when prom-client's shape changed. */
+export function gaugeSeries(gauge: Gauge): GaugeSeries[] | undefined {
+  const map = (gauge as unknown as { hashMap?: unknown }).hashMap;
+  if (typeof map !== "object" || map === null) return undefined;
+  const out = Object.values(map) as Array<Partial<GaugeSeries> | null>;
+  return out.every((e) => e !== null && typeof e === "object" && typeof e.value === "number" && typeof e.labels === "object" && e.labels !== null)
+    ? (out as GaugeSeries[])
+    : undefined;
+}
+
+/** What the hot-path series updates of counters and histograms read and write (`counterSeries`, `histogramSeries`). */
+export const SERIES_HASHMAP_SHAPE = "Counter's and Histogram's private hashMap (label hash `name:value,` in sorted label order -> series)";
+
+/**
+ * prom-client's key of one labelled series (util.js `hashObject` with the metric's sorted label names): `name:value,`
+ * for each label that has a value, in sorted name order. `sortedNames` must be the metric's label names, sorted.
+ */
+export function seriesHash(sortedNames: readonly string[], labels: Readonly<Record<string, string | number | undefined>> | undefined): string {
+  let hash = "";
+  if (labels === undefined) return hash;
+  for (let i = 0; i < sortedNames.length; i++) {
+    const name = sortedNames[i]!;
+    const value = labels[name];
+    if (value !== undefined) hash += `${name}:${value},`;
+  }
+  return hash;
+}
+
+/** A counter's series as prom-client keeps it: adding to `value` is what `inc` does once the series exists. */
+export interface CounterSeries {
+  value: number;
+}
+
+/** The series of `counter` under `hash` (seriesHash), or undefined when it has none yet or prom-client's shape changed. */
+export function counterSeries(counter: Counter, hash: string): CounterSeries | undefined {
+  const e = ((counter as unknown as { hashMap?: Record<string, unknown> }).hashMap)?.[hash] as Partial<CounterSeries> | undefined;
+  return e !== undefined && e !== null && typeof e.value === "number" ? (e as CounterSeries) : undefined;
+}
+
+/** A histogram's series as prom-client keeps it: count per upper bound (keyed by the bound), sum and count. */
+export interface HistogramSeries {
+  bucketValues: Record<string, number>;
+  sum: number;
+  count: number;
+}
+
+/**
+ * The series of `histogram` under `hash` (seriesHash), or undefined when it has none yet or prom-client's shape
+ * changed. `observeSeries` then does what prom-client's `observe` does to it.
+ */
+export function histogramSeries(histogram: Histogram, hash: string): HistogramSeries | undefined {
+  const e = ((histogram as unknown as { hashMap?: Record<string, unknown> }).hashMap)?.[hash] as Partial<HistogramSeries> | undefined;
+  return e !== undefined && e !== null && typeof e.sum === "number" && typeof e.count === "number" && typeof e.bucketValues === "object" && e.bucketValues !== null
+    ? (e as HistogramSeries)
+    : undefined;
+}
+
+/** Record `value` (finite) in `series` as prom-client's histogram `observe` does: sum, count, the first bucket >= it. */
+export function observeSeries(series: HistogramSeries, upperBounds: readonly number[], value: number): void {
+  series.sum += value;
+  series.count += 1;
+  for (let i = 0; i < upperBounds.length; i++) {
+    const bound = upperBounds[i]!;
+    if (value <= bound) {
+      if (Object.prototype.hasOwnProperty.call(series.bucketValues, bound)) series.bucketValues[bound]! += 1;
+      return;
+    }
+  }
+}

@@ -1,0 +1,261 @@
+import * as grpc from "@grpc/grpc-js";
+import type { Backend } from "../backends/backend.js";
+import type { BackendRegistry } from "../backends/registry.js";
+import { encodeFileDescriptorSet, messageFields, type MethodEntry } from "../backends/schema.js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { inBandError, inBandOk, type InBandStatus } from "../shared/status.js";
+import type { MethodSchema } from "../shared/method-schema.js";
+import type { Converter } from "../workers/converter-types.js";
+import type { ServiceRegistry } from "../config/services.js";
+import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
+import { echo } from "../shared/echo.js";
+
+/** One invocation, whatever front end it came from. */
+export interface InvokeInput {
+  /** Registered service name (unvalidated caller input). */
+  service: unknown;
+  /** Method name (short, "pkg.Service/Method" or "pkg.Service.Method"). */
+  method: unknown;
+  /** The request message as proto3 JSON text; empty means `{}`. */
+  requestData: unknown;
+  /** Already filtered through the forwarding allow-list. */
+  metadata: grpc.Metadata;
+  /** Epoch ms; default now + `invokeDeadlineMs`. */
+  deadline?: number | undefined;
+  /** Aborting it cancels the backend call. */
+  signal?: AbortSignal | undefined;
+}
+
+/** The in-band outcome (docs/dispatch.md "Outcomes and errors"): the in-band status and the response. */
+export interface InvokeResult extends InBandStatus {
+  /** proto3 JSON text of the backend response; empty when failed. */
+  responseData: string;
+}
+
+/** The dynamic dispatch operations; the gRPC and REST front ends are thin shells around these. */
+export interface DispatchOps {
+  /** Call a backend method. Never throws: every failure is in the result (in-band). */
+  invoke(input: InvokeInput): Promise<InvokeResult>;
+  /** Dialable backends, by registered name, in config order. */
+  listServices(): readonly string[];
+  /** Methods of every service the backend hosts (reflection excluded). NOT_FOUND for an unknown service. */
+  listMethods(service: unknown, opts?: { refresh?: boolean; signal?: AbortSignal }): Promise<readonly MethodEntry[]>;
+  /** The fields of a method's input (default) or output message. */
+  methodSchema(service: unknown, method: unknown, type: unknown, signal?: AbortSignal): Promise<MethodSchema>;
+  /** A binary google.protobuf.FileDescriptorSet of every file the backend's services need. */
+  protos(service: unknown, signal?: AbortSignal): Promise<Uint8Array>;
+}
+
+/**
+ * An invocation as it crosses to a uWS worker thread (structured-clone safe): the caller's fields as given, the
+ * metadata as the entries the allow-list let through (filtered on the main thread, so credentials never cross).
+ */
+export interface InvokeWire {
+  service: unknown;
+  method: unknown;
+  requestData: unknown;
+  /** [key, value] pairs, in order, repeated keys kept. */
+  metadata: Array<[string, string]>;
+  deadline: number | undefined;
+}
+
+/** An invocation for another thread to run. */
+export function invokeToWire(input: InvokeInput): InvokeWire {
+  const metadata: Array<[string, string]> = [];
+  for (const [key, values] of Object.entries(input.metadata.toJSON())) {
+    for (const v of values) if (typeof v === "string") metadata.push([key, v]);
+  }
+  return { service: input.service, method: input.method, requestData: input.requestData, metadata, deadline: input.deadline };
+}
+
+/** An invocation from another thread, run here; `signal` aborts when the caller gave up. */
+export function invokeFromWire(wire: InvokeWire, signal: AbortSignal): InvokeInput {
+  const metadata = new grpc.Metadata();
+  for (const [key, value] of wire.metadata) metadata.add(key, value);
+  return { service: wire.service, method: wire.method, requestData: wire.requestData, metadata, deadline: wire.deadline, signal };
+}
+
+/**
+ * Runs an invocation on another thread (a uWS worker thread, which has its own backend channels, schemas and
+ * converter), or answers undefined when none can take it (the caller runs it itself). Rejects with a GatewayError when
+ * the call got no answer (the thread exited, the bridge is full, or it did not answer within `timeoutMs`).
+ */
+export type InvokeOffload = (wire: InvokeWire, signal: AbortSignal | undefined, timeoutMs: number) => Promise<InvokeResult> | undefined;
+
+/** Past the invocation's own deadline, how long the thread running it gets to answer before the bridge gives up, ms. */
+export const OFFLOAD_GRACE_MS = 2_000;
+
+/** What the operations need. */
+export interface DispatchDeps {
+  services: ServiceRegistry;
+  backends: BackendRegistry;
+  converter: Converter;
+  invokeDeadlineMs: number;
+  invocations: CounterMetric<"service" | "code">;
+  latency: HistogramMetric<"service" | "code">;
+  /**
+   * Where invoke runs when it is not here (the main thread with `--threads` > 1: gRPC Invoke/InvokeJson run on the
+   * uWS worker threads); read per call. Absent, or answering undefined: here.
+   */
+  offload?: InvokeOffload;
+  /**
+   * Offload only a call that arrives while at least this many invocations are in flight here (run here or offloaded).
+   * Default 1: a lone call runs here, sparing it two thread hops; a call that would queue behind others goes to a
+   * thread. 0 offloads every call. (`--grpc-invoke-offload`.)
+   */
+  offloadMinInflight?: number;
+}
+
+const EMPTY_JSON = "{}";
+
+/** The four gRPC method kinds, as metric labels and in messages. */
+export type MethodKind = "unary" | "server-streaming" | "client-streaming" | "bidi-streaming";
+
+/** The kind of a reflected method. */
+export function kindOf(m: { clientStreaming: boolean; serverStreaming: boolean }): MethodKind {
+  if (m.clientStreaming) return m.serverStreaming ? "bidi-streaming" : "client-streaming";
+  return m.serverStreaming ? "server-streaming" : "unary";
+}
+
+/** A required, non-empty string field of a request. */
+export function requireString(field: string, v: unknown): string {
+  if (typeof v !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must be a string (got ${v === null ? "null" : typeof v})`);
+  if (v === "") throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must not be empty`);
+  return v;
+}
+
+function failed(e: unknown): InvokeResult {
+  return { ...inBandError(e), responseData: "" };
+}
+
+/** The dialable backend a caller's `service` names; INVALID_ARGUMENT or NOT_FOUND naming it otherwise. */
+export function backendNamed(deps: Pick<DispatchDeps, "services" | "backends">, service: unknown): Backend {
+  const name = requireString("service", service);
+  const b = deps.backends.get(name);
+  if (b) return b;
+  if (deps.services.get(name)) throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is registered without a gRPC address, so it cannot be invoked`);
+  throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is not registered`);
+}
+
+/** Create the operations over the backends and a converter. */
+export function createDispatchOps(deps: DispatchDeps): DispatchOps {
+  const { backends, converter } = deps;
+  const backendOf = (service: unknown): Backend => backendNamed(deps, service);
+
+  const invokeOrThrow = async (input: InvokeInput, backend: Backend): Promise<InvokeResult> => {
+    const methodName = requireString("method", input.method);
+    if (input.requestData !== undefined && input.requestData !== null && typeof input.requestData !== "string") {
+      throw new GatewayError(Code.INVALID_ARGUMENT, `request data must be JSON text (a string), got ${typeof input.requestData}`);
+    }
+    const { schema, method } = await backend.resolve(methodName, input.signal);
+    if (method.clientStreaming || method.serverStreaming) {
+      const kind = kindOf(method);
+      throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; invoke supports unary methods only (stream it with InvokeStream, POST /v1/gateway/invoke-stream or /v1/gateway/invoke-ws)`);
+    }
+    const json = (input.requestData as string | undefined) || EMPTY_JSON;
+    const request = await converter.jsonToBinary(schema.set, method.inputType, json, input.signal);
+    const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
+    const outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal);
+    if (!outcome.ok) return { ...inBandError(outcome.code, outcome.message), responseData: "" };
+    let responseData: string;
+    try {
+      responseData = await converter.binaryToJson(schema.set, method.outputType, outcome.bytes, input.signal);
+    } catch (e) {
+      const err = GatewayError.from(e);
+      // A response the schema cannot decode is the backend's fault, not the caller's.
+      const code = err.code === Code.INVALID_ARGUMENT ? Code.INTERNAL : err.code;
+      throw new GatewayError(code, `the response of ${method.fullName} could not be converted to JSON: ${err.rawMessage}`, { cause: e });
+    }
+    return { ...inBandOk(), responseData };
+  };
+
+  const record = (label: string, result: InvokeResult, started: number): void => {
+    deps.invocations.inc({ service: label, code: result.status });
+    deps.latency.observe({ service: label, code: result.status }, (performance.now() - started) / 1000);
+  };
+
+  /**
+   * The thread that ran the invocation counted it and its outcome is returned as is (the same op ran there). One
+   * that got no answer is counted here, unless the caller gave up: the thread sees that abort and counts the call.
+   */
+  const offloaded = async (far: Promise<InvokeResult>, input: InvokeInput, started: number): Promise<InvokeResult> => {
+    try {
+      return await far;
+    } catch (e) {
+      const result = failed(e);
+      if (!input.signal?.aborted) {
+        let label = "(unknown)";
+        try {
+          label = backendOf(input.service).name;
+        } catch {
+          // an invalid service name: counted as the op counts it
+        }
+        record(label, result, started);
+      }
+      return result;
+    }
+  };
+
+  const invokeHere = async (input: InvokeInput, started: number): Promise<InvokeResult> => {
+    let label = "(unknown)";
+    let result: InvokeResult;
+    try {
+      const backend = backendOf(input.service);
+      label = backend.name;
+      result = await invokeOrThrow(input, backend);
+    } catch (e) {
+      result = failed(e);
+    }
+    record(label, result, started);
+    return result;
+  };
+
+  const offloadMin = deps.offloadMinInflight ?? 1;
+  /** Invocations in flight here, run here or offloaded. */
+  let inflight = 0;
+
+  return {
+    async invoke(input) {
+      const started = performance.now();
+      // A call already given up is answered here at once, as the op always answers it.
+      if (deps.offload && inflight >= offloadMin && !input.signal?.aborted) {
+        const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
+        const far = deps.offload(invokeToWire(input), input.signal, deadline - Date.now() + OFFLOAD_GRACE_MS);
+        if (far) {
+          inflight++;
+          try {
+            return await offloaded(far, input, started);
+          } finally {
+            inflight--;
+          }
+        }
+      }
+      inflight++;
+      try {
+        return await invokeHere(input, started);
+      } finally {
+        inflight--;
+      }
+    },
+    listServices: () => backends.names,
+    async listMethods(service, opts = {}) {
+      const b = backendOf(service);
+      const schema = opts.refresh ? await b.refresh(opts.signal) : await b.schema(opts.signal);
+      return schema.methods;
+    },
+    async methodSchema(service, method, type, signal) {
+      const b = backendOf(service);
+      const name = requireString("method", method);
+      const t = type === undefined || type === null || type === "" ? "input" : type;
+      if (t !== "input" && t !== "output") throw new GatewayError(Code.INVALID_ARGUMENT, `type must be input or output (got ${JSON.stringify(type)})`);
+      const { method: m } = await b.resolve(name, signal);
+      const desc = t === "input" ? m.desc.input : m.desc.output;
+      return { inputTypeName: m.inputType, outputTypeName: m.outputType, schemaType: t, fields: messageFields(desc) };
+    },
+    async protos(service, signal) {
+      const schema = await backendOf(service).schema(signal);
+      return encodeFileDescriptorSet(schema.set);
+    },
+  };
+}

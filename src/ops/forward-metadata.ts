@@ -1,0 +1,67 @@
+import * as grpc from "@grpc/grpc-js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { echo } from "../shared/echo.js";
+import type { CallMetadata } from "../shared/metadata.js";
+
+/**
+ * The forwarding allow-list (docs/dispatch.md "Metadata forwarding"; docs/contract.md "Authentication"): only headers named in `forwardHeaders` reach a backend.
+ * `x-api-key` never does, whatever the list says; binary (`-bin`) entries are skipped silently.
+ */
+export interface MetadataFilter {
+  /** Allow-listed entries of inbound gRPC metadata, as the metadata of the backend call. */
+  fromGrpc(md: CallMetadata | undefined): grpc.Metadata;
+  /** Allow-listed entries of REST request headers (lower-case names). */
+  fromHeaders(headers: Readonly<Record<string, string>>): grpc.Metadata;
+  /**
+   * Allow-listed entries of the `/v1/grpc/call` `metadata` object; absent (undefined/null) forwards nothing.
+   * INVALID_ARGUMENT naming the entry when it is not an object of strings.
+   */
+  fromObject(obj: unknown, field?: string): grpc.Metadata;
+}
+
+const NEVER = "x-api-key";
+/** Characters no HTTP/2 header name or value may hold. */
+const CONTROL = /[\x00-\x1f\x7f]/;
+
+/** Create a filter over the validated allow-list (lower-case names). */
+export function createMetadataFilter(allowList: readonly string[]): MetadataFilter {
+  const allowed = allowList.map((h) => h.toLowerCase()).filter((h) => h !== NEVER && !h.endsWith("-bin"));
+  const allowedSet = new Set(allowed);
+  const passes = (key: string): boolean => allowedSet.has(key);
+  return {
+    fromGrpc(md) {
+      const out = new grpc.Metadata();
+      if (!md) return out;
+      // Walk the short allow-list rather than every inbound key.
+      for (const key of allowed) {
+        for (const v of md.strings(key)) out.add(key, v);
+      }
+      return out;
+    },
+    fromHeaders(headers) {
+      const out = new grpc.Metadata();
+      for (const key of allowed) {
+        const v = headers[key];
+        if (v !== undefined) out.add(key, v);
+      }
+      return out;
+    },
+    fromObject(obj, field = "metadata") {
+      const out = new grpc.Metadata();
+      if (obj === undefined || obj === null) return out;
+      if (typeof obj !== "object" || Array.isArray(obj)) {
+        throw new GatewayError(Code.INVALID_ARGUMENT, `${field} must be an object of string values (got ${Array.isArray(obj) ? "an array" : typeof obj})`);
+      }
+      for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
+        if (typeof v !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, `${field}.${echo(k)} must be a string (got ${v === null ? "null" : typeof v})`);
+        // A CR or LF would split the header; grpc-js only notices when sending, as an in-band INTERNAL.
+        if (CONTROL.test(k)) throw new GatewayError(Code.INVALID_ARGUMENT, `${field} key ${JSON.stringify(echo(k))} must not contain control characters (CR, LF, ...)`);
+        if (CONTROL.test(v)) throw new GatewayError(Code.INVALID_ARGUMENT, `${field}.${echo(k)} must not contain control characters (CR, LF, ...)`);
+        const key = k.toLowerCase();
+        if (passes(key)) out.add(key, v);
+      }
+      return out;
+    },
+  };
+}

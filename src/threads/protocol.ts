@@ -1,0 +1,75 @@
+/** What the main thread and a uWS worker thread say to each other besides bridge calls (bridge.ts). */
+import type { GatewayOptions } from "../config/options.js";
+import type { Route } from "../http/router.js";
+
+/**
+ * Events posted to one thread and not yet acknowledged past which the main thread stops posting to it and ends its
+ * subscribers `slow` (they reconnect and resume from history): the port's queue must not grow without bound.
+ */
+export const MAX_THREAD_BACKLOG = 16_384;
+
+/** A bridge call not answered within this long fails DEADLINE_EXCEEDED, ms. */
+export const BRIDGE_TIMEOUT_MS = 30_000;
+/** Bridge calls one side may have waiting at once; past it RESOURCE_EXHAUSTED. */
+export const BRIDGE_MAX_PENDING = 10_000;
+
+/** A main-thread route as a worker thread routes it (the handler stays on the main thread). */
+export interface RouteSpec {
+  method: Route["method"];
+  path: string;
+  auth: boolean;
+}
+
+/** `workerData` of a uWS worker thread. */
+export interface ThreadData {
+  /** 1-based, for logs and metrics. */
+  index: number;
+  /** The gateway options, without what cannot cross (logDestination), with the HTTP port and token secret fixed. */
+  options: GatewayOptions;
+  /** The main web hub's epoch (positions are the main hub's). */
+  epoch: string;
+  /** Every main-thread route; those the thread does not serve itself it forwards. */
+  routes: RouteSpec[];
+  /**
+   * One Int32 over a SharedArrayBuffer: the thread stores 1 (and notifies) once it has no uWS socket left open. The
+   * main thread's `exit` handler waits on it (Atomics.wait) after posting `exit`, since it cannot wait for events.
+   */
+  closedFlag: Int32Array;
+}
+
+/** A forwarded REST request: the route it matched on the thread (auth and the shutdown gate already passed there). */
+export interface RouteWire {
+  method: Route["method"];
+  /** The route pattern. */
+  path: string;
+  /** The request path. */
+  url: string;
+  params: Record<string, string>;
+  query: string;
+  headers: Record<string, string>;
+  body: Uint8Array;
+}
+
+/** A forwarded request's reply: the body as the main thread's front serialized it. */
+export interface ReplyWire {
+  status: number;
+  raw: string | Uint8Array;
+  contentType: string | undefined;
+  headers: Record<string, string> | undefined;
+}
+
+/** Messages outside the bridge. Thread to main: ready, failed, log, ack. Main to thread: ev, end, crash, exit. */
+export type ThreadMessage =
+  | { t: "ready"; port: number; routes: string[] }
+  | { t: "failed"; code: number; message: string }
+  | { t: "log"; line: string }
+  /** Events the thread has handled so far (sent once per loop turn that handled any): the main thread bounds the backlog with it. */
+  | { t: "ack"; n: number }
+  | { t: "ev"; e: unknown }
+  | { t: "end"; topic: string; reason: unknown }
+  | { t: "crash" }
+  /**
+   * The process is exiting now (the main thread is in its `exit` handler): close every uWS socket at once, then set
+   * `closedFlag`. Node aborts the whole process when a thread's loop is closed with uWS sockets still open.
+   */
+  | { t: "exit" };

@@ -1,0 +1,233 @@
+/**
+ * The entry of one uWS worker thread (`--threads` > 1): a uWS app on the gateway's HTTP port (the kernel spreads
+ * connections over every thread listening on it) serving every REST route, WebSocket and SSE. Invoke runs here, with
+ * this thread's own backend channels, reflection cache and converter; pub/sub fan-out runs here for this thread's own
+ * subscribers; everything single-owner (state, publish, triggers, health, metrics) is asked of the main thread over
+ * the bridge. Started by uws-threads.ts; not meant to be run on its own.
+ */
+import { Writable } from "node:stream";
+import { parentPort, workerData } from "node:worker_threads";
+import type { EndReason } from "../broker/index.js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import type { Runtime } from "../runtime/runtime.js";
+import { createAuthenticator } from "../ops/auth.js";
+import { consoleRoutes } from "../console/index.js";
+import type { GatewayContext } from "../ops/context.js";
+import { createDispatchFacility } from "../facilities/dispatch.js";
+import { createLogger, type Logger } from "../observe/logger.js";
+import { createMetrics } from "../observe/metrics.js";
+import { createConfigOps } from "../ops/config.js";
+import { invokeFromWire, type InvokeWire } from "../ops/dispatch.js";
+import type { PubsubOps } from "../ops/pubsub.js";
+import type { InBandStatus } from "../shared/status.js";
+import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
+import { configRoutes } from "../rest/config.js";
+import { isNativeUws, startRestServer, type RestReply, type RestServer, type Route } from "../http/router.js";
+import type { EventWire } from "../web/hub.js";
+import { createWebPubsub } from "../web/index.js";
+import { BRIDGE_MAX_PENDING, BRIDGE_TIMEOUT_MS, type RouteSpec, type RouteWire, type ThreadData, type ThreadMessage, type ReplyWire } from "./protocol.js";
+import { createBridge, withTransfer } from "./bridge.js";
+import { ownBuffer } from "../http/free-buffer.js";
+import { createThreadHub } from "./thread-hub.js";
+
+const data = workerData as ThreadData;
+const port = parentPort!;
+
+/** This thread's uWS app once listening. Node aborts the process when a thread's loop closes with its sockets open. */
+let rest: RestServer | undefined;
+/** Set once this thread (or the process) is going away: nothing may start listening after it. */
+let exiting = false;
+/**
+ * Close every uWS socket now (listen socket, HTTP, WebSocket, SSE; in-flight handlers see the abort) and set the
+ * shared flag the main thread's `exit` handler may be waiting on. Every way out of this thread goes through here.
+ */
+function closeSockets(): void {
+  exiting = true;
+  rest?.closeAll();
+  Atomics.store(data.closedFlag, 0, 1);
+  Atomics.notify(data.closedFlag, 0);
+}
+
+/** Log lines go to the main thread, which writes them where its own go (one stream, one order per thread). */
+function threadLogger(level: GatewayOptions["logLevel"]): Logger {
+  const sink = new Writable({
+    write(chunk: Buffer | string, _enc, cb) {
+      port.postMessage({ t: "log", line: chunk.toString() } satisfies ThreadMessage);
+      cb();
+    },
+  });
+  return createLogger(level ?? "info", sink).child({ thread: data.index });
+}
+
+/** The runtime is the main thread's alone: nothing on a worker thread may reach it. */
+const NO_RUNTIME = new Proxy({} as Runtime, {
+  get(_t, prop) {
+    throw new GatewayError(Code.INTERNAL, `the sidecar runtime (${String(prop)}) is owned by the main thread`);
+  },
+});
+
+async function main(): Promise<void> {
+  const logger = threadLogger(data.options.logLevel);
+  // A thread that dies with uWS sockets open takes the process down (Node aborts on the open handles): close them
+  // first, then exit non-zero so the main thread logs it and starts a new thread.
+  const die = (what: string, err: unknown): void => {
+    logger.fatal({ err }, `uWS worker thread failed (${what}); closing its connections and exiting`);
+    closeSockets();
+    setImmediate(() => process.exit(1));
+  };
+  process.on("uncaughtException", (err) => die("uncaught exception", err));
+  process.on("unhandledRejection", (err) => die("unhandled rejection", err));
+
+  if (!isNativeUws()) {
+    logger.error({}, "uWebSockets.js native binary did not load: REST runs on the slow JS fallback; do not benchmark this process");
+  }
+  const opts = validateGatewayOptions(data.options);
+  const services = await loadRegistry(opts);
+  // No process metrics (the main thread reports the process once) and no OTLP export (the main thread's exporter is
+  // the process's); this registry is read by the main thread's /metrics.
+  const metrics = createMetrics({ processMetrics: false, otlpEndpoint: "" });
+  let closing = false;
+  const ctx: GatewayContext = { options: opts, services, runtime: NO_RUNTIME, logger, metrics, isClosing: () => closing };
+  const auth = createAuthenticator(opts.apiKeys);
+
+  let onClose: ((ms: number) => Promise<void>) | undefined;
+  /** A `close` that came while this thread was still starting (a restart racing the gateway's close): when to stop by. */
+  let closeBy: number | undefined;
+  let web: ReturnType<typeof createWebPubsub>;
+  const bridge = createBridge(
+    port,
+    {
+      metrics: async () => metrics.registry.getMetricsAsJSON(),
+      stats: async () => web.health()["web-pubsub"]?.description ?? "",
+      close: async (p: { ms: number }) => {
+        if (onClose) return onClose(p.ms);
+        closeBy = Math.min(closeBy ?? Infinity, Date.now() + p.ms);
+      },
+      // gRPC Invoke/InvokeJson from the main thread: the same op as REST invoke here, on this thread's channels.
+      "dispatch.invoke": (p: InvokeWire, signal) => dispatch.ops.invoke(invokeFromWire(p, signal)),
+    },
+    { timeoutMs: BRIDGE_TIMEOUT_MS, maxPending: BRIDGE_MAX_PENDING, peer: "the main thread" },
+  );
+
+  const pubsubOps: PubsubOps = {
+    publish: (topic, event, signal) => bridge.call<InBandStatus>("pubsub.publish", { topic, event }, signal),
+    unsubscribe: () => {
+      throw new GatewayError(Code.INTERNAL, "unsubscribe is served by the main thread");
+    },
+  };
+  let hub: ReturnType<typeof createThreadHub> | undefined;
+  web = createWebPubsub(
+    ctx,
+    (onDeliver) =>
+      (hub = createThreadHub({ epoch: data.epoch, bridge, historyEvents: opts.pubsubHistoryEvents, historyAgeMs: opts.pubsubHistoryAgeMs, onDeliver })),
+    pubsubOps,
+    auth,
+  );
+  const dispatch = createDispatchFacility(ctx);
+  const local: Route[] = [...configRoutes(createConfigOps(services)), ...(dispatch.routes ?? []), ...web.routes, ...consoleRoutes()];
+  const localKeys = new Set(local.map((r) => `${r.method} ${r.path}`));
+  const bridged = data.routes.filter((r) => !localKeys.has(`${r.method} ${r.path}`)).map((spec): Route => bridgedRoute(spec));
+
+  function bridgedRoute(spec: RouteSpec): Route {
+    return {
+      method: spec.method,
+      path: spec.path,
+      auth: spec.auth,
+      handler: async (req): Promise<RestReply> => {
+        const wire: RouteWire = { method: spec.method, path: spec.path, url: req.path, params: req.params, query: req.query.toString(), headers: req.headers, body: req.body };
+        // The request body is this request's own (router.ts copies it out of uWS): hand it over rather than copy it.
+        const owned = ownBuffer(req.body);
+        const r = await bridge.call<ReplyWire>("route", owned ? withTransfer(wire, [owned]) : wire, req.signal);
+        // The body arrived in a message of its own (moved or copied): this reply owns it.
+        return { status: r.status, raw: r.raw, rawOwned: true, contentType: r.contentType, headers: r.headers };
+      },
+    };
+  }
+
+  let handled = 0;
+  let ackScheduled = false;
+  port.on("message", (m: unknown) => {
+    if (bridge.receive(m)) return;
+    const msg = m as ThreadMessage;
+    if (msg.t === "ev") {
+      hub?.event(msg.e as EventWire);
+      handled++;
+      if (!ackScheduled) {
+        // One ack per loop turn, after the burst of events the port delivered in it.
+        ackScheduled = true;
+        setImmediate(() => {
+          ackScheduled = false;
+          port.postMessage({ t: "ack", n: handled } satisfies ThreadMessage);
+        });
+      }
+    }
+    else if (msg.t === "end") hub?.end(msg.topic, msg.reason as EndReason);
+    else if (msg.t === "exit") {
+      // The main thread is in its `exit` handler, blocked until we are closed: no drain, no reply, just close.
+      closeSockets();
+      try {
+        dispatch.destroy?.();
+      } catch {
+        // The process is exiting: the backend connections go with it.
+      }
+    }
+    else if (msg.t === "crash") {
+      // Diagnostics: an uncaught error on this thread, to exercise the crash path end to end.
+      setTimeout(() => {
+        throw new Error("crash requested by the main thread");
+      });
+    }
+  });
+
+  // Checked right before listening (startRestServer listens synchronously): once the process is exiting, a thread still
+  // starting must not open a socket the exit would find.
+  if (exiting) throw new GatewayError(Code.UNAVAILABLE, "the process is exiting");
+  rest = await startRestServer(opts.host, opts.httpPort, [...local, ...bridged], {
+    auth,
+    logger,
+    maxBodyBytes: opts.maxBodyBytes,
+    writeStallTimeoutMs: opts.writeStallTimeoutMs,
+    maxUnreadReplyBytes: opts.maxUnreadReplyBytes,
+    isClosing: () => closing,
+    ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
+    appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)],
+    requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
+    latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
+  });
+  await dispatch.start?.();
+
+  let closed: Promise<void> | undefined;
+  /** When the drain gives up; a later close with a shorter bound (the process is exiting) brings it forward. */
+  let deadline = Infinity;
+  onClose = (ms) => {
+    deadline = Math.min(deadline, Date.now() + ms);
+    return (closed ??= (async () => {
+      closing = true;
+      rest!.stopListening();
+      web.close();
+      let drained = false;
+      void (dispatch.close?.() ?? Promise.resolve()).finally(() => (drained = true));
+      while ((!drained || rest!.inflight > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      rest!.closeInflight();
+      dispatch.destroy?.();
+      closeSockets();
+      bridge.close("the worker thread is shutting down");
+      // Exit once the reply to `close` is out: nothing of uWS is left open, and channels or timers must not hold us.
+      setImmediate(() => process.exit(0));
+    })());
+  };
+
+  port.postMessage({ t: "ready", port: rest.port, routes: [...rest.routes] } satisfies ThreadMessage);
+  if (exiting) closeSockets();
+  else if (closeBy !== undefined) void onClose(Math.max(0, closeBy - Date.now()));
+}
+
+main().catch((e: unknown) => {
+  // Startup failed after listening (e.g. in dispatch.start): the socket must be closed before the thread exits.
+  closeSockets();
+  const err = GatewayError.from(e);
+  port.postMessage({ t: "failed", code: err.code, message: err.rawMessage } satisfies ThreadMessage);
+  setImmediate(() => process.exit(1));
+});
+

@@ -1,0 +1,376 @@
+import type uws from "uWebSockets.js";
+import type { EndReason } from "../broker/index.js";
+import { Code } from "../shared/code.js";
+import { cloudEventFromJson } from "../shared/cloudevent-json.js";
+import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
+import { inBandFailure } from "../shared/status.js";
+import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
+import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
+import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
+import { requestHeaders } from "../http/router.js";
+import { refuse, uwsFrameLimit, type WebDeps } from "./web-deps.js";
+
+/** WebSocket close codes the gateway sends (4000-4999 is the private range). */
+export const CLOSE = { slow: 4008, tokenExpired: 4001, upstreamFailed: 4002, shutdown: 1001 } as const;
+
+/** Topics one WebSocket may hold at once: the bound of one subscription (ops/pubsub.ts). */
+export const MAX_WS_TOPICS = MAX_SUBSCRIPTION_TOPICS;
+/** Requests (subscribe, publish) one WebSocket may have in flight; past it: RESOURCE_EXHAUSTED. */
+export const MAX_WS_INFLIGHT = 32;
+/** How long a socket closed with a close frame may take to read it before it is dropped. */
+const END_GRACE_MS = 2000;
+/** Longest a socket may sit past the bound before the sweep sees it, when few bytes flow (see sweep). */
+export const SLOW_SWEEP_MS = 200;
+
+/** Socket states (one small integer instead of several booleans: per-socket memory is what an idle subscriber costs). */
+const OPEN = 0;
+const ENDING = 1;
+const CLOSED = 2;
+
+/**
+ * What the gateway keeps per WebSocket, beyond uWS's own socket (docs/web-pubsub.md, "Memory per WebSocket subscriber"). It is
+ * kept small on purpose: an idle subscriber costs this object, one exact-size topics array and one entry in the `open`
+ * set. Topic membership for delivery is uWS's own subscription (no per-topic sets of sockets), token expiry is one
+ * shared timer for all sockets (no timer per socket), and no closure is created per socket.
+ */
+interface WsData {
+  grant: Grant;
+  /** Live topics (subscribed in uWS and holding a hub reference), an exact-size array replaced on change: most
+   * sockets hold one or two topics, and a pushed-to array would reserve room for 17. */
+  topics: readonly string[];
+  /** Topics being acquired; null (no array) when none. */
+  pending: readonly string[] | null;
+  inflight: number;
+  state: number;
+}
+
+type Ws = uws.WebSocket<WsData>;
+
+/** The WebSocket front: `GET /v1/pubsub/ws` on the uWS app, and its fan-out outlet (native `app.publish`). */
+export interface WsFront {
+  fanout: TopicFanout;
+  /** Open sockets. */
+  readonly size: number;
+  /** End every socket with 1001 "shutdown". */
+  closeAll(): void;
+}
+
+/** Mount `/v1/pubsub/ws` on `app`. */
+export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: PubsubOps): WsFront {
+  const { hub, metrics, boundBytes } = deps;
+  const open = new Set<Ws>();
+  const expiry = createExpiryWheel<Ws>((ws) => end(ws, CLOSE.tokenExpired, "token-expired", "token-expired"));
+  /** Bytes published (per subscriber) since the last sweep, and whether a sweep is scheduled. */
+  let sinceSweep = 0;
+  let sweepImmediate = false;
+  let sweepTimer: NodeJS.Timeout | null = null;
+
+  const send = (ws: Ws, data: WsData, frame: object): void => {
+    if (data.state !== CLOSED) ws.send(JSON.stringify(frame), false);
+  };
+
+  function end(ws: Ws, code: number, reason: string, metricReason: string): void {
+    const data = ws.getUserData();
+    if (data.state !== OPEN) return;
+    data.state = ENDING;
+    metrics.reaped.inc({ transport: "websocket", reason: metricReason });
+    ws.end(code, reason);
+    // end() sends a close frame a reader that stopped may never take: drop the connection after a grace.
+    setTimeout(() => dropIfOpen(ws), END_GRACE_MS).unref();
+  }
+
+  function dropIfOpen(ws: Ws): void {
+    if (ws.getUserData().state !== CLOSED) ws.close();
+  }
+
+  /**
+   * The per-subscriber bound: a socket holding more than `boundBytes` in uWS backpressure is closed `slow`. Checking
+   * every subscriber after every event would cost one native call per delivery, so the sweep runs once half a bound
+   * has been published since the last one (no socket can then have grown by more than that, so none reaches uWS's
+   * own hard limit of twice the bound unless one loop turn alone publishes a whole bound), and otherwise at most
+   * SLOW_SWEEP_MS after an event, so a socket past the bound is closed within that time.
+   */
+  function sweep(): void {
+    sweepImmediate = false;
+    if (sweepTimer) clearTimeout(sweepTimer);
+    sweepTimer = null;
+    sinceSweep = 0;
+    for (const ws of open) {
+      if (ws.getUserData().state === OPEN && ws.getBufferedAmount() > boundBytes) end(ws, CLOSE.slow, "slow", "slow");
+    }
+  }
+
+  const fanout: TopicFanout = {
+    deliver(event: WebEvent) {
+      // uWS's own subscription is the membership record: no per-topic set of sockets to keep in step.
+      const n = app.numSubscribers(event.topic);
+      if (n === 0) return 0;
+      const frame = event.wsFrame;
+      app.publish(event.topic, frame, false);
+      sinceSweep += frame.length;
+      if (sinceSweep * 2 >= boundBytes) {
+        if (!sweepImmediate) {
+          sweepImmediate = true;
+          setImmediate(sweep);
+        }
+      } else if (!sweepTimer && !sweepImmediate) {
+        sweepTimer = setTimeout(sweep, SLOW_SWEEP_MS);
+        sweepTimer.unref();
+      }
+      return n;
+    },
+    endTopic(topic, reason: EndReason) {
+      // Rare (an upstream failure, shutdown): a scan of the open sockets beats a per-topic index every socket pays for.
+      for (const ws of [...open]) {
+        const data = ws.getUserData();
+        if (!data.topics.includes(topic) && !data.pending?.includes(topic)) continue;
+        if (reason.kind === "shutdown") end(ws, CLOSE.shutdown, "shutdown", "shutdown");
+        // A uWS worker thread that fell behind the main thread's event stream (docs/threads.md).
+        else if (reason.kind === "slow") end(ws, CLOSE.slow, "slow", "slow");
+        else end(ws, CLOSE.upstreamFailed, `upstream-failed: ${topic}`.slice(0, 120), reason.kind);
+      }
+    },
+  };
+
+  function leave(ws: Ws, data: WsData, topic: string): void {
+    if (!data.topics.includes(topic)) return;
+    data.topics = data.topics.filter((t) => t !== topic);
+    if (data.state !== CLOSED) ws.unsubscribe(topic);
+    hub.release(topic);
+  }
+
+  async function subscribe(ws: Ws, data: WsData, msg: Record<string, unknown>, echo: object): Promise<void> {
+    const topics = checkTopics("topics", msg["topics"], data.grant, MAX_WS_TOPICS);
+    const sinceText = msg["since"];
+    if (sinceText !== undefined && typeof sinceText !== "string") throw invalidArgument("since", "must be a position string");
+    const since = sinceText === undefined ? undefined : hub.parsePosition("since", sinceText);
+    const fresh = [...new Set(topics)].filter((t) => !data.topics.includes(t) && !data.pending?.includes(t));
+    if (data.topics.length + (data.pending?.length ?? 0) + fresh.length > MAX_WS_TOPICS) {
+      throw new GatewayError(Code.RESOURCE_EXHAUSTED, `a WebSocket may hold at most ${MAX_WS_TOPICS} topics`);
+    }
+    data.pending = data.pending ? [...data.pending, ...fresh] : fresh;
+    try {
+      await hub.acquire(fresh);
+    } finally {
+      const rest = data.pending.filter((t) => !fresh.includes(t));
+      data.pending = rest.length > 0 ? rest : null;
+    }
+    if (data.state !== OPEN) {
+      for (const t of fresh) hub.release(t);
+      return;
+    }
+    // Replay and going live happen in one synchronous block: no event can fall between them.
+    ws.cork(() => {
+      const resume = since ? hub.resume(fresh, since) : undefined;
+      send(ws, data, { op: "subscribed", ...echo, topics, ...(resume ? { recovered: resume.recovered } : {}), position: hub.position() });
+      let dropped = false;
+      if (resume?.recovered) {
+        for (const e of resume.events) if (ws.send(e.wsFrame, false) === 2) dropped = true;
+      }
+      for (const t of fresh) ws.subscribe(t);
+      // concat makes an exact-size array (`fresh` came from filter, which reserves room as it grows).
+      data.topics = data.topics.concat(fresh);
+      if (dropped) end(ws, CLOSE.slow, "slow", "slow");
+    });
+  }
+
+  async function publish(data: WsData, msg: Record<string, unknown>): Promise<void> {
+    const topic = msg["topic"];
+    if (typeof topic !== "string" || topic === "") throw invalidArgument("topic", "must not be empty");
+    if (!data.grant.publish || !allows(data.grant, topic)) throw new GatewayError(Code.PERMISSION_DENIED, `the token does not allow publishing to topic '${topic.slice(0, 64)}'`);
+    const ce = msg["cloudevent"];
+    if (typeof ce !== "object" || ce === null || Array.isArray(ce)) throw invalidArgument("cloudevent", "is required: a CloudEvents JSON object");
+    const status = await ops.publish(topic, cloudEventFromJson(ce as Record<string, unknown>, "cloudevent"));
+    const failed = inBandFailure(status);
+    if (failed) throw failed;
+  }
+
+  async function handle(ws: Ws, data: WsData, text: string): Promise<void> {
+    let msg: unknown;
+    try {
+      msg = JSON.parse(text);
+    } catch (e) {
+      throw invalidArgument("frame", `is not valid JSON: ${(e as Error).message.slice(0, 100)}`);
+    }
+    if (typeof msg !== "object" || msg === null || Array.isArray(msg)) throw invalidArgument("frame", "must be a JSON object");
+    const m = msg as Record<string, unknown>;
+    const id = m["id"];
+    const echo = typeof id === "string" || typeof id === "number" ? { id: typeof id === "string" ? id.slice(0, 128) : id } : {};
+    try {
+      switch (m["op"]) {
+        case "subscribe":
+          return await subscribe(ws, data, m, echo);
+        case "unsubscribe": {
+          const topics = m["topics"];
+          if (!Array.isArray(topics)) throw invalidArgument("topics", "must be an array of topic names");
+          const gone = topics.filter((t): t is string => typeof t === "string" && data.topics.includes(t));
+          for (const t of gone) leave(ws, data, t);
+          return send(ws, data, { op: "unsubscribed", ...echo, topics: gone });
+        }
+        case "publish":
+          await publish(data, m);
+          return send(ws, data, { op: "published", ...echo });
+        default:
+          throw invalidArgument("op", `must be subscribe, unsubscribe or publish, got ${JSON.stringify(m["op"])?.slice(0, 64)}`);
+      }
+    } catch (e) {
+      throw Object.assign(subscribeError(e), { echo });
+    }
+  }
+
+  app.ws<WsData>("/v1/pubsub/ws", {
+    // uWS drops a connection past its own limit without a close frame: it gets more than ours (uwsFrameLimit), so a
+    // frame over our limit gets a proper 1009 close from the message handler.
+    maxPayloadLength: uwsFrameLimit(deps.maxFrameBytes),
+    idleTimeout: deps.idleTimeoutSeconds,
+    sendPingsAutomatically: true,
+    // Hard stop: the bound is enforced by sweep; uWS sheds and shuts a socket only past twice the bound.
+    maxBackpressure: boundBytes * 2,
+    closeOnBackpressureLimit: 1,
+    upgrade(res, req, context) {
+      const { headers } = requestHeaders(req);
+      const key = headers["sec-websocket-key"] ?? "";
+      const extensions = headers["sec-websocket-extensions"] ?? "";
+      const origin = headers["origin"] || undefined;
+      const apiKey = headers["x-api-key"] || undefined;
+      const { credentials, selected } = parseOfferedProtocols(headers["sec-websocket-protocol"] ?? "", WS_PROTOCOL, TOKEN_PROTOCOL_PREFIX);
+      const tokens = [...new URLSearchParams(req.getQuery() ?? "").getAll("token"), ...credentials].filter((t) => t !== "");
+      const refused = (e: unknown): void => {
+        metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
+        refuse(res, e);
+      };
+      let grant: Grant;
+      try {
+        const refusal = webAdmission(deps.isClosing(), deps.origins, origin, headers["host"]);
+        if (refusal) throw refusal;
+        grant = authenticate(deps, apiKey, tokens);
+      } catch (e) {
+        return refused(e);
+      }
+      // x-api-key and tokens are both checked synchronously (HMAC): the upgrade happens here, inside uWS's upgrade
+      // handler, with no abort handler or per-connection closure. Never move it after an await: uWS 20.30's
+      // res.cork() around a later upgrade can drop the new socket right after open (docs/web-pubsub.md, "Browser
+      // tokens").
+      res.upgrade(newData(grant), key, selected, extensions, context);
+    },
+    open(ws) {
+      const data = ws.getUserData();
+      open.add(ws);
+      metrics.subscribers.inc({ transport: "websocket" });
+      if (data.grant.expiresAt !== null) expiry.add(ws, data.grant.expiresAt);
+    },
+    message(ws, message, isBinary) {
+      const data = ws.getUserData();
+      if (data.state !== OPEN) return;
+      if (message.byteLength > deps.maxFrameBytes) return end(ws, 1009, `frame larger than ${deps.maxFrameBytes} bytes`, "oversize");
+      if (isBinary) return send(ws, data, { op: "error", code: "INVALID_ARGUMENT", message: "frame must be a text frame holding one JSON object" });
+      if (data.inflight >= MAX_WS_INFLIGHT) {
+        return send(ws, data, { op: "error", code: "RESOURCE_EXHAUSTED", message: `more than ${MAX_WS_INFLIGHT} requests in flight on this socket` });
+      }
+      const text = Buffer.from(message).toString("utf8");
+      data.inflight++;
+      handle(ws, data, text)
+        .catch((e: unknown) => {
+          const err = GatewayError.from(e);
+          if (err.code === Code.INTERNAL) deps.logger.error({ err: e }, "WebSocket request failed");
+          send(ws, data, { op: "error", ...((e as { echo?: object }).echo ?? {}), code: err.codeName, message: err.rawMessage });
+        })
+        .finally(() => data.inflight--);
+    },
+    close(ws) {
+      const data = ws.getUserData();
+      data.state = CLOSED;
+      open.delete(ws);
+      if (data.grant.expiresAt !== null) expiry.remove(ws, data.grant.expiresAt);
+      metrics.subscribers.dec({ transport: "websocket" });
+      const held = data.topics;
+      data.topics = NO_TOPICS;
+      for (const t of held) hub.release(t);
+    },
+  });
+
+  return {
+    fanout,
+    get size() {
+      return open.size;
+    },
+    closeAll() {
+      expiry.clear();
+      if (sweepTimer) clearTimeout(sweepTimer);
+      sweepTimer = null;
+      for (const ws of [...open]) end(ws, CLOSE.shutdown, "shutdown", "shutdown");
+    },
+  };
+}
+
+/** The topics of a socket that holds none: one shared empty array. */
+const NO_TOPICS: readonly string[] = Object.freeze([]);
+
+/** A new socket's state. */
+function newData(grant: Grant): WsData {
+  return { grant, topics: NO_TOPICS, pending: null, inflight: 0, state: OPEN };
+}
+
+/** Token expiry for every socket at once: sockets grouped by expiry time, one timer for the earliest group. */
+interface ExpiryWheel<T> {
+  add(item: T, at: number): void;
+  remove(item: T, at: number): void;
+  clear(): void;
+}
+
+/**
+ * One timer for all token expiries instead of one per socket (a Node timer is a few hundred bytes). Tokens expire on
+ * whole seconds (JWT `exp`), so sockets fall into few groups; each group is a Set so a closing socket leaves at once.
+ */
+function createExpiryWheel<T>(expire: (item: T) => void): ExpiryWheel<T> {
+  const groups = new Map<number, Set<T>>();
+  let timer: NodeJS.Timeout | null = null;
+  let timerAt = Infinity;
+
+  function arm(): void {
+    let next = Infinity;
+    for (const at of groups.keys()) next = Math.min(next, at);
+    if (next === timerAt) return;
+    if (timer) clearTimeout(timer);
+    timer = null;
+    timerAt = next;
+    if (next === Infinity) return;
+    // setTimeout holds at most 2^31-1 ms; a later expiry re-arms when this fires.
+    timer = setTimeout(fire, Math.min(Math.max(0, next - Date.now()), 2 ** 31 - 1));
+    timer.unref();
+  }
+
+  function fire(): void {
+    timer = null;
+    timerAt = Infinity;
+    const now = Date.now();
+    const due: Set<T>[] = [];
+    for (const [at, set] of groups) {
+      if (at <= now) {
+        due.push(set);
+        groups.delete(at);
+      }
+    }
+    for (const set of due) for (const item of set) expire(item);
+    arm();
+  }
+
+  return {
+    add(item, at) {
+      let set = groups.get(at);
+      if (!set) groups.set(at, (set = new Set()));
+      set.add(item);
+      if (at < timerAt) arm();
+    },
+    remove(item, at) {
+      const set = groups.get(at);
+      if (!set?.delete(item) || set.size > 0) return;
+      groups.delete(at);
+      if (at === timerAt) arm();
+    },
+    clear() {
+      groups.clear();
+      arm();
+    },
+  };
+}
