@@ -4,11 +4,11 @@
  * gRPC InvokeJson. Backend and gateway run in child processes. The load comes from several load processes
  * (bench/invoke/load-child.ts: raw node:http2 streams for gRPC, raw keep-alive HTTP/1.1 sockets for REST; 2 by default,
  * INVOKE_LOAD_PROCS=N) so the client is not the bottleneck it measures; each figure set reports the load client's CPU
- * per call beside the gateway's (issue 16). This process only orchestrates.
+ * per call beside the gateway's. This process only orchestrates.
  *
  *   npx tsx bench/invoke.ts [--quick | --dry-run]
  *
- * Targets (issue 3): added p50 at concurrency 1 under 150 us for 1 KB; throughput at 64 at least 0.45 of direct.
+ * Targets: added p50 at concurrency 1 under 150 us for 1 KB; throughput at 64 at least 0.45 of direct.
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -264,7 +264,7 @@ export async function runInvokeBench(opts: InvokeBenchOptions = {}): Promise<Fig
             baseline: { label: "gRPC InvokeJson", value: g.rps },
             ratio: r.rps / g.rps,
           });
-          // Bench honesty (issue 16): what the load client spends per call, beside what the gateway spends. A client
+          // Bench honesty: what the load client spends per call, beside what the gateway spends. A client
           // that costs as much as the gateway per call measures itself.
           for (const [path, m] of [["direct", d], ["gRPC InvokeJson", g], ["REST invoke-json", r]] as const) {
             figures.push({

@@ -1,5 +1,5 @@
 /**
- * Web fan-out load bench (issue 15): the gateway's WebSocket (`/v1/pubsub/ws`) and SSE (`/v1/pubsub/events`)
+ * Web fan-out load bench: the gateway's WebSocket (`/v1/pubsub/ws`) and SSE (`/v1/pubsub/events`)
  * subscribers against a bare uWebSockets.js server using its native topic publish (bench/webfanout/uws-baseline.cjs),
  * plus the gateway's gRPC Subscribe in the same shape, in one run: one connection per subscriber, 1,000 and 10,000
  * subscribers, one topic, 256-byte events.
@@ -23,7 +23,7 @@
  * [--systems uws,ws,sse,grpc,grpc-go,grpc-go-nobdp] [--reps n]` (uws is needed: every figure is a ratio to it).
  * The gateway runs with `--threads 1` (one uWS thread, as these figures were first measured) unless `--threads n`.
  *
- * Thread scaling (issue 16): `npx tsx bench/webfanout.ts --threads 1,2 [--subs 10000] [--reps n] [--events n]
+ * Thread scaling: `npx tsx bench/webfanout.ts --threads 1,2 [--subs 10000] [--reps n] [--events n]
  * [--spacing ms]` measures
  * only the gateway WebSocket at each thread count, in the same run (order rotating per repetition), publishing
  * back to back by default (each publish waits for its acknowledgement, no spacing) so the figure is the fan-out
@@ -576,7 +576,7 @@ export interface ThreadScalingOptions {
 }
 
 /**
- * WebSocket fan-out capacity by uWS thread count (issue 16): a fresh gateway per case with `--threads n`, the same
+ * WebSocket fan-out capacity by uWS thread count: a fresh gateway per case with `--threads n`, the same
  * subscribers and events, events published back to back. Figures: deliveries/s and server CPU per delivery of each
  * count against the first.
  */

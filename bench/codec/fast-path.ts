@@ -2,7 +2,7 @@
  * The codec's compiled fast path (src/workers/fast-codec/) against the library path it falls back to, in the same
  * run: CPU time per conversion of `codec.ts` (JSON.parse + fast path) and of the library (JSON.parse + fromJson +
  * toBinary; fromBinary + toJsonString), both directions, on shop.v1.Order messages of several sizes and on a
- * PutItem-like order (the well-known types of the issue 16 load: Struct, StringValue, Timestamp, Duration, a map,
+ * PutItem-like order (the well-known types of the peers' invoke load: Struct, StringValue, Timestamp, Duration, a map,
  * a oneof, proto3 optional, bytes).
  *
  *   npx tsx bench/codec/fast-path.ts [--quick]      (also a section of bench/codec.ts)
@@ -22,7 +22,7 @@ import { orderOfJsonSize } from "../../test/support/protos/samples.js";
 
 const ORDER = "shop.v1.Order";
 
-/** A shop.v1.Order shaped like the issue 16 load's 1 KB PutItem (acme.inventory.v1.Item) in the shop schema. */
+/** A shop.v1.Order shaped like the peers harness' 1 KB PutItem (acme.inventory.v1.Item) in the shop schema. */
 export function putItemLikeOrder(): Record<string, unknown> {
   const order: Record<string, unknown> = {
     orderId: "BENCH-1",

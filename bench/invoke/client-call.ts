@@ -1,6 +1,6 @@
 /**
  * Client-side CPU of one unary backend call at concurrency 64, backend in a child process: grpc-js
- * `Client.makeUnaryRequest`, the grpc-js channel's call object directly (what backend.call used before issue 16), the
+ * `Client.makeUnaryRequest`, the grpc-js channel's call object directly (what backend.call used first), the
  * node:http2 unary client (bench/invoke/node-http2-unary.ts, what backend.call used next) and the raw-frame client
  * (src/backends/h2-unary.ts, what backend.call uses now), alternating, 5 batches each; the last line is the raw
  * client's CPU per call over node:http2's, batch by batch. `npx tsx bench/invoke/client-call.ts`. Not part of the harness.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# A/B of the invoke path against grpc-gateway with the shared peers harness (issue 16): alternately runs
+# A/B of the invoke path against grpc-gateway with the shared peers harness: alternately runs
 # ../shared/peers/run_invoke.py (Go load client, Go inventory backend, grpc-gateway's REST proxy, interleaved paths)
 # on a BASE build and on a NEW build (each a checkout with `npm run build` done and node_modules present), N times
 # each, c=64 and c=1, then prints the medians [min-max] of bench/invoke/peers-summary.py.

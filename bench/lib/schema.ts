@@ -33,7 +33,7 @@ export interface Baseline {
   value: number;
 }
 
-/** A target from the issue and whether this run met it. */
+/** A target the figure is judged against and whether this run met it. */
 export interface Target {
   /** Human form, e.g. "ratio <= 1.2". */
   text: string;

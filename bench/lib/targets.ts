@@ -2,9 +2,9 @@ import { targetOf } from "./figure.js";
 import type { Figure, RunMode } from "./schema.js";
 
 /**
- * The issue's targets, attached to the figures they judge when the suite did not judge them itself:
+ * The targets, attached to the figures they judge when the suite did not judge them itself:
  * invoke added p50 < 150 us (1 KB, c=1) and throughput >= 0.45 of direct (c=64); fan-out CPU per delivery <= 1.2x the
- * raw grpc-js baseline and < 10 KB per idle subscriber at 10,000; web fan-out (issue 15) WebSocket CPU per delivery
+ * raw grpc-js baseline and < 10 KB per idle subscriber at 10,000; web fan-out WebSocket CPU per delivery
  * <= 1.3x bare uWS, SSE <= 2x, <= 2 KB per idle WebSocket subscriber, and WebSocket at least 5x cheaper per delivery
  * than gRPC Subscribe (ratio <= 0.2).
  */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Invoke over TLS (issue 24): the gateway terminating TLS itself (--tls-cert/--tls-key on both ports) against
+"""Invoke over TLS: the gateway terminating TLS itself (--tls-cert/--tls-key on both ports) against
 grpc-gateway 1.6's generated REST->gRPC proxy serving HTTPS itself (net/http ServeTLS), same Go inventory backend
 (cleartext behind both), same Go load client, paths interleaved in blocks as in the peers harness.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""No-regression check of issue 24 with the shared peers harness (../shared/peers): the same invoke and fan-out jobs
+"""No-regression check of a change with the shared peers harness (../shared/peers): the same invoke and fan-out jobs
 run on two builds of the gateway, BASE (today's main) and NEW, alternating per repetition, and the figures are
 compared as ratios NEW/BASE of the same repetition.
 

@@ -1,5 +1,5 @@
 /**
- * Attack classes on the gRPC port's HTTP/2 layer (issue 24, "Must show"), each against a fresh gateway child with a
+ * Attack classes on the gRPC port's HTTP/2 layer, each against a fresh gateway child with a
  * well-behaved client measuring on another connection (harness.ts): the gateway stays up and answering, its RSS stays
  * under the bound stated per class, the well-behaved client's p99 stays within 3x its unloaded p99, and where the
  * class is one a server must end, the attacker's connection is closed (GOAWAY or socket end) within the stated time.

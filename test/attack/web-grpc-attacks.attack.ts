@@ -1,5 +1,5 @@
 /**
- * Attack classes above the HTTP/2 layer (issue 24, "Must show"): REST clients that never read a large reply, a 9 MiB
+ * Attack classes above the HTTP/2 layer: REST clients that never read a large reply, a 9 MiB
  * WebSocket frame, and a gRPC Subscribe naming 100,000 topics; each against a fresh gateway child with the harness's
  * well-behaved gRPC client measuring on another connection (harness.ts). Run by .ci/run with the HTTP/2 classes.
  */

@@ -5,7 +5,7 @@ import { unary, withKey } from "../support/gateway.js";
 import { publish, subscribe } from "./pubsub-support.js";
 
 /**
- * What must be identical on both runtimes although daprd re-encodes JSON (issue 12, items 4 and 5): state values and
+ * What must be identical on both runtimes although daprd re-encodes JSON: state values and
  * event data come back byte for byte, and trigger names follow the Scheduler's DNS-1123 rule on the embedded runtime
  * too.
  */

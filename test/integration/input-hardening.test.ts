@@ -9,7 +9,7 @@ import { startTestGateway, unary, withKey, type TestGateway } from "../support/g
 import { reflectionCall } from "../support/reflection.js";
 import { runCli, startGatewayProcess } from "../support/cli.js";
 
-/** Issue 13 items 5, 7 and 8: echoed input is cut, decoding is strict, ambiguous or oversized input is refused. */
+/** Input hardening: echoed input is cut, decoding is strict, ambiguous or oversized input is refused. */
 
 const KEY = "k1";
 const services = [{ name: "orders", pubsub: { pubsubName: "pubsub" }, state: { storeName: "orders-store", keys: [] } }];
@@ -96,7 +96,7 @@ function rawHttp(port: number, head: string, body = ""): Promise<{ status: numbe
   });
 }
 
-describe("input hardening (issue 13 items 5, 7, 8)", () => {
+describe("input hardening", () => {
   let gw: TestGateway;
   let port: number;
   before(async () => {

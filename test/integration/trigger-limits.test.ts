@@ -10,7 +10,7 @@ import { runtimeFixtures } from "../support/runtimes.js";
 const KEY = "limits-key";
 const H = { "x-api-key": KEY, "content-type": "application/json" };
 
-/** Times and durations past what the scheduler can hold (issue 13 item 1), the field each must be refused on, and why. */
+/** Times and durations past what the scheduler can hold, the field each must be refused on, and why. */
 const OUT_OF_RANGE: Array<{ body: Record<string, unknown>; field: string; pattern: RegExp }> = [
   { body: { due_time: "P300000Y" }, field: "due_time", pattern: /past 9999-12-31T23:59:59\.999Z/ },
   { body: { due_time: "P999999999Y" }, field: "due_time", pattern: /past 9999-12-31T23:59:59\.999Z/ },

@@ -11,7 +11,7 @@ import { readRequestHead, UNSUPPORTED_MEDIA_TYPE, UNSUPPORTED_MEDIA_TYPE_BODY, u
  * The gateway's gRPC server on its own HTTP/2 layer (src/h2/): services bound from loaded service definitions
  * (addService) or one path at a time (register/unregister, for the transparent proxy), handlers written against the
  * call types of call-types.ts, listen, tryShutdown/forceShutdown. A unary call costs one parse and one socket write
- * (issue 16). Client-observable behaviour (status codes and texts, headers, trailers) is grpc-js 1.14's, which
+ * Client-observable behaviour (status codes and texts, headers, trailers) is grpc-js 1.14's, which
  * test/integration/native-grpc-server.test.ts checks against a grpc-js Server; calls.ts and wire.ts say where each
  * piece comes from.
  */
