@@ -9,7 +9,7 @@
  * due to: ... job name is invalid"; the gateway refuses it in-band instead, naming the rule.
  *
  * One deliberate difference: go-etcd-cron lower-cases the name before the check, but the gateway refuses upper-case
- * letters (the contract lists `Nightly` as refused): stricter is safe, and a name that differs from another only by case
+ * letters (docs/triggers.md lists `Nightly` as refused): stricter is safe, and a name that differs from another only by case
  * would be two triggers on one runtime and a confusing pair on the other.
  */
 
