@@ -28,6 +28,16 @@
  * only the gateway WebSocket at each thread count, in the same run (order rotating per repetition), publishing
  * back to back by default (each publish waits for its acknowledgement, no spacing) so the figure is the fan-out
  * capacity, not the publish schedule; figures are each count's deliveries/s and server CPU per delivery against the first count.
+ *
+ * Many topics: `--topics N` (with `--threads a,b` or `--gateway-dirs`) spreads the subscribers evenly over N topics
+ * (subscriber g takes topic g mod N) and publishes each event to every topic, N PublishEvent calls in flight
+ * together, so each subscriber still gets every event and the deliveries per event equal the subscribers.
+ *
+ * Two builds: `npx tsx bench/webfanout.ts --gateway-dirs BASE,NEW [--threads 2] [--subs 10000] [--topics 100]
+ * [--reps 2] [--events 200] [--spacing ms]` (those are the defaults) runs the gateway WebSocket from each built
+ * checkout's `dist/src/main/cli.js` in turn, the one going first alternating per repetition, and prints a table per
+ * build (medians) with the NEW/BASE ratios of each repetition and their median, and the cores the server, the load
+ * clients and the publisher (this process) took.
  * Env: WEBFANOUT_NODE_ARGS (extra node flags for the servers), WEBFANOUT_MEMDEBUG=1, FANOUTLOAD (Go client path).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -718,13 +728,14 @@ export interface BuildsResult {
   table: string;
 }
 
-type BuildsFigure = "deliveriesPerSec" | "serverCpuUsPerDelivery" | "p50Us" | "p99Us" | "clientCpuUsPerDelivery";
+type BuildsFigure = "deliveriesPerSec" | "serverCpuUsPerDelivery" | "p50Us" | "p99Us" | "clientCpuUsPerDelivery" | "idleBytesPerSubscriber";
 const BUILDS_FIGURES: ReadonlyArray<[BuildsFigure, string, "higher" | "lower", number]> = [
   ["deliveriesPerSec", "deliveries/s", "higher", 0],
   ["serverCpuUsPerDelivery", "server CPU per delivery, us", "lower", 2],
   ["p50Us", "p50 publish-to-delivery, us", "lower", 0],
   ["p99Us", "p99 publish-to-delivery, us", "lower", 0],
   ["clientCpuUsPerDelivery", "load-client CPU per delivery, us", "lower", 2],
+  ["idleBytesPerSubscriber", "server RSS per idle subscriber after a full GC, B", "lower", 0],
 ];
 
 /**
