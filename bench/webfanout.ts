@@ -800,6 +800,10 @@ function coreSplit(x: WebMeasured): string {
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const argv = process.argv.slice(2);
+  const usage = (message: string): never => {
+    console.error(`bench/webfanout.ts: ${message}`);
+    process.exit(2);
+  };
   const tat = argv.indexOf("--threads");
   const threadCounts = tat >= 0 ? argv[tat + 1]!.split(",").map(Number) : undefined;
   const at = argv.indexOf("--subs");
@@ -812,14 +816,14 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const events = eat >= 0 ? Number(argv[eat + 1]) : undefined;
   const toat = argv.indexOf("--topics");
   const topics = toat >= 0 ? Number(argv[toat + 1]) : undefined;
-  if (topics !== undefined && !(Number.isInteger(topics) && topics >= 1)) throw new Error(`--topics: a whole number of at least 1, not ${argv[toat + 1]}`);
+  if (topics !== undefined && !(Number.isInteger(topics) && topics >= 1)) usage(`--topics: a whole number of at least 1, not ${argv[toat + 1]}`);
   const dat = argv.indexOf("--gateway-dirs");
   const dirs = dat >= 0 ? argv[dat + 1]!.split(",") : undefined;
-  if (dirs && dirs.length !== 2) throw new Error("--gateway-dirs BASE,NEW: two built checkouts");
+  if (dirs && dirs.length !== 2) usage("--gateway-dirs BASE,NEW: two built checkouts");
   const spacingMs = argv.includes("--spacing") ? Number(argv[argv.indexOf("--spacing") + 1]) : undefined;
   const scaling = threadCounts !== undefined && threadCounts.length > 1;
   if (topics !== undefined && topics > 1 && !dirs && !scaling) {
-    throw new Error("--topics applies to --threads a,b and --gateway-dirs runs (the bare uWS baseline publishes to one topic)");
+    usage("--topics applies to --threads a,b and --gateway-dirs runs (the bare uWS baseline publishes to one topic)");
   }
   const figureLines = (r: { figures: object[] }): string =>
     (r.figures as Array<{ label: string; value: number; unit: string; baseline?: { value: number } }>)
