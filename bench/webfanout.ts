@@ -28,14 +28,24 @@
  * only the gateway WebSocket at each thread count, in the same run (order rotating per repetition), publishing
  * back to back by default (each publish waits for its acknowledgement, no spacing) so the figure is the fan-out
  * capacity, not the publish schedule; figures are each count's deliveries/s and server CPU per delivery against the first count.
+ *
+ * Many topics: `--topics N` (with `--threads a,b` or `--gateway-dirs`) spreads the subscribers evenly over N topics
+ * (subscriber g takes topic g mod N) and publishes each event to every topic, N PublishEvent calls in flight
+ * together, so each subscriber still gets every event and the deliveries per event equal the subscribers.
+ *
+ * Two builds: `npx tsx bench/webfanout.ts --gateway-dirs BASE,NEW [--threads 2] [--subs 10000] [--topics 100]
+ * [--reps 2] [--events 200] [--spacing ms]` (those are the defaults) runs the gateway WebSocket from each built
+ * checkout's `dist/src/main/cli.js` in turn, the one going first alternating per repetition, and prints a table per
+ * build (medians) with the NEW/BASE ratios of each repetition and their median, and the cores the server, the load
+ * clients and the publisher (this process) took.
  * Env: WEBFANOUT_NODE_ARGS (extra node flags for the servers), WEBFANOUT_MEMDEBUG=1, FANOUTLOAD (Go client path).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import * as http2 from "node:http2";
+import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
 import { gatewayPackageDefinition } from "../src/shared/protos.js";
 import { cpuUs, rssBytes } from "./lib/proc.js";
@@ -88,6 +98,8 @@ export interface WebMeasured {
   subs: number;
   serverCpuUsPerDelivery: number;
   clientCpuUsPerDelivery: number;
+  /** CPU of this process (the publisher, and the polling of the clients) per delivery; absent for the Go client. */
+  publisherCpuUsPerDelivery?: number;
   deliveriesPerSec: number;
   p50Us: number;
   p99Us: number;
@@ -145,8 +157,11 @@ interface Server {
   memFile: string;
 }
 
-/** Start a server process and read its ports from its first lines of stdout. */
-async function startServer(system: WebSystem, dryRun: boolean, threads = 1): Promise<Server> {
+/**
+ * Start a server process and read its ports from its first lines of stdout. gatewayDir: the checkout whose built
+ * `dist/src/main/cli.js` is the gateway (default this one), run with that checkout as its working directory.
+ */
+async function startServer(system: WebSystem, dryRun: boolean, threads = 1, gatewayDir = root): Promise<Server> {
   const gatewayArgs = ["--grpc-port", "0", "--http-port", "0", "--log-level", "info", "--threads", String(threads)];
   // Every server gets the same GC hook (bench/webfanout/gc-preload.cjs), so idle memory is sampled after a full GC.
   const memDir = mkdtempSync(join(tmpdir(), "webfanout-"));
@@ -157,10 +172,10 @@ async function startServer(system: WebSystem, dryRun: boolean, threads = 1): Pro
       ? [...gcArgs, join(here, "webfanout/uws-baseline.cjs")]
       : dryRun
         ? [...gcArgs, "--import", "tsx", join(root, "src/main/cli.ts"), ...gatewayArgs]
-        : [...gcArgs, join(root, "dist/src/main/cli.js"), ...gatewayArgs];
+        : [...gcArgs, join(gatewayDir, "dist/src/main/cli.js"), ...gatewayArgs];
   const env: NodeJS.ProcessEnv = { ...process.env, TOPIC, GATEWAY_CONFIG: "", BENCH_MEM_FILE: join(memDir, "mem.json") };
   delete env["GATEWAY_API_KEYS"];
-  const proc = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"], env });
+  const proc = spawn(process.execPath, args, { cwd: system === "uws" ? root : gatewayDir, stdio: ["ignore", "pipe", "inherit"], env });
   live.add(proc);
   proc.once("exit", () => {
     live.delete(proc);
@@ -213,8 +228,11 @@ async function stopServer(s: Server): Promise<void> {
   if (s.proc.exitCode === null && s.proc.signalCode === null) s.proc.kill("SIGKILL");
 }
 
-/** A publisher: resolves once the server acknowledged the event (gRPC PublishEvent reply, the uWS server's "ok"). */
-type Publisher = { publish(seq: number): Promise<void>; close(): void };
+/**
+ * A publisher: resolves once the server acknowledged the event (gRPC PublishEvent reply, the uWS server's "ok").
+ * topic: the gateway's topic (default TOPIC); the bare uWS server publishes every message to its one TOPIC.
+ */
+type Publisher = { publish(seq: number, topic?: string): Promise<void>; close(): void };
 
 function eventId(): string {
   return `ts-${process.hrtime.bigint()}`;
@@ -248,31 +266,85 @@ async function uwsPublisher(port: number): Promise<Publisher> {
   };
 }
 
-function gatewayPublisher(grpcPort: number): Publisher {
-  const Ctor = grpc.makeGenericClientConstructor(gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as grpc.ServiceDefinition, "Pubsub");
-  const client = new Ctor(`127.0.0.1:${grpcPort}`, grpc.credentials.createInsecure(), { "grpc.use_local_subchannel_pool": 1 });
-  const call = (client as unknown as Record<string, Function>)["PublishEvent"]!;
+/**
+ * The gateway's gRPC PublishEvent over one node:http2 session, the request serialized with the gateway's own proto
+ * definition. Not a grpc-js client: with many topics the publisher makes one call per topic per event (one per 100
+ * deliveries at 10,000 subscribers over 100 topics), and grpc-js's CPU per call then took a sizeable share of the two
+ * cores beside the server being measured.
+ */
+async function gatewayPublisher(grpcPort: number): Promise<Publisher> {
+  const service = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as Record<string, { requestSerialize(value: object): Buffer }>;
+  const serialize = service["PublishEvent"]!.requestSerialize;
+  const session = http2.connect(`http://127.0.0.1:${grpcPort}`);
+  session.on("error", () => undefined); // a failed session fails its calls, below
+  await new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error("the gateway's gRPC port did not accept the publisher in 10 s")), 10_000);
+    session.once("connect", () => {
+      clearTimeout(t);
+      resolve();
+    });
+    session.once("error", (e) => {
+      clearTimeout(t);
+      reject(e);
+    });
+  });
+  const headers = { ":method": "POST", ":path": "/io.cloudevents.v1.Pubsub/PublishEvent", "content-type": "application/grpc", te: "trailers" };
   return {
-    publish: () =>
-      new Promise<void>((resolve, reject) =>
-        call.call(client, { topic: TOPIC, cloudevent: { id: eventId(), source: "urn:bench:web-fanout", type: "bench", text_data: PAD } }, { deadline: Date.now() + 10_000 }, (e: Error | null) =>
-          e ? reject(e) : resolve(),
-        ),
-      ),
-    close: () => client.close(),
+    publish: (_seq, topic = TOPIC) =>
+      new Promise<void>((resolve, reject) => {
+        const body = serialize({ topic, cloudevent: { id: eventId(), source: "urn:bench:web-fanout", type: "bench", text_data: PAD } });
+        const frame = Buffer.alloc(5 + body.length);
+        frame.writeUInt32BE(body.length, 1);
+        body.copy(frame, 5);
+        const req = session.request(headers);
+        let status: string | undefined;
+        let message = "";
+        const t = setTimeout(() => req.close(http2.constants.NGHTTP2_CANCEL), 10_000);
+        const read = (h: http2.IncomingHttpHeaders): void => {
+          if (h["grpc-status"] !== undefined) {
+            status = String(h["grpc-status"]);
+            message = String(h["grpc-message"] ?? "");
+          }
+        };
+        req.on("response", read); // a trailers-only answer carries the status in the headers
+        req.on("trailers", read);
+        req.on("data", () => undefined);
+        req.on("error", () => undefined); // the status check below reports it
+        req.on("close", () => {
+          clearTimeout(t);
+          if (status === "0") resolve();
+          else reject(new Error(`PublishEvent to ${topic}: ${status === undefined ? "no answer in 10 s or the stream failed" : `grpc-status ${status} ${decodeURIComponent(message)}`}`));
+        });
+        req.end(frame);
+      }),
+    close: () => session.close(),
   };
 }
 
-/** Start the subscriber processes for one case. */
-function startClients(system: WebSystem, server: Server, subs: number): ChildProcess[] {
+/**
+ * The topics of a case: TOPIC alone, or TOPIC.0 ... TOPIC.(n-1).
+ */
+export function topicNames(n: number): string[] {
+  return n <= 1 ? [TOPIC] : Array.from({ length: n }, (_, i) => `${TOPIC}.${i}`);
+}
+
+/**
+ * Start the subscriber processes for one case. Subscriber g (counted over all processes) takes topic g mod the
+ * topics' count: each process gets the list rotated by its first subscriber's index (web-subscribers.cjs).
+ */
+function startClients(system: WebSystem, server: Server, subs: number, topics: string[] = [TOPIC]): ChildProcess[] {
   const procs = Math.max(2, Math.ceil(subs / PER_CLIENT));
   const children: ChildProcess[] = [];
+  let first = 0;
   for (let p = 0; p < procs; p++) {
     const n = Math.floor(subs / procs) + (p < subs % procs ? 1 : 0);
+    const at = first % topics.length;
+    const list = [...topics.slice(at), ...topics.slice(0, at)].join(",");
+    first += n;
     const kind = system === "uws" ? "ws" : system;
     const port = system === "grpc" ? server.grpcPort : server.httpPort;
     const path = system === "uws" ? "/sub" : system === "ws" ? "/v1/pubsub/ws" : system === "sse" ? "/v1/pubsub/events" : "-";
-    children.push(fork(join(here, "webfanout/web-subscribers.cjs"), [kind, String(port), path, TOPIC, String(n), "10"], { stdio: "inherit", execArgv: [] }));
+    children.push(fork(join(here, "webfanout/web-subscribers.cjs"), [kind, String(port), path, list, String(n), "10"], { stdio: "inherit", execArgv: [] }));
   }
   for (const c of children) {
     live.add(c);
@@ -310,26 +382,34 @@ export function schedule(subs: number, quick: boolean, dryRun: boolean): { event
   return { events: quick ? 40 : 200, spacingMs: 5 };
 }
 
-/** Measure one system at one subscriber count with a fresh server. */
+/**
+ * Measure one system at one subscriber count with a fresh server. topics > 1 (gateway WebSocket, SSE and node gRPC
+ * only): the subscribers are spread evenly over that many topics and each event goes to every topic (one
+ * PublishEvent per topic, all in flight together, the next event after all are acknowledged), so every subscriber
+ * still receives every event and the deliveries per event equal the subscribers, as with one topic.
+ */
 export async function measureWeb(
   system: WebSystem,
   subs: number,
-  opts: { quick?: boolean; dryRun?: boolean; threads?: number; events?: number; spacingMs?: number } = {},
+  opts: { quick?: boolean; dryRun?: boolean; threads?: number; events?: number; spacingMs?: number; topics?: number; gatewayDir?: string } = {},
 ): Promise<WebMeasured> {
   const planned = schedule(subs, opts.quick ?? false, opts.dryRun ?? false);
   const events = opts.events ?? planned.events;
   const spacingMs = opts.spacingMs ?? planned.spacingMs;
+  const topics = topicNames(opts.topics ?? 1);
+  if (topics.length > 1 && (system === "uws" || GO_SYSTEMS.includes(system))) throw new Error(`${system}: one topic only (the bare uWS server and the Go client use one)`);
+  if (topics.length > subs) throw new Error(`${topics.length} topics for ${subs} subscribers: some topics would have none`);
   if (GO_SYSTEMS.includes(system)) return measureGo(system as GoSystem, subs, events, spacingMs, opts.dryRun ?? false);
-  const server = await startServer(system, opts.dryRun ?? false, opts.threads);
+  const server = await startServer(system, opts.dryRun ?? false, opts.threads, opts.gatewayDir);
   const children: ChildProcess[] = [];
   let publisher: Publisher | undefined;
   try {
-    publisher = system === "uws" ? await uwsPublisher(server.httpPort) : gatewayPublisher(server.grpcPort);
+    publisher = system === "uws" ? await uwsPublisher(server.httpPort) : await gatewayPublisher(server.grpcPort);
     // Warm the publish path (no subscriber yet), then take the idle baseline.
     for (let i = 0; i < 20; i++) await publisher.publish(-1 - i);
     await sleep(300);
     const mem0 = await memoryAfterGc(server);
-    children.push(...startClients(system, server, subs));
+    children.push(...startClients(system, server, subs, topics));
     const openBy = Date.now() + 60_000 + subs * 5;
     for (let s = await totals(children); s.ready < subs; s = await totals(children)) {
       if (s.failed > 0 || Date.now() > openBy) throw new Error(`${system}: ${s.ready} of ${subs} subscribers ready, ${s.failed} refused or closed`);
@@ -339,7 +419,8 @@ export async function measureWeb(
     const mem1 = await memoryAfterGc(server);
     // Warm-up events that reach every subscriber before the measured window.
     const warm = 5;
-    for (let i = 0; i < warm; i++) await publisher.publish(i);
+    const publishAll = (seq: number): Promise<unknown> => Promise.all(topics.map((t) => publisher!.publish(seq, t)));
+    for (let i = 0; i < warm; i++) await publishAll(i);
     const warmBy = Date.now() + 30_000;
     let base = await totals(children);
     while (base.delivered < warm * subs && Date.now() < warmBy) {
@@ -349,9 +430,10 @@ export async function measureWeb(
     if (base.delivered < warm * subs) throw new Error(`${system}: warm-up reached ${base.delivered} of ${warm * subs} deliveries`);
     const cpu0 = cpuUs(server.pid);
     const client0 = children.reduce((a, c) => a + (cpuUs(c.pid!) || 0), 0);
+    const self0 = process.cpuUsage();
     const t0 = performance.now();
     for (let i = 0; i < events; i++) {
-      await publisher.publish(warm + i);
+      await publishAll(warm + i);
       const wait = t0 + (i + 1) * spacingMs - performance.now();
       if (wait > 0) await sleep(wait);
     }
@@ -373,12 +455,14 @@ export async function measureWeb(
     }
     const cpu1 = cpuUs(server.pid);
     const client1 = children.reduce((a, c) => a + (cpuUs(c.pid!) || 0), 0);
+    const self1 = process.cpuUsage(self0);
     latencies.sort((a, b) => a - b);
     return {
       system,
       subs,
       serverCpuUsPerDelivery: (cpu1 - cpu0) / Math.max(1, delivered),
       clientCpuUsPerDelivery: (client1 - client0) / Math.max(1, delivered),
+      publisherCpuUsPerDelivery: (self1.user + self1.system) / Math.max(1, delivered),
       deliveriesPerSec: delivered / ((lastAt - t0) / 1000),
       p50Us: quantile(latencies, 0.5),
       p99Us: quantile(latencies, 0.99),
@@ -454,6 +538,7 @@ export function medianOf(xs: WebMeasured[]): WebMeasured & { cpuRange?: [number,
     subs: xs[0]!.subs,
     serverCpuUsPerDelivery: med((x) => x.serverCpuUsPerDelivery),
     clientCpuUsPerDelivery: med((x) => x.clientCpuUsPerDelivery),
+    publisherCpuUsPerDelivery: med((x) => x.publisherCpuUsPerDelivery ?? 0),
     deliveriesPerSec: med((x) => x.deliveriesPerSec),
     p50Us: med((x) => x.p50Us),
     p99Us: med((x) => x.p99Us),
@@ -571,6 +656,8 @@ export interface ThreadScalingOptions {
   events?: number;
   /** Spacing of the publishes, ms (each also waits for its acknowledgement). Default 0: back to back. */
   spacingMs?: number;
+  /** Topics the subscribers are spread over, each event published to all (measureWeb). Default 1. */
+  topics?: number;
   dryRun?: boolean;
   log?: (line: string) => void;
 }
@@ -588,12 +675,13 @@ export async function runThreadScalingBench(options: ThreadScalingOptions = {}):
   const reps = options.reps ?? (dryRun ? 1 : 2);
   const events = options.events ?? (dryRun ? 10 : 200);
   const spacingMs = options.spacingMs ?? 0;
+  const topics = options.topics ?? 1;
   if (!dryRun) ensureBuilt(log);
   const runs = new Map<number, WebMeasured[]>(counts.map((t) => [t, []]));
   for (let rep = 0; rep < reps; rep++) {
     for (let k = 0; k < counts.length; k++) {
       const t = counts[(k + rep) % counts.length]!;
-      const x = await measureWeb("ws", subs, { dryRun, threads: t, events, spacingMs });
+      const x = await measureWeb("ws", subs, { dryRun, threads: t, events, spacingMs, topics });
       runs.get(t)!.push(x);
       log(`--threads ${t}, ${subs} WebSocket subscribers (${rep + 1}/${reps}): ${Math.round(x.deliveriesPerSec)} deliveries/s, ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, p50 ${Math.round(x.p50Us)} us, ${x.delivered}/${x.expected}`);
     }
@@ -603,7 +691,7 @@ export async function runThreadScalingBench(options: ThreadScalingOptions = {}):
   const figures: object[] = [];
   for (const t of counts.slice(1)) {
     const x = med.get(t)!;
-    const note = `median of ${reps}; ${events} events of 256 B published ${spacingMs > 0 ? `${spacingMs} ms apart` : "back to back"}; delivered ${x.delivered}/${x.expected} (${base.delivered}/${base.expected} at --threads ${counts[0]}); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${base.clientCpuUsPerDelivery.toFixed(2)})`;
+    const note = `median of ${reps}; ${events} events of 256 B${topics > 1 ? ` to each of ${topics} topics` : ""} published ${spacingMs > 0 ? `${spacingMs} ms apart` : "back to back"}; delivered ${x.delivered}/${x.expected} (${base.delivered}/${base.expected} at --threads ${counts[0]}); client CPU ${x.clientCpuUsPerDelivery.toFixed(2)} us/delivery (${base.clientCpuUsPerDelivery.toFixed(2)})`;
     figures.push(
       { id: `ws-threads-${t}-deliveries-per-s-${subs}`, label: `gateway WebSocket --threads ${t}: deliveries per second, ${subs} subscribers`, value: x.deliveriesPerSec, unit: "1/s", better: "higher", baseline: { label: `--threads ${counts[0]}`, value: base.deliveriesPerSec }, note },
       { id: `ws-threads-${t}-cpu-per-delivery-${subs}`, label: `gateway WebSocket --threads ${t}: server CPU per delivery, ${subs} subscribers`, value: x.serverCpuUsPerDelivery, unit: "us", better: "lower", baseline: { label: `--threads ${counts[0]}`, value: base.serverCpuUsPerDelivery } },
@@ -612,8 +700,110 @@ export async function runThreadScalingBench(options: ThreadScalingOptions = {}):
   return { figures };
 }
 
+/** Options of runBuildsBench. */
+export interface BuildsOptions {
+  /** Two built checkouts, BASE first: each runs its own `dist/src/main/cli.js`. */
+  dirs: [string, string];
+  /** `--threads` of the gateway. Default 2. */
+  threads?: number;
+  /** Subscribers. Default 10,000. */
+  subs?: number;
+  /** Topics the subscribers are spread over (each event goes to every topic). Default 100. */
+  topics?: number;
+  /** Repetitions; which build goes first alternates. Default 2. */
+  reps?: number;
+  /** Events per case (each to every topic). Default 200. */
+  events?: number;
+  /** Spacing of the events, ms. Default 0: back to back (each waits for its acknowledgements). */
+  spacingMs?: number;
+  log?: (line: string) => void;
+}
+
+/** What runBuildsBench reports: per build the per-field medians, and the per-repetition ratios NEW/BASE. */
+export interface BuildsResult {
+  base: WebMeasured & { cpuRange?: [number, number] };
+  new: WebMeasured & { cpuRange?: [number, number] };
+  /** Per repetition, NEW/BASE of the same repetition, per figure. */
+  ratios: Record<BuildsFigure, number[]>;
+  table: string;
+}
+
+type BuildsFigure = "deliveriesPerSec" | "serverCpuUsPerDelivery" | "p50Us" | "p99Us" | "clientCpuUsPerDelivery" | "idleBytesPerSubscriber";
+const BUILDS_FIGURES: ReadonlyArray<[BuildsFigure, string, "higher" | "lower", number]> = [
+  ["deliveriesPerSec", "deliveries/s", "higher", 0],
+  ["serverCpuUsPerDelivery", "server CPU per delivery, us", "lower", 2],
+  ["p50Us", "p50 publish-to-delivery, us", "lower", 0],
+  ["p99Us", "p99 publish-to-delivery, us", "lower", 0],
+  ["clientCpuUsPerDelivery", "load-client CPU per delivery, us", "lower", 2],
+  ["idleBytesPerSubscriber", "server RSS per idle subscriber after a full GC, B", "lower", 0],
+];
+
+/**
+ * Gateway WebSocket fan-out of two builds in one run: a fresh gateway per case from each checkout in turn (the one
+ * that goes first alternating per repetition), the same subscribers, topics and events. Figures per build are
+ * per-field medians; the ratios are NEW/BASE of the same repetition, their median in the table. The share of the two
+ * cores the load clients and the server took is CPU per delivery x deliveries/s (a client share near the cores left
+ * by the server means the clients bounded deliveries/s).
+ */
+export async function runBuildsBench(options: BuildsOptions): Promise<BuildsResult> {
+  const log = options.log ?? ((l: string) => process.stderr.write(`[web-fanout builds] ${l}\n`));
+  const [baseDir, newDir] = options.dirs;
+  const threads = options.threads ?? 2;
+  const subs = options.subs ?? 10_000;
+  const topics = options.topics ?? 100;
+  const reps = options.reps ?? 2;
+  const events = options.events ?? 200;
+  const spacingMs = options.spacingMs ?? 0;
+  for (const d of options.dirs) {
+    if (!existsSync(join(d, "dist/src/main/cli.js"))) throw new Error(`${d}: no dist/src/main/cli.js (bench/peers/prepare.sh REF ${d} builds one)`);
+  }
+  const runs: Record<"base" | "new", WebMeasured[]> = { base: [], new: [] };
+  for (let rep = 0; rep < reps; rep++) {
+    const order = rep % 2 === 0 ? (["base", "new"] as const) : (["new", "base"] as const);
+    for (const side of order) {
+      const x = await measureWeb("ws", subs, { threads, events, spacingMs, topics, gatewayDir: side === "base" ? baseDir : newDir });
+      runs[side].push(x);
+      log(
+        `${side.toUpperCase()} (${rep + 1}/${reps}): ${Math.round(x.deliveriesPerSec)} deliveries/s, ${x.serverCpuUsPerDelivery.toFixed(2)} us server CPU/delivery, ${x.clientCpuUsPerDelivery.toFixed(2)} us client, p50 ${Math.round(x.p50Us)} us, p99 ${Math.round(x.p99Us)} us, ${x.delivered}/${x.expected}; cores server / clients / publisher ${coreSplit(x)}`,
+      );
+    }
+  }
+  const ratios = Object.fromEntries(
+    BUILDS_FIGURES.map(([f]) => [f, runs.base.map((b, i) => (b[f] > 0 ? runs.new[i]![f] / b[f] : Number.NaN))]),
+  ) as Record<BuildsFigure, number[]>;
+  const base = medianOf(runs.base);
+  const neu = medianOf(runs.new);
+  const med = (xs: number[]): number => {
+    const v = xs.filter((x) => x === x).sort((a, b) => a - b);
+    return v.length === 0 ? Number.NaN : v.length % 2 ? v[(v.length - 1) / 2]! : (v[v.length / 2 - 1]! + v[v.length / 2]!) / 2;
+  };
+  const lines = [
+    `Gateway WebSocket fan-out, --threads ${threads}, ${subs} subscribers over ${topics} topic${topics > 1 ? "s" : ""}, ${events} events of 256 B${topics > 1 ? " to every topic" : ""} ${spacingMs > 0 ? `${spacingMs} ms apart` : "back to back"}, ${reps} repetition${reps > 1 ? "s" : ""} (BASE ${baseDir}, NEW ${newDir})`,
+    "",
+    "| figure | BASE | NEW | NEW/BASE (median of reps) | per rep |",
+    "|---|---:|---:|---:|---|",
+    ...BUILDS_FIGURES.map(([f, label, better, nd]) => {
+      const r = ratios[f];
+      return `| ${label} (${better} is better) | ${base[f].toFixed(nd)} | ${neu[f].toFixed(nd)} | ${med(r).toFixed(2)} | ${r.map((x) => x.toFixed(2)).join(", ")} |`;
+    }),
+    `| delivered / expected | ${base.delivered}/${base.expected} | ${neu.delivered}/${neu.expected} | | |`,
+    `| cores used: server / load clients / publisher (of ${availableParallelism()}) | ${coreSplit(base)} | ${coreSplit(neu)} | | |`,
+  ];
+  return { base, new: neu, ratios, table: lines.join("\n") };
+}
+
+/** Cores the server, the load clients and the publisher took while delivering: CPU per delivery x deliveries/s. */
+function coreSplit(x: WebMeasured): string {
+  const cores = (usPerDelivery: number): string => ((usPerDelivery * x.deliveriesPerSec) / 1e6).toFixed(2);
+  return `${cores(x.serverCpuUsPerDelivery)} / ${cores(x.clientCpuUsPerDelivery)} / ${cores(x.publisherCpuUsPerDelivery ?? 0)}`;
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const argv = process.argv.slice(2);
+  const usage = (message: string): never => {
+    console.error(`bench/webfanout.ts: ${message}`);
+    process.exit(2);
+  };
   const tat = argv.indexOf("--threads");
   const threadCounts = tat >= 0 ? argv[tat + 1]!.split(",").map(Number) : undefined;
   const at = argv.indexOf("--subs");
@@ -624,16 +814,45 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const systems = sat >= 0 ? (argv[sat + 1]!.split(",") as WebSystem[]) : undefined;
   const eat = argv.indexOf("--events");
   const events = eat >= 0 ? Number(argv[eat + 1]) : undefined;
-  const run =
-    threadCounts && threadCounts.length > 1
+  const toat = argv.indexOf("--topics");
+  const topics = toat >= 0 ? Number(argv[toat + 1]) : undefined;
+  if (topics !== undefined && !(Number.isInteger(topics) && topics >= 1)) usage(`--topics: a whole number of at least 1, not ${argv[toat + 1]}`);
+  const dat = argv.indexOf("--gateway-dirs");
+  const dirs = dat >= 0 ? argv[dat + 1]!.split(",") : undefined;
+  if (dirs && dirs.length !== 2) usage("--gateway-dirs BASE,NEW: two built checkouts");
+  const spacingMs = argv.includes("--spacing") ? Number(argv[argv.indexOf("--spacing") + 1]) : undefined;
+  const scaling = threadCounts !== undefined && threadCounts.length > 1;
+  if (topics !== undefined && topics > 1 && !dirs && !scaling) {
+    usage("--topics applies to --threads a,b and --gateway-dirs runs (the bare uWS baseline publishes to one topic)");
+  }
+  const figureLines = (r: { figures: object[] }): string =>
+    (r.figures as Array<{ label: string; value: number; unit: string; baseline?: { value: number } }>)
+      .map((f) => {
+        const b = f.baseline?.value;
+        const ratio = b ? (f.value / b).toFixed(2) : "-";
+        return `${f.label.padEnd(80)} ${f.value.toFixed(2).padStart(12)} ${f.unit.padEnd(6)} baseline ${(b ?? NaN).toFixed(2).padStart(12)}  ratio ${ratio}`;
+      })
+      .join("\n");
+  const run: Promise<string> = dirs
+    ? runBuildsBench({
+        dirs: [dirs[0]!, dirs[1]!],
+        ...(threadCounts ? { threads: threadCounts[0]! } : {}),
+        ...(subs ? { subs: subs[0]! } : {}),
+        ...(topics ? { topics } : {}),
+        ...(reps ? { reps } : {}),
+        ...(events ? { events } : {}),
+        ...(spacingMs !== undefined ? { spacingMs } : {}),
+      }).then((r) => r.table)
+    : scaling
       ? runThreadScalingBench({
           threads: threadCounts,
           dryRun: argv.includes("--dry-run"),
           ...(subs ? { subs: subs[0]! } : {}),
           ...(reps ? { reps } : {}),
           ...(events ? { events } : {}),
-          ...(argv.includes("--spacing") ? { spacingMs: Number(argv[argv.indexOf("--spacing") + 1]) } : {}),
-        })
+          ...(spacingMs !== undefined ? { spacingMs } : {}),
+          ...(topics ? { topics } : {}),
+        }).then(figureLines)
       : runWebFanoutBench({
           quick: argv.includes("--quick"),
           dryRun: argv.includes("--dry-run"),
@@ -641,14 +860,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
           ...(systems ? { systems } : {}),
           ...(reps ? { reps } : {}),
           ...(threadCounts ? { threads: threadCounts[0]! } : {}),
-        });
+        }).then(figureLines);
   run.then(
-    (r) => {
-      for (const f of r.figures as Array<{ label: string; value: number; unit: string; baseline?: { value: number } }>) {
-        const b = f.baseline?.value;
-        const ratio = b ? (f.value / b).toFixed(2) : "-";
-        console.log(`${f.label.padEnd(80)} ${f.value.toFixed(2).padStart(12)} ${f.unit.padEnd(6)} baseline ${(b ?? NaN).toFixed(2).padStart(12)}  ratio ${ratio}`);
-      }
+    (text) => {
+      console.log(text);
       process.exit(0);
     },
     (e: unknown) => {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""No-regression check of a change with the shared peers harness (../shared/peers): the same invoke and fan-out jobs
-run on two builds of the gateway, BASE (today's main) and NEW, alternating per repetition, and the figures are
+"""No-regression check with the shared peers harness (../shared/peers): the same invoke and fan-out jobs
+run on two builds of the gateway, BASE (main before a change) and NEW (with it), alternating per repetition, and the figures are
 compared as ratios NEW/BASE of the same repetition.
 
 The harness starts one gateway from $PERF_MAIN per job (its `with_gw1` option only adds a second gateway from the
@@ -30,7 +30,7 @@ called with --no-wait.
 Output: the JSON lines of the harness in DIR/TAG/{invoke,fanout}.jsonl (tags TAG-base / TAG-new), invokeload's in
 DIR/TAG/invoke-sbs.jsonl (gw_first: which build was gwgrpc/gwrest), and a markdown
 summary on stdout (also DIR/TAG/summary.md): per figure, the median [min-max] of the per-repetition ratios NEW/BASE
-and a verdict against the issue's 5% (costs: ratio <= 1.05; throughput: ratio >= 0.95). grpc-gateway is the same
+and a verdict against a 5% line (costs: ratio <= 1.05; throughput: ratio >= 0.95). grpc-gateway is the same
 binary on both sides: its ratios (not judged) show how far the run itself moves a figure."""
 import argparse
 import json
@@ -229,7 +229,7 @@ def summarize(outdir, tag):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base", default="/tmp/perf/base", help="checkout of today's main (4146008), built")
+    ap.add_argument("--base", default="/tmp/perf/base", help="built checkout before the change (bench/peers/prepare.sh REF DIR)")
     ap.add_argument("--new", default="/tmp/perf/new", help="checkout of the change, built")
     ap.add_argument("--reps", type=int, default=6, help="an even count lets each side go first equally often")
     ap.add_argument("--jobs", default="invoke,invoke-sbs,fanout", help="invoke (harness, alternating runs), invoke-sbs (side by side), fanout")

@@ -5,13 +5,17 @@
 // over node:http2, one connection each (grpc-js channels cost more and fail to open 2,500 at once per process).
 // Counts deliveries; on every `sampleEvery`-th connection it also records publish-to-delivery latency from the
 // `ts-<ns>` marker in the event (process.hrtime is CLOCK_MONOTONIC, shared by every process on the machine).
+// `topic` may be a comma-separated list: subscriber i takes topic i mod the list's length (the parent rotates the list
+// per process so the topics stay evenly spread over all processes), and latency is sampled on every `sampleEvery`-th
+// round through the list, so every topic is sampled alike (with one topic: every `sampleEvery`-th subscriber).
 // Talks to its parent over IPC: {cmd:"stats"} -> {ready, delivered, failed, latencies, msgBytes}; {cmd:"close"}.
 // Plain CommonJS so that no TypeScript loader runs in the measured client.
 "use strict";
 const http2 = require("node:http2");
 const net = require("node:net");
 
-const [kind, portArg, path, topic, countArg, sampleArg, apiKey] = process.argv.slice(2);
+const [kind, portArg, path, topicArg, countArg, sampleArg, apiKey] = process.argv.slice(2);
+const topics = topicArg.split(",");
 const port = Number(portArg);
 const count = Number(countArg);
 const sampleEvery = Number(sampleArg) || 10;
@@ -48,7 +52,8 @@ function headerLines(extra) {
 }
 
 function openWs(index, done) {
-  const sampled = index % sampleEvery === 0;
+  const sampled = Math.floor(index / topics.length) % sampleEvery === 0;
+  const topic = topics[index % topics.length];
   const s = net.connect(port, "127.0.0.1");
   s.setNoDelay(true);
   let buf = Buffer.alloc(0);
@@ -130,7 +135,8 @@ function openWs(index, done) {
 }
 
 function openSse(index, done) {
-  const sampled = index % sampleEvery === 0;
+  const sampled = Math.floor(index / topics.length) % sampleEvery === 0;
+  const topic = topics[index % topics.length];
   const s = net.connect(port, "127.0.0.1");
   s.setNoDelay(true);
   let head = Buffer.alloc(0);
@@ -195,7 +201,8 @@ function openSse(index, done) {
 // gRPC Subscribe over node:http2, one session (connection) per stream: SubscribeRequest {topics: [topic]} by hand
 // (field 1, length-delimited) in one gRPC message; each response message (5-byte prefix) is one delivery.
 function openGrpc(index, done) {
-  const sampled = index % sampleEvery === 0;
+  const sampled = Math.floor(index / topics.length) % sampleEvery === 0;
+  const topic = topics[index % topics.length];
   let settled = false;
   const settle = () => {
     if (!settled) {
