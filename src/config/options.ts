@@ -59,8 +59,12 @@ export interface GatewayOptions {
   invokeDeadlineMs?: number;
   /** Payloads at least this many bytes convert in the worker pool; smaller ones inline. Default 4096 (bench/codec.ts). */
   workerThresholdBytes?: number;
-  /** Worker threads in the conversion pool. Default: max(1, cores - 1). */
-  workerThreads?: number;
+  /**
+   * Most conversion-pool workers alive at once in the whole process (`--conversion-workers`), shared by the main
+   * thread's pool and every uWS thread's, however many `threads` there are. Workers start on the first large payload
+   * and stop when idle. Default: max(1, cores - 1), what one pool had before the bound was per process.
+   */
+  conversionWorkers?: number;
   /** Tasks that may wait for a worker; past it calls fail RESOURCE_EXHAUSTED. Default 256. */
   workerMaxQueue?: number;
   /**
@@ -180,7 +184,7 @@ function port(field: string, v: unknown, dflt: number): number {
 
 /**
  * Durations in ms: any positive number (timers take fractions). Counts and sizes use positiveInt / nonNegativeInt:
- * `workerThreads: 2.5` or `channelsPerBackend: 1.5` is refused naming the option, never rounded somewhere later.
+ * `conversionWorkers: 2.5` or `channelsPerBackend: 1.5` is refused naming the option, never rounded somewhere later.
  */
 function positive(field: string, v: unknown, dflt: number): number {
   if (v === undefined) return dflt;
@@ -220,6 +224,17 @@ export const MAX_THREADS = 64;
 function threadCount(v: unknown): number {
   if (v === undefined) return Math.min(availableParallelism(), MAX_THREADS);
   if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > MAX_THREADS) bad("threads", v, `must be an integer from 1 to ${MAX_THREADS}`);
+  return v;
+}
+
+/** Most conversion workers: each is a V8 isolate (about 10 MB) with its own compiled schemas. */
+export const MAX_CONVERSION_WORKERS = 256;
+
+function conversionWorkerCount(v: unknown): number {
+  if (v === undefined) return Math.max(1, availableParallelism() - 1);
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > MAX_CONVERSION_WORKERS) {
+    bad("conversionWorkers", v, `must be an integer from 1 to ${MAX_CONVERSION_WORKERS}, the most conversion-pool workers of the process (--conversion-workers, GATEWAY_CONVERSION_WORKERS)`);
+  }
   return v;
 }
 
@@ -356,7 +371,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     forwardCredentialHeaders: Object.freeze(credentialOverride) as string[],
     invokeDeadlineMs: positive("invokeDeadlineMs", o.invokeDeadlineMs, 30_000),
     workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 4096),
-    workerThreads: positiveInt("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),
+    conversionWorkers: conversionWorkerCount(o.conversionWorkers),
     workerMaxQueue: nonNegativeInt("workerMaxQueue", o.workerMaxQueue, 256),
     threads: threadCount(o.threads),
     grpcInvokeOffload: nonNegativeInt("grpcInvokeOffload", o.grpcInvokeOffload, 0),

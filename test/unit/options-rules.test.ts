@@ -15,7 +15,7 @@ const INTEGER_OPTIONS: Array<[keyof GatewayOptions, number]> = [
   ["grpcMaxConcurrentStreams", 1],
   ["maxTriggers", 1],
   ["workerThresholdBytes", 0],
-  ["workerThreads", 1],
+  ["conversionWorkers", 1],
   ["workerMaxQueue", 0],
   ["channelsPerBackend", 1],
   ["subscriptionLingerMs", 0],
