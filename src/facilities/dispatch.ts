@@ -47,16 +47,20 @@ export interface DispatchShare {
   readonly schemaSource?: SchemaSource;
 }
 
-/** A schema as it crosses to another thread: reflection's files and services (structured clone copies them once). */
+/**
+ * A schema as it crosses to another thread: reflection's files and services. Each file is copied to a buffer of its
+ * own first: structured clone copies a view's whole backing buffer, which for a decoded reflection reply is the reply.
+ */
 const reflected = (schema: BackendSchema, version: ReflectionResult["version"]): ReflectionResult => ({
-  files: [...schema.set.files],
+  files: schema.set.files.map((f) => f.slice()),
   services: [...schema.services],
   version,
 });
 
 /**
- * Dynamic dispatch: `platform.Gateway` over gRPC, the `/v1/gateway` and `/v1/grpc` REST routes, a channel pool and a
- * reflection cache per dialable backend, and the JSON<->protobuf converter. `offload` (the main thread with uWS
+ * Dynamic dispatch: `platform.Gateway` over gRPC, the `/v1/gateway` and `/v1/grpc` REST routes, per dialable backend
+ * its connections and schema cache (on a uWS thread: schemas from the main thread, grpc-js channels only for streams,
+ * see DispatchShare), and the JSON<->protobuf converter (its workers within the process's one bound). `offload` (the main thread with uWS
  * worker threads and `--grpc-invoke-offload`) runs invoke on those threads for calls arriving while
  * `offloadMinInflight` are in flight; with threads the main thread's invokes are the gRPC ones (the threads serve
  * REST themselves).

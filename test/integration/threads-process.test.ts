@@ -1,8 +1,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
+import { httpRequest, type HttpReply } from "../support/http-request.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 
 const KEY = "process-key";
@@ -11,26 +11,7 @@ const SPREAD = 16;
 /** The process-wide bound under test: three pools (the main thread's and two uWS threads') share one worker. */
 const BOUND = 1;
 
-interface Reply {
-  status: number;
-  body: string;
-}
-
-/** One request on its own connection (no keep-alive), so successive requests land on any thread. */
-function request(base: string, method: string, path: string, body?: unknown): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(`${base}${path}`, { method, agent: false, headers: { "x-api-key": KEY, ...(payload ? { "content-type": "application/json" } : {}) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.setTimeout(20_000, () => req.destroy(new Error(`${method} ${path} timed out`)));
-    req.end(payload);
-  });
-}
+const request = (base: string, method: string, path: string, body?: unknown): Promise<HttpReply> => httpRequest(base, method, path, body, { "x-api-key": KEY });
 
 /** invoke-json through whichever thread accepts the connection; the in-band result. */
 async function invoke(gw: TestGateway, method: string, data: object): Promise<{ success: boolean; status: string; message: string; response_data: string }> {
