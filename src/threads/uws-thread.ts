@@ -22,6 +22,7 @@ import { createConfigOps } from "../ops/config.js";
 import { invokeFromWire, type InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import type { ReflectionResult } from "../backends/reflection-client.js";
+import { slotsOfPool } from "../workers/worker-slots.js";
 import type { InBandStatus } from "../shared/status.js";
 import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
 import { configRoutes } from "../rest/config.js";
@@ -128,7 +129,7 @@ async function main(): Promise<void> {
   );
   // One conversion bound for the process; backend schemas from the main thread's reflection (and its pushes below).
   const dispatch = createDispatchFacility(ctx, {
-    slots: data.conversionSlots,
+    slots: slotsOfPool(data.conversionSlots, data.index),
     schemaSource: (service, fresh, signal) => bridge.call<ReflectionResult>("backend.schema", { service, fresh }, signal),
   });
   const local: Route[] = [...configRoutes(createConfigOps(services)), ...(dispatch.routes ?? []), ...web.routes, ...consoleRoutes()];

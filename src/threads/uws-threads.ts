@@ -11,7 +11,7 @@ import type { Metrics } from "../observe/metrics.js";
 import type { InvokeResult, InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import type { DispatchFacility } from "../facilities/dispatch.js";
-import type { WorkerSlots } from "../workers/worker-slots.js";
+import { reclaimSlots, type WorkerSlots } from "../workers/worker-slots.js";
 import type { GatewayOptions } from "../config/options.js";
 import { createRestRequest, freePort, type Route } from "../http/router.js";
 import { STREAM_THRESHOLD_BYTES } from "../http/reply-writer.js";
@@ -291,6 +291,8 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
           const was = s.state;
           s.state = "exited";
           bridge.close(`uWS worker thread ${index} exited`);
+          // Its conversion workers ended with it: their slots are the process's again.
+          reclaimSlots(deps.conversionSlots, index);
           for (const t of held) hub.release(t);
           held.clear();
           fail(new GatewayError(Code.UNAVAILABLE, `uWS worker thread ${index} exited with code ${code} while starting${lastError ? `: ${lastError}` : ""}`));

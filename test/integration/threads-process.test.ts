@@ -133,6 +133,22 @@ describe("per process, not per thread (--threads 2): one conversion-worker bound
     assert.equal(changed.reflections.count, 2);
   });
 
+  it("a thread that crashes gives its conversion workers' slots back to the process", async () => {
+    const big = { orderId: `crash-${"x".repeat(8_000)}` };
+    // A large conversion on a thread leaves its worker alive (idle) and its slot held.
+    assert.equal((await invoke(gw, "PutOrder", big)).success, true);
+    assert.equal((await workersSeen(gw)).metric, BOUND);
+    const threads = gw.gateway.threads!;
+    for (const index of [1, 2]) {
+      const restarts = gw.logs.filter((l) => l["msg"] === "uWS worker thread started again").length;
+      threads.crash(index);
+      await waitFor(() => gw.logs.filter((l) => l["msg"] === "uWS worker thread started again").length > restarts, `thread ${index} restarted`, 20_000);
+    }
+    // Whichever thread held the slot, it died with its workers: the slot is the process's again, not lost for good.
+    assert.equal((await workersSeen(gw)).metric, 0);
+    assert.equal((await invoke(gw, "PutOrder", big)).success, true);
+  });
+
   it("invoke streams on the threads open their grpc-js channel when first needed", async () => {
     const open = proxy.open();
     for (let i = 0; i < 4; i++) {
