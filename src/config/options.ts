@@ -271,6 +271,9 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
   if ((o as { grpcServer?: unknown }).grpcServer !== undefined) {
     bad("grpcServer", (o as { grpcServer?: unknown }).grpcServer, "was removed: the gRPC port is always served by the gateway's own gRPC server (--grpc-server too)");
   }
+  if ((o as { workerThreads?: unknown }).workerThreads !== undefined) {
+    bad("workerThreads", (o as { workerThreads?: unknown }).workerThreads, "was replaced by conversionWorkers, the bound on conversion-pool workers for the whole process (every thread's pool together)");
+  }
   const host = o.host ?? "127.0.0.1";
   if (typeof host !== "string" || host === "") bad("host", host, "must be a non-empty string");
   const apiKeys = o.apiKeys ?? [];

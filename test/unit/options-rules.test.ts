@@ -34,6 +34,12 @@ const DURATION_OPTIONS: Array<keyof GatewayOptions> = [
   "pubsubHistoryAgeMs",
 ];
 
+describe("replaced options", () => {
+  it("workerThreads is refused naming its replacement, conversionWorkers", () => {
+    assert.throws(() => validateGatewayOptions({ workerThreads: 2 } as GatewayOptions), /option workerThreads was replaced by conversionWorkers, the bound on conversion-pool workers for the whole process/);
+  });
+});
+
 describe("integer options are checked as integers", () => {
   for (const [name, min] of INTEGER_OPTIONS) {
     it(`${name}: ${min + 1.5} is refused naming the option, ${min + 2} is taken`, () => {
