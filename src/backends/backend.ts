@@ -5,7 +5,7 @@ import { abortable } from "../shared/signals.js";
 import { loadBackendTls, type BackendTlsConfig } from "./backend-tls.js";
 import { createChannelPool, type ChannelPool } from "./channel-pool.js";
 import { createH2UnaryClient, type CallOutcome } from "./h2-unary.js";
-import { fetchReflection, type ReflectionVersion } from "./reflection-client.js";
+import { fetchReflection, type ReflectionResult, type ReflectionVersion } from "./reflection-client.js";
 import { buildSchema, type BackendSchema, type MethodEntry } from "./schema.js";
 
 /** Options of one backend. */
@@ -27,7 +27,15 @@ export interface BackendOptions {
   /** Told when the backend's schema changed or a fetch failed (for logs). */
   onSchema?(event: { schema?: BackendSchema; error?: GatewayError; version?: ReflectionVersion }): void;
   onStateChange?(index: number, state: grpc.connectivityState): void;
+  /**
+   * Where the schema comes from instead of this backend's own reflection: a uWS worker thread asks the main thread,
+   * which reflects once for the process. `fresh`: reflect again (a refresh); else the source's current schema.
+   */
+  schemaSource?: SchemaSource;
 }
+
+/** The schema of a backend as another thread got it (reflection's files and services, and the version that answered). */
+export type SchemaSource = (service: string, fresh: boolean, signal?: AbortSignal) => Promise<ReflectionResult>;
 
 export type { CallOutcome } from "./h2-unary.js";
 
@@ -36,6 +44,7 @@ export interface Backend {
   readonly name: string;
   /** "host:port" */
   readonly address: string;
+  /** The grpc-js channels (streams, the proxy, reflection): created on first use, so a backend only called unary holds one client stack. */
   readonly pool: ChannelPool;
   /** The cached schema, fetched on first use; concurrent callers share one fetch. A failed fetch is not cached. */
   schema(signal?: AbortSignal): Promise<BackendSchema>;
@@ -43,6 +52,8 @@ export interface Backend {
   cachedSchema(): BackendSchema | undefined;
   /** Drop the cache and fetch again (shared with any fetch already running). */
   refresh(signal?: AbortSignal): Promise<BackendSchema>;
+  /** Take a schema fetched elsewhere (the main thread's reflection, pushed to a uWS thread when it changed). */
+  adopt(reflected: ReflectionResult): BackendSchema;
   /**
    * Resolve a method name (see BackendSchema.find); when it is not found, refresh the schema once (rate limited)
    * and look again. NOT_FOUND naming the method and listing what exists when it still is not there.
@@ -66,19 +77,22 @@ const asBuffer = (b: Buffer | Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : B
 const cancelled = (reason: unknown): GatewayError => GatewayError.from(reason, Code.CANCELLED);
 
 /**
- * Create a backend; nothing is dialled until first use or `pool.connect()`. TLS files are read here (a GatewayError
+ * Create a backend; nothing is dialled until first use or `pool.connect()`, and the grpc-js channels are not even
+ * created until then. TLS files are read here (a GatewayError
  * INVALID_ARGUMENT naming the field when one does not load).
  */
 export function createBackend(opts: BackendOptions): Backend {
   const address = opts.host.includes(":") && !opts.host.startsWith("[") ? `[${opts.host}]:${opts.port}` : `${opts.host}:${opts.port}`;
   const tls = opts.tls ? loadBackendTls(opts.tls, `service ${opts.name} grpc.tls`) : undefined;
-  const pool = createChannelPool({
-    address,
-    size: opts.channels,
-    ...(tls ? { tls } : {}),
-    maxReceiveBytes: opts.maxReceiveBytes,
-    ...(opts.onStateChange ? { onStateChange: opts.onStateChange } : {}),
-  });
+  let channels: ChannelPool | undefined;
+  const pool = (): ChannelPool =>
+    (channels ??= createChannelPool({
+      address,
+      size: opts.channels,
+      ...(tls ? { tls } : {}),
+      maxReceiveBytes: opts.maxReceiveBytes,
+      ...(opts.onStateChange ? { onStateChange: opts.onStateChange } : {}),
+    }));
   const unary = createH2UnaryClient({ address, connections: opts.channels, maxReceiveBytes: opts.maxReceiveBytes, ...(tls ? { tls } : {}) });
   const minRefresh = opts.minRefreshIntervalMs ?? 1000;
   let version: ReflectionVersion = "v1";
@@ -87,22 +101,26 @@ export function createBackend(opts: BackendOptions): Backend {
   let fetchedAt = 0;
   let fetches = 0;
 
-  const fetch = (): Promise<BackendSchema> =>
+  const adopt = (r: ReflectionResult): BackendSchema => {
+    version = r.version;
+    const schema = buildSchema(r.files, r.services, `service ${opts.name}`);
+    const changed = current?.set.id !== schema.set.id;
+    // Keep the old object when nothing changed, so its method cache stays warm.
+    if (changed) current = schema;
+    fetchedAt = Date.now();
+    if (changed) opts.onSchema?.({ schema, version });
+    return current!;
+  };
+
+  /** `fresh` matters with a schemaSource only: this backend's own reflection always fetches anew. */
+  const fetch = (fresh = true): Promise<BackendSchema> =>
     (inflight ??= (async () => {
       fetches++;
       try {
-        const r = await fetchReflection(
-          { service: opts.name, address, client: pool.first(), timeoutMs: opts.reflectionTimeoutMs ?? 10_000 },
-          version,
-        );
-        version = r.version;
-        const schema = buildSchema(r.files, r.services, `service ${opts.name}`);
-        const changed = current?.set.id !== schema.set.id;
-        // Keep the old object when nothing changed, so its method cache stays warm.
-        if (changed) current = schema;
-        fetchedAt = Date.now();
-        if (changed) opts.onSchema?.({ schema, version });
-        return current!;
+        const r = opts.schemaSource
+          ? await opts.schemaSource(opts.name, fresh)
+          : await fetchReflection({ service: opts.name, address, client: pool().first(), timeoutMs: opts.reflectionTimeoutMs ?? 10_000 }, version);
+        return adopt(r);
       } catch (e) {
         const err = GatewayError.from(e);
         opts.onSchema?.({ error: err });
@@ -115,10 +133,13 @@ export function createBackend(opts: BackendOptions): Backend {
   const backend: Backend = {
     name: opts.name,
     address,
-    pool,
-    schema: (signal) => (current ? Promise.resolve(current) : abortable(fetch(), signal, cancelled)),
+    get pool() {
+      return pool();
+    },
+    schema: (signal) => (current ? Promise.resolve(current) : abortable(fetch(false), signal, cancelled)),
     cachedSchema: () => current,
     refresh: (signal) => abortable(fetch(), signal, cancelled),
+    adopt,
     async resolve(method, signal) {
       let schema = current ?? (await abortable(fetch(), signal, cancelled));
       let found = schema.find(method);
@@ -140,7 +161,7 @@ export function createBackend(opts: BackendOptions): Backend {
     },
     reflectionStats: () => ({ fetches, version }),
     close() {
-      pool.close();
+      channels?.close();
       unary.close();
     },
   };

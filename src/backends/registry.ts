@@ -21,7 +21,7 @@ export interface BackendRegistryOptions {
   /** Largest backend response accepted, bytes. */
   maxReceiveBytes: number;
   /** Passed to every backend (logging hooks, reflection timing). */
-  backend?: Partial<Pick<BackendOptions, "reflectionTimeoutMs" | "minRefreshIntervalMs" | "onSchema">>;
+  backend?: Partial<Pick<BackendOptions, "reflectionTimeoutMs" | "minRefreshIntervalMs" | "onSchema" | "schemaSource">>;
   /** Told, with the service name, whenever a backend's schema loaded or changed (e.g. to route its services). */
   onSchemaOf?(service: string, schema: BackendSchema): void;
   /** Connectivity changes, for logs. */

@@ -59,8 +59,12 @@ export interface GatewayOptions {
   invokeDeadlineMs?: number;
   /** Payloads at least this many bytes convert in the worker pool; smaller ones inline. Default 4096 (bench/codec.ts). */
   workerThresholdBytes?: number;
-  /** Worker threads in the conversion pool. Default: max(1, cores - 1). */
-  workerThreads?: number;
+  /**
+   * Most conversion-pool workers alive at once in the whole process (`--conversion-workers`), shared by the main
+   * thread's pool and every uWS thread's, however many `threads` there are. Workers start on the first large payload
+   * and stop when idle. Default: max(1, cores - 1), what one pool had before the bound was per process.
+   */
+  conversionWorkers?: number;
   /** Tasks that may wait for a worker; past it calls fail RESOURCE_EXHAUSTED. Default 256. */
   workerMaxQueue?: number;
   /**
@@ -180,7 +184,7 @@ function port(field: string, v: unknown, dflt: number): number {
 
 /**
  * Durations in ms: any positive number (timers take fractions). Counts and sizes use positiveInt / nonNegativeInt:
- * `workerThreads: 2.5` or `channelsPerBackend: 1.5` is refused naming the option, never rounded somewhere later.
+ * `conversionWorkers: 2.5` or `channelsPerBackend: 1.5` is refused naming the option, never rounded somewhere later.
  */
 function positive(field: string, v: unknown, dflt: number): number {
   if (v === undefined) return dflt;
@@ -223,6 +227,17 @@ function threadCount(v: unknown): number {
   return v;
 }
 
+/** Most conversion workers: each is a V8 isolate (about 10 MB) with its own compiled schemas. */
+export const MAX_CONVERSION_WORKERS = 256;
+
+function conversionWorkerCount(v: unknown): number {
+  if (v === undefined) return Math.max(1, availableParallelism() - 1);
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > MAX_CONVERSION_WORKERS) {
+    bad("conversionWorkers", v, `must be an integer from 1 to ${MAX_CONVERSION_WORKERS}, the most conversion-pool workers of the process (--conversion-workers, GATEWAY_CONVERSION_WORKERS)`);
+  }
+  return v;
+}
+
 /** True for loopback hosts: 127.0.0.0/8, ::1 and "localhost". */
 export function isLoopbackHost(host: string): boolean {
   return host === "localhost" || host === "::1" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host);
@@ -255,6 +270,9 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
   // Embedders of the old option: an error that names it, not a silent switch of server.
   if ((o as { grpcServer?: unknown }).grpcServer !== undefined) {
     bad("grpcServer", (o as { grpcServer?: unknown }).grpcServer, "was removed: the gRPC port is always served by the gateway's own gRPC server (--grpc-server too)");
+  }
+  if ((o as { workerThreads?: unknown }).workerThreads !== undefined) {
+    bad("workerThreads", (o as { workerThreads?: unknown }).workerThreads, "was replaced by conversionWorkers, the bound on conversion-pool workers for the whole process (every thread's pool together)");
   }
   const host = o.host ?? "127.0.0.1";
   if (typeof host !== "string" || host === "") bad("host", host, "must be a non-empty string");
@@ -356,7 +374,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     forwardCredentialHeaders: Object.freeze(credentialOverride) as string[],
     invokeDeadlineMs: positive("invokeDeadlineMs", o.invokeDeadlineMs, 30_000),
     workerThresholdBytes: nonNegativeInt("workerThresholdBytes", o.workerThresholdBytes, 4096),
-    workerThreads: positiveInt("workerThreads", o.workerThreads, Math.max(1, availableParallelism() - 1)),
+    conversionWorkers: conversionWorkerCount(o.conversionWorkers),
     workerMaxQueue: nonNegativeInt("workerMaxQueue", o.workerMaxQueue, 256),
     threads: threadCount(o.threads),
     grpcInvokeOffload: nonNegativeInt("grpcInvokeOffload", o.grpcInvokeOffload, 0),

@@ -16,22 +16,58 @@ import type { InvokeStreamDeps } from "../ops/invoke-stream.js";
 import { gatewayRoutes } from "../rest/gateway.js";
 import { grpcReflectionRoutes } from "../rest/grpc-reflection.js";
 import { createConverter } from "../workers/converter.js";
+import type { WorkerSlots } from "../workers/worker-slots.js";
+import type { SchemaSource } from "../backends/backend.js";
+import type { ReflectionResult } from "../backends/reflection-client.js";
+import type { BackendSchema } from "../backends/schema.js";
 
 /** The dispatch facility, with its operations for a uWS worker thread's bridge (`dispatch.invoke`). */
 export interface DispatchFacility extends Facility {
   /** The operations behind every front (invoke counted for close()). */
   readonly ops: DispatchOps;
+  /** Backend schemas between the main thread, which reflects once for the process, and the uWS threads. */
+  readonly schemas: {
+    /** The main thread's schema of `service` (`fresh`: reflect again first), for a thread's SchemaSource. */
+    get(service: string, fresh: boolean, signal?: AbortSignal): Promise<ReflectionResult>;
+    /** Told whenever a backend's schema loaded or changed, to push it to the threads. */
+    onChange(listener: (service: string, schema: ReflectionResult) => void): void;
+    /** On a thread: take the schema the main thread pushed. */
+    adopt(service: string, schema: ReflectionResult): void;
+  };
+}
+
+/** What one thread's dispatch facility shares with the rest of the process. */
+export interface DispatchShare {
+  /** The process's conversion-pool worker slots (`--conversion-workers`, shared by every thread's converter). */
+  readonly slots: WorkerSlots;
+  /**
+   * On a uWS worker thread: backend schemas come from the main thread (reflected once for the process) and the grpc-js
+   * channels are created only when a stream needs them. Undefined on the main thread, which reflects and connects.
+   */
+  readonly schemaSource?: SchemaSource;
 }
 
 /**
- * Dynamic dispatch: `platform.Gateway` over gRPC, the `/v1/gateway` and `/v1/grpc` REST routes, a channel pool and a
- * reflection cache per dialable backend, and the JSON<->protobuf converter. `offload` (the main thread with uWS
+ * A schema as it crosses to another thread: reflection's files and services. Each file is copied to a buffer of its
+ * own first: structured clone copies a view's whole backing buffer, which for a decoded reflection reply is the reply.
+ */
+const reflected = (schema: BackendSchema, version: ReflectionResult["version"]): ReflectionResult => ({
+  files: schema.set.files.map((f) => f.slice()),
+  services: [...schema.services],
+  version,
+});
+
+/**
+ * Dynamic dispatch: `platform.Gateway` over gRPC, the `/v1/gateway` and `/v1/grpc` REST routes, per dialable backend
+ * its connections and schema cache (on a uWS thread: schemas from the main thread, grpc-js channels only for streams,
+ * see DispatchShare), and the JSON<->protobuf converter (its workers within the process's one bound). `offload` (the main thread with uWS
  * worker threads and `--grpc-invoke-offload`) runs invoke on those threads for calls arriving while
  * `offloadMinInflight` are in flight; with threads the main thread's invokes are the gRPC ones (the threads serve
  * REST themselves).
  */
-export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffload, offloadMinInflight?: number): DispatchFacility {
+export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare, offload?: InvokeOffload, offloadMinInflight?: number): DispatchFacility {
   const { logger, options } = ctx;
+  const schemaListeners: Array<(service: string, schema: ReflectionResult) => void> = [];
   const filter = createMetadataFilter(options.forwardHeaders);
   // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
   const proxy = createGrpcProxy({
@@ -45,9 +81,15 @@ export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffl
     ctx.services.dialable.map((s) => ({ name: s.name, host: s.grpc!.host, port: s.grpc!.port, ...(s.grpc!.channels ? { channels: s.grpc!.channels } : {}), ...(s.grpc!.tls ? { tls: s.grpc!.tls } : {}) })),
     {
       channelsPerBackend: options.channelsPerBackend,
-      onSchemaOf: (service, schema) => proxy.sync(service, schema),
+      onSchemaOf: (service, schema) => {
+        proxy.sync(service, schema);
+        if (schemaListeners.length === 0) return;
+        const r = reflected(schema, backends.get(service)!.reflectionStats().version);
+        for (const l of schemaListeners) l(service, r);
+      },
       maxReceiveBytes: 64 * 1024 * 1024,
       backend: {
+        ...(share.schemaSource ? { schemaSource: share.schemaSource } : {}),
         onSchema: ({ schema, error, version }) => {
           if (schema) logger.info({ services: schema.services, files: schema.fileNames.length, schemaId: schema.set.id, reflection: version }, "backend schema loaded");
           else if (error) logger.warn({ code: error.codeName, error: error.rawMessage }, "backend reflection failed");
@@ -63,7 +105,8 @@ export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffl
   );
   const converter = createConverter({
     thresholdBytes: options.workerThresholdBytes,
-    threads: options.workerThreads,
+    threads: options.conversionWorkers,
+    slots: share.slots,
     maxQueue: options.workerMaxQueue,
   });
   const ops = createDispatchOps({
@@ -106,13 +149,30 @@ export function createDispatchFacility(ctx: GatewayContext, offload?: InvokeOffl
   let destroyed = false;
   return {
     ops: counted,
+    schemas: {
+      async get(service, fresh, signal) {
+        const b = backends.get(service);
+        if (!b) throw new GatewayError(Code.NOT_FOUND, `service ${service} has no dialable backend`);
+        const schema = fresh ? await b.refresh(signal) : await b.schema(signal);
+        return reflected(schema, b.reflectionStats().version);
+      },
+      onChange: (listener) => schemaListeners.push(listener),
+      adopt(service, schema) {
+        try {
+          backends.get(service)?.adopt(schema);
+        } catch (e) {
+          logger.warn({ service, err: GatewayError.from(e).rawMessage }, "backend schema from the main thread did not build");
+        }
+      },
+    },
     grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter) } },
     bindGrpc: (server, binding) => proxy.bind(server, binding),
     appHooks: [invokeWsHook(streamDeps, filter, createOriginPolicy(options.corsOrigins))],
     reflection: () => proxy.reflection(),
     routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {
-      backends.connect();
+      // A uWS thread dials its unary connections on first use and opens grpc-js channels only for a stream.
+      if (!share.schemaSource) backends.connect();
       for (const name of backends.names) {
         backends
           .get(name)!

@@ -39,6 +39,8 @@ Options (each has an environment variable; the flag wins):
   --pubsub-event-bytes <n>    nominal event size; web bound = 1024 x n GATEWAY_PUBSUB_EVENT_BYTES (default 1024)
   --threads <n>           threads serving the HTTP port (REST, WebSocket, SSE; 1 = main thread only)
                                                                 GATEWAY_THREADS (default: the number of cores)
+  --conversion-workers <n> most JSON<->protobuf pool workers in the process (all threads together)
+                                                                GATEWAY_CONVERSION_WORKERS (default: cores - 1, at least 1)
   --grpc-invoke-offload <n> with --threads > 1, run a gRPC invoke on the threads when n are in flight
                                                                 GATEWAY_GRPC_INVOKE_OFFLOAD (default 0: never)
   --tls-cert <file>       PEM certificate (chain) both ports serve TLS with GATEWAY_TLS_CERT (default none: cleartext)
@@ -127,6 +129,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "pubsub-event-bytes": { type: "string" },
       threads: { type: "string" },
       "grpc-invoke-offload": { type: "string" },
+      "conversion-workers": { type: "string" },
       // Removed (the grpc-js server front was retired); still parsed, so that passing it gets an error naming it.
       "grpc-server": { type: "string" },
       "tls-cert": { type: "string" },
@@ -179,6 +182,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("pubsubEventBytes", int(from("pubsub-event-bytes", "GATEWAY_PUBSUB_EVENT_BYTES")));
   set("threads", int(from("threads", "GATEWAY_THREADS")));
   set("grpcInvokeOffload", int(from("grpc-invoke-offload", "GATEWAY_GRPC_INVOKE_OFFLOAD")));
+  set("conversionWorkers", int(from("conversion-workers", "GATEWAY_CONVERSION_WORKERS")));
   set("tlsCert", str("tls-cert", "GATEWAY_TLS_CERT"));
   set("tlsKey", str("tls-key", "GATEWAY_TLS_KEY"));
   set("tlsClientCa", str("tls-client-ca", "GATEWAY_TLS_CLIENT_CA"));

@@ -7,6 +7,7 @@ import type { GatewayContext } from "../ops/context.js";
 import type { Facility } from "../facilities/facility.js";
 import type { HealthEntry } from "../observe/health.js";
 import { createDispatchFacility } from "../facilities/dispatch.js";
+import { createWorkerSlots, slotsHeld } from "../workers/worker-slots.js";
 import { configGrpc } from "../grpc/config.js";
 import { addReflectionService } from "../grpc/reflection-service.js";
 import { createGrpcFront, type GrpcFront } from "../grpc/front.js";
@@ -129,9 +130,16 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   let threads: UwsThreads | undefined;
   /** gRPC invokes arriving while this many are in flight run on the threads (`grpcInvokeOffload`); undefined: none. */
   const offloadMin = opts.threads < 2 ? undefined : (overrides.invokeOffloadMinInflight ?? (opts.grpcInvokeOffload > 0 ? opts.grpcInvokeOffload : undefined));
+  // One bound on conversion-pool workers for the process: this thread's pool and every uWS thread's share it.
+  const slots = createWorkerSlots(opts.conversionWorkers, opts.threads > 1 ? opts.threads + 1 : 1);
+  const conversionWorkers = metrics.gauge("platform_gateway_conversion_workers", `JSON<->protobuf conversion-pool worker threads alive or starting in the process, every thread's pool together (at most --conversion-workers)`, []);
+  const dispatch =
+    offloadMin === undefined
+      ? createDispatchFacility(ctx, { slots })
+      : createDispatchFacility(ctx, { slots }, (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), offloadMin);
   const facilities: Facility[] = [
     { grpc: { "platform.Config": configGrpc(configOps) }, routes: configRoutes(configOps) },
-    offloadMin === undefined ? createDispatchFacility(ctx) : createDispatchFacility(ctx, (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), offloadMin),
+    dispatch,
     createStateFacility(ctx),
     pubsub,
     createTriggerFacility(ctx),
@@ -183,6 +191,12 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       }
     },
     ...facilities.flatMap((f) => (f.health ? [() => f.health!()] : [])),
+    async () => ({
+      "conversion-workers": {
+        status: "Healthy",
+        description: `${slotsHeld(slots)} of at most ${slots.bound} conversion workers alive in the process (shared by ${slots.shares} pool${slots.shares > 1 ? "s: the main thread's and each uWS thread's" : ""})`,
+      },
+    }),
   ];
   const routes: Route[] = [
     ...facilities.flatMap((f) => f.routes ?? []),
@@ -202,7 +216,11 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       path: "/metrics",
       auth: false,
       // With worker threads, their registries summed with this one (each metric's help once).
-      handler: async () => ({ raw: threads ? await threads.metrics() : await metrics.registry.metrics(), contentType: metrics.registry.contentType }),
+      handler: async () => {
+        // The workers of every thread's pool, read from the slots they share (the threads' own registries have no such gauge).
+        conversionWorkers.set({}, slotsHeld(slots));
+        return { raw: threads ? await threads.metrics() : await metrics.registry.metrics(), contentType: metrics.registry.contentType };
+      },
     },
   ];
 
@@ -223,6 +241,8 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
         metrics,
         logger,
         logSink: opts.logDestination ?? process.stdout,
+        conversionSlots: slots,
+        schemas: dispatch.schemas,
         ...(overrides.threadEventBacklog !== undefined ? { maxBacklog: overrides.threadEventBacklog } : {}),
       });
     } else rest = await startRestServer(opts.host, opts.httpPort, routes, {
@@ -248,7 +268,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     throw e;
   }
   const httpPort = threads ? threads.port : rest!.port;
-  logger.info({ grpcPort, httpPort, host: opts.host, tls: opts.tls !== undefined, httpThreads: opts.threads, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");
+  logger.info({ grpcPort, httpPort, host: opts.host, tls: opts.tls !== undefined, httpThreads: opts.threads, conversionWorkers: opts.conversionWorkers, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");
 
   // The runtime and the metrics exporter are released once, whichever of close() and destroy() gets there first;
   // the runtime first, so what it counts while closing is still flushed.

@@ -1,6 +1,7 @@
 /** What the main thread and a uWS worker thread say to each other besides bridge calls (bridge.ts). */
 import type { GatewayOptions } from "../config/options.js";
 import type { Route } from "../http/router.js";
+import type { WorkerSlots } from "../workers/worker-slots.js";
 
 /**
  * Events posted to one thread and not yet acknowledged past which the main thread stops posting to it and ends its
@@ -35,6 +36,8 @@ export interface ThreadData {
    * main thread's `exit` handler waits on it (Atomics.wait) after posting `exit`, since it cannot wait for events.
    */
   closedFlag: Int32Array;
+  /** The process's conversion-pool worker slots (shared memory): this thread's converter shares the bound with every other. */
+  conversionSlots: WorkerSlots;
 }
 
 /** A forwarded REST request: the route it matched on the thread (auth and the shutdown gate already passed there). */
@@ -58,7 +61,7 @@ export interface ReplyWire {
   headers: Record<string, string> | undefined;
 }
 
-/** Messages outside the bridge. Thread to main: ready, failed, log, ack. Main to thread: ev, end, crash, exit. */
+/** Messages outside the bridge. Thread to main: ready, failed, log, ack. Main to thread: ev, end, schema, crash, exit. */
 export type ThreadMessage =
   | { t: "ready"; port: number; routes: string[] }
   | { t: "failed"; code: number; message: string }
@@ -67,6 +70,8 @@ export type ThreadMessage =
   | { t: "ack"; n: number }
   | { t: "ev"; e: unknown }
   | { t: "end"; topic: string; reason: unknown }
+  /** A backend's schema changed on the main thread (its reflection): the thread takes it (a ReflectionResult). */
+  | { t: "schema"; service: string; schema: unknown }
   | { t: "crash" }
   /**
    * The process is exiting now (the main thread is in its `exit` handler): close every uWS socket at once, then set

@@ -1,7 +1,8 @@
 /**
  * The entry of one uWS worker thread (`--threads` > 1): a uWS app on the gateway's HTTP port (the kernel spreads
  * connections over every thread listening on it) serving every REST route, WebSocket and SSE. Invoke runs here, with
- * this thread's own backend channels, reflection cache and converter; pub/sub fan-out runs here for this thread's own
+ * this thread's own backend connections and converter (its workers within the process's one bound) and the schemas the
+ * main thread reflected; pub/sub fan-out runs here for this thread's own
  * subscribers; everything single-owner (state, publish, triggers, health, metrics) is asked of the main thread over
  * the bridge. Started by uws-threads.ts; not meant to be run on its own.
  */
@@ -20,6 +21,8 @@ import { createMetrics } from "../observe/metrics.js";
 import { createConfigOps } from "../ops/config.js";
 import { invokeFromWire, type InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
+import type { ReflectionResult } from "../backends/reflection-client.js";
+import { slotsOfPool } from "../workers/worker-slots.js";
 import type { InBandStatus } from "../shared/status.js";
 import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
 import { configRoutes } from "../rest/config.js";
@@ -124,7 +127,11 @@ async function main(): Promise<void> {
     pubsubOps,
     auth,
   );
-  const dispatch = createDispatchFacility(ctx);
+  // One conversion bound for the process; backend schemas from the main thread's reflection (and its pushes below).
+  const dispatch = createDispatchFacility(ctx, {
+    slots: slotsOfPool(data.conversionSlots, data.index),
+    schemaSource: (service, fresh, signal) => bridge.call<ReflectionResult>("backend.schema", { service, fresh }, signal),
+  });
   const local: Route[] = [...configRoutes(createConfigOps(services)), ...(dispatch.routes ?? []), ...web.routes, ...consoleRoutes()];
   const localKeys = new Set(local.map((r) => `${r.method} ${r.path}`));
   const bridged = data.routes.filter((r) => !localKeys.has(`${r.method} ${r.path}`)).map((spec): Route => bridgedRoute(spec));
@@ -163,6 +170,7 @@ async function main(): Promise<void> {
       }
     }
     else if (msg.t === "end") hub?.end(msg.topic, msg.reason as EndReason);
+    else if (msg.t === "schema") dispatch.schemas.adopt(msg.service, msg.schema as ReflectionResult);
     else if (msg.t === "exit") {
       // The main thread is in its `exit` handler, blocked until we are closed: no drain, no reply, just close.
       closeSockets();

@@ -10,6 +10,8 @@ import type { Logger } from "../observe/logger.js";
 import type { Metrics } from "../observe/metrics.js";
 import type { InvokeResult, InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
+import type { DispatchFacility } from "../facilities/dispatch.js";
+import { reclaimSlots, type WorkerSlots } from "../workers/worker-slots.js";
 import type { GatewayOptions } from "../config/options.js";
 import { createRestRequest, freePort, type Route } from "../http/router.js";
 import { STREAM_THRESHOLD_BYTES } from "../http/reply-writer.js";
@@ -47,6 +49,10 @@ export interface UwsThreadsDeps {
   logger: Logger;
   /** Where the threads' log lines are written (the main logger's destination). */
   logSink: NodeJS.WritableStream;
+  /** The process's conversion-pool worker slots: every thread's converter shares the one bound. */
+  conversionSlots: WorkerSlots;
+  /** Backend schemas: reflected once, on the main thread; a thread asks for them and is sent each change. */
+  schemas: Pick<DispatchFacility["schemas"], "get" | "onChange">;
   /** Bound on events posted to a thread and not yet handled there. Default MAX_THREAD_BACKLOG. */
   maxBacklog?: number;
 }
@@ -136,6 +142,7 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
     epoch: hub.epoch,
     routes: deps.routes.map((r) => ({ method: r.method, path: r.path, auth: r.auth !== false })),
     closedFlag,
+    conversionSlots: deps.conversionSlots,
   });
   let closing = false;
   const slots: Slot[] = [];
@@ -244,6 +251,7 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
         "web.release": async (p: { topic: string }) => {
           if (held.delete(p.topic)) hub.release(p.topic);
         },
+        "backend.schema": (p: { service: string; fresh: boolean }, signal) => deps.schemas.get(p.service, p.fresh, signal),
       },
       { timeoutMs: BRIDGE_TIMEOUT_MS, maxPending: BRIDGE_MAX_PENDING, peer: `uWS worker thread ${index}` },
     );
@@ -283,6 +291,8 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
           const was = s.state;
           s.state = "exited";
           bridge.close(`uWS worker thread ${index} exited`);
+          // Its conversion workers ended with it: their slots are the process's again.
+          reclaimSlots(deps.conversionSlots, index);
           for (const t of held) hub.release(t);
           held.clear();
           fail(new GatewayError(Code.UNAVAILABLE, `uWS worker thread ${index} exited with code ${code} while starting${lastError ? `: ${lastError}` : ""}`));
@@ -331,6 +341,12 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
   const releaseExitHook = (): void => {
     if (made.every((s) => s.state === "exited")) process.off("exit", onProcessExit);
   };
+
+  // A backend's schema changed on the main thread: every thread, a starting one too, takes it (messages keep their order
+  // on a port, so one that asked for the schema meanwhile gets the reply first, then this).
+  deps.schemas.onChange((service, schema) => {
+    for (const s of made) if (s.state !== "exited") s.worker.postMessage({ t: "schema", service, schema } satisfies ThreadMessage);
+  });
 
   const starting = Array.from({ length: deps.count }, (_, i) => spawn(undefined, i + 1));
   const results = await Promise.allSettled(starting);

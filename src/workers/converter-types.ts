@@ -2,6 +2,7 @@
  * The contract between the dispatch facility and the conversion layer (src/workers). Kept apart so both sides can be
  * built against it.
  */
+import type { WorkerSlots } from "./worker-slots.js";
 
 /** One version of a backend's schema: every FileDescriptorProto its services need, encoded, and a stable id. */
 export interface SchemaSet {
@@ -32,8 +33,13 @@ export interface Converter {
 export interface ConverterOptions {
   /** Payloads (JSON text length or binary size) of at least this many bytes convert in the pool. Default 4096. */
   thresholdBytes?: number;
-  /** Worker threads. Default max(1, cores - 1). */
+  /** Most pool workers of this converter. Default: `slots.bound`, or max(1, cores - 1) without `slots`. */
   threads?: number;
+  /**
+   * The process's worker slots, shared with every other converter of the process (the main thread's and each uWS
+   * thread's), so their workers together stay within `slots.bound`. Default: slots of this converter's own.
+   */
+  slots?: WorkerSlots;
   /** Tasks that may wait for a worker; beyond it conversions fail RESOURCE_EXHAUSTED. Default 256. */
   maxQueue?: number;
 }

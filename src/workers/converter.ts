@@ -48,6 +48,8 @@ export interface PooledConverter extends Converter {
   readonly queued: number;
   /** Tasks on a worker now. */
   readonly active: number;
+  /** Pool workers of this converter alive or starting. */
+  readonly workers: number;
   /** Test-only (needs `crashHook`): make one pool worker die while running this task; rejects INTERNAL. */
   crashWorker(mode: "exit" | "throw"): Promise<void>;
 }
@@ -64,7 +66,7 @@ function intOption(name: string, value: number | undefined, fallback: number, mi
 export function validateConverterOptions(opts: ConverterOptions = {}): ResolvedConverterOptions {
   return Object.freeze({
     thresholdBytes: intOption("thresholdBytes", opts.thresholdBytes, DEFAULT_THRESHOLD_BYTES, 0),
-    threads: intOption("threads", opts.threads, Math.max(1, availableParallelism() - 1), 1),
+    threads: intOption("threads", opts.threads, opts.slots?.bound ?? Math.max(1, availableParallelism() - 1), 1),
     maxQueue: intOption("maxQueue", opts.maxQueue, 256, 0),
   });
 }
@@ -77,6 +79,7 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
   const schemas = new SchemaCache(internals.schemaCacheSize ?? 64);
   const pool = new ConversionPool({
     threads: options.threads,
+    ...(opts.slots ? { slots: opts.slots } : {}),
     maxQueue: options.maxQueue,
     ...(internals.schemaCacheSize !== undefined ? { schemaCacheSize: internals.schemaCacheSize } : {}),
     crashHook: internals.crashHook === true,
@@ -130,6 +133,9 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
     },
     get active() {
       return pool.active;
+    },
+    get workers() {
+      return pool.workers;
     },
 
     jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal): Promise<Uint8Array> {

@@ -1,9 +1,12 @@
 /**
- * A bounded front queue over a piscina pool. At most `threads` tasks are handed to piscina at once, so waiting tasks
+ * A bounded front queue over piscina workers. At most `threads` tasks are handed to workers at once, so waiting tasks
  * stay here where they can be counted (the bound: RESOURCE_EXHAUSTED past `maxQueue`) and cancelled (an aborted
  * waiting task is removed without ever reaching a worker). A task already running is not interrupted by an abort:
  * piscina would terminate the whole worker, which costs a 40-50 ms restart to save a few ms of conversion; its
- * result is dropped instead. Main-thread side; failures are GatewayErrors.
+ * result is dropped instead. Each worker holds one of the process's worker slots (worker-slots.ts), taken when the
+ * worker starts and given back when it has exited: idle for IDLE_WORKER_MS, or idle (or beyond its pool's fair share)
+ * while another pool of the process waits for a slot. Main-thread side (the main thread's or a uWS thread's);
+ * failures are GatewayErrors.
  */
 import { Piscina } from "piscina";
 import { Code } from "../shared/code.js";
@@ -11,18 +14,29 @@ import { GatewayError } from "../shared/gateway-error.js";
 import { errorText } from "./schema-registry.js";
 import { workerEntry } from "./worker-path.js";
 import type { ConvertTask, CrashTask, WorkerOptions, WorkerResult } from "./worker-protocol.js";
+import { createWorkerSlots, giveSlot, markWanting, slotFreed, slotsWanted, slotWanted, takeSlot, type WorkerSlots } from "./worker-slots.js";
 
 /** Options of ConversionPool (validated by the converter). */
 export interface ConversionPoolOptions {
-  /** Worker threads. */
+  /** Most workers this pool runs at once. */
   readonly threads: number;
+  /** The process's worker slots, shared with its other pools. Default: slots of this pool's own, `threads` of them. */
+  readonly slots?: WorkerSlots;
   /** Tasks that may wait for a free worker. */
   readonly maxQueue: number;
   /** Compiled schemas kept per worker. Default 64. */
   readonly schemaCacheSize?: number;
   /** Honour CrashTask (tests only). Default false. */
   readonly crashHook?: boolean;
+  /** An idle worker stops after this long, ms; at once when another pool of the process is waiting for a slot. Default IDLE_WORKER_MS. */
+  readonly idleMs?: number;
 }
+
+/**
+ * How long an idle worker is kept, ms: a burst of large payloads pays the worker start (40-50 ms, and the schema
+ * sent and compiled again) once, while a thread that stopped converting gives its slots back for the others.
+ */
+export const IDLE_WORKER_MS = 30_000;
 
 /** The results a convert task can resolve to (a worker-side codec failure is a result, not a rejection). */
 export type ConvertResult = Exclude<WorkerResult, { kind: "missing-schema" }>;
@@ -36,16 +50,31 @@ interface Entry {
   onAbort?: () => void;
 }
 
+/** One worker: a piscina of exactly one thread, so the pool can stop a single worker and give its slot back. */
+interface Lane {
+  readonly piscina: Piscina;
+  busy: boolean;
+  idleTimer: NodeJS.Timeout | undefined;
+}
+
 /** Runs conversions on worker threads; see the module comment. */
 export class ConversionPool {
-  private piscina: Piscina | undefined;
+  private readonly lanes: Lane[] = [];
+  /** Lanes stopping: their slot is given back once the worker has exited. */
+  private readonly retiring = new Set<Promise<void>>();
   private readonly waiting: Entry[] = [];
+  private readonly slots: WorkerSlots;
   private running = 0;
+  /** This pool counts itself in the process's `wanted` cell (tasks waiting, no slot to run them on). */
+  private wanting = false;
+  private watching = false;
   private closing: Promise<void> | undefined;
   private destroyed = false;
   private drained: (() => void) | undefined;
 
-  constructor(private readonly options: ConversionPoolOptions) {}
+  constructor(private readonly options: ConversionPoolOptions) {
+    this.slots = options.slots ?? createWorkerSlots(options.threads);
+  }
 
   /** Tasks waiting for a worker. */
   get queued(): number {
@@ -55,6 +84,11 @@ export class ConversionPool {
   /** Tasks on a worker now. */
   get active(): number {
     return this.running;
+  }
+
+  /** Workers of this pool alive or starting (each holds one of the process's slots). */
+  get workers(): number {
+    return this.lanes.length + this.retiring.size;
   }
 
   /**
@@ -69,14 +103,15 @@ export class ConversionPool {
     if (signal?.aborted === true) return Promise.reject(new GatewayError(Code.CANCELLED, "the conversion was cancelled"));
     return new Promise<ConvertResult>((resolve, reject) => {
       const entry: Entry = { task, files, signal, resolve, reject };
-      if (this.running < this.options.threads) {
-        this.dispatch(entry);
+      const lane = this.waiting.length === 0 ? this.freeLane() : undefined;
+      if (lane) {
+        this.dispatch(lane, entry);
         return;
       }
       if (this.waiting.length >= this.options.maxQueue) {
         reject(
           new GatewayError(Code.RESOURCE_EXHAUSTED,
-            `the conversion queue is full (${this.options.maxQueue} waiting, ${this.options.threads} running); retry later`,
+            `the conversion queue is full (${this.options.maxQueue} waiting, ${this.running} running); retry later`,
           ),
         );
         return;
@@ -87,50 +122,73 @@ export class ConversionPool {
           if (i >= 0) {
             this.waiting.splice(i, 1);
             reject(new GatewayError(Code.CANCELLED, "the conversion was cancelled while queued"));
+            if (this.waiting.length === 0) this.unwant();
             this.checkDrained();
           }
         };
         signal.addEventListener("abort", entry.onAbort, { once: true });
       }
       this.waiting.push(entry);
+      this.want();
     });
   }
 
-  private pool(): Piscina {
-    if (this.piscina === undefined) {
-      const entry = workerEntry();
-      const workerData: WorkerOptions = {
-        schemaCacheSize: this.options.schemaCacheSize ?? 64,
-        crashHook: this.options.crashHook === true,
-      };
-      // Created on first use: a gateway that never sees a large payload starts no threads.
-      this.piscina = new Piscina({
-        filename: entry.filename,
-        ...(entry.execArgv !== undefined ? { execArgv: entry.execArgv } : {}),
-        minThreads: this.options.threads,
-        maxThreads: this.options.threads,
-        concurrentTasksPerWorker: 1,
-        idleTimeout: 60_000,
-        workerData,
-      });
-      // A worker that dies rejects its own task; nothing else to do here but keep the error off the process.
-      this.piscina.on("error", () => undefined);
-    }
-    return this.piscina;
+  /** An idle worker, or a new one when this pool's bound and the process's slots allow. */
+  private freeLane(): Lane | undefined {
+    const idle = this.lanes.find((l) => !l.busy);
+    if (idle) return idle;
+    if (this.lanes.length >= this.options.threads || !takeSlot(this.slots)) return undefined;
+    const entry = workerEntry();
+    const workerData: WorkerOptions = {
+      schemaCacheSize: this.options.schemaCacheSize ?? 64,
+      crashHook: this.options.crashHook === true,
+    };
+    // Started when a task needs it, never at startup: a thread that never sees a large payload starts no worker.
+    const piscina = new Piscina({
+      filename: entry.filename,
+      ...(entry.execArgv !== undefined ? { execArgv: entry.execArgv } : {}),
+      minThreads: 1,
+      maxThreads: 1,
+      concurrentTasksPerWorker: 1,
+      workerData,
+    });
+    // A worker that dies rejects its own task (piscina starts its replacement); keep the error off the process.
+    piscina.on("error", () => undefined);
+    const lane: Lane = { piscina, busy: false, idleTimer: undefined };
+    this.lanes.push(lane);
+    return lane;
   }
 
-  private dispatch(entry: Entry): void {
+  /**
+   * The least this pool keeps while others wait for a slot: its fair share of the process's bound, rounded up (so
+   * pools at their share never hand a worker back and forth, each restart costing 40-50 ms).
+   */
+  private fairShare(): number {
+    return Math.ceil(this.slots.bound / this.slots.shares);
+  }
+
+  private othersWant(): boolean {
+    return slotsWanted(this.slots) - (this.wanting ? 1 : 0) > 0;
+  }
+
+  private dispatch(lane: Lane, entry: Entry): void {
+    lane.busy = true;
+    clearTimeout(lane.idleTimer);
     this.running++;
     if (entry.onAbort !== undefined) entry.signal?.removeEventListener("abort", entry.onAbort);
-    void this.execute(entry).finally(() => {
+    void this.execute(lane, entry).finally(() => {
       this.running--;
+      lane.busy = false;
+      if (this.destroyed) return;
+      if (this.othersWant() && this.lanes.length > this.fairShare()) this.retire(lane);
       this.pump();
+      if (!lane.busy && this.lanes.includes(lane)) this.idle(lane);
     });
   }
 
-  private async execute(entry: Entry): Promise<void> {
+  private async execute(lane: Lane, entry: Entry): Promise<void> {
     try {
-      const pool = this.pool();
+      const pool = lane.piscina;
       let result = (await pool.run(entry.task)) as WorkerResult;
       if (result.kind === "missing-schema" && entry.task.kind === "convert") {
         result = (await pool.run({ ...entry.task, files: entry.files })) as WorkerResult;
@@ -147,10 +205,69 @@ export class ConversionPool {
   }
 
   private pump(): void {
-    while (this.running < this.options.threads && this.waiting.length > 0) {
-      this.dispatch(this.waiting.shift()!);
+    while (this.waiting.length > 0) {
+      const lane = this.freeLane();
+      if (!lane) break;
+      this.dispatch(lane, this.waiting.shift()!);
     }
+    if (this.waiting.length === 0 || this.lanes.length >= this.options.threads) this.unwant();
     this.checkDrained();
+  }
+
+  /** Tasks wait and no slot is free: count this pool as wanting, and take a slot as soon as one is given back. */
+  private want(): void {
+    if (this.wanting || this.lanes.length >= this.options.threads) return;
+    this.wanting = true;
+    markWanting(this.slots, 1);
+    void (async () => {
+      while (this.wanting && !this.destroyed) {
+        await slotFreed(this.slots, 1_000);
+        this.pump();
+      }
+    })();
+  }
+
+  private unwant(): void {
+    if (!this.wanting) return;
+    this.wanting = false;
+    markWanting(this.slots, -1);
+  }
+
+  /** An idle worker stops after the idle time, or as soon as another pool of the process wants a slot. */
+  private idle(lane: Lane): void {
+    const idleMs = this.options.idleMs ?? IDLE_WORKER_MS;
+    if (this.othersWant()) {
+      this.retire(lane);
+      return;
+    }
+    lane.idleTimer = setTimeout(() => {
+      if (!lane.busy) this.retire(lane);
+    }, idleMs).unref();
+    if (this.watching) return;
+    this.watching = true;
+    void (async () => {
+      while (!this.destroyed && this.lanes.some((l) => !l.busy)) {
+        await slotWanted(this.slots, idleMs);
+        if (this.othersWant()) for (const l of this.lanes.filter((x) => !x.busy)) this.retire(l);
+      }
+      this.watching = false;
+    })();
+  }
+
+  /** Stop one worker; its slot goes back to the process once the worker has exited. */
+  private retire(lane: Lane): void {
+    const i = this.lanes.indexOf(lane);
+    if (i < 0) return;
+    this.lanes.splice(i, 1);
+    clearTimeout(lane.idleTimer);
+    const done: Promise<void> = lane.piscina
+      .destroy()
+      .catch(() => undefined)
+      .finally(() => {
+        this.retiring.delete(done);
+        giveSlot(this.slots);
+      });
+    this.retiring.add(done);
   }
 
   private checkDrained(): void {
@@ -165,7 +282,9 @@ export class ConversionPool {
           this.drained = resolve;
         });
       }
-      if (!this.destroyed) await this.piscina?.close();
+      this.unwant();
+      for (const lane of [...this.lanes]) this.retire(lane);
+      await Promise.all([...this.retiring]);
     })();
     return this.closing;
   }
@@ -174,11 +293,12 @@ export class ConversionPool {
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;
+    this.unwant();
     for (const entry of this.waiting.splice(0)) {
       if (entry.onAbort !== undefined) entry.signal?.removeEventListener("abort", entry.onAbort);
       entry.reject(new GatewayError(Code.UNAVAILABLE, "the conversion pool was destroyed"));
     }
-    void this.piscina?.destroy();
+    for (const lane of [...this.lanes]) this.retire(lane);
     this.drained?.();
   }
 }

@@ -1,10 +1,10 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
 import { Writable } from "node:stream";
 import { createGateway } from "../../src/main/gateway.js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
+import { httpRequest, type HttpReply } from "../support/http-request.js";
 import { checkPromText } from "../support/prom-text.js";
 import { ceJson, connectSse, connectWs, openFrameSocket, type SseTestClient, type WsTestClient } from "../support/web.js";
 import { validateGatewayOptions } from "../../src/config/options.js";
@@ -13,25 +13,9 @@ const KEY = "thread-key";
 /** Connections opened to see both threads: the kernel picks a thread per connection, so 16 all on one is 2^-15. */
 const SPREAD = 16;
 
-interface Reply {
-  status: number;
-  body: string;
-}
-
-/** One request on its own connection (no keep-alive), so successive requests land on any thread. */
-function request(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
-    const req = http.request(`${base}${path}`, { method, agent: false, headers: { "x-api-key": KEY, ...(payload ? { "content-type": "application/json" } : {}), ...headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.setTimeout(10_000, () => req.destroy(new Error(`${method} ${path} timed out`)));
-    req.end(payload);
-  });
+/** One request on its own connection, with the key unless the test sets another. */
+function request(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpReply> {
+  return httpRequest(base, method, path, body, { "x-api-key": KEY, ...headers });
 }
 
 /** Each thread's web subscriber line from /health (`uws-thread-<n>` entries). */

@@ -15,7 +15,7 @@ const INTEGER_OPTIONS: Array<[keyof GatewayOptions, number]> = [
   ["grpcMaxConcurrentStreams", 1],
   ["maxTriggers", 1],
   ["workerThresholdBytes", 0],
-  ["workerThreads", 1],
+  ["conversionWorkers", 1],
   ["workerMaxQueue", 0],
   ["channelsPerBackend", 1],
   ["subscriptionLingerMs", 0],
@@ -33,6 +33,12 @@ const DURATION_OPTIONS: Array<keyof GatewayOptions> = [
   "sweepIntervalMs",
   "pubsubHistoryAgeMs",
 ];
+
+describe("replaced options", () => {
+  it("workerThreads is refused naming its replacement, conversionWorkers", () => {
+    assert.throws(() => validateGatewayOptions({ workerThreads: 2 } as GatewayOptions), /option workerThreads was replaced by conversionWorkers, the bound on conversion-pool workers for the whole process/);
+  });
+});
 
 describe("integer options are checked as integers", () => {
   for (const [name, min] of INTEGER_OPTIONS) {

@@ -33,6 +33,8 @@ export interface OrderBackend {
   readonly port: number;
   /** Calls received so far (reflection excluded). */
   readonly received: ReceivedCall[];
+  /** Reflection streams opened so far (each schema fetch opens one), by anyone. */
+  readonly reflections: { count: number };
   /** Calls the backend saw cancelled (by the caller or by the deadline) while sleeping. */
   readonly cancelled: string[];
   /** Messages WatchOrders has written so far (its flow control: it waits for drain, so this stays bounded). */
@@ -217,6 +219,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
   };
 
   let server: grpc.Server | undefined;
+  const reflections = { count: 0 };
   const serve = async (port: number): Promise<number> => {
     const s = new grpc.Server({ "grpc.max_receive_message_length": 64 * 1024 * 1024 });
     s.addService(orderDef, orderImpl);
@@ -226,7 +229,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
       services.push("ops.v1.Admin");
     }
     const versions = opts.reflection ?? ["v1", "v1alpha"];
-    if (versions.length > 0) addGrpcJsReflectionService(s, { files, services, versions });
+    if (versions.length > 0) addGrpcJsReflectionService(s, { files, services, versions, onStream: () => reflections.count++ });
     const bound = await new Promise<number>((resolve, reject) =>
       s.bindAsync(`127.0.0.1:${port}`, opts.credentials ?? grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
     );
@@ -238,6 +241,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
     address: `127.0.0.1:${port}`,
     port,
     received,
+    reflections,
     cancelled,
     watchWritten,
     stop() {
