@@ -145,6 +145,28 @@ describe("uWS worker threads get only the events of topics they hold", () => {
     }
   });
 
+  it("a resume that reaches a thread while the events up to its position are still on that thread's port waits for them", async () => {
+    const publish = publisher(gw);
+    const [a, holderOne] = by.get(one)!;
+    const [b] = by.get(two)!;
+    // Thread one alone holds 'q'; thread two, idle, gives the current position.
+    assert.equal((await subscribe(holderOne!, ["q"], "hq")).op, "subscribed");
+    const start = (await subscribe(b!, ["z"], "bz")).position as string;
+    const [epoch, seq] = start.split("-") as [string, string];
+    const n = 5000;
+    // In one turn of the main thread: the burst is posted to thread one, and the resume from its last event is written
+    // to thread one's socket right behind it. The resume ('q' is held there: no acquire) must neither replay what is
+    // still on the port and then get it live again, nor answer recovered: false. (test/unit/thread-positions.test.ts
+    // drives the port by hand to check the case where the frame is handled before the port is drained.)
+    for (let i = 0; i < n; i++) void publish("q", `q${i}`);
+    a!.send({ op: "subscribe", topics: ["q"], id: "aq", since: `${epoch}-${Number(seq) + n}` });
+    const again = await a!.next((f) => f.id === "aq", "answer to the resume", 20_000);
+    assert.equal(again.recovered, true, JSON.stringify(again));
+    await publish("q", "after");
+    await waitFor(() => ids(a!, "q").length >= 1 && ids(holderOne!, "q").length === n + 1, "the live event", 20_000);
+    assert.deepEqual(ids(a!, "q"), ["after"]);
+  });
+
   it("a multi-topic position resumes exactly where the other thread holds some of the topics, for WebSocket and SSE", async () => {
     const publish = publisher(gw);
     const [, , , holder, resumer] = by.get(two)!;
