@@ -34,8 +34,8 @@ export class WebEvent {
 
 /**
  * A transport's outlet of one hub (the uWS WebSocket publisher and the SSE writer; on the main thread with uWS worker
- * threads, the poster of events to the threads). The hub calls `deliver` once per event per topic, and the outlet does its own
- * per-subscriber delivery (uWS native topic publish for WebSockets).
+ * threads, the poster of events to the threads). The hub calls `deliver` once per event per topic, and the outlet does
+ * its own per-subscriber delivery (uWS native topic publish for WebSockets).
  */
 export interface TopicFanout {
   /** Deliver one event to this outlet's subscribers of its topic; returns how many deliveries that made. */
@@ -147,7 +147,7 @@ export interface WebHub {
   addFanout(transport: string, fanout: TopicFanout): void;
   /**
    * Take a reference on each topic; resolves once all are live (rolls back and rejects otherwise). With `since` (a
-   * resume follows), also waits, bounded, until this hub has seen every event up to it (UpstreamHub.catchUp).
+   * resume follows), also waits, bounded, until this hub has seen every event up to it (HubUpstream.catchUp).
    */
   acquire(topics: readonly string[], signal?: AbortSignal, since?: Position): Promise<void>;
   /** Give one reference back; on the main thread the topic lingers for the history age so a reconnect loses nothing. */
@@ -267,7 +267,17 @@ export function createWebHub(options: WebHubOptions): WebHub {
       if (!victim) throw new GatewayError(Code.RESOURCE_EXHAUSTED, `the gateway follows ${MAX_WEB_TOPICS} web topics already`);
       drop(victim);
     }
-    const t: WebTopic = { name, refs: 0, history: new TopicHistory<WebEvent>(bounds, upstream.seq()), following: null, early: null, earlyFloor: 0, opening: Promise.resolve(), linger: null, state: "opening" };
+    const t: WebTopic = {
+      name,
+      refs: 0,
+      history: new TopicHistory<WebEvent>(bounds, upstream.seq()),
+      following: null,
+      early: null,
+      earlyFloor: 0,
+      opening: Promise.resolve(),
+      linger: null,
+      state: "opening",
+    };
     topics.set(name, t);
     t.opening = upstream
       .follow(name, {
