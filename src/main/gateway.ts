@@ -21,6 +21,7 @@ import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../co
 import { createPubsubFacility } from "../facilities/pubsub.js";
 import { configRoutes } from "../rest/config.js";
 import { isNativeUws, json, startRestServer, type RestServer, type Route } from "../http/router.js";
+import { gatewayServerDeps } from "../http/server-deps.js";
 import { createSidecarCallbackFacility } from "../facilities/sidecar-callback.js";
 import { createStateFacility } from "../facilities/state.js";
 import { createTriggerFacility } from "../facilities/trigger.js";
@@ -245,18 +246,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
         schemas: dispatch.schemas,
         ...(overrides.threadEventBacklog !== undefined ? { maxBacklog: overrides.threadEventBacklog } : {}),
       });
-    } else rest = await startRestServer(opts.host, opts.httpPort, routes, {
-      auth,
-      logger,
-      maxBodyBytes: opts.maxBodyBytes,
-      writeStallTimeoutMs: opts.writeStallTimeoutMs,
-      maxUnreadReplyBytes: opts.maxUnreadReplyBytes,
-      isClosing: () => closing,
-      ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
-      appHooks: facilities.flatMap((f) => f.appHooks ?? []),
-      requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
-      latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
-    });
+    } else rest = await startRestServer(opts.host, opts.httpPort, routes, gatewayServerDeps(opts, { auth, logger, metrics, isClosing: () => closing, appHooks: facilities.flatMap((f) => f.appHooks ?? []) }));
     for (const f of facilities) await f.start?.();
   } catch (e) {
     front.forceShutdown();

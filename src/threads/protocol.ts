@@ -4,10 +4,21 @@ import type { Route } from "../http/router.js";
 import type { WorkerSlots } from "../workers/worker-slots.js";
 
 /**
- * Events posted to one thread and not yet acknowledged past which the main thread stops posting to it and ends its
- * subscribers `slow` (they reconnect and resume from history): the port's queue must not grow without bound.
+ * Messages of the event stream posted to one thread and not yet acknowledged past which the main thread stops posting
+ * to it and ends its subscribers `slow` (they reconnect and resume from history): the port's queue must stay bounded.
  */
 export const MAX_THREAD_BACKLOG = 16_384;
+
+/**
+ * The main hub's sequence as a thread reads it, in shared memory (thread-upstream.ts says why a resume stays exact).
+ * `seq[0]`: the last sequence number issued whose event has been posted to every thread holding its topic (the main
+ * thread writes it after those posts, and after answering an acquire). `posted[0]`: messages of the event stream (events
+ * and ends) posted to this thread, as an Int32 that wraps (the thread compares it with its own count).
+ */
+export interface EventClock {
+  seq: BigInt64Array;
+  posted: Int32Array;
+}
 
 /** A bridge call not answered within this long fails DEADLINE_EXCEEDED, ms. */
 export const BRIDGE_TIMEOUT_MS = 30_000;
@@ -38,6 +49,8 @@ export interface ThreadData {
   closedFlag: Int32Array;
   /** The process's conversion-pool worker slots (shared memory): this thread's converter shares the bound with every other. */
   conversionSlots: WorkerSlots;
+  /** The main hub's sequence word (one for every thread) and this thread's posted count. */
+  clock: EventClock;
 }
 
 /** A forwarded REST request: the route it matched on the thread (auth and the shutdown gate already passed there). */
@@ -62,11 +75,18 @@ export interface ReplyWire {
 }
 
 /** Messages outside the bridge. Thread to main: ready, failed, log, ack. Main to thread: ev, end, schema, crash, exit. */
+/**
+ * Messages outside the bridge. Thread to main: ready, failed, log, ack. Main to thread: ev, end (the event stream: only
+ * of topics the thread holds), crash, exit.
+ */
 export type ThreadMessage =
   | { t: "ready"; port: number; routes: string[] }
   | { t: "failed"; code: number; message: string }
   | { t: "log"; line: string }
-  /** Events the thread has handled so far (sent once per loop turn that handled any): the main thread bounds the backlog with it. */
+  /**
+   * Messages of the event stream (ev, end) the thread has handled so far, sent once per loop turn that handled any:
+   * the main thread bounds the backlog with it.
+   */
   | { t: "ack"; n: number }
   | { t: "ev"; e: unknown }
   | { t: "end"; topic: string; reason: unknown }

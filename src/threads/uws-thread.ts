@@ -27,12 +27,13 @@ import type { InBandStatus } from "../shared/status.js";
 import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
 import { configRoutes } from "../rest/config.js";
 import { isNativeUws, startRestServer, type RestReply, type RestServer, type Route } from "../http/router.js";
+import { gatewayServerDeps } from "../http/server-deps.js";
 import type { EventWire } from "../web/hub.js";
 import { createWebPubsub } from "../web/index.js";
 import { BRIDGE_MAX_PENDING, BRIDGE_TIMEOUT_MS, type RouteSpec, type RouteWire, type ThreadData, type ThreadMessage, type ReplyWire } from "./protocol.js";
 import { createBridge, withTransfer } from "./bridge.js";
 import { ownBuffer } from "../http/free-buffer.js";
-import { createThreadHub } from "./thread-hub.js";
+import { threadUpstream } from "./thread-upstream.js";
 
 const data = workerData as ThreadData;
 const port = parentPort!;
@@ -119,14 +120,9 @@ async function main(): Promise<void> {
       throw new GatewayError(Code.INTERNAL, "unsubscribe is served by the main thread");
     },
   };
-  let hub: ReturnType<typeof createThreadHub> | undefined;
-  web = createWebPubsub(
-    ctx,
-    (onDeliver) =>
-      (hub = createThreadHub({ epoch: data.epoch, bridge, historyEvents: opts.pubsubHistoryEvents, historyAgeMs: opts.pubsubHistoryAgeMs, onDeliver })),
-    pubsubOps,
-    auth,
-  );
+  // The same hub as on the main thread, its topics followed on the main hub over the bridge.
+  const upstream = threadUpstream({ epoch: data.epoch, bridge, clock: data.clock });
+  web = createWebPubsub(ctx, upstream, pubsubOps, auth);
   // One conversion bound for the process; backend schemas from the main thread's reflection (and its pushes below).
   const dispatch = createDispatchFacility(ctx, {
     slots: slotsOfPool(data.conversionSlots, data.index),
@@ -152,24 +148,22 @@ async function main(): Promise<void> {
     };
   }
 
-  let handled = 0;
   let ackScheduled = false;
   port.on("message", (m: unknown) => {
     if (bridge.receive(m)) return;
     const msg = m as ThreadMessage;
-    if (msg.t === "ev") {
-      hub?.event(msg.e as EventWire);
-      handled++;
+    if (msg.t === "ev" || msg.t === "end") {
+      if (msg.t === "ev") upstream.event(msg.e as EventWire);
+      else upstream.end(msg.topic, msg.reason as EndReason);
       if (!ackScheduled) {
         // One ack per loop turn, after the burst of events the port delivered in it.
         ackScheduled = true;
         setImmediate(() => {
           ackScheduled = false;
-          port.postMessage({ t: "ack", n: handled } satisfies ThreadMessage);
+          port.postMessage({ t: "ack", n: upstream.handled() } satisfies ThreadMessage);
         });
       }
     }
-    else if (msg.t === "end") hub?.end(msg.topic, msg.reason as EndReason);
     else if (msg.t === "schema") dispatch.schemas.adopt(msg.service, msg.schema as ReflectionResult);
     else if (msg.t === "exit") {
       // The main thread is in its `exit` handler, blocked until we are closed: no drain, no reply, just close.
@@ -191,18 +185,12 @@ async function main(): Promise<void> {
   // Checked right before listening (startRestServer listens synchronously): once the process is exiting, a thread still
   // starting must not open a socket the exit would find.
   if (exiting) throw new GatewayError(Code.UNAVAILABLE, "the process is exiting");
-  rest = await startRestServer(opts.host, opts.httpPort, [...local, ...bridged], {
-    auth,
-    logger,
-    maxBodyBytes: opts.maxBodyBytes,
-    writeStallTimeoutMs: opts.writeStallTimeoutMs,
-    maxUnreadReplyBytes: opts.maxUnreadReplyBytes,
-    isClosing: () => closing,
-    ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
-    appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)],
-    requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
-    latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
-  });
+  rest = await startRestServer(
+    opts.host,
+    opts.httpPort,
+    [...local, ...bridged],
+    gatewayServerDeps(opts, { auth, logger, metrics, isClosing: () => closing, appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)] }),
+  );
   await dispatch.start?.();
 
   let closed: Promise<void> | undefined;

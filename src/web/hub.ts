@@ -1,10 +1,6 @@
-import { randomBytes } from "node:crypto";
-import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type Broker, type EndReason, type FanoutHandle } from "../broker/index.js";
-import { cloudEventToJson } from "../shared/cloudevent-json.js";
-import type { CloudEvent } from "../shared/cloudevent.js";
+import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type EndReason } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
-import type { Logger } from "../observe/logger.js";
 
 /**
  * One event as the web transports see it, built once per event per topic: its position and the CloudEvents JSON text.
@@ -37,9 +33,9 @@ export class WebEvent {
 }
 
 /**
- * A transport's outlet for one process (today: the uWS WebSocket publisher and the SSE writer; with several uWS
- * worker threads, one per thread). The hub calls `deliver` once per event per topic, and the outlet does its own
- * per-subscriber delivery (uWS native topic publish for WebSockets).
+ * A transport's outlet of one hub (the uWS WebSocket publisher and the SSE writer; on the main thread with uWS worker
+ * threads, the poster of events to the threads). The hub calls `deliver` once per event per topic, and the outlet does
+ * its own per-subscriber delivery (uWS native topic publish for WebSockets).
  */
 export interface TopicFanout {
   /** Deliver one event to this outlet's subscribers of its topic; returns how many deliveries that made. */
@@ -48,106 +44,69 @@ export interface TopicFanout {
   endTopic(topic: string, reason: EndReason): void;
 }
 
-/** A topic the hub follows: one broker attachment, its history, and how many web subscribers hold it. */
-interface WebTopic extends RefTopic {
+/**
+ * Where a hub's topics come from. The hub is the same on the main thread and on each uWS worker thread; only this
+ * differs: on the main thread the broker (one fanout attachment per topic, the sequence numbers issued here), on a
+ * worker thread the main hub over the bridge (`web.acquire` answered with the topic's history, then the events the
+ * main thread posts, `web.release`).
+ */
+export interface HubUpstream {
+  /** The epoch of the positions (the main hub's: a position resumes on any thread of the process). */
+  readonly epoch: string;
+  /**
+   * Whether a topic nobody holds is kept (and recorded) for the history age, so a reconnecting subscriber resumes
+   * exactly. The main hub lingers; a worker thread hands the topic back at once, since the main hub lingers for it.
+   */
+  readonly linger: boolean;
+  /**
+   * Start following `topic`: every later event reaches `sink.event` (in sequence order), and `sink.end` once the
+   * topic ends for good. Resolves once events flow; rejects when the upstream refuses the topic.
+   */
+  follow(topic: string, sink: UpstreamSink): Promise<Following>;
+  /**
+   * The current position's sequence number: every event of a followed topic up to it has reached its sink, and every
+   * later one will. What a subscriber that has seen no event resumes from, and the bound of an exact resume.
+   */
+  seq(): number;
+  /**
+   * Wait (bounded) until `seq()` reaches `seq`, when it may (the position was issued upstream but this side has not
+   * yet seen everything up to it); undefined when there is nothing to wait for.
+   */
+  catchUp?(seq: number): Promise<void> | undefined;
+}
+
+/** Where an upstream delivers one followed topic. */
+export interface UpstreamSink {
+  event(e: WebEvent): void;
+  end(reason: EndReason): void;
+}
+
+/** A followed topic, as the upstream answered it. */
+export interface Following {
+  /** Every event of the topic with a larger sequence number reaches the sink or is in `events`. */
+  completeAfter: number;
+  /** Events the upstream holds already (a worker thread gets the main hub's history), oldest first. */
+  events: ReadonlyArray<{ seq: number; at: number; event: WebEvent }>;
+  /** Stop following (the hub dropped the topic). */
+  stop(): void;
+}
+
+/** A topic the hub follows: its upstream link, its history, and how many web subscribers hold it. */
+interface WebTopic {
   readonly name: string;
   refs: number;
   history: TopicHistory<WebEvent>;
-  handle: FanoutHandle | null;
+  following: Following | null;
+  /**
+   * Events that reached the topic while it was opening (after the upstream began delivering, before its answer was
+   * handled here): kept and recorded once it opens, so the history has no hole. At most the history bound; `earlyFloor`
+   * is the last one let go past it.
+   */
+  early: WebEvent[] | null;
+  earlyFloor: number;
   opening: Promise<void>;
   linger: NodeJS.Timeout | null;
   state: "opening" | "open" | "dead";
-}
-
-/** What acquireTopics needs of a hub's topic: its reference count, its opening and its state. */
-export interface RefTopic {
-  readonly name: string;
-  refs: number;
-  opening: Promise<void>;
-  state: "opening" | "open" | "dead";
-}
-
-/** How one hub keeps its topics, for acquireTopics. */
-export interface TopicTable<T extends RefTopic> {
-  /** Whether the hub is closing (then nothing is acquired). */
-  closed(): boolean;
-  /** The hub's topics by name (a dead one is opened again). */
-  readonly topics: ReadonlyMap<string, T>;
-  /** Open a topic the hub does not hold (may throw, e.g. past the topic bound). */
-  open(name: string): T;
-  /** A reference was taken (the main hub stops a topic's linger here). */
-  taken?(t: T): void;
-  /** Hand back one reference taken by this acquire. */
-  release(t: T): void;
-}
-
-/**
- * The one acquire of the main web hub and of a worker thread's hub: take one reference on each topic (opening those
- * not held), wait for every opening, then re-check what the wait may have changed (closing, the subscriber gone, an
- * upstream that broke). On any failure every reference taken here is handed back and the error thrown.
- */
-export async function acquireTopics<T extends RefTopic>(names: readonly string[], table: TopicTable<T>, signal?: AbortSignal): Promise<void> {
-  if (table.closed()) throw subscribeFailure("closed", "the gateway is shutting down");
-  const held: T[] = [];
-  const rollback = (): void => {
-    for (const t of held) table.release(t);
-  };
-  for (const name of names) {
-    let t = table.topics.get(name);
-    if (!t || t.state === "dead") {
-      try {
-        t = table.open(name);
-      } catch (e) {
-        rollback();
-        throw e;
-      }
-    }
-    t.refs++;
-    table.taken?.(t);
-    held.push(t);
-  }
-  try {
-    await Promise.all(held.map((t) => t.opening));
-  } catch (e) {
-    rollback();
-    throw e;
-  }
-  const why = notLive(table.closed() ? "the gateway is shutting down" : undefined, signal, held.find((t) => t.state !== "open")?.name);
-  if (why) {
-    rollback();
-    throw why;
-  }
-}
-
-/**
- * A resume from `since` over a hub's topics (the one resume of the main hub and a worker thread's hub): the events
- * after it, in sequence order, and whether they are exactly what was missed (same epoch, every topic held and its
- * history still covering the position). Old history is evicted first, reporting size changes to `historyChanged`.
- */
-export function resumeTopics(
-  topics: ReadonlyMap<string, { readonly state: RefTopic["state"]; readonly history: TopicHistory<WebEvent> }>,
-  names: readonly string[],
-  since: Position,
-  at: { epoch: string; seq: number; now: number },
-  historyChanged: (before: number, after: number) => void,
-): Resume {
-  const events: WebEvent[] = [];
-  let recovered = since.epoch === at.epoch && since.seq <= at.seq;
-  for (const name of new Set(names)) {
-    const t = topics.get(name);
-    if (!t || t.state !== "open") {
-      recovered = false;
-      continue;
-    }
-    const before = t.history.size;
-    t.history.evict(at.now);
-    historyChanged(before, t.history.size);
-    if (since.epoch !== at.epoch) continue;
-    if (!t.history.covers(since.seq)) recovered = false;
-    for (const e of t.history.after(since.seq)) events.push(e.data);
-  }
-  events.sort((a, b) => a.seq - b.seq);
-  return { recovered, events };
 }
 
 /** Where a resume starts: this process's epoch and a sequence number. */
@@ -166,8 +125,7 @@ export interface Resume {
 
 /** Options of createWebHub. */
 export interface WebHubOptions {
-  broker: Broker;
-  logger: Logger;
+  upstream: HubUpstream;
   /** Per-topic history bounds. */
   historyEvents: number;
   historyAgeMs: number;
@@ -177,19 +135,22 @@ export interface WebHubOptions {
   now?: () => number;
 }
 
-/** The web pub/sub hub: per-topic broker attachments shared by every WebSocket and SSE subscriber, histories, positions. */
+/** The web pub/sub hub: per-topic upstream links shared by every WebSocket and SSE subscriber, histories, positions. */
 export interface WebHub {
-  /** This process's epoch: positions from another process never resume exactly. */
+  /** The epoch of the positions: positions from another process never resume exactly. */
   readonly epoch: string;
-  /** The current position (the last sequence number issued), for a subscriber that has seen no event yet. */
+  /** The current position, for a subscriber that has seen no event yet (a resume from it is exact on any thread). */
   position(): string;
   /** Parse a position; INVALID_ARGUMENT naming `field` when it is not one. */
   parsePosition(field: string, text: string): Position;
   /** Register a transport outlet under a name (the metrics label). */
   addFanout(transport: string, fanout: TopicFanout): void;
-  /** Take a reference on each topic; resolves once all are live (rolls back and rejects otherwise). */
-  acquire(topics: readonly string[], signal?: AbortSignal): Promise<void>;
-  /** Give one reference back; the topic lingers for the history age so a reconnecting subscriber loses nothing. */
+  /**
+   * Take a reference on each topic; resolves once all are live (rolls back and rejects otherwise). With `since` (a
+   * resume follows), also waits, bounded, until this hub has seen every event up to it (HubUpstream.catchUp).
+   */
+  acquire(topics: readonly string[], signal?: AbortSignal, since?: Position): Promise<void>;
+  /** Give one reference back; on the main thread the topic lingers for the history age so a reconnect loses nothing. */
   release(topic: string): void;
   /** Replay for `topics` after `since` (call synchronously right before going live, with the topics acquired). */
   resume(topics: readonly string[], since: Position): Resume;
@@ -200,7 +161,7 @@ export interface WebHub {
   snapshot(topic: string): HubSnapshot;
   /** Counts for health. */
   stats(): { topics: number; history: number };
-  /** Drop every topic (the broker ends the attachments itself on close). */
+  /** Drop every topic (hands every upstream link back). */
   close(): void;
 }
 
@@ -243,12 +204,16 @@ export const MAX_WEB_TOPICS = 10_000;
 
 const POSITION = /^([0-9a-f]{12})-(\d{1,15})$/;
 
-/** Create the hub. */
+/**
+ * Create a hub over `upstream`. Subscribers hold references on topics; the first reference follows the topic
+ * upstream, the last one given back lingers (main thread) or drops it at once (worker thread). Each event is pushed to
+ * the topic's history and handed once to every transport outlet, which does its own per-subscriber delivery.
+ */
 export function createWebHub(options: WebHubOptions): WebHub {
-  const { broker } = options;
+  const { upstream } = options;
+  const { epoch } = upstream;
   const now = options.now ?? Date.now;
-  const epoch = randomBytes(6).toString("hex");
-  let seq = 0;
+  const bounds = { maxEvents: options.historyEvents, maxAgeMs: options.historyAgeMs };
   let historyTotal = 0;
   const topics = new Map<string, WebTopic>();
   const fanouts: Array<{ transport: string; fanout: TopicFanout }> = [];
@@ -260,19 +225,17 @@ export function createWebHub(options: WebHubOptions): WebHub {
     options.onHistory?.(historyTotal);
   };
 
-  function onEvent(t: WebTopic, ce: CloudEvent): void {
-    if (t.state !== "open") return;
-    let json: string;
-    try {
-      json = JSON.stringify(cloudEventToJson(ce));
-    } catch (err) {
-      options.logger.error({ topic: t.name, err }, "pub/sub event could not be serialized as JSON and was dropped");
+  function onEvent(t: WebTopic, event: WebEvent): void {
+    if (t.state !== "open") {
+      if (t.state === "opening") {
+        const early = (t.early ??= []);
+        early.push(event);
+        if (early.length > options.historyEvents) t.earlyFloor = early.shift()!.seq;
+      }
       return;
     }
-    const s = ++seq;
-    const event = new WebEvent(t.name, s, `${epoch}-${s}`, json);
     const before = t.history.size;
-    t.history.push(s, now(), event);
+    t.history.push(event.seq, now(), event);
     historyChanged(before, t.history.size);
     for (const { transport, fanout } of fanouts) {
       const n = fanout.deliver(event);
@@ -287,9 +250,8 @@ export function createWebHub(options: WebHubOptions): WebHub {
     if (t.linger) clearTimeout(t.linger);
     t.linger = null;
     historyChanged(t.history.size, 0);
-    // The hub's own linger (the history age) was the topic's retention: the broker does not linger again.
-    t.handle?.close({ linger: false });
-    t.handle = null;
+    t.following?.stop();
+    t.following = null;
   }
 
   function open(name: string): WebTopic {
@@ -308,30 +270,48 @@ export function createWebHub(options: WebHubOptions): WebHub {
     const t: WebTopic = {
       name,
       refs: 0,
-      history: new TopicHistory<WebEvent>({ maxEvents: options.historyEvents, maxAgeMs: options.historyAgeMs }, seq),
-      handle: null,
+      history: new TopicHistory<WebEvent>(bounds, upstream.seq()),
+      following: null,
+      early: null,
+      earlyFloor: 0,
       opening: Promise.resolve(),
       linger: null,
       state: "opening",
     };
     topics.set(name, t);
-    t.opening = broker
-      .attachFanout(name, {
-        event: (_topic, ce) => onEvent(t, ce as CloudEvent),
+    t.opening = upstream
+      .follow(name, {
+        event: (e) => onEvent(t, e),
         end: (reason) => {
-          t.handle = null;
+          // Ended upstream: nothing to hand back there.
+          t.following = null;
           drop(t);
           for (const f of fanouts) f.fanout.endTopic(name, reason);
         },
       })
       .then(
-        (handle) => {
-          if (t.state === "dead") return handle.close();
-          t.handle = handle;
+        (following) => {
+          if (t.state === "dead") return following.stop();
+          t.following = following;
           t.state = "open";
-          // Recording starts now: a resume from before this point cannot be exact.
-          t.history = new TopicHistory<WebEvent>({ maxEvents: options.historyEvents, maxAgeMs: options.historyAgeMs }, seq);
-          if (t.refs === 0) lingerThenDrop(t);
+          // Recording starts now, with what the upstream held already and what came meanwhile (the same event may be
+          // in both on a worker thread that gave the topic back and took it again): a resume from before cannot be exact.
+          let last = Math.max(following.completeAfter, t.earlyFloor);
+          t.history = new TopicHistory<WebEvent>(bounds, last);
+          for (const e of following.events) {
+            if (e.seq <= last) continue;
+            t.history.push(e.seq, e.at, e.event);
+            last = e.seq;
+          }
+          const at = now();
+          for (const e of t.early ?? []) {
+            if (e.seq <= last) continue;
+            t.history.push(e.seq, at, e);
+            last = e.seq;
+          }
+          t.early = null;
+          historyChanged(0, t.history.size);
+          if (t.refs === 0) idle(t);
         },
         (err: unknown) => {
           drop(t);
@@ -342,8 +322,10 @@ export function createWebHub(options: WebHubOptions): WebHub {
     return t;
   }
 
-  function lingerThenDrop(t: WebTopic): void {
+  /** Nobody holds the topic: linger for the history age (main thread), or hand it back now. */
+  function idle(t: WebTopic): void {
     if (t.linger || t.state === "dead") return;
+    if (!upstream.linger) return drop(t);
     t.linger = setTimeout(() => {
       t.linger = null;
       if (t.refs === 0) drop(t);
@@ -351,46 +333,99 @@ export function createWebHub(options: WebHubOptions): WebHub {
     t.linger.unref();
   }
 
-  function releaseOne(name: string): void {
-    const t = topics.get(name);
-    if (!t) return;
+  function release(t: WebTopic): void {
+    if (topics.get(t.name) !== t) return;
     t.refs--;
     if (t.refs <= 0) {
       t.refs = 0;
-      if (t.state === "open") lingerThenDrop(t);
+      // Still opening: the upstream's answer finds no reference and hands the topic back then.
+      if (t.state === "open") idle(t);
     }
+  }
+
+  /**
+   * Take one reference on each topic (opening those not held), wait for every opening, then re-check what the wait
+   * may have changed (closing, the subscriber gone, an upstream that broke). On any failure every reference taken
+   * here is handed back and the error thrown.
+   */
+  async function acquire(names: readonly string[], signal?: AbortSignal, since?: Position): Promise<void> {
+    if (closed) throw subscribeFailure("closed", "the gateway is shutting down");
+    const held: WebTopic[] = [];
+    const rollback = (): void => {
+      for (const t of held) release(t);
+    };
+    for (const name of names) {
+      let t = topics.get(name);
+      if (!t || t.state === "dead") {
+        try {
+          t = open(name);
+        } catch (e) {
+          rollback();
+          throw e;
+        }
+      }
+      t.refs++;
+      if (t.linger) {
+        clearTimeout(t.linger);
+        t.linger = null;
+      }
+      held.push(t);
+    }
+    try {
+      await Promise.all(held.map((t) => t.opening));
+      if (since?.epoch === epoch) await upstream.catchUp?.(since.seq);
+    } catch (e) {
+      rollback();
+      throw e;
+    }
+    const why = notLive(closed ? "the gateway is shutting down" : undefined, signal, held.find((t) => t.state !== "open")?.name);
+    if (why) {
+      rollback();
+      throw why;
+    }
+  }
+
+  /**
+   * The events after `since` on `names`, in sequence order, and whether they are exactly what was missed: same epoch,
+   * a position this hub has seen everything up to (a later one would have events still on their way here replayed
+   * and then delivered again), every topic held and its history still covering the position.
+   */
+  function resume(names: readonly string[], since: Position): Resume {
+    const events: WebEvent[] = [];
+    const at = now();
+    let recovered = since.epoch === epoch && since.seq <= upstream.seq();
+    for (const name of new Set(names)) {
+      const t = topics.get(name);
+      if (!t || t.state !== "open") {
+        recovered = false;
+        continue;
+      }
+      const before = t.history.size;
+      t.history.evict(at);
+      historyChanged(before, t.history.size);
+      if (since.epoch !== epoch) continue;
+      if (!t.history.covers(since.seq)) recovered = false;
+      for (const e of t.history.after(since.seq)) events.push(e.data);
+    }
+    events.sort((a, b) => a.seq - b.seq);
+    return { recovered, events };
   }
 
   return {
     epoch,
-    position: () => `${epoch}-${seq}`,
+    position: () => `${epoch}-${upstream.seq()}`,
     parsePosition,
     addFanout(transport, fanout) {
       fanouts.push({ transport, fanout });
     },
-    acquire(names, signal) {
-      return acquireTopics(
-        names,
-        {
-          closed: () => closed,
-          topics,
-          open,
-          taken: (t) => {
-            if (t.linger) {
-              clearTimeout(t.linger);
-              t.linger = null;
-            }
-          },
-          release: (t) => {
-            if (topics.get(t.name) === t) releaseOne(t.name);
-          },
-        },
-        signal,
-      );
+    acquire,
+    release(name) {
+      const t = topics.get(name);
+      if (t) release(t);
     },
-    release: releaseOne,
-    resume: (names, since) => resumeTopics(topics, names, since, { epoch, seq, now: now() }, historyChanged),
+    resume,
     snapshot(name) {
+      const seq = upstream.seq();
       const t = topics.get(name);
       if (!t || t.state !== "open") return { seq, completeAfter: seq, events: [] };
       const before = t.history.size;

@@ -8,7 +8,8 @@ import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { errorBody, json, type Route } from "../http/router.js";
 import { createOriginPolicy, createTokenIssuer } from "./access.js";
-import { createWebHub, type WebHub } from "./hub.js";
+import { brokerUpstream } from "./broker-upstream.js";
+import { createWebHub, type HubUpstream, type WebHub } from "./hub.js";
 import { mountSse, type SseFront } from "./sse.js";
 import { mountWebSocket, type WsFront } from "./ws.js";
 import type { WebDeps, WebMetrics } from "./web-deps.js";
@@ -31,14 +32,12 @@ export interface WebPubsub {
   resources(): Record<string, number>;
 }
 
-/** Makes a hub other than the broker's (a uWS worker thread's, fed by the main hub), given the delivery counter. */
-export type HubFactory = (onDeliver: (transport: string, n: number) => void) => WebHub;
-
 /**
- * Create the web pub/sub side over the shared broker (or, on a uWS worker thread, over the hub `source` makes) and
- * the publish operation.
+ * Create the web pub/sub side over the shared broker (main thread) or, on a uWS worker thread, over the main hub
+ * (`source` is then that thread's upstream: threads/thread-upstream.ts), and the publish operation. The hub is the same
+ * either way (hub.ts).
  */
-export function createWebPubsub(ctx: GatewayContext, source: Broker | HubFactory, ops: PubsubOps, auth: Authenticator): WebPubsub {
+export function createWebPubsub(ctx: GatewayContext, source: Broker | HubUpstream, ops: PubsubOps, auth: Authenticator): WebPubsub {
   const o = ctx.options;
   const m = ctx.metrics;
   const metrics: WebMetrics = {
@@ -53,17 +52,15 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubFactory
   };
   const historyGauge = m.gauge("platform_pubsub_history_events", "Events held in the per-topic resume histories (bounded by count and age per topic)", []);
   const onDeliver = (transport: string, n: number): void => metrics.deliveries.inc({ transport }, n);
-  const hub =
-    typeof source === "function"
-      ? source(onDeliver)
-      : createWebHub({
-          broker: source,
-          logger: ctx.logger,
-          historyEvents: o.pubsubHistoryEvents,
-          historyAgeMs: o.pubsubHistoryAgeMs,
-          onDeliver,
-          onHistory: (n) => historyGauge.set({}, n),
-        });
+  const onThread = "follow" in source;
+  const hub = createWebHub({
+    upstream: onThread ? source : brokerUpstream(source, ctx.logger),
+    historyEvents: o.pubsubHistoryEvents,
+    historyAgeMs: o.pubsubHistoryAgeMs,
+    onDeliver,
+    // A thread's history mirrors the main hub's, which the main thread reports (/metrics sums the threads' gauges).
+    ...(onThread ? {} : { onHistory: (n: number) => historyGauge.set({}, n) }),
+  });
   if (!o.tokenSecret) ctx.logger.warn({}, "no --token-secret (GATEWAY_TOKEN_SECRET): browser tokens are signed with a random per-process secret and die with the process");
   const tokens = createTokenIssuer(o.tokenSecret);
   const deps: WebDeps = {

@@ -181,7 +181,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;
       const since = sinceText ? hub.parsePosition(lastEventIdHeader ? "Last-Event-ID" : "lastEventId", sinceText) : undefined;
-      await hub.acquire(topics);
+      await hub.acquire(topics, undefined, since);
       if (aborted) {
         for (const t of topics) hub.release(t);
         return;

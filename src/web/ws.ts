@@ -150,7 +150,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     }
     data.pending = data.pending ? [...data.pending, ...fresh] : fresh;
     try {
-      await hub.acquire(fresh);
+      await hub.acquire(fresh, undefined, since);
     } finally {
       const rest = data.pending.filter((t) => !fresh.includes(t));
       data.pending = rest.length > 0 ? rest : null;

@@ -1,0 +1,34 @@
+import type { Authenticator } from "../ops/auth.js";
+import type { Logger } from "../observe/logger.js";
+import type { Metrics } from "../observe/metrics.js";
+import type { ValidatedOptions } from "../config/options.js";
+import type { AppHook, RestServerDeps } from "./router.js";
+
+/** What the gateway's REST server takes besides its options. */
+export interface GatewayServerParts {
+  auth: Authenticator;
+  logger: Logger;
+  metrics: Metrics;
+  isClosing(): boolean;
+  appHooks: readonly AppHook[];
+}
+
+/**
+ * The gateway's REST server settings from its validated options: the same for the main thread serving HTTP alone
+ * (`--threads 1`) and for every uWS worker thread, with the request metrics registered on `metrics`.
+ */
+export function gatewayServerDeps(opts: ValidatedOptions, parts: GatewayServerParts): RestServerDeps {
+  const { metrics } = parts;
+  return {
+    auth: parts.auth,
+    logger: parts.logger,
+    maxBodyBytes: opts.maxBodyBytes,
+    writeStallTimeoutMs: opts.writeStallTimeoutMs,
+    maxUnreadReplyBytes: opts.maxUnreadReplyBytes,
+    isClosing: parts.isClosing,
+    ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
+    appHooks: parts.appHooks,
+    requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
+    latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
+  };
+}

@@ -1,0 +1,204 @@
+import type { EndReason } from "../broker/index.js";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import type { Logger } from "../observe/logger.js";
+import type { CounterMetric } from "../observe/metrics.js";
+import { subscribeError, type HubSnapshot, type WebHub } from "../web/hub.js";
+import type { BridgeHandler } from "./bridge.js";
+import type { EventClock, ThreadMessage } from "./protocol.js";
+
+/** One thread's event stream, as long as its worker lives (a restarted thread gets a new one). */
+export interface EventStream {
+  /** The thread's 1-based index. */
+  readonly index: number;
+  /** The shared memory the thread reads (the sequence word is the same for every stream). */
+  readonly clock: EventClock;
+  /** Topics this thread holds on the main hub (one reference each): only their events are posted to it. */
+  readonly held: Set<string>;
+  /** Messages (events and ends) posted, and handled there as of its last ack. */
+  posted: number;
+  acked: number;
+  /** Events posted and not yet added to the posted-events metric. */
+  uncounted: number;
+  /** Past the backlog bound: nothing is posted and no topic taken until it has drained to half. */
+  shed: boolean;
+  /** False once the worker exited. */
+  live: boolean;
+}
+
+/** Options of createThreadEvents. */
+export interface ThreadEventsOptions {
+  hub: WebHub;
+  logger: Logger;
+  /** Bound on messages posted to a thread and not yet handled there. */
+  maxBacklog: number;
+  /** `platform_web_thread_events_posted_total`, by thread. */
+  posted: CounterMetric<"thread">;
+}
+
+/** The main thread's side of the threads' event streams. */
+export interface ThreadEvents {
+  /** A stream for a thread about to start, posting with `post` (its worker's postMessage). */
+  open(index: number, post: (m: ThreadMessage) => void): EventStream;
+  /** `web.acquire` and `web.release` of that thread's bridge. */
+  handlers(s: EventStream): Record<string, BridgeHandler>;
+  /** The thread acknowledged `n` messages handled. */
+  ack(s: EventStream, n: number): void;
+  /** The thread exited: its topics go back to the hub. */
+  close(s: EventStream): void;
+  /** Add the posts not yet counted to the metric (before /metrics is read). */
+  flush(): void;
+}
+
+/**
+ * Posting web events to the uWS worker threads: the main hub's outlet "threads". Each event goes to the threads
+ * holding its topic, one message each (the event's position and CloudEvents JSON serialized once, never one message
+ * per subscriber); then its sequence number is stored in the shared word every thread reads for its positions
+ * (thread-upstream.ts). A thread whose backlog reaches the bound is shed: its topics end `slow` there and go back to
+ * the hub, and it is refused new topics until it has drained to half.
+ */
+export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
+  const { hub, logger, maxBacklog } = options;
+  const seqWord = new BigInt64Array(new SharedArrayBuffer(8));
+  Atomics.store(seqWord, 0, BigInt(hub.parsePosition("position", hub.position()).seq));
+  const streams = new Map<EventStream, (m: ThreadMessage) => void>();
+  /** Streams holding each topic. */
+  const holders = new Map<string, EventStream[]>();
+
+  function send(s: EventStream, m: ThreadMessage): void {
+    streams.get(s)!(m);
+    s.posted++;
+    Atomics.store(s.clock.posted, 0, s.posted | 0);
+  }
+
+  function hold(s: EventStream, topic: string): void {
+    s.held.add(topic);
+    const list = holders.get(topic);
+    if (list) list.push(s);
+    else holders.set(topic, [s]);
+  }
+
+  function unhold(s: EventStream, topic: string): boolean {
+    if (!s.held.delete(topic)) return false;
+    const list = holders.get(topic)!;
+    list.splice(list.indexOf(s), 1);
+    if (list.length === 0) holders.delete(topic);
+    return true;
+  }
+
+  /** Publish a sequence number the threads may rely on (only ever raised; only this thread writes). */
+  function publishSeq(seq: number): void {
+    if (seq > Number(Atomics.load(seqWord, 0))) Atomics.store(seqWord, 0, BigInt(seq));
+  }
+
+  function flushOne(s: EventStream): void {
+    if (s.uncounted === 0) return;
+    options.posted.inc({ thread: String(s.index) }, s.uncounted);
+    s.uncounted = 0;
+  }
+
+  /** A thread too far behind: its subscribers end `slow` (they resume from history on reconnect), nothing is posted. */
+  function shed(s: EventStream): void {
+    s.shed = true;
+    logger.warn({ thread: s.index, backlog: s.posted - s.acked, topics: s.held.size }, "uWS worker thread fell behind the event stream; its web subscribers are ended slow");
+    for (const topic of [...s.held]) {
+      unhold(s, topic);
+      send(s, { t: "end", topic, reason: { kind: "slow", capacity: maxBacklog } satisfies EndReason });
+      hub.release(topic);
+    }
+  }
+
+  hub.addFanout("threads", {
+    deliver(event) {
+      const list = holders.get(event.topic);
+      if (list) {
+        const msg: ThreadMessage = { t: "ev", e: { topic: event.topic, seq: event.seq, position: event.position, cloudevent: event.cloudevent } };
+        let behind = false;
+        for (const s of list) {
+          if (s.posted - s.acked >= maxBacklog) behind = true;
+          else {
+            send(s, msg);
+            s.uncounted++;
+          }
+        }
+        // Shed after the loop (shedding changes the holder lists): every thread that did not get this event.
+        if (behind) for (const s of [...list]) if (s.posted - s.acked >= maxBacklog) shed(s);
+      }
+      // After the posts: a thread that reads this number finds them counted (thread-upstream.ts).
+      Atomics.store(seqWord, 0, BigInt(event.seq));
+      return 0;
+    },
+    endTopic(topic, reason: EndReason) {
+      const list = holders.get(topic);
+      if (!list) return;
+      for (const s of [...list]) {
+        unhold(s, topic);
+        send(s, { t: "end", topic, reason });
+      }
+    },
+  });
+
+  return {
+    open(index, post) {
+      const s: EventStream = {
+        index,
+        clock: { seq: seqWord, posted: new Int32Array(new SharedArrayBuffer(4)) },
+        held: new Set(),
+        posted: 0,
+        acked: 0,
+        uncounted: 0,
+        shed: false,
+        live: true,
+      };
+      streams.set(s, post);
+      return s;
+    },
+    handlers(s) {
+      return {
+        "web.acquire": async (p: { topic: string }): Promise<HubSnapshot> => {
+          try {
+            await hub.acquire([p.topic]);
+          } catch (e) {
+            throw subscribeError(e);
+          }
+          if (s.shed) {
+            // No events go to this thread until it has caught up: a topic taken now would miss some.
+            hub.release(p.topic);
+            throw new GatewayError(Code.UNAVAILABLE, "this gateway thread is behind the event stream; subscribe again shortly");
+          }
+          if (!s.live) {
+            hub.release(p.topic);
+            throw new GatewayError(Code.UNAVAILABLE, "the worker thread is gone");
+          }
+          // It asks once per topic; one that holds it already gives the second reference back.
+          if (s.held.has(p.topic)) hub.release(p.topic);
+          else hold(s, p.topic);
+          // Synchronously after the topic is held: every later event of it is posted after this answer's numbers.
+          const snap = hub.snapshot(p.topic);
+          publishSeq(snap.seq);
+          return snap;
+        },
+        "web.release": async (p: { topic: string }) => {
+          if (unhold(s, p.topic)) hub.release(p.topic);
+        },
+      };
+    },
+    ack(s, n) {
+      s.acked = n;
+      if (s.shed && s.posted - s.acked <= maxBacklog / 2) s.shed = false;
+      flushOne(s);
+    },
+    close(s) {
+      s.live = false;
+      for (const topic of [...s.held]) {
+        unhold(s, topic);
+        hub.release(topic);
+      }
+      flushOne(s);
+      streams.delete(s);
+    },
+    flush() {
+      for (const s of streams.keys()) flushOne(s);
+    },
+  };
+}

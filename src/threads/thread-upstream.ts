@@ -1,0 +1,144 @@
+import type { EndReason } from "../broker/index.js";
+import { WebEvent, type EventWire, type HubSnapshot, type HubUpstream, type UpstreamSink } from "../web/hub.js";
+import type { Bridge } from "./bridge.js";
+import type { EventClock } from "./protocol.js";
+
+/** How long a resume on a thread waits for the thread to have seen every event up to its position, ms. */
+export const CATCH_UP_MS = 2_000;
+
+/** A worker thread's upstream, fed by the thread's port: the main thread's event stream arrives here. */
+export interface ThreadUpstream extends HubUpstream {
+  /** One event the main thread posted (only events of topics this thread holds are). */
+  event(e: EventWire): void;
+  /** The main thread ended a topic this thread holds (its upstream failed, or this thread fell behind). */
+  end(topic: string, reason: EndReason): void;
+  /** Messages of the event stream (events and ends) handled so far: acknowledged for the main thread's backlog bound. */
+  handled(): number;
+}
+
+/** Options of threadUpstream. */
+export interface ThreadUpstreamOptions {
+  /** The main hub's epoch. */
+  epoch: string;
+  /** `web.acquire` / `web.release` on the main thread. */
+  bridge: Bridge;
+  /** The main thread's sequence word and this thread's posted count, in shared memory. */
+  clock: EventClock;
+  catchUpMs?: number;
+}
+
+/** A resume waiting for this thread to handle the stream up to `count` (then every event up to `seq` is seen). */
+interface Waiter {
+  count: number;
+  seq: number;
+  done(): void;
+}
+
+/**
+ * The upstream of a uWS worker thread's hub: the main hub over the bridge. Following a topic takes one reference
+ * there (`web.acquire`, answered with the topic's history); from then on the main thread posts the topic's events to
+ * this thread, after the answer on the same port, until `web.release`. The main thread posts a thread only the events
+ * of topics it holds, so the thread does not learn the main hub's sequence from its own events; it reads it from
+ * shared memory instead (`seq()` below), which keeps positions and resumes exact on every thread.
+ */
+export function threadUpstream(options: ThreadUpstreamOptions): ThreadUpstream {
+  const { bridge, clock } = options;
+  const catchUpMs = options.catchUpMs ?? CATCH_UP_MS;
+  const sinks = new Map<string, UpstreamSink>();
+  /**
+   * Every event up to this sequence number that the main thread posted here has been handled here, and every later
+   * event of a topic held will be: the current position. Raised by each event and acquire answer (the port delivers in
+   * the order the main thread posted) and by the shared sequence word once the stream is handled up to it.
+   */
+  let seen = 0;
+  let handled = 0;
+  const waiters: Waiter[] = [];
+
+  function handledOne(): void {
+    handled++;
+    if (waiters.length === 0) return;
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      const w = waiters[i]!;
+      if ((((handled | 0) - w.count) | 0) < 0) continue;
+      if (w.seq > seen) seen = w.seq;
+      waiters.splice(i, 1);
+      w.done();
+    }
+  }
+
+  /**
+   * The main thread posts an event to every thread holding its topic (counting each post in that thread's shared
+   * count) and only then stores the event's sequence number in the shared word. So reading the word first and the
+   * count second, a count equal to what this thread has handled means every event up to the word's number that was
+   * posted here has been handled: the word is then the current position. Otherwise some are still on the port, and
+   * the position stays at what this thread has seen (exact, only older); an event still in flight is never behind it.
+   */
+  function seq(): number {
+    const word = Number(Atomics.load(clock.seq, 0));
+    if (Atomics.load(clock.posted, 0) === (handled | 0) && word > seen) seen = word;
+    return seen;
+  }
+
+  return {
+    epoch: options.epoch,
+    linger: false,
+    seq,
+    catchUp(target) {
+      if (seq() >= target) return undefined;
+      // A position past the word was not issued by the main thread (or is being posted right now): not exact.
+      const word = Number(Atomics.load(clock.seq, 0));
+      if (word < target) return undefined;
+      const count = Atomics.load(clock.posted, 0);
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          const i = waiters.indexOf(w);
+          if (i >= 0) waiters.splice(i, 1);
+          resolve();
+        }, catchUpMs);
+        const w: Waiter = {
+          count,
+          seq: word,
+          done: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        };
+        waiters.push(w);
+      });
+    },
+    async follow(topic, sink) {
+      // Registered before asking: an event posted right after the main thread took the reference may reach this thread
+      // before the answer does (the hub keeps it for the history).
+      sinks.set(topic, sink);
+      let snap: HubSnapshot;
+      try {
+        snap = await bridge.call<HubSnapshot>("web.acquire", { topic });
+      } catch (e) {
+        if (sinks.get(topic) === sink) sinks.delete(topic);
+        throw e;
+      }
+      // Everything the main thread posted here before answering has been handled: its sequence number is seen.
+      if (snap.seq > seen) seen = snap.seq;
+      return {
+        completeAfter: snap.completeAfter,
+        events: snap.events.map((e) => ({ seq: e.seq, at: e.at, event: new WebEvent(topic, e.seq, e.position, e.cloudevent) })),
+        stop: () => {
+          if (sinks.get(topic) === sink) sinks.delete(topic);
+          bridge.call("web.release", { topic }).catch(() => undefined);
+        },
+      };
+    },
+    event(e) {
+      if (e.seq > seen) seen = e.seq;
+      sinks.get(e.topic)?.event(new WebEvent(e.topic, e.seq, e.position, e.cloudevent));
+      handledOne();
+    },
+    end(topic, reason) {
+      const sink = sinks.get(topic);
+      sinks.delete(topic);
+      sink?.end(reason);
+      handledOne();
+    },
+    handled: () => handled,
+  };
+}
