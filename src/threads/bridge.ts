@@ -1,5 +1,6 @@
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { clampTimerMs, MAX_TIMER_MS } from "../shared/timers.js";
 
 /** What a bridge needs of a MessagePort, a Worker or a worker's parentPort. */
 export interface BridgePort {
@@ -51,9 +52,6 @@ export function withTransfer<T extends object>(value: T, buffers: ArrayBuffer[])
   if (buffers.length > 0) transfers.set(value, buffers);
   return value;
 }
-
-/** The longest delay a Node timer holds (longer ones fire at once). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Bridge wire messages: `q` request, `r` reply, `x` abort. */
 type Wire =
@@ -128,7 +126,7 @@ export function createBridge(port: BridgePort, handlers: Record<string, BridgeHa
       }
       const id = nextId++;
       // Past 2^31-1 ms Node fires a timer at once; a negative or NaN bound means "answer now or fail".
-      const ms = Math.min(Math.max(Number.isFinite(timeoutMs) ? timeoutMs : MAX_TIMER_MS, 0), MAX_TIMER_MS);
+      const ms = clampTimerMs(Number.isFinite(timeoutMs) ? timeoutMs : MAX_TIMER_MS);
       return new Promise<T>((resolve, reject) => {
         const w: Waiting = {
           resolve: resolve as (v: unknown) => void,

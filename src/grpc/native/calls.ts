@@ -5,7 +5,8 @@ import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "../../h2/
 import type { BidiCall, ClientStreamCall, MethodHandler, ServerStreamCall, UnaryCall } from "./call-types.js";
 import { CallMetadata } from "../../shared/metadata.js";
 import { EMPTY, frameMessage, MessageDecoder, type Framed } from "./message-framing.js";
-import { MAX_TIMER_MS, parseGrpcTimeout, responseHeaders, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
+import { parseGrpcTimeout, responseHeaders, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
+import { MAX_TIMER_MS } from "../../shared/timers.js";
 
 /**
  * One gRPC call of the native server on one HTTP/2 stream: message framing and decompression in, serialization and

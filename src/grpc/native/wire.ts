@@ -120,9 +120,6 @@ export function parseGrpcTimeout(value: string): number | undefined {
   return m ? Math.trunc(+m[1]! * UNIT_MS[m[2]!]!) : undefined;
 }
 
-/** The longest delay setTimeout takes (a longer one fires after 1 ms). */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
-
 /** grpc-message as grpc-js sends it (`encodeURI`); a lone surrogate, which encodeURI refuses, becomes U+FFFD. */
 export function encodeGrpcMessage(details: string): string {
   try {
