@@ -21,6 +21,10 @@ export interface ProtoTimestamp {
   nanos: number;
 }
 
+/** The range of a protobuf Timestamp, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, in seconds since the epoch. */
+export const TIMESTAMP_MIN_SECONDS = -62_135_596_800;
+export const TIMESTAMP_MAX_SECONDS = 253_402_300_799;
+
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
 
 /** The instant `text` names, or undefined when it is not an RFC 3339 date-time or names one that does not exist. */

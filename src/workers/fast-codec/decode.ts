@@ -14,6 +14,7 @@
  */
 import type { DescEnum, DescField, DescMessage } from "@bufbuild/protobuf";
 import { bail, enumSupported, IMPLICIT, int64Text, MAX_DEPTH, messageKind, S, uint64Text, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
+import { TIMESTAMP_MAX_SECONDS, TIMESTAMP_MIN_SECONDS } from "../../shared/rfc3339.js";
 import {
   encoded,
   mark,
@@ -560,8 +561,6 @@ function mapKeyReader(scalar: number): (end: number) => string {
 // Well-known types with a JSON form of their own: the library's writers (to-json.js), reading the wire directly.
 // ---------------------------------------------------------------------------------------------------------------
 
-const timestampMsMin = Date.parse("0001-01-01T00:00:00Z");
-const timestampMsMax = Date.parse("9999-12-31T23:59:59Z");
 const durationSecondsMax = 315576000000;
 
 let secLo = 0;
@@ -597,8 +596,9 @@ function secondsNumber(): number {
 
 function writeTimestamp(end: number): void {
   readSecondsNanos(end);
-  const ms = secondsNumber() * 1000;
-  if (ms < timestampMsMin || ms > timestampMsMax || nanos < 0 || nanos > 999999999) bail();
+  const seconds = secondsNumber();
+  if (seconds < TIMESTAMP_MIN_SECONDS || seconds > TIMESTAMP_MAX_SECONDS || nanos < 0 || nanos > 999999999) bail();
+  const ms = seconds * 1000;
   let z = "Z";
   if (nanos > 0) {
     const n = (nanos + 1000000000).toString().substring(1);

@@ -12,6 +12,7 @@
  */
 import type { DescEnum, DescField, DescMessage, JsonValue } from "@bufbuild/protobuf";
 import { bail, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
+import { parseRfc3339, TIMESTAMP_MAX_SECONDS, TIMESTAMP_MIN_SECONDS } from "../../shared/rfc3339.js";
 import {
   byte,
   bytes2,
@@ -518,10 +519,8 @@ function mapKeyParser(scalar: number): (k: string) => Val {
 // Well-known types with a JSON form of their own
 // ---------------------------------------------------------------------------------------------------------------
 
-// The library's patterns and range checks (from-json.js), with the fast path's stricter Duration form.
-const rfc3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(?:Z|([+-][0-9][0-9]:[0-9][0-9]))$/;
-const timestampMsMin = Date.parse("0001-01-01T00:00:00Z");
-const timestampMsMax = Date.parse("9999-12-31T23:59:59Z");
+// The library's grammar and range checks (from-json.js), with the fast path's stricter Duration form.
+const rfc3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9][0-9]:[0-9][0-9])$/;
 const durationText = /^(-?[0-9]+)(?:\.([0-9]{1,9}))?s$/;
 const durationSecondsMax = 315576000000;
 
@@ -538,13 +537,12 @@ function writeSecondsNanos(seconds: number, nanos: number): void {
 }
 
 function writeTimestamp(json: JsonValue): void {
-  if (typeof json !== "string") bail();
-  const m = rfc3339.exec(json);
-  if (m === null) bail();
-  const ms = Date.parse(`${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6]}${m[8] ?? "Z"}`);
-  if (Number.isNaN(ms) || ms < timestampMsMin || ms > timestampMsMax) bail();
-  const frac = m[7];
-  writeSecondsNanos(ms / 1000, frac === undefined ? 0 : parseInt("1" + frac + "0".repeat(9 - frac.length)) - 1000000000);
+  // Text in the library's grammar naming a date-time that exists (the library would roll 2024-02-30 over to 1 March
+  // where parseRfc3339 refuses it: codec.ts then reports it after the library's conversion).
+  if (typeof json !== "string" || !rfc3339.test(json)) bail();
+  const t = parseRfc3339(json);
+  if (t === undefined || t.seconds < TIMESTAMP_MIN_SECONDS || t.seconds > TIMESTAMP_MAX_SECONDS) bail();
+  writeSecondsNanos(t.seconds, t.nanos);
 }
 
 function writeDuration(json: JsonValue): void {
