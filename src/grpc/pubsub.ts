@@ -1,6 +1,7 @@
 import { subscribeFailureKind, type Broker, type EndReason, type Subscription } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
+import { onAbort } from "../shared/signals.js";
 import type { Logger } from "../observe/logger.js";
 import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import type { PubsubHandlers } from "../gen/gateway/io/cloudevents/v1/Pubsub.js";
@@ -94,16 +95,12 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
     };
     // The signal aborts once the stream has closed (after the status and the events buffered before it reached the
     // client, or a cancel): until then the call stays in `open`, so dropAll() can reset a reader that stopped reading.
-    call.signal.addEventListener(
-      "abort",
-      () => {
-        done = true;
-        ac.abort();
-        sub?.close();
-        open.delete(call);
-      },
-      { once: true },
-    );
+    onAbort(call.signal, () => {
+      done = true;
+      ac.abort();
+      sub?.close();
+      open.delete(call);
+    });
 
     broker
       .subscribe(

@@ -1,6 +1,7 @@
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { inBandError } from "../shared/status.js";
+import { onAbort } from "../shared/signals.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type StreamStatus } from "../ops/invoke-stream.js";
 import type { Route } from "../http/router.js";
@@ -65,7 +66,7 @@ export function invokeStreamRoutes(deps: InvokeStreamDeps, filter: MetadataFilte
                 },
               },
             );
-            req.signal.addEventListener("abort", () => handle.cancel("the client closed the request"), { once: true });
+            onAbort(req.signal, () => handle.cancel("the client closed the request"));
           },
         };
       },

@@ -1,6 +1,7 @@
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { clampTimerMs, MAX_TIMER_MS } from "../shared/timers.js";
+import { onAbort } from "../shared/signals.js";
 
 /** What a bridge needs of a MessagePort, a Worker or a worker's parentPort. */
 export interface BridgePort {
@@ -138,13 +139,11 @@ export function createBridge(port: BridgePort, handlers: Record<string, BridgeHa
           }, ms),
         };
         if (signal) {
-          const onAbort = (): void => {
+          w.unlisten = onAbort(signal, (reason) => {
             if (!settle(id)) return;
             post({ b: "x", id });
-            reject(GatewayError.from(signal.reason, Code.CANCELLED));
-          };
-          signal.addEventListener("abort", onAbort, { once: true });
-          w.unlisten = () => signal.removeEventListener("abort", onAbort);
+            reject(GatewayError.from(reason, Code.CANCELLED));
+          });
         }
         waiting.set(id, w);
         post({ b: "q", id, op, p: payload }, payload);
