@@ -17,7 +17,7 @@ describe("signals", () => {
     assert.equal(getEventListeners(ac.signal, "abort").length, 1);
     ac.abort("stop");
     ac.abort("again");
-    assert.deepEqual(seen, ["stop"]);
+    assert.deepEqual([...seen], ["stop"]);
     assert.equal(getEventListeners(ac.signal, "abort").length, 0, "the listener ran once and is gone");
     off(); // after the abort: harmless
     onAbort(ac.signal, (r) => seen.push(["late", r]));
