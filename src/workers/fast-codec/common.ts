@@ -26,6 +26,9 @@ const EDITION_PROTO3 = 999;
 export const IMPLICIT = 2;
 const LEGACY_REQUIRED = 3;
 
+/** The largest |seconds| of a google.protobuf.Duration (about 10,000 years), as the library checks it. */
+export const DURATION_SECONDS_MAX = 315_576_000_000;
+
 /** Well-known types whose JSON form the fast paths write themselves. */
 export type WktKind = "timestamp" | "duration" | "wrapper" | "struct" | "value" | "listValue";
 

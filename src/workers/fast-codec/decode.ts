@@ -13,7 +13,7 @@
  * Timestamp out of range, a NaN Value), a truncated message, Any, FieldMask, an "@type" map key, ...
  */
 import type { DescEnum, DescField, DescMessage } from "@bufbuild/protobuf";
-import { bail, enumSupported, IMPLICIT, int64Text, MAX_DEPTH, messageKind, S, uint64Text, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
+import { bail, DURATION_SECONDS_MAX, enumSupported, IMPLICIT, int64Text, MAX_DEPTH, messageKind, S, uint64Text, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
 import { TIMESTAMP_MAX_SECONDS, TIMESTAMP_MIN_SECONDS } from "../../shared/rfc3339.js";
 import {
   encoded,
@@ -561,7 +561,6 @@ function mapKeyReader(scalar: number): (end: number) => string {
 // Well-known types with a JSON form of their own: the library's writers (to-json.js), reading the wire directly.
 // ---------------------------------------------------------------------------------------------------------------
 
-const durationSecondsMax = 315576000000;
 
 let secLo = 0;
 let secHi = 0;
@@ -612,7 +611,7 @@ function writeTimestamp(end: number): void {
 function writeDuration(end: number): void {
   readSecondsNanos(end);
   const seconds = secondsNumber();
-  if (seconds > durationSecondsMax || seconds < -durationSecondsMax) bail();
+  if (seconds > DURATION_SECONDS_MAX || seconds < -DURATION_SECONDS_MAX) bail();
   if ((seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) bail();
   let text = int64Text(secLo, secHi);
   if (nanos !== 0) {

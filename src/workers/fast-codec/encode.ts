@@ -11,7 +11,7 @@
  * oneof member, Any, FieldMask, ...), throws BAIL and codec.ts runs the library instead.
  */
 import type { DescEnum, DescField, DescMessage, JsonValue } from "@bufbuild/protobuf";
-import { bail, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
+import { bail, DURATION_SECONDS_MAX, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
 import { parseRfc3339, TIMESTAMP_MAX_SECONDS, TIMESTAMP_MIN_SECONDS } from "../../shared/rfc3339.js";
 import {
   byte,
@@ -522,7 +522,6 @@ function mapKeyParser(scalar: number): (k: string) => Val {
 // The library's grammar and range checks (from-json.js), with the fast path's stricter Duration form.
 const rfc3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9][0-9]:[0-9][0-9])$/;
 const durationText = /^(-?[0-9]+)(?:\.([0-9]{1,9}))?s$/;
-const durationSecondsMax = 315576000000;
 
 function writeSecondsNanos(seconds: number, nanos: number): void {
   if (seconds !== 0) {
@@ -550,7 +549,7 @@ function writeDuration(json: JsonValue): void {
   const m = durationText.exec(json);
   if (m === null) bail();
   const seconds = Number(m[1]);
-  if (seconds > durationSecondsMax || seconds < -durationSecondsMax) bail();
+  if (seconds > DURATION_SECONDS_MAX || seconds < -DURATION_SECONDS_MAX) bail();
   let nanos = 0;
   if (m[2] !== undefined) {
     nanos = parseInt(m[2] + "0".repeat(9 - m[2].length));
