@@ -4,9 +4,10 @@ import { H2Connection, H2Error, H2Stream, QUEUE_LIMIT, type ConnectionEvents, ty
 import { literalField } from "../h2/hpack.js";
 import { h2ConnectOptions, type BackendTls } from "./backend-tls.js";
 import { MAX_TIMER_MS } from "../shared/timers.js";
+import type { Status } from "../shared/status.js";
 
 /** The outcome of a unary backend call (never throws for a backend status: the caller reports it in-band). */
-export type CallOutcome = { ok: true; bytes: Buffer } | { ok: false; code: Code; message: string };
+export type CallOutcome = { ok: true; bytes: Buffer } | ({ ok: false } & Status);
 
 /** Options of an H2UnaryClient. */
 export interface H2UnaryOptions {

@@ -1,12 +1,39 @@
 /**
- * The in-band outcome of an operation (proto `platform.Status`, docs/contract.md "Status object"): the one type and the helpers
- * every operation, front and the client use. Which failures travel in-band and which as an error status (gRPC code,
- * HTTP status, WebSocket error frame) is the route-by-outcome table in src/ops/outcomes.ts (docs/errors.md).
+ * The outcome of an operation. Inside the gateway it is one shape: a GatewayError for a failure that is thrown, and
+ * `Status` (a code and a message) for one that is returned, e.g. by a backend call, the invoke and pub/sub operations,
+ * an invoke stream's end or the thread bridge's reply. Each front writes it in its wire shape at its edge: the in-band
+ * `{success, status, message}` below (proto `platform.Status`, docs/contract.md "Status object"; toInBand is the one
+ * mapping), gRPC's grpc-status and grpc-message, REST's error body, `/v1/grpc/call`'s `{error, statusCode, data}`.
+ * Which failures travel in-band and which as an error status (gRPC code, HTTP status, WebSocket error frame) is the
+ * route-by-outcome table in src/ops/outcomes.ts (docs/errors.md).
  */
 import { Code, codeFromName, codeName } from "./code.js";
 import { GatewayError } from "./gateway-error.js";
 
-/** `{success, status, message}` as on the wire (proto platform.Status). */
+/** The gateway's one status inside: a gRPC code (OK for success) and its message. */
+export interface Status {
+  readonly code: Code;
+  /** Error text when failed; empty on success unless the operation reports something (e.g. a count). */
+  readonly message: string;
+}
+
+/** A success status with an optional message. */
+export function statusOk(message = ""): Status {
+  return { code: Code.OK, message };
+}
+
+/** The status of anything thrown: its code and message (anything that is not a GatewayError: GatewayError.from, so INTERNAL). */
+export function statusOf(error: unknown): Status {
+  const err = GatewayError.from(error);
+  return { code: err.code, message: err.rawMessage };
+}
+
+/** The in-band wire form of a status. */
+export function toInBand(st: Status): InBandStatus {
+  return { success: st.code === Code.OK, status: codeName(st.code), message: st.message };
+}
+
+/** `{success, status, message}` as on the wire (proto platform.Status); built from a Status by toInBand. */
 export interface InBandStatus {
   /** Whether the operation succeeded. */
   success: boolean;

@@ -2,6 +2,7 @@ import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { clampTimerMs, MAX_TIMER_MS } from "../shared/timers.js";
 import { onAbort } from "../shared/signals.js";
+import { statusOf, type Status } from "../shared/status.js";
 
 /** What a bridge needs of a MessagePort, a Worker or a worker's parentPort. */
 export interface BridgePort {
@@ -58,7 +59,7 @@ export function withTransfer<T extends object>(value: T, buffers: ArrayBuffer[])
 type Wire =
   | { b: "q"; id: number; op: string; p: unknown }
   | { b: "r"; id: number; ok: true; v: unknown }
-  | { b: "r"; id: number; ok: false; code: number; message: string }
+  | ({ b: "r"; id: number; ok: false } & Status)
   | { b: "x"; id: number };
 
 interface Waiting {
@@ -112,8 +113,7 @@ export function createBridge(port: BridgePort, handlers: Record<string, BridgeHa
       },
       (e: unknown) => {
         serving.delete(m.id);
-        const err = GatewayError.from(e);
-        post({ b: "r", id: m.id, ok: false, code: err.code, message: err.rawMessage });
+        post({ b: "r", id: m.id, ok: false, ...statusOf(e) });
       },
     );
   }
