@@ -33,6 +33,11 @@ export function toInBand(st: Status): InBandStatus {
   return { success: st.code === Code.OK, status: codeName(st.code), message: st.message };
 }
 
+/** A failed status as a GatewayError, for a front that reports it as an error; undefined for success. */
+export function statusError(st: Status): GatewayError | undefined {
+  return st.code === Code.OK ? undefined : new GatewayError(st.code, st.message);
+}
+
 /** `{success, status, message}` as on the wire (proto platform.Status); built from a Status by toInBand. */
 export interface InBandStatus {
   /** Whether the operation succeeded. */

@@ -20,7 +20,7 @@ import { createMetrics } from "../observe/metrics.js";
 import { createConfigOps } from "../ops/config.js";
 import { invokeFromWire, type InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
-import type { InBandStatus } from "../shared/status.js";
+import type { Status } from "../shared/status.js";
 import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
 import { configRoutes } from "../rest/config.js";
 import { isNativeUws, startRestServer, type RestReply, type RestServer, type Route } from "../http/router.js";
@@ -111,7 +111,7 @@ async function main(): Promise<void> {
   );
 
   const pubsubOps: PubsubOps = {
-    publish: (topic, event, signal) => bridge.call<InBandStatus>("pubsub.publish", { topic, event }, signal),
+    publish: (topic, event, signal) => bridge.call<Status>("pubsub.publish", { topic, event }, signal),
     unsubscribe: () => {
       throw new GatewayError(Code.INTERNAL, "unsubscribe is served by the main thread");
     },
