@@ -1,7 +1,7 @@
 import type { InvokeStreamRequest__Output } from "../gen/gateway/platform/InvokeStreamRequest.js";
 import type { InvokeStreamResponse } from "../gen/gateway/platform/InvokeStreamResponse.js";
 import { Code } from "../shared/code.js";
-import { inBandError } from "../shared/status.js";
+import { inBandError, toInBand } from "../shared/status.js";
 import { onAbort } from "../shared/signals.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
@@ -35,7 +35,7 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter)
             },
             end(status) {
               finished = true;
-              call.write({ status });
+              call.write({ status: toInBand(status) });
               call.end();
             },
           },
