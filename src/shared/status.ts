@@ -50,7 +50,7 @@ export interface InBandStatus {
 
 /** In-band success: `{success: true, status: "OK", message}`. */
 export function inBandOk(message = ""): InBandStatus {
-  return { success: true, status: "OK", message };
+  return toInBand(statusOk(message));
 }
 
 /**
@@ -60,9 +60,9 @@ export function inBandOk(message = ""): InBandStatus {
 export function inBandError(error: unknown): InBandStatus;
 export function inBandError(code: Code, message: string): InBandStatus;
 export function inBandError(error: unknown, message?: string): InBandStatus {
-  if (typeof error === "number" && message !== undefined) return { success: false, status: codeName(error as Code), message };
-  const err = GatewayError.from(error);
-  return { success: false, status: err.codeName, message: err.rawMessage };
+  const st = typeof error === "number" && message !== undefined ? { code: error as Code, message } : statusOf(error);
+  // A failure even if it names OK (a foreign error with code 0): the wire must not claim success for it.
+  return { ...toInBand(st), success: false };
 }
 
 /**
