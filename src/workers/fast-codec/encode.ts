@@ -11,7 +11,7 @@
  * oneof member, Any, FieldMask, ...), throws BAIL and codec.ts runs the library instead.
  */
 import type { DescEnum, DescField, DescMessage, JsonValue } from "@bufbuild/protobuf";
-import { bail, DURATION_SECONDS_MAX, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
+import { bail, DURATION_SECONDS_MAX, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf, KindWriterCache } from "./common.js";
 import { parseRfc3339, TIMESTAMP_MAX_SECONDS, TIMESTAMP_MIN_SECONDS } from "../../shared/rfc3339.js";
 import {
   byte,
@@ -264,17 +264,8 @@ function enumCodec(e: DescEnum): ScalarCodec {
 /** Writes a message body (no tag, no length) for a JSON value; bails on anything it is not sure of. */
 type BodyWriter = (json: JsonValue, depth: number) => void;
 
-const bodyWriters = new WeakMap<DescMessage, BodyWriter | null>();
-/** The body writers of "plain" message types (the only ones taken at the top level here). */
-const plainWriters = new WeakSet<BodyWriter>();
-
-/** The body writer for a message type, or null when its type is "slow". Compiled once per descriptor. */
-function bodyWriterOf(desc: DescMessage): BodyWriter | null {
-  return writerOfKind(desc, bodyWriters, KIND_WRITERS);
-}
-
-/** This direction's writer per well-known kind (function declarations below, hoisted). */
-const KIND_WRITERS: KindWriters<BodyWriter> = {
+/** This direction's body writers: per well-known kind (function declarations below, hoisted), and compiled ones. */
+const bodyWriters = new KindWriterCache<BodyWriter>({
   timestamp: writeTimestamp,
   duration: writeDuration,
   struct: writeStruct,
@@ -282,7 +273,7 @@ const KIND_WRITERS: KindWriters<BodyWriter> = {
   listValue: writeListValue,
   wrapper: wrapperWriter,
   plain: compileMessage,
-};
+});
 
 /** Whether fieldWriter() handles a field (decided from the descriptors alone, before any writer compiles). */
 function supported(f: DescField): boolean {
@@ -349,8 +340,7 @@ return function write(json, depth) {
   const W: ((json: JsonValue, depth: number) => void)[] = [];
   const writer = new Function("bail", "W", source)(bail, W) as BodyWriter;
   // Registered before the field writers compile, so recursive types find it.
-  bodyWriters.set(desc, writer);
-  plainWriters.add(writer);
+  bodyWriters.addPlain(desc, writer);
   for (let i = 0; i < sorted.length; i++) {
     const f = sorted[i]!;
     if (supported(f)) W[i] = fieldWriter(f) ?? bail;
@@ -377,7 +367,7 @@ function fieldWriter(f: DescField): ((json: JsonValue, depth: number) => void) |
       };
     }
     case "message": {
-      const body = bodyWriterOf(f.message);
+      const body = bodyWriters.of(f.message);
       if (body === null) return null;
       const tag = f.number * 8 + 2;
       const isValue = f.message.typeName === "google.protobuf.Value";
@@ -391,7 +381,7 @@ function fieldWriter(f: DescField): ((json: JsonValue, depth: number) => void) |
     }
     case "list": {
       if (f.listKind === "message") {
-        const body = bodyWriterOf(f.message);
+        const body = bodyWriters.of(f.message);
         if (body === null) return null;
         const tag = f.number * 8 + 2;
         const nullOk = f.message.typeName === "google.protobuf.Value";
@@ -447,7 +437,7 @@ function fieldWriter(f: DescField): ((json: JsonValue, depth: number) => void) |
       let writeEntryValue: (json: JsonValue, depth: number) => void;
       let nullOk = false;
       if (f.mapKind === "message") {
-        const body = bodyWriterOf(f.message);
+        const body = bodyWriters.of(f.message);
         if (body === null) return null;
         nullOk = f.message.typeName === "google.protobuf.Value";
         writeEntryValue = (json, depth) => {
@@ -640,9 +630,9 @@ function writeListValue(json: JsonValue, depth: number): void {
  * Only for message types whose top-level JSON is an object (not a well-known type with a JSON form of its own).
  */
 export function fastJsonToBinary(desc: DescMessage, value: JsonValue): Uint8Array | undefined {
-  // null: a "slow" type, or one that cannot be compiled here (writerOfKind): the library it is.
-  const body = bodyWriterOf(desc);
-  if (body === null || !plainWriters.has(body)) return undefined;
+  // null: a "slow" type, one that cannot be compiled here or a well-known type: the library it is.
+  const body = bodyWriters.plainOf(desc);
+  if (body === null) return undefined;
   startBytes();
   try {
     body(value, 1);
