@@ -22,10 +22,13 @@ export function statusOk(message = ""): Status {
   return { code: Code.OK, message };
 }
 
-/** The status of anything thrown: its code and message (anything that is not a GatewayError: GatewayError.from, so INTERNAL). */
+/**
+ * The status of anything thrown: its code and message (anything that is not a GatewayError: GatewayError.from, so
+ * INTERNAL). Thrown means failed: a foreign error claiming code 0 is UNKNOWN, never a success.
+ */
 export function statusOf(error: unknown): Status {
   const err = GatewayError.from(error);
-  return { code: err.code, message: err.rawMessage };
+  return { code: err.code === Code.OK ? Code.UNKNOWN : err.code, message: err.rawMessage };
 }
 
 /** The in-band wire form of a status. */

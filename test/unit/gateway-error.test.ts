@@ -68,6 +68,7 @@ describe("in-band status", () => {
     assert.deepEqual(statusOk(), { code: Code.OK, message: "" });
     assert.deepEqual(statusOf(invalidArgument("topic", "must not be empty")), { code: Code.INVALID_ARGUMENT, message: "topic must not be empty" });
     assert.deepEqual(statusOf(new Error("boom")), { code: Code.INTERNAL, message: "boom" });
+    assert.deepEqual(statusOf({ code: 0, details: "odd" }), { code: Code.UNKNOWN, message: "odd" }, "thrown is never OK");
     assert.deepEqual(toInBand(statusOk("deleted 2")), { success: true, status: "OK", message: "deleted 2" });
     assert.deepEqual(Object.keys(toInBand({ code: Code.NOT_FOUND, message: "x" })), ["success", "status", "message"], "the wire's key order");
     assert.deepEqual(toInBand({ code: Code.UNAVAILABLE, message: "down" }), { success: false, status: "UNAVAILABLE", message: "down" });
