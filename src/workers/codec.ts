@@ -67,8 +67,8 @@ function encodeJsonValue(registry: FileRegistry, desc: DescMessage, value: JsonV
     throw problemError(desc, found);
   }
   // The library took every Timestamp its pattern matches; one naming a day that does not exist is refused here.
-  if (reaches(desc, "google.protobuf.Timestamp") || reaches(desc, "google.protobuf.Any")) {
-    const found = locateTimestampProblem(desc, value, registry);
+  if (canHoldTimestamp(desc)) {
+    const found = locateTimestampProblem(desc, value, registry, canHoldTimestamp);
     if (found !== undefined) throw problemError(desc, found);
   }
   try {
@@ -76,6 +76,10 @@ function encodeJsonValue(registry: FileRegistry, desc: DescMessage, value: JsonV
   } catch (e) {
     throw new GatewayError(Code.INVALID_ARGUMENT, `${desc.typeName} cannot be encoded: ${errorText(e)}`);
   }
+}
+
+function canHoldTimestamp(desc: DescMessage): boolean {
+  return reaches(desc, "google.protobuf.Timestamp") || reaches(desc, "google.protobuf.Any");
 }
 
 function problemError(desc: DescMessage, found: JsonProblem): GatewayError {

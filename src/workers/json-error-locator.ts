@@ -206,32 +206,55 @@ function locateAny(json: Record<string, JsonValue>, registry: Registry, path: st
 
 /**
  * The first Timestamp in `json` (which the library accepted as `desc`, so every shape is right) that names a date-time
- * that does not exist, or undefined.
+ * that does not exist, or undefined. `canHold(type)` says whether a message type can contain a Timestamp (directly or
+ * through an Any): the walk enters only those fields.
  */
-export function locateTimestampProblem(desc: DescMessage, json: unknown, registry: Registry, path = ""): JsonProblem | undefined {
+export function locateTimestampProblem(
+  desc: DescMessage,
+  json: unknown,
+  registry: Registry,
+  canHold: (type: DescMessage) => boolean,
+  path = "",
+): JsonProblem | undefined {
   if (desc.typeName === "google.protobuf.Timestamp") return problemAt(path, impossibleTimestamp(desc, json));
-  if (!isObject(json)) return undefined; // null, or a well-known type's own JSON form: no Timestamp inside
+  if (!isObject(json) || !canHold(desc)) return undefined; // null, or a well-known type's own JSON form: no Timestamp inside
   if (desc.typeName === "google.protobuf.Any") {
-    const inner = registry.getMessage(String(json["@type"]).slice(String(json["@type"]).lastIndexOf("/") + 1));
+    const typeUrl = String(json["@type"]);
+    const inner = registry.getMessage(typeUrl.slice(typeUrl.lastIndexOf("/") + 1));
     if (inner === undefined) return undefined;
-    if (specialJson.has(inner.typeName) || inner.typeName === "google.protobuf.Any") return locateTimestampProblem(inner, json["value"], registry, child(path, "value"));
-    return locateTimestampProblem(inner, json, registry, path);
+    if (specialJson.has(inner.typeName) || inner.typeName === "google.protobuf.Any") return locateTimestampProblem(inner, json["value"], registry, canHold, child(path, "value"));
+    return locateTimestampProblem(inner, json, registry, canHold, path);
   }
+  const byName = fieldsByName(desc);
   for (const [key, value] of Object.entries(json)) {
-    const field = desc.fields.find((f) => f.jsonName === key || f.name === key);
-    if (field === undefined || value === null) continue; // "@type" of an Any's own fields
+    const field = byName.get(key);
+    // No field: an Any's "@type". A field whose type cannot hold a Timestamp is not entered.
+    if (field === undefined || value === null || field.message === undefined || !canHold(field.message)) continue;
     const at = child(path, key);
     let found: JsonProblem | undefined;
-    if (field.fieldKind === "message") found = locateTimestampProblem(field.message, value, registry, at);
-    else if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
-      for (let i = 0; i < value.length && found === undefined; i++) found = locateTimestampProblem(field.message, value[i], registry, `${at}[${i}]`);
-    } else if (field.fieldKind === "map" && field.mapKind === "message" && isObject(value)) {
+    if (field.fieldKind === "message") found = locateTimestampProblem(field.message, value, registry, canHold, at);
+    else if (field.fieldKind === "list" && Array.isArray(value)) {
+      for (let i = 0; i < value.length && found === undefined; i++) found = locateTimestampProblem(field.message, value[i], registry, canHold, `${at}[${i}]`);
+    } else if (field.fieldKind === "map" && isObject(value)) {
       for (const [k, v] of Object.entries(value)) {
-        found = locateTimestampProblem(field.message, v, registry, `${at}[${JSON.stringify(k)}]`);
+        found = locateTimestampProblem(field.message, v, registry, canHold, `${at}[${JSON.stringify(k)}]`);
         if (found !== undefined) break;
       }
     }
     if (found !== undefined) return found;
   }
   return undefined;
+}
+
+// A message's fields by JSON and proto name, per descriptor.
+const fieldMaps = new WeakMap<DescMessage, Map<string, DescField>>();
+
+function fieldsByName(desc: DescMessage): Map<string, DescField> {
+  let byName = fieldMaps.get(desc);
+  if (byName === undefined) {
+    byName = new Map();
+    for (const f of desc.fields) byName.set(f.jsonName, f).set(f.name, f);
+    fieldMaps.set(desc, byName);
+  }
+  return byName;
 }
