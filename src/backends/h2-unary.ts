@@ -3,9 +3,11 @@ import { Code } from "../shared/code.js";
 import { H2Connection, H2Error, H2Stream, QUEUE_LIMIT, type ConnectionEvents, type ConnectionLoss } from "../h2/client-connection.js";
 import { literalField } from "../h2/hpack.js";
 import { h2ConnectOptions, type BackendTls } from "./backend-tls.js";
+import { MAX_TIMER_MS } from "../shared/timers.js";
+import type { Status } from "../shared/status.js";
 
 /** The outcome of a unary backend call (never throws for a backend status: the caller reports it in-band). */
-export type CallOutcome = { ok: true; bytes: Buffer } | { ok: false; code: Code; message: string };
+export type CallOutcome = { ok: true; bytes: Buffer } | ({ ok: false } & Status);
 
 /** Options of an H2UnaryClient. */
 export interface H2UnaryOptions {
@@ -71,8 +73,6 @@ const RST_TO_GRPC: Record<number, [Code, string]> = {
 /** Request headers the client sets itself, and connection-specific ones HTTP/2 forbids (RFC 9113 8.2.2). */
 const NOT_FROM_METADATA = new Set(["content-type", "te", "grpc-accept-encoding", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]);
 
-/** Largest setTimeout delay; a later deadline runs without a timer (the backend still gets its grpc-timeout). */
-const MAX_TIMER_MS = 0x7fffffff;
 const ONCE = { once: true } as const;
 const EMPTY = Buffer.alloc(0);
 
@@ -190,6 +190,7 @@ class Attempt extends H2Stream {
   /** Start: deadline timer, abort listener, and the stream on slot `index`'s connection. */
   go(not: H2Connection | null): void {
     const left = this.deadline - Date.now();
+    // A deadline beyond setTimeout's range gets no timer (the backend still gets its grpc-timeout).
     if (left <= MAX_TIMER_MS) this.timer = setTimeout(onDeadline, Math.max(0, left), this);
     this.signal?.addEventListener("abort", this, ONCE);
     this.place(not);

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "../shared/code.js";
-import { deadlineSignal } from "../shared/signals.js";
+import { deadlineSignal, onAbort } from "../shared/signals.js";
 import { attributeString, toProtoCloudEvent, type CloudEventInput } from "./cloudevent.js";
 import { GatewayClientError, RequestTimeoutError, invalidArgument } from "./errors.js";
 import type { Subscription } from "./subscription.js";
@@ -80,14 +80,9 @@ export class ReplyRouter {
     const deadline = deadlineSignal(timeoutMs, () => new RequestTimeoutError(correlationId, replyTopic, timeoutMs), signal);
     const reply = new Promise<SubscriptionMessage>((resolve, reject) => {
       entry.pending.set(correlationId, { resolve, reject });
-      deadline.signal.addEventListener(
-        "abort",
-        () => {
-          const reason: unknown = deadline.signal.reason;
-          reject(reason instanceof RequestTimeoutError ? reason : new GatewayClientError(Code.CANCELLED, `request ${correlationId} was cancelled`));
-        },
-        { once: true },
-      );
+      onAbort(deadline.signal, (reason) => {
+        reject(reason instanceof RequestTimeoutError ? reason : new GatewayClientError(Code.CANCELLED, `request ${correlationId} was cancelled`));
+      });
     });
     try {
       // The reply subscription must be live before the request goes out, or a fast reply would be missed.

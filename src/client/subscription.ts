@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
+import { onAbort } from "../shared/signals.js";
 import type { CloudEvent as ProtoCloudEvent } from "../shared/cloudevent.js";
 import { GatewayClientError, toClientError } from "./errors.js";
 import { backoffDelay, type ResolvedReconnectOptions } from "./options.js";
@@ -95,7 +96,8 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
   #resolveReady!: () => void;
   #rejectReady!: (e: GatewayClientError) => void;
   #resolveDone!: (e: GatewayClientError | undefined) => void;
-  #onAbort = (): void => this.close();
+  /** Removes the listener on the caller's signal (once the subscription ends). */
+  #unlisten: () => void = () => undefined;
 
   /** @internal Use `client.subscribe()`. */
   constructor(topics: readonly string[], deps: SubscriptionDeps, opts: SubscribeOptions = {}) {
@@ -113,7 +115,7 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
       this.#finish(undefined);
       return;
     }
-    opts.signal?.addEventListener("abort", this.#onAbort, { once: true });
+    this.#unlisten = onAbort(opts.signal, () => this.close());
     this.#connect();
   }
 
@@ -306,7 +308,7 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     this.#stopped = true;
     this.#live = false;
     clearTimeout(this.#timer);
-    this.#opts.signal?.removeEventListener("abort", this.#onAbort);
+    this.#unlisten();
     this.#endError = error;
     const why = error ?? new GatewayClientError(Code.CANCELLED, "the subscription was closed");
     if (!this.#everLive) this.#rejectReady(why);

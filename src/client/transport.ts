@@ -1,6 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { gatewayPackageDefinition } from "../shared/protos.js";
 import { Code } from "../shared/code.js";
+import { onAbort } from "../shared/signals.js";
 import { GatewayClientError, toClientError } from "./errors.js";
 import type { ResolvedClientOptions } from "./options.js";
 import type { PubsubDefinition } from "../gen/gateway/io/cloudevents/v1/Pubsub.js";
@@ -109,13 +110,12 @@ export function createTransport(o: ResolvedClientOptions): Transport {
       return new Promise<Res>((resolve, reject) => {
         const fn = (clientOf(service) as unknown as Record<string, Function>)[method];
         if (typeof fn !== "function") return reject(new GatewayClientError(Code.UNIMPLEMENTED, `${service} has no method ${method}`));
-        const onAbort = (): void => call.cancel();
         const call = fn.call(clientOf(service), request, metadata(), callOptions, (err: grpc.ServiceError | null, res: Res) => {
-          signal?.removeEventListener("abort", onAbort);
+          unlisten();
           if (err) reject(toClientError(err));
           else resolve(res);
         }) as grpc.ClientUnaryCall;
-        signal?.addEventListener("abort", onAbort, { once: true });
+        const unlisten = onAbort(signal, () => call.cancel());
       });
     },
     serverStream(service, method, request) {

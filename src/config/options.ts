@@ -4,6 +4,7 @@ import { Code } from "../shared/code.js";
 import { LOG_LEVELS, type LogLevel } from "../observe/logger.js";
 import { createServiceRegistry, loadServicesConfig, validateServicesConfig, type ServiceConfig, type ServiceRegistry } from "./services.js";
 import { loadTls, type TlsFiles } from "./tls.js";
+import { MAX_TIMER_MS } from "../shared/timers.js";
 
 /** Everything the gateway process can be told. Every flag is documented in README "Command-line flags and environment". */
 export interface GatewayOptions {
@@ -207,7 +208,7 @@ function nonNegativeInt(field: string, v: unknown, dflt: number): number {
 /** A duration a timer takes (setTimeout's largest is 2^31-1 ms); 0 turns the timer off. */
 function timerMs(field: string, v: unknown, dflt: number): number {
   const x = nonNegativeInt(field, v, dflt);
-  if (x > 0x7fffffff) bad(field, v, "must be at most 2147483647 (ms)");
+  if (x > MAX_TIMER_MS) bad(field, v, `must be at most ${MAX_TIMER_MS} (ms)`);
   return x;
 }
 

@@ -1,3 +1,4 @@
+import { toInBand } from "../shared/status.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { DispatchOps } from "../ops/dispatch.js";
 import type { GatewayHandlers } from "../gen/gateway/platform/Gateway.js";
@@ -16,7 +17,7 @@ export function gatewayGrpc(ops: DispatchOps, filter: MetadataFilter): GrpcImpl<
       deadline: ctx.deadline,
       signal: ctx.signal,
     });
-    return { success: r.success, status: r.status, message: r.message, response_data: r.responseData };
+    return { ...toInBand(r), response_data: r.responseData };
   };
   return {
     Invoke: invoke,

@@ -1,7 +1,8 @@
 import type { InvokeStreamRequest__Output } from "../gen/gateway/platform/InvokeStreamRequest.js";
 import type { InvokeStreamResponse } from "../gen/gateway/platform/InvokeStreamResponse.js";
 import { Code } from "../shared/code.js";
-import { inBandError } from "../shared/status.js";
+import { inBandError, toInBand } from "../shared/status.js";
+import { onAbort } from "../shared/signals.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
 import type { BidiCall } from "./native/call-types.js";
@@ -15,15 +16,11 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter)
   return async (call) => {
     let handle: ReturnType<typeof startInvokeStream> | undefined;
     let finished = false;
-    call.signal.addEventListener(
-      "abort",
-      () => {
-        if (finished) return;
-        if (handle) handle.cancel("the caller cancelled the call");
-        else finished = true;
-      },
-      { once: true },
-    );
+    onAbort(call.signal, () => {
+      if (finished) return;
+      if (handle) handle.cancel("the caller cancelled the call");
+      else finished = true;
+    });
     for await (const req of call.messages()) {
       if (finished) break;
       if (!handle) {
@@ -38,7 +35,7 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter)
             },
             end(status) {
               finished = true;
-              call.write({ status });
+              call.write({ status: toInBand(status) });
               call.end();
             },
           },

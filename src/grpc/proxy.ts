@@ -5,7 +5,7 @@ import type { BackendSchema } from "../backends/schema.js";
 import { openStreamCall } from "../backends/stream-call.js";
 import { Code, codeName } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import { linkedSignal } from "../shared/signals.js";
+import { linkedSignal, onAbort } from "../shared/signals.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { Logger } from "../observe/logger.js";
 import type { CounterMetric } from "../observe/metrics.js";
@@ -158,7 +158,7 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
           backendCall.cancel("the gateway is shutting down");
         };
         streams.add(closing);
-        call.signal.addEventListener("abort", () => ended || backendCall.cancel("Cancelled on client"), { once: true });
+        onAbort(call.signal, () => ended || backendCall.cancel("Cancelled on client"));
         backendCall.read();
         if (Buffer.isBuffer(input)) {
           void backendCall.write(input);

@@ -1,6 +1,8 @@
 import { subscribeFailureKind, type Broker, type EndReason, type Subscription } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
+import { onAbort } from "../shared/signals.js";
+import { toInBand } from "../shared/status.js";
 import type { Logger } from "../observe/logger.js";
 import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import type { PubsubHandlers } from "../gen/gateway/io/cloudevents/v1/Pubsub.js";
@@ -94,16 +96,12 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
     };
     // The signal aborts once the stream has closed (after the status and the events buffered before it reached the
     // client, or a cancel): until then the call stays in `open`, so dropAll() can reset a reader that stopped reading.
-    call.signal.addEventListener(
-      "abort",
-      () => {
-        done = true;
-        ac.abort();
-        sub?.close();
-        open.delete(call);
-      },
-      { once: true },
-    );
+    onAbort(call.signal, () => {
+      done = true;
+      ac.abort();
+      sub?.close();
+      open.delete(call);
+    });
 
     broker
       .subscribe(
@@ -161,10 +159,10 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
   // Subscribe writes pre-encoded SubscribeResponse bytes (rawResponses), so its call is typed with Buffer responses.
   const impl: Omit<GrpcImpl<PubsubHandlers>, "Subscribe"> & { Subscribe: ServerStreamMethod } = {
     PublishEvent: async (req, ctx) => ({
-      status: await ops.publish(req.topic, req.cloudevent, ctx.signal),
+      status: toInBand(await ops.publish(req.topic, req.cloudevent, ctx.signal)),
     }),
     Subscribe: subscribe,
-    Unsubscribe: async (req) => ({ status: ops.unsubscribe(req.subscription_id) }),
+    Unsubscribe: async (req) => ({ status: toInBand(ops.unsubscribe(req.subscription_id)) }),
   };
   return {
     impl,

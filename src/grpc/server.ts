@@ -103,22 +103,29 @@ export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDef
     const refuse = (err: GatewayError): void => {
       deps.requests.inc({ method, code: err.codeName });
     };
+    // A server-streaming or bidi call: counted, then ended with its refusal (shutdown, key, no handler, a request
+    // that did not decode) or handed to the handler.
+    const startStream = <C extends { metadata: CallMetadata; end(status?: GatewayError): void }>(
+      call: C,
+      handler: ServerStreamMethod | DuplexMethod | undefined,
+      request?: unknown,
+    ): void | Promise<void> => {
+      deps.requests.inc({ method, code: "STARTED" });
+      const refused =
+        admit(deps, call.metadata) ?? (handler ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)) ?? decodeFailureOf(request);
+      if (refused) {
+        refuse(refused);
+        call.end(refused);
+        return;
+      }
+      return handler!(call as never);
+    };
     if (def.responseStream && !def.requestStream) {
       const stream = h as ServerStreamMethod | undefined;
       if (stream && (stream as unknown as Record<symbol, boolean>)[RAW]) {
         bound[name] = { ...bound[name]!, responseSerialize: (b: unknown) => b as Buffer };
       }
-      handlers[name] = (call: ServerStreamCall<unknown, unknown>) => {
-        deps.requests.inc({ method, code: "STARTED" });
-        const refused =
-          admit(deps, call.metadata) ?? (stream ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`)) ?? decodeFailureOf(call.request);
-        if (refused) {
-          refuse(refused);
-          call.end(refused);
-          return;
-        }
-        return stream!(call as ServerStreamCall<never, never>);
-      };
+      handlers[name] = (call: ServerStreamCall<unknown, unknown>) => startStream(call, stream, call.request);
       continue;
     }
     if (def.requestStream && !def.responseStream) {
@@ -133,16 +140,7 @@ export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDef
     }
     if (def.requestStream) {
       const duplex = h as DuplexMethod | undefined;
-      handlers[name] = (call: BidiCall<unknown, unknown>) => {
-        deps.requests.inc({ method, code: "STARTED" });
-        const refused = admit(deps, call.metadata) ?? (duplex ? undefined : new GatewayError(Code.UNIMPLEMENTED, `${method} is not implemented`));
-        if (refused) {
-          refuse(refused);
-          call.end(refused);
-          return;
-        }
-        return duplex!(call as BidiCall<never, never>);
-      };
+      handlers[name] = (call: BidiCall<unknown, unknown>) => startStream(call, duplex);
       continue;
     }
     const unary = h as UnaryMethod | undefined;

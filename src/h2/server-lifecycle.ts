@@ -1,5 +1,6 @@
 import type { H2ServerOptions } from "./types.js";
 import { H2Error } from "./frames.js";
+import { MAX_TIMER_MS } from "../shared/timers.js";
 
 /**
  * The connection-lifecycle defences of the native HTTP/2 server (docs/operations.md "HTTP/2 connection defences"):
@@ -39,8 +40,6 @@ export const SETTINGS_ACK_TIMEOUT_MS = 10_000;
 export const HEADER_BLOCK_TIMEOUT_MS = 10_000;
 /** How long the first GOAWAY of a graceful close waits for its PING's ACK before the final one. */
 export const DRAIN_PING_WAIT_MS = 1000;
-/** The largest timer Node keeps (2^31-1 ms); longer values would fire at once. */
-const MAX_TIMER_MS = 0x7fffffff;
 
 /** PING payloads this side sends, told apart in the client's ACK. */
 const KEEPALIVE_PING = Buffer.from("keepaliv", "latin1");

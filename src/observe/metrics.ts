@@ -3,7 +3,7 @@ import type { Meter, MeterProvider as ApiMeterProvider } from "@opentelemetry/ap
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { GAUGE_HASHMAP_SHAPE, counterSeries, gaugeSeries, histogramSeries, observeSeries, promClientProblem, seriesHash } from "./prom-client-internals.js";
+import { GAUGE_HASHMAP_SHAPE, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash } from "./prom-client-internals.js";
 
 type Labels<L extends string> = Partial<Record<L, string | number>>;
 
@@ -133,8 +133,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       const h = new Histogram({ name, help, labelNames: [...labelNames], buckets, registers: [registry] });
       const o = meter?.createHistogram(name, { description: help, advice: { explicitBucketBoundaries: buckets } });
       const sorted = [...labelNames].sort();
-      // prom-client's own bound list (sorted, as it keys the buckets by).
-      const bounds = (h as unknown as { upperBounds?: number[] }).upperBounds;
+      const bounds = histogramBounds(h);
       return {
         observe(labels, value) {
           // Hot path as for counters: an existing series is updated directly, anything else the public way.

@@ -94,6 +94,15 @@ export function histogramSeries(histogram: Histogram, hash: string): HistogramSe
     : undefined;
 }
 
+/**
+ * prom-client's own bound list of `histogram` (its private `upperBounds`, the bucket keys `observeSeries` counts in), or
+ * undefined when prom-client's shape changed (`observeSeries` then is not used).
+ */
+export function histogramBounds(histogram: Histogram): readonly number[] | undefined {
+  const b = (histogram as unknown as { upperBounds?: unknown }).upperBounds;
+  return Array.isArray(b) && b.every((x) => typeof x === "number") ? (b as number[]) : undefined;
+}
+
 /** Record `value` (finite) in `series` as prom-client's histogram `observe` does: sum, count, the first bucket >= it. */
 export function observeSeries(series: HistogramSeries, upperBounds: readonly number[], value: number): void {
   series.sum += value;

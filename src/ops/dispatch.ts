@@ -2,9 +2,9 @@ import * as grpc from "@grpc/grpc-js";
 import type { Backend } from "../backends/backend.js";
 import type { BackendRegistry } from "../backends/registry.js";
 import { encodeFileDescriptorSet, messageFields, type MethodEntry } from "../backends/schema.js";
-import { Code } from "../shared/code.js";
+import { Code, codeName } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import { inBandError, inBandOk, type InBandStatus } from "../shared/status.js";
+import { statusOf, statusOk, type Status } from "../shared/status.js";
 import type { MethodSchema } from "../shared/method-schema.js";
 import type { Converter } from "../workers/converter-types.js";
 import type { ServiceRegistry } from "../config/services.js";
@@ -27,8 +27,11 @@ export interface InvokeInput {
   signal?: AbortSignal | undefined;
 }
 
-/** The in-band outcome (docs/dispatch.md "Outcomes and errors"): the in-band status and the response. */
-export interface InvokeResult extends InBandStatus {
+/**
+ * The in-band outcome (docs/dispatch.md "Outcomes and errors"): its status and the response. Each front writes the
+ * status in its wire shape (toInBand for `{success, status, message}`).
+ */
+export interface InvokeResult extends Status {
   /** proto3 JSON text of the backend response; empty when failed. */
   responseData: string;
 }
@@ -126,7 +129,7 @@ export function requireString(field: string, v: unknown): string {
 }
 
 function failed(e: unknown): InvokeResult {
-  return { ...inBandError(e), responseData: "" };
+  return { ...statusOf(e), responseData: "" };
 }
 
 /** The dialable backend a caller's `service` names; INVALID_ARGUMENT or NOT_FOUND naming it otherwise. */
@@ -157,7 +160,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     const request = await converter.jsonToBinary(schema.set, method.inputType, json, input.signal);
     const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
     const outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal);
-    if (!outcome.ok) return { ...inBandError(outcome.code, outcome.message), responseData: "" };
+    if (!outcome.ok) return { code: outcome.code, message: outcome.message, responseData: "" };
     let responseData: string;
     try {
       responseData = await converter.binaryToJson(schema.set, method.outputType, outcome.bytes, input.signal);
@@ -167,12 +170,13 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
       const code = err.code === Code.INVALID_ARGUMENT ? Code.INTERNAL : err.code;
       throw new GatewayError(code, `the response of ${method.fullName} could not be converted to JSON: ${err.rawMessage}`, { cause: e });
     }
-    return { ...inBandOk(), responseData };
+    return { ...statusOk(), responseData };
   };
 
   const record = (label: string, result: InvokeResult, started: number): void => {
-    deps.invocations.inc({ service: label, code: result.status });
-    deps.latency.observe({ service: label, code: result.status }, (performance.now() - started) / 1000);
+    const code = codeName(result.code);
+    deps.invocations.inc({ service: label, code });
+    deps.latency.observe({ service: label, code }, (performance.now() - started) / 1000);
   };
 
   /**

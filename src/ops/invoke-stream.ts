@@ -2,15 +2,18 @@ import type * as grpc from "@grpc/grpc-js";
 import type { Backend } from "../backends/backend.js";
 import type { MethodEntry } from "../backends/schema.js";
 import { openStreamCall, type StreamCall } from "../backends/stream-call.js";
-import { Code } from "../shared/code.js";
+import { Code, codeName } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import { inBandError, inBandOk, type InBandStatus } from "../shared/status.js";
+import { statusOf, statusOk, type Status } from "../shared/status.js";
 import type { Converter, SchemaSet } from "../workers/converter-types.js";
 import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
 import { kindOf, requireString, type MethodKind } from "./dispatch.js";
 
-/** The final in-band status of a streamed invocation (docs/dispatch.md "Streaming invoke": the Status object of docs/contract.md, without the data). */
-export type StreamStatus = InBandStatus;
+/**
+ * The final status of a streamed invocation; each front writes it in-band (docs/dispatch.md "Streaming invoke": the
+ * Status object of docs/contract.md, without the data).
+ */
+export type StreamStatus = Status;
 
 /** Where a streamed invocation delivers its outcome; a front end (gRPC, REST, WebSocket) implements it. */
 export interface StreamSink {
@@ -111,14 +114,15 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
     ended = true;
     if (self) deps.open?.delete(self);
     const k = kind;
-    deps.invocations.inc({ kind: k, code: status.status });
-    deps.duration.observe({ kind: k, code: status.status }, (performance.now() - started) / 1000);
+    const code = codeName(status.code);
+    deps.invocations.inc({ kind: k, code });
+    deps.duration.observe({ kind: k, code }, (performance.now() - started) / 1000);
     sink.end(status);
   };
   const fail = (e: unknown): void => {
     const err = GatewayError.from(e);
     if (call && !ended) call.cancel(err.rawMessage);
-    finish(inBandError(err));
+    finish(statusOf(err));
   };
   // The status waits for a response still being converted, so it always comes after the last message.
   const settle = (): void => {
@@ -173,7 +177,7 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
       call = openStreamCall(backend, method.path, input.metadata, deadline, {
         onMessage,
         onStatus(code, message) {
-          pendingStatus = code === Code.OK ? inBandOk() : inBandError(code, message);
+          pendingStatus = code === Code.OK ? statusOk() : { code, message };
           settle();
         },
       });

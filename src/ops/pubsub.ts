@@ -2,7 +2,7 @@ import type { Broker } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
-import { inBandError, inBandOk, type InBandStatus } from "../shared/status.js";
+import { statusOf, statusOk, type Status } from "../shared/status.js";
 import { validatePublish, withPublishDefaults } from "./cloudevent-validate.js";
 import type { GatewayContext } from "./context.js";
 import { echo } from "../shared/echo.js";
@@ -17,12 +17,12 @@ export const MAX_SUBSCRIPTION_TOPICS = 256;
 /** The pub/sub operations shared by the gRPC and REST front ends. */
 export interface PubsubOps {
   /**
-   * Publish one event: INVALID_ARGUMENT (thrown) for bad input; runtime failures come back in-band as
-   * `{success: false, status: <code name>, message}`. Fills a missing id (UUID) and spec_version ("1.0").
+   * Publish one event: INVALID_ARGUMENT (thrown) for bad input; runtime failures come back as the status (in-band on
+   * the wire). Fills a missing id (UUID) and spec_version ("1.0").
    */
-  publish(topic: string | undefined | null, event: CloudEvent | undefined | null, signal?: AbortSignal): Promise<InBandStatus>;
-  /** End the Subscribe stream whose `x-subscription-id` is `id`; NOT_FOUND in-band for an unknown id. */
-  unsubscribe(id: string | undefined | null): InBandStatus;
+  publish(topic: string | undefined | null, event: CloudEvent | undefined | null, signal?: AbortSignal): Promise<Status>;
+  /** End the Subscribe stream whose `x-subscription-id` is `id`; NOT_FOUND (a status, in-band) for an unknown id. */
+  unsubscribe(id: string | undefined | null): Status;
 }
 
 /** Create the pub/sub operations over the runtime's pub/sub port and the broker. */
@@ -42,19 +42,19 @@ export function createPubsubOps(ctx: GatewayContext, broker: Broker): PubsubOps 
         const ge = GatewayError.from(err, Code.UNAVAILABLE);
         published.inc({ result: "failed" });
         ctx.logger.warn({ topic, eventId: e.id, code: ge.codeName, err: ge.rawMessage }, "publish failed in the runtime");
-        return inBandError(ge.code, `publishing to topic '${echo(topic)}' failed: ${ge.rawMessage}`);
+        return { code: ge.code, message: `publishing to topic '${echo(topic)}' failed: ${ge.rawMessage}` };
       }
       published.inc({ result: "ok" });
-      return inBandOk();
+      return statusOk();
     },
     unsubscribe(id) {
       if (typeof id !== "string" || id === "") {
-        return inBandError(invalidArgument("subscription_id", "must not be empty: use the x-subscription-id response header of the Subscribe call"));
+        return statusOf(invalidArgument("subscription_id", "must not be empty: use the x-subscription-id response header of the Subscribe call"));
       }
       if (!broker.unsubscribe(id)) {
-        return inBandError(Code.NOT_FOUND, `no live subscription with id '${echo(id)}' on this gateway`);
+        return { code: Code.NOT_FOUND, message: `no live subscription with id '${echo(id)}' on this gateway` };
       }
-      return inBandOk();
+      return statusOk();
     },
   };
 }

@@ -1,5 +1,5 @@
 import { Code } from "../shared/code.js";
-import { inBandError } from "../shared/status.js";
+import { toInBand } from "../shared/status.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { DispatchOps, InvokeResult } from "../ops/dispatch.js";
 import { json, requiredQuery, type Route } from "../http/router.js";
@@ -11,7 +11,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 function failure(field: string, problem: string): InvokeResult {
-  return { ...inBandError(Code.INVALID_ARGUMENT, `${field} ${problem}`), responseData: "" };
+  return { code: Code.INVALID_ARGUMENT, message: `${field} ${problem}`, responseData: "" };
 }
 
 const INVOKE_FIELDS = ["service", "method", "requestData"];
@@ -64,7 +64,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
             signal: req.signal,
           });
         }
-        return json({ success: r.success, status: r.status, message: r.message, responseData: r.success ? JSON.parse(r.responseData) : null });
+        return json({ ...toInBand(r), responseData: r.code === Code.OK ? JSON.parse(r.responseData) : null });
       },
     },
     {
@@ -75,7 +75,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
         const unknown = unknownField(body, INVOKE_JSON_FIELDS);
         if (unknown !== undefined) {
           const f = failure(echo(unknown), `is not a field of the invoke-json request (fields: service, method, request_data)`);
-          return json({ success: f.success, status: f.status, message: f.message, response_data: f.responseData });
+          return json({ ...toInBand(f), response_data: f.responseData });
         }
         const r = await ops.invoke({
           service: body["service"],
@@ -84,7 +84,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
           metadata: filter.fromHeaders(req.headers),
           signal: req.signal,
         });
-        return json({ success: r.success, status: r.status, message: r.message, response_data: r.responseData });
+        return json({ ...toInBand(r), response_data: r.responseData });
       },
     },
   ];

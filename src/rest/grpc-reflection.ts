@@ -1,8 +1,15 @@
-import { GatewayError } from "../shared/gateway-error.js";
+import { Code, codeName } from "../shared/code.js";
+import { statusOf, type Status } from "../shared/status.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { DispatchOps } from "../ops/dispatch.js";
 import { booleanParam } from "../http/query-params.js";
 import { json, type Route } from "../http/router.js";
+
+/** `/v1/grpc/call`'s wire form of a status: `data` is the response JSON text on success, else the status message. */
+function callReply(st: Status, responseData = ""): ReturnType<typeof json> {
+  const ok = st.code === Code.OK;
+  return json({ error: !ok, statusCode: codeName(st.code), data: ok ? responseData : st.message });
+}
 
 function streamingType(m: { clientStreaming: boolean; serverStreaming: boolean }): "unary" | "server" | "client" | "bidi" {
   if (m.clientStreaming) return m.serverStreaming ? "bidi" : "client";
@@ -39,11 +46,10 @@ export function grpcReflectionRoutes(ops: DispatchOps, filter: MetadataFilter): 
         try {
           metadata = filter.fromObject(body["metadata"]);
         } catch (e) {
-          const err = GatewayError.from(e);
-          return json({ error: true, statusCode: err.codeName, data: err.rawMessage });
+          return callReply(statusOf(e));
         }
         const r = await ops.invoke({ service: body["service"], method: body["method"], requestData: body["request"], metadata, signal: req.signal });
-        return json({ error: !r.success, statusCode: r.status, data: r.success ? r.responseData : r.message });
+        return callReply(r, r.responseData);
       },
     },
   ];

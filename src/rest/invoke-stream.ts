@@ -1,6 +1,7 @@
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import { inBandError } from "../shared/status.js";
+import { toInBand } from "../shared/status.js";
+import { onAbort } from "../shared/signals.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type StreamStatus } from "../ops/invoke-stream.js";
 import type { Route } from "../http/router.js";
@@ -31,15 +32,15 @@ export function invokeStreamRoutes(deps: InvokeStreamDeps, filter: MetadataFilte
         const unknown = Object.keys(body).find((k) => !FIELDS.includes(k));
         const data = body["requestData"];
         let early: StreamStatus | undefined;
-        if (unknown !== undefined) early = inBandError(Code.INVALID_ARGUMENT, `${echo(unknown)} is not a field of the invoke-stream request (fields: ${FIELDS.join(", ")})`);
+        if (unknown !== undefined) early = { code: Code.INVALID_ARGUMENT, message: `${echo(unknown)} is not a field of the invoke-stream request (fields: ${FIELDS.join(", ")})` };
         else if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data))) {
-          early = inBandError(Code.INVALID_ARGUMENT, `requestData must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
+          early = { code: Code.INVALID_ARGUMENT, message: `requestData must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})` };
         }
         return {
           contentType: sse ? "text/event-stream" : "application/x-ndjson",
           headers: { "cache-control": "no-cache" },
           stream: (out) => {
-            if (early) return out.end(frame(JSON.stringify({ status: early })));
+            if (early) return out.end(frame(JSON.stringify({ status: toInBand(early) })));
             const handle = startInvokeStream(
               deps,
               {
@@ -61,11 +62,11 @@ export function invokeStreamRoutes(deps: InvokeStreamDeps, filter: MetadataFilte
                   return false;
                 },
                 end(status) {
-                  out.end(frame(JSON.stringify({ status })));
+                  out.end(frame(JSON.stringify({ status: toInBand(status) })));
                 },
               },
             );
-            req.signal.addEventListener("abort", () => handle.cancel("the client closed the request"), { once: true });
+            onAbort(req.signal, () => handle.cancel("the client closed the request"));
           },
         };
       },

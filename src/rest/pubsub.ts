@@ -2,6 +2,7 @@ import { cloudEventFromBinary, cloudEventFromJson, isBinaryMode } from "../share
 import type { CloudEvent } from "../shared/cloudevent.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { Code } from "../shared/code.js";
+import { toInBand } from "../shared/status.js";
 import { createAuthenticator } from "../ops/auth.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import { json, type RestRequest, type Route } from "../http/router.js";
@@ -37,7 +38,7 @@ export function pubsubRoutes(ops: PubsubOps): Route[] {
     {
       method: "POST",
       path: "/v1/pubsub/{topic}",
-      handler: async (req) => json({ status: await ops.publish(req.params["topic"], cloudEventOfRequest(req), req.signal) }),
+      handler: async (req) => json({ status: toInBand(await ops.publish(req.params["topic"], cloudEventOfRequest(req), req.signal)) }),
     },
   ];
 }

@@ -21,19 +21,25 @@ export interface ProtoTimestamp {
   nanos: number;
 }
 
+/** The range of a protobuf Timestamp, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, in seconds since the epoch. */
+export const TIMESTAMP_MIN_SECONDS = -62_135_596_800;
+export const TIMESTAMP_MAX_SECONDS = 253_402_300_799;
+
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
 
 /** The instant `text` names, or undefined when it is not an RFC 3339 date-time or names one that does not exist. */
 export function parseRfc3339(text: string): Instant | undefined {
   const m = RFC3339.exec(text);
   if (!m) return undefined;
-  const [y, mo, d, h, mi, s] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i])) as [number, number, number, number, number, number];
-  if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return undefined;
-  // Date.UTC maps years 0-99 to 1900-1999; setUTCFullYear does not.
-  const t = new Date(Date.UTC(2000, mo - 1, d, h, mi, s));
-  t.setUTCFullYear(y);
-  // Feb 30 rolls over to March: a date that does not exist comes back as another day.
-  if (t.getUTCDate() !== d || t.getUTCMonth() !== mo - 1) return undefined;
+  // Field by field and in integer arithmetic, no Date: the invoke codec's fast path parses every Timestamp here.
+  const y = Number(m[1]);
+  const mo = Number(m[2]);
+  const d = Number(m[3]);
+  const h = Number(m[4]);
+  const mi = Number(m[5]);
+  const s = Number(m[6]);
+  // A day that does not exist (2024-02-30) is refused, not rolled over into the next month.
+  if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo) || h > 23 || mi > 59 || s > 59) return undefined;
   let offsetSeconds = 0;
   if (m[8]) {
     const oh = Number(m[9]);
@@ -41,7 +47,23 @@ export function parseRfc3339(text: string): Instant | undefined {
     if (oh > 23 || om > 59) return undefined;
     offsetSeconds = (m[8] === "-" ? -1 : 1) * (oh * 3600 + om * 60);
   }
-  return { seconds: t.getTime() / 1000 - offsetSeconds, nanos: m[7] ? Number(m[7].slice(0, 9).padEnd(9, "0")) : 0 };
+  return { seconds: daysFromCivil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offsetSeconds, nanos: m[7] ? Number(m[7].slice(0, 9).padEnd(9, "0")) : 0 };
+}
+
+const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+function daysInMonth(y: number, mo: number): number {
+  return mo === 2 && y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0) ? 29 : MONTH_DAYS[mo - 1]!;
+}
+
+/** Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil), years 0-9999 included. */
+function daysFromCivil(y: number, mo: number, d: number): number {
+  const yy = mo <= 2 ? y - 1 : y;
+  const era = Math.floor(yy / 400);
+  const yoe = yy - era * 400;
+  const doy = Math.floor((153 * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5) + d - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  return era * 146097 + doe - 719468;
 }
 
 /** Epoch milliseconds (sub-millisecond digits cut) of an RFC 3339 date-time, or undefined as parseRfc3339. */

@@ -1,6 +1,6 @@
 /**
- * Cancellation helpers shared by the gateway and its client: a signal linked to other signals and to a deadline, and a
- * race of shared work against one caller's signal.
+ * Cancellation helpers shared by the gateway and its client: a listener for one abort with its disposer, a signal
+ * linked to other signals and to a deadline, and a race of shared work against one caller's signal.
  *
  * Linking does not use `AbortSignal.any`: on Node 20 every signal it returns stays referenced from each input signal
  * until that input aborts (measured on v20.20: one long-lived parent and 1,000,000 calls left 1,000,000 dependants and
@@ -9,6 +9,24 @@
  * `AbortSignal.timeout`, whose timer lives its full term whatever happens to the work (30,000 `@every 1s` triggers held
  * 300,000 live 10 s timers that way, ~250 MiB of heap; see ops/trigger.ts).
  */
+
+const NOOP = (): void => undefined;
+
+/**
+ * Run `fn(reason)` once when `signal` aborts, or now when it has already (a listener added to an aborted signal never
+ * runs). Returns the disposer that removes the listener: call it when the work settles, so a long-lived signal does
+ * not keep the work reachable. No signal: nothing to listen to.
+ */
+export function onAbort(signal: AbortSignal | undefined, fn: (reason: unknown) => void): () => void {
+  if (signal === undefined) return NOOP;
+  if (signal.aborted) {
+    fn(signal.reason);
+    return NOOP;
+  }
+  const listener = (): void => fn(signal.reason);
+  signal.addEventListener("abort", listener, { once: true });
+  return () => signal.removeEventListener("abort", listener);
+}
 
 /** A signal for one piece of work, aborted by a parent, by its deadline or by `abort()`, until `clear()`. */
 export interface LinkedSignal {
@@ -42,23 +60,22 @@ export function linkedSignal(opts: LinkOptions = {}): LinkedSignal {
   const parents = opts.parents ? opts.parents.filter((p): p is AbortSignal => p !== undefined) : NO_PARENTS;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let cleared = false;
+  let unlisten: Array<() => void> = [];
   const release = (): void => {
     if (timer !== undefined) clearTimeout(timer);
     timer = undefined;
-    for (const p of parents) p.removeEventListener("abort", onParent);
+    for (const off of unlisten) off();
+    unlisten = [];
   };
   const abort = (reason?: unknown): void => {
     if (cleared || ac.signal.aborted) return;
     release();
     ac.abort(reason);
   };
-  function onParent(this: AbortSignal): void {
-    abort(this.reason);
-  }
   const first = parents.find((p) => p.aborted);
   if (first) ac.abort(first.reason);
   else {
-    for (const p of parents) p.addEventListener("abort", onParent, { once: true });
+    unlisten = parents.map((p) => onAbort(p, abort));
     if (opts.timeoutMs !== undefined) {
       const reason = opts.timeoutReason ?? ((): unknown => new DOMException("The operation timed out", "TimeoutError"));
       timer = setTimeout(() => abort(reason()), opts.timeoutMs);
@@ -84,22 +101,21 @@ export function deadlineSignal(ms: number, reason?: () => unknown, parent?: Abor
 
 /**
  * Race `p` against one caller's `signal` without cancelling the work behind `p` (it may be shared by other callers):
- * rejects with `onAbort(signal.reason)` when the signal aborts first, else settles as `p` does. The listener is removed
+ * rejects with `toError(signal.reason)` when the signal aborts first, else settles as `p` does. The listener is removed
  * either way.
  */
-export function abortable<T>(p: Promise<T>, signal: AbortSignal | undefined, onAbort: (reason: unknown) => unknown): Promise<T> {
+export function abortable<T>(p: Promise<T>, signal: AbortSignal | undefined, toError: (reason: unknown) => unknown): Promise<T> {
   if (!signal) return p;
-  if (signal.aborted) return Promise.reject(onAbort(signal.reason));
+  if (signal.aborted) return Promise.reject(toError(signal.reason));
   return new Promise<T>((resolve, reject) => {
-    const aborted = (): void => reject(onAbort(signal.reason));
-    signal.addEventListener("abort", aborted, { once: true });
+    const off = onAbort(signal, (reason) => reject(toError(reason)));
     p.then(
       (v) => {
-        signal.removeEventListener("abort", aborted);
+        off();
         resolve(v);
       },
       (e: unknown) => {
-        signal.removeEventListener("abort", aborted);
+        off();
         reject(e);
       },
     );

@@ -1,5 +1,8 @@
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { clampTimerMs, MAX_TIMER_MS } from "../shared/timers.js";
+import { onAbort } from "../shared/signals.js";
+import { statusOf, type Status } from "../shared/status.js";
 
 /** What a bridge needs of a MessagePort, a Worker or a worker's parentPort. */
 export interface BridgePort {
@@ -52,14 +55,11 @@ export function withTransfer<T extends object>(value: T, buffers: ArrayBuffer[])
   return value;
 }
 
-/** The longest delay a Node timer holds (longer ones fire at once). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
 /** Bridge wire messages: `q` request, `r` reply, `x` abort. */
 type Wire =
   | { b: "q"; id: number; op: string; p: unknown }
   | { b: "r"; id: number; ok: true; v: unknown }
-  | { b: "r"; id: number; ok: false; code: number; message: string }
+  | ({ b: "r"; id: number; ok: false } & Status)
   | { b: "x"; id: number };
 
 interface Waiting {
@@ -113,8 +113,7 @@ export function createBridge(port: BridgePort, handlers: Record<string, BridgeHa
       },
       (e: unknown) => {
         serving.delete(m.id);
-        const err = GatewayError.from(e);
-        post({ b: "r", id: m.id, ok: false, code: err.code, message: err.rawMessage });
+        post({ b: "r", id: m.id, ok: false, ...statusOf(e) });
       },
     );
   }
@@ -128,7 +127,7 @@ export function createBridge(port: BridgePort, handlers: Record<string, BridgeHa
       }
       const id = nextId++;
       // Past 2^31-1 ms Node fires a timer at once; a negative or NaN bound means "answer now or fail".
-      const ms = Math.min(Math.max(Number.isFinite(timeoutMs) ? timeoutMs : MAX_TIMER_MS, 0), MAX_TIMER_MS);
+      const ms = clampTimerMs(Number.isFinite(timeoutMs) ? timeoutMs : MAX_TIMER_MS);
       return new Promise<T>((resolve, reject) => {
         const w: Waiting = {
           resolve: resolve as (v: unknown) => void,
@@ -140,13 +139,11 @@ export function createBridge(port: BridgePort, handlers: Record<string, BridgeHa
           }, ms),
         };
         if (signal) {
-          const onAbort = (): void => {
+          w.unlisten = onAbort(signal, (reason) => {
             if (!settle(id)) return;
             post({ b: "x", id });
-            reject(GatewayError.from(signal.reason, Code.CANCELLED));
-          };
-          signal.addEventListener("abort", onAbort, { once: true });
-          w.unlisten = () => signal.removeEventListener("abort", onAbort);
+            reject(GatewayError.from(reason, Code.CANCELLED));
+          });
         }
         waiting.set(id, w);
         post({ b: "q", id, op, p: payload }, payload);

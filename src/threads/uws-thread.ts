@@ -23,7 +23,7 @@ import { invokeFromWire, type InvokeWire } from "../ops/dispatch.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import type { ReflectionResult } from "../backends/reflection-client.js";
 import { slotsOfPool } from "../workers/worker-slots.js";
-import type { InBandStatus } from "../shared/status.js";
+import type { Status } from "../shared/status.js";
 import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
 import { configRoutes } from "../rest/config.js";
 import { isNativeUws, startRestServer, type RestReply, type RestServer, type Route } from "../http/router.js";
@@ -115,7 +115,7 @@ async function main(): Promise<void> {
   );
 
   const pubsubOps: PubsubOps = {
-    publish: (topic, event, signal) => bridge.call<InBandStatus>("pubsub.publish", { topic, event }, signal),
+    publish: (topic, event, signal) => bridge.call<Status>("pubsub.publish", { topic, event }, signal),
     unsubscribe: () => {
       throw new GatewayError(Code.INTERNAL, "unsubscribe is served by the main thread");
     },

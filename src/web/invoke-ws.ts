@@ -1,6 +1,6 @@
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import { inBandError } from "../shared/status.js";
+import { inBandError, statusOf, toInBand } from "../shared/status.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle, type StreamStatus } from "../ops/invoke-stream.js";
 import { apiKeyRefusal, type Authenticator } from "../ops/auth.js";
@@ -81,7 +81,7 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
         const finishEarly = (status: StreamStatus): void => {
           c.closed = true;
           ws.cork(() => {
-            ws.send(JSON.stringify({ op: "status", status }));
+            ws.send(JSON.stringify({ op: "status", status: toInBand(status) }));
             ws.end(1000);
           });
         };
@@ -93,13 +93,13 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
         } catch (e) {
           const msg = `frame is not a JSON object: ${(e as Error).message}`.slice(0, 200);
           if (c.handle) return c.handle.fail(new GatewayError(Code.INVALID_ARGUMENT, msg));
-          return finishEarly(inBandError(Code.INVALID_ARGUMENT, msg));
+          return finishEarly({ code: Code.INVALID_ARGUMENT, message: msg });
         }
         const op = frame["op"];
         const data = frame["requestData"];
         if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data))) {
           const err = new GatewayError(Code.INVALID_ARGUMENT, `requestData must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
-          return c.handle ? c.handle.fail(err) : finishEarly(inBandError(err));
+          return c.handle ? c.handle.fail(err) : finishEarly(statusOf(err));
         }
         const text = data === undefined || data === null ? "" : JSON.stringify(data);
         if (op === "start") {
@@ -119,7 +119,7 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
                 if (c.closed) return;
                 c.closed = true;
                 ws.cork(() => {
-                  ws.send(JSON.stringify({ op: "status", status }));
+                  ws.send(JSON.stringify({ op: "status", status: toInBand(status) }));
                   ws.end(1000);
                 });
               },
@@ -127,7 +127,7 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
           );
           return;
         }
-        if (!c.handle) return finishEarly(inBandError(Code.INVALID_ARGUMENT, `the first frame must be {"op":"start",...} (got op ${JSON.stringify(op)?.slice(0, 40)})`));
+        if (!c.handle) return finishEarly({ code: Code.INVALID_ARGUMENT, message: `the first frame must be {"op":"start",...} (got op ${JSON.stringify(op)?.slice(0, 40)})` });
         if (op === "send") {
           if (++c.pending > WS_MAX_PENDING_REQUESTS) {
             return c.handle.fail(new GatewayError(Code.RESOURCE_EXHAUSTED, `more than ${WS_MAX_PENDING_REQUESTS} request messages are waiting for the backend`));

@@ -3,7 +3,7 @@ import type { EndReason } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { cloudEventFromJson } from "../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
-import { inBandFailure } from "../shared/status.js";
+import { statusError } from "../shared/status.js";
 import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
@@ -181,7 +181,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     const ce = msg["cloudevent"];
     if (typeof ce !== "object" || ce === null || Array.isArray(ce)) throw invalidArgument("cloudevent", "is required: a CloudEvents JSON object");
     const status = await ops.publish(topic, cloudEventFromJson(ce as Record<string, unknown>, "cloudevent"));
-    const failed = inBandFailure(status);
+    const failed = statusError(status);
     if (failed) throw failed;
   }
 

@@ -18,7 +18,7 @@ import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { fastBinaryToJson } from "./fast-codec/decode.js";
 import { fastJsonToBinary } from "./fast-codec/encode.js";
-import { hasSpecialJson, locateJsonProblem, reasonOf } from "./json-error-locator.js";
+import { hasSpecialJson, locateJsonProblem, locateTimestampProblem, reasonOf, type JsonProblem } from "./json-error-locator.js";
 import { errorText } from "./schema-registry.js";
 
 function messageType(registry: FileRegistry, typeName: string): DescMessage {
@@ -64,18 +64,31 @@ function encodeJsonValue(registry: FileRegistry, desc: DescMessage, value: JsonV
   } catch (e) {
     const found = locateJsonProblem(desc, value, registry);
     if (found === undefined) throw new GatewayError(Code.INVALID_ARGUMENT, `invalid ${desc.typeName}: ${reasonOf(e)}`);
-    if (found.path === "") {
-      const text = found.problem.startsWith("invalid ") ? found.problem : `invalid ${desc.typeName}: ${found.problem}`;
-      throw new GatewayError(Code.INVALID_ARGUMENT, text);
-    }
-    const sep = found.problem.startsWith("is ") || found.problem.startsWith("names ") ? " " : ": ";
-    throw new GatewayError(Code.INVALID_ARGUMENT, `field "${found.path}"${sep}${found.problem}`);
+    throw problemError(desc, found);
+  }
+  // The library took every Timestamp its pattern matches; one naming a day that does not exist is refused here.
+  if (canHoldTimestamp(desc)) {
+    const found = locateTimestampProblem(desc, value, registry, canHoldTimestamp);
+    if (found !== undefined) throw problemError(desc, found);
   }
   try {
     return toBinary(desc, message);
   } catch (e) {
     throw new GatewayError(Code.INVALID_ARGUMENT, `${desc.typeName} cannot be encoded: ${errorText(e)}`);
   }
+}
+
+function canHoldTimestamp(desc: DescMessage): boolean {
+  return reaches(desc, "google.protobuf.Timestamp") || reaches(desc, "google.protobuf.Any");
+}
+
+function problemError(desc: DescMessage, found: JsonProblem): GatewayError {
+  if (found.path === "") {
+    const text = found.problem.startsWith("invalid ") ? found.problem : `invalid ${desc.typeName}: ${found.problem}`;
+    return new GatewayError(Code.INVALID_ARGUMENT, text);
+  }
+  const sep = found.problem.startsWith("is ") || found.problem.startsWith("names ") ? " " : ": ";
+  return new GatewayError(Code.INVALID_ARGUMENT, `field "${found.path}"${sep}${found.problem}`);
 }
 
 /**
@@ -100,28 +113,38 @@ export function binaryToJson(registry: FileRegistry, typeName: string, bytes: Ui
     const json = toJsonString(desc, message, { registry });
     // Only an object with an "@type" key (a set Any, or a map key "@type") needs the reordering pass; an escaped
     // string value cannot contain the quoted token.
-    if (!reachesAny(desc) || !json.includes('"@type"')) return json;
+    if (!reaches(desc, "google.protobuf.Any") || !json.includes('"@type"')) return json;
     return JSON.stringify(typeFirst(toJson(desc, message, { registry })));
   } catch (e) {
     throw new GatewayError(Code.INTERNAL, `${desc.typeName} cannot be written as JSON: ${errorText(e)}`);
   }
 }
 
-// Whether a message type can contain a google.protobuf.Any, cached per descriptor.
-const anyReach = new WeakMap<DescMessage, boolean>();
+// Whether a message type can contain a message of a given type (Any, Timestamp), cached per descriptor.
+const reach = new Map<string, WeakMap<DescMessage, boolean>>();
 
-function reachesAny(desc: DescMessage): boolean {
-  const known = anyReach.get(desc);
-  if (known !== undefined) return known;
-  anyReach.set(desc, false); // breaks cycles; a cycle adds no new types
-  let reaches = desc.typeName === "google.protobuf.Any";
-  for (const f of desc.fields) {
-    if (reaches) break;
-    const child = f.fieldKind === "message" ? f.message : f.fieldKind === "list" || f.fieldKind === "map" ? f.message : undefined;
-    if (child !== undefined && reachesAny(child)) reaches = true;
+function reaches(desc: DescMessage, typeName: string): boolean {
+  let known = reach.get(typeName);
+  if (known === undefined) reach.set(typeName, (known = new WeakMap()));
+  const hit = known.get(desc);
+  if (hit !== undefined) return hit;
+  // A walk over every type `desc` reaches (a cycle's types are visited once), answered for `desc` alone: an answer
+  // cached for a type met inside a cycle could miss what the rest of the cycle reaches.
+  const seen = new Set<DescMessage>();
+  const todo = [desc];
+  let found = false;
+  while (!found && todo.length > 0) {
+    const d = todo.pop()!;
+    if (seen.has(d)) continue;
+    seen.add(d);
+    found = d.typeName === typeName;
+    for (const f of d.fields) {
+      const child = f.fieldKind === "message" ? f.message : f.fieldKind === "list" || f.fieldKind === "map" ? f.message : undefined;
+      if (child !== undefined) todo.push(child);
+    }
   }
-  anyReach.set(desc, reaches);
-  return reaches;
+  known.set(desc, found);
+  return found;
 }
 
 /**

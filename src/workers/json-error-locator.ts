@@ -2,10 +2,12 @@
  * Finds where a JSON value fails to convert to a message, as a field path ("items[0].unitPrice.units") and a
  * problem text. @bufbuild/protobuf reports only the failing field's declaration, not where it is in the input, so
  * after a failed conversion the codec walks the JSON alongside the descriptors and probes each part with the
- * library's own reader: the reported problems are exactly the library's, but named by path. Only runs on the error
- * path, so it may be slow.
+ * library's own reader: the reported problems are exactly the library's, but named by path, plus a Timestamp naming
+ * a date that does not exist, which the library rolls over (locateTimestampProblem, run after the library accepted
+ * a type that can hold a Timestamp). Only runs off the fast path, so it may be slow.
  */
 import { fromJson, type DescField, type DescMessage, type JsonValue, type Registry } from "@bufbuild/protobuf";
+import { parseRfc3339 } from "../shared/rfc3339.js";
 import { WRAPPER_TYPE_NAMES } from "./fast-codec/common.js";
 
 /** Where a conversion failed and why. `path` is empty for the root message. */
@@ -45,6 +47,15 @@ export function reasonOf(e: unknown): string {
   return rest;
 }
 
+/**
+ * The library takes any date-time its pattern matches and rolls a day that does not exist over (2024-02-30 becomes 1
+ * March); the gateway's one RFC 3339 parser refuses it, as everywhere else.
+ */
+function impossibleTimestamp(desc: DescMessage, json: unknown): string | undefined {
+  if (desc.typeName !== "google.protobuf.Timestamp" || typeof json !== "string" || parseRfc3339(json) !== undefined) return undefined;
+  return `invalid google.protobuf.Timestamp: ${JSON.stringify(json)} is not a date-time that exists`;
+}
+
 function describe(v: unknown): string {
   if (v === null) return "null";
   if (Array.isArray(v)) return "an array";
@@ -76,7 +87,7 @@ function isObject(v: unknown): v is Record<string, JsonValue> {
 export function locateJsonProblem(desc: DescMessage, json: unknown, registry: Registry, path = ""): JsonProblem | undefined {
   const opts = { registry };
   if (specialJson.has(desc.typeName)) {
-    const problem = probe(() => fromJson(desc, json as JsonValue, opts));
+    const problem = probe(() => fromJson(desc, json as JsonValue, opts)) ?? impossibleTimestamp(desc, json);
     return problem === undefined ? undefined : { path, problem };
   }
   if (!isObject(json)) {
@@ -191,4 +202,59 @@ function locateAny(json: Record<string, JsonValue>, registry: Registry, path: st
   const rest: Record<string, JsonValue> = {};
   for (const [k, v] of Object.entries(json)) if (k !== "@type") rest[k] = v;
   return locateJsonProblem(inner, rest, registry, path);
+}
+
+/**
+ * The first Timestamp in `json` (which the library accepted as `desc`, so every shape is right) that names a date-time
+ * that does not exist, or undefined. `canHold(type)` says whether a message type can contain a Timestamp (directly or
+ * through an Any): the walk enters only those fields.
+ */
+export function locateTimestampProblem(
+  desc: DescMessage,
+  json: unknown,
+  registry: Registry,
+  canHold: (type: DescMessage) => boolean,
+  path = "",
+): JsonProblem | undefined {
+  if (desc.typeName === "google.protobuf.Timestamp") return problemAt(path, impossibleTimestamp(desc, json));
+  if (!isObject(json) || !canHold(desc)) return undefined; // null, or a well-known type's own JSON form: no Timestamp inside
+  if (desc.typeName === "google.protobuf.Any") {
+    const typeUrl = String(json["@type"]);
+    const inner = registry.getMessage(typeUrl.slice(typeUrl.lastIndexOf("/") + 1));
+    if (inner === undefined) return undefined;
+    if (specialJson.has(inner.typeName) || inner.typeName === "google.protobuf.Any") return locateTimestampProblem(inner, json["value"], registry, canHold, child(path, "value"));
+    return locateTimestampProblem(inner, json, registry, canHold, path);
+  }
+  const byName = fieldsByName(desc);
+  for (const [key, value] of Object.entries(json)) {
+    const field = byName.get(key);
+    // No field: an Any's "@type". A field whose type cannot hold a Timestamp is not entered.
+    if (field === undefined || value === null || field.message === undefined || !canHold(field.message)) continue;
+    const at = child(path, key);
+    let found: JsonProblem | undefined;
+    if (field.fieldKind === "message") found = locateTimestampProblem(field.message, value, registry, canHold, at);
+    else if (field.fieldKind === "list" && Array.isArray(value)) {
+      for (let i = 0; i < value.length && found === undefined; i++) found = locateTimestampProblem(field.message, value[i], registry, canHold, `${at}[${i}]`);
+    } else if (field.fieldKind === "map" && isObject(value)) {
+      for (const [k, v] of Object.entries(value)) {
+        found = locateTimestampProblem(field.message, v, registry, canHold, `${at}[${JSON.stringify(k)}]`);
+        if (found !== undefined) break;
+      }
+    }
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+// A message's fields by JSON and proto name, per descriptor.
+const fieldMaps = new WeakMap<DescMessage, Map<string, DescField>>();
+
+function fieldsByName(desc: DescMessage): Map<string, DescField> {
+  let byName = fieldMaps.get(desc);
+  if (byName === undefined) {
+    byName = new Map();
+    for (const f of desc.fields) byName.set(f.jsonName, f).set(f.name, f);
+    fieldMaps.set(desc, byName);
+  }
+  return byName;
 }

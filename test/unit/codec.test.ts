@@ -158,6 +158,9 @@ describe("codec: errors name the field and the problem", () => {
     ["null list item", { samples: [1, null] }, 'field "samples[1]": list item must not be null'],
     ["bad map key", { itemsByLine: { one: {} } }, 'field "itemsByLine["one"]": invalid map key: expected number (int32), got "one"'],
     ["bad Timestamp", { createdAt: "yesterday" }, 'field "createdAt": invalid google.protobuf.Timestamp: invalid RFC 3339 string'],
+    ["Timestamp on a day that does not exist", { createdAt: "2024-02-30T00:00:00Z" }, 'field "createdAt": invalid google.protobuf.Timestamp: "2024-02-30T00:00:00Z" is not a date-time that exists'],
+    ["Timestamp at hour 24, in a list", { events: ["2024-02-01T00:00:00Z", "2024-02-01T24:00:00Z"] }, 'field "events[1]": invalid google.protobuf.Timestamp: "2024-02-01T24:00:00Z" is not a date-time that exists'],
+    ["Timestamp on 31 April inside an Any", { detail: { "@type": "type.googleapis.com/google.protobuf.Timestamp", value: "2023-04-31T10:00:00+02:00" } }, 'field "detail.value": invalid google.protobuf.Timestamp: "2023-04-31T10:00:00+02:00" is not a date-time that exists'],
     ["bad Duration in a list of Any", { details: [{ "@type": "type.googleapis.com/google.protobuf.Duration", value: "5m" }] }, 'field "details[0].value": invalid google.protobuf.Duration: got "5m"'],
     ["bad wrapper", { wrappedInt64: "x" }, 'field "wrappedInt64": expected int64, got x'],
     ["Any of an unknown type", { detail: { "@type": "type.googleapis.com/nope.Thing" } }, 'field "detail.@type" names nope.Thing, which is not in the schema'],
@@ -173,6 +176,11 @@ describe("codec: errors name the field and the problem", () => {
       assert.equal(e.message, message);
     });
   }
+
+  it("a Timestamp on 29 February of a leap year converts, with its offset and nanoseconds", () => {
+    assert.deepEqual(roundTrip({ createdAt: "2024-02-29T23:30:00.000000001-01:00" }), { createdAt: "2024-03-01T00:30:00.000000001Z" });
+    assert.match(failure(JSON.stringify({ createdAt: "2023-02-29T00:00:00Z" })).message, /^field "createdAt": .* is not a date-time that exists$/);
+  });
 
   it("malformed JSON", () => {
     const e = failure('{"orderId": ');

@@ -5,7 +5,7 @@ import { GatewayClientError, GatewayError as ClientGatewayError, GatewayInvocati
 import { Code } from "../../src/shared/code.js";
 import { MAX_ERROR_MESSAGE_CHARS } from "../../src/shared/echo.js";
 import { GatewayError, invalidArgument } from "../../src/shared/gateway-error.js";
-import { inBandError, inBandFailure, inBandOk } from "../../src/shared/status.js";
+import { inBandError, inBandFailure, inBandOk, statusError, statusOf, statusOk, toInBand } from "../../src/shared/status.js";
 import { validateConverterOptions } from "../../src/workers/converter.js";
 
 describe("one error class", () => {
@@ -63,5 +63,18 @@ describe("in-band status", () => {
     assert.deepEqual([back.code, back.message], [Code.NOT_FOUND, "no trigger named t"]);
     assert.equal(inBandFailure({ success: false, status: "OK", message: "" }, "the call failed")!.code, Code.UNKNOWN);
     assert.equal(inBandFailure({ success: false, status: "NOPE", message: "" }, "the call failed")!.message, "the call failed");
+  });
+  it("the internal Status: from an error, to the in-band wire form, back to an error", () => {
+    assert.deepEqual(statusOk(), { code: Code.OK, message: "" });
+    assert.deepEqual(statusOf(invalidArgument("topic", "must not be empty")), { code: Code.INVALID_ARGUMENT, message: "topic must not be empty" });
+    assert.deepEqual(statusOf(new Error("boom")), { code: Code.INTERNAL, message: "boom" });
+    assert.deepEqual(statusOf({ code: 0, details: "odd" }), { code: Code.UNKNOWN, message: "odd" }, "thrown is never OK");
+    assert.deepEqual(toInBand(statusOk("deleted 2")), { success: true, status: "OK", message: "deleted 2" });
+    assert.deepEqual(Object.keys(toInBand({ code: Code.NOT_FOUND, message: "x" })), ["success", "status", "message"], "the wire's key order");
+    assert.deepEqual(toInBand({ code: Code.UNAVAILABLE, message: "down" }), { success: false, status: "UNAVAILABLE", message: "down" });
+    assert.equal(statusError(statusOk()), undefined);
+    const e = statusError({ code: Code.PERMISSION_DENIED, message: "not yours" });
+    assert.ok(e instanceof GatewayError);
+    assert.deepEqual([e.code, e.message], [Code.PERMISSION_DENIED, "not yours"]);
   });
 });

@@ -8,6 +8,7 @@ import {
   SERIES_HASHMAP_SHAPE,
   counterSeries,
   gaugeSeries,
+  histogramBounds,
   histogramSeries,
   promClientProblem,
   seriesHash,
@@ -57,6 +58,8 @@ test("seriesHash finds the series prom-client made, for counters and histograms,
   assert.equal(counterSeries(plain, seriesHash([], undefined))?.value, 1, promClientProblem(SERIES_HASHMAP_SHAPE));
   const h = new Histogram({ name: "t_h", help: "test", labelNames: ["service", "code"], buckets: [0.1, 1], registers: [reg] });
   h.observe({ service: "x", code: "OK" }, 0.5);
+  assert.deepEqual(histogramBounds(h), [0.1, 1], promClientProblem(SERIES_HASHMAP_SHAPE));
+  assert.equal(histogramBounds({ upperBounds: ["1"] } as unknown as Histogram), undefined);
   const hs = histogramSeries(h, seriesHash(["code", "service"], { service: "x", code: "OK" }));
   assert.deepEqual(hs && { sum: hs.sum, count: hs.count, buckets: { ...hs.bucketValues } }, { sum: 0.5, count: 1, buckets: { "0.1": 0, "1": 1 } }, promClientProblem(SERIES_HASHMAP_SHAPE));
   // A series prom-client dropped (reset) is not found: the next update goes the public way and makes it again.

@@ -2,11 +2,30 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { getEventListeners, setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { abortable, deadlineSignal, linkedSignal } from "../../src/shared/signals.js";
+import { abortable, deadlineSignal, linkedSignal, onAbort } from "../../src/shared/signals.js";
 
 const timeouts = (): number => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
 
 describe("signals", () => {
+  it("onAbort runs once with the reason, now when already aborted, and its disposer removes the listener", () => {
+    const seen: unknown[] = [];
+    const ac = new AbortController();
+    const off = onAbort(ac.signal, (r) => seen.push(r));
+    const dropped = onAbort(ac.signal, (r) => seen.push(["dropped", r]));
+    assert.equal(getEventListeners(ac.signal, "abort").length, 2);
+    dropped();
+    assert.equal(getEventListeners(ac.signal, "abort").length, 1);
+    ac.abort("stop");
+    ac.abort("again");
+    assert.deepEqual([...seen], ["stop"]);
+    assert.equal(getEventListeners(ac.signal, "abort").length, 0, "the listener ran once and is gone");
+    off(); // after the abort: harmless
+    onAbort(ac.signal, (r) => seen.push(["late", r]));
+    assert.deepEqual(seen, ["stop", ["late", "stop"]], "an aborted signal runs fn at once");
+    assert.equal(getEventListeners(ac.signal, "abort").length, 0, "and adds no listener");
+    onAbort(undefined, () => assert.fail("no signal, nothing runs"))();
+  });
+
   it("a linked signal aborts with its parent's reason, and clear() unhooks it from the parent", () => {
     const parent = new AbortController();
     const a = linkedSignal({ parents: [undefined, parent.signal] });

@@ -5,7 +5,8 @@ import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "../../h2/
 import type { BidiCall, ClientStreamCall, MethodHandler, ServerStreamCall, UnaryCall } from "./call-types.js";
 import { CallMetadata } from "../../shared/metadata.js";
 import { EMPTY, frameMessage, MessageDecoder, type Framed } from "./message-framing.js";
-import { MAX_TIMER_MS, parseGrpcTimeout, responseHeaders, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
+import { parseGrpcTimeout, responseHeaders, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
+import { MAX_TIMER_MS } from "../../shared/timers.js";
 
 /**
  * One gRPC call of the native server on one HTTP/2 stream: message framing and decompression in, serialization and
@@ -114,7 +115,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     if (head.timeout !== undefined) {
       const ms = parseGrpcTimeout(head.timeout);
       if (ms === undefined) {
-        h2.respond(trailersOnly({ code: Code.INTERNAL, details: `Invalid grpc-timeout value "${head.timeout}"` }), true);
+        h2.respond(trailersOnly({ code: Code.INTERNAL, message: `Invalid grpc-timeout value "${head.timeout}"` }), true);
         return undefined;
       }
       deadline = Date.now() + ms;
@@ -158,7 +159,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
       const ms = this.deadline - Date.now();
       // A deadline beyond setTimeout's range (24.8 days) gets no timer: the client's own deadline ends the call.
       if (ms <= MAX_TIMER_MS) {
-        this.deadlineTimer = setTimeout(() => this.serverEnd({ code: Code.DEADLINE_EXCEEDED, details: "Deadline exceeded" }), ms);
+        this.deadlineTimer = setTimeout(() => this.serverEnd({ code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" }), ms);
         this.deadlineTimer.unref();
       }
     }
@@ -179,7 +180,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
         }
         this.serverEnd({
           code: Code.DEADLINE_EXCEEDED,
-          details: `the request message did not arrive within ${ms} ms of the call's headers (--grpc-message-timeout)`,
+          message: `the request message did not arrive within ${ms} ms of the call's headers (--grpc-message-timeout)`,
         });
       }, ms);
       this.messageTimer.unref();
@@ -209,7 +210,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
 
   end(status?: GatewayError): void {
     if (this.ended) return;
-    this.sendStatus(status ? { code: status.code, details: status.rawMessage, metadata: this.trailers } : { code: Code.OK, details: "OK", metadata: this.trailers });
+    this.sendStatus(status ? { code: status.code, message: status.rawMessage, metadata: this.trailers } : { code: Code.OK, message: "OK", metadata: this.trailers });
   }
 
   private close(code: number, why: string): void {
@@ -252,7 +253,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   private fail(e: unknown): void {
     try {
       this.ctx.onError(e, this.path);
-      if (!this.ended) this.serverEnd({ code: Code.UNKNOWN, details: SEND_ERROR_DETAILS ? `Server method handler threw error ${(e as Error)?.message}` : "Unknown error" });
+      if (!this.ended) this.serverEnd({ code: Code.UNKNOWN, message: SEND_ERROR_DETAILS ? `Server method handler threw error ${(e as Error)?.message}` : "Unknown error" });
     } catch {
       // onError itself threw, or the stream is gone: nothing more can be done for this call.
     }
@@ -261,7 +262,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   /** A handler's rejection: a GatewayError is the status; anything else is a bug (fail). */
   private handlerFailed(e: unknown): void {
     if (this.ended) return;
-    if (e instanceof GatewayError) this.sendStatus({ code: e.code, details: e.rawMessage, metadata: this.trailers });
+    if (e instanceof GatewayError) this.sendStatus({ code: e.code, message: e.rawMessage, metadata: this.trailers });
     else this.fail(e);
   }
 
@@ -272,7 +273,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   }
 
   protected tooLarge(len: number, max: number): void {
-    this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, details: `Received message larger than max (${len} vs ${max})` });
+    this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, message: `Received message larger than max (${len} vs ${max})` });
   }
 
   /** One complete message off the wire: flag byte and payload. */
@@ -287,10 +288,10 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     const encoding = this.head.encoding ?? "identity";
     if (encoding === "identity") {
       // The gRPC protocol makes this an error; grpc-js 1.14 reads such a message as uncompressed
-      return this.serverEnd({ code: Code.INTERNAL, details: "the request message has the compressed flag set, but the call names no grpc-encoding" });
+      return this.serverEnd({ code: Code.INTERNAL, message: "the request message has the compressed flag set, but the call names no grpc-encoding" });
     }
     if (encoding !== "gzip" && encoding !== "deflate") {
-      return this.serverEnd({ code: Code.UNIMPLEMENTED, details: `Received message compressed with unsupported encoding "${encoding}"` });
+      return this.serverEnd({ code: Code.UNIMPLEMENTED, message: `Received message compressed with unsupported encoding "${encoding}"` });
     }
     const entry: QueueEntry = { ready: false, halfClose: false, value: undefined };
     (this.queue ??= []).push(entry);
@@ -313,8 +314,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
         const tooLarge = !err || (err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE";
         this.serverEnd(
           tooLarge
-            ? { code: Code.RESOURCE_EXHAUSTED, details: `Received message that decompresses to a size larger than ${max}` }
-            : { code: Code.INTERNAL, details: "Failed to decompress message" },
+            ? { code: Code.RESOURCE_EXHAUSTED, message: `Received message that decompresses to a size larger than ${max}` }
+            : { code: Code.INTERNAL, message: "Failed to decompress message" },
         );
         return;
       }
@@ -346,7 +347,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     } catch (e) {
       this.serverEnd({
         code: Code.INTERNAL,
-        details: SEND_ERROR_DETAILS ? `Error deserializing request: ${(e as Error).message}` : "Error deserializing request",
+        message: SEND_ERROR_DETAILS ? `Error deserializing request: ${(e as Error).message}` : "Error deserializing request",
       });
       return undefined;
     }
@@ -368,7 +369,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     if (kind === "unary" || kind === "serverStream") {
       // One request message, the handler runs at half-close.
       if (this.hasRequest) {
-        this.serverEnd({ code: Code.UNIMPLEMENTED, details: `Received a second request message for server streaming method ${this.path}` });
+        this.serverEnd({ code: Code.UNIMPLEMENTED, message: `Received a second request message for server streaming method ${this.path}` });
         return;
       }
       this.hasRequest = true;
@@ -395,7 +396,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
       return;
     }
     if (!this.hasRequest) {
-      this.serverEnd({ code: Code.UNIMPLEMENTED, details: `Received no request message for server streaming method ${this.path}` });
+      this.serverEnd({ code: Code.UNIMPLEMENTED, message: `Received no request message for server streaming method ${this.path}` });
       return;
     }
     this.runHandler();
@@ -499,14 +500,14 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
       // backend call's own deadline timer that settled the handler): the caller is owed DEADLINE_EXCEEDED, not a late
       // reply it has given up on.
       if (this.deadline !== undefined && this.deadline <= Date.now()) {
-        this.serverEnd({ code: Code.DEADLINE_EXCEEDED, details: "Deadline exceeded" });
+        this.serverEnd({ code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
         return;
       }
       const frame = this.frame(value);
       if (frame === undefined) return;
       this.maybeSendMetadata();
       this.writeFrame(frame);
-      this.sendStatus({ code: Code.OK, details: "OK", metadata: this.trailers });
+      this.sendStatus({ code: Code.OK, message: "OK", metadata: this.trailers });
     } catch (e) {
       this.fail(e);
     }
@@ -559,12 +560,12 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     try {
       bytes = this.method.serialize(value);
     } catch (e) {
-      this.serverEnd({ code: Code.INTERNAL, details: SEND_ERROR_DETAILS ? `Error serializing response: ${(e as Error)?.message}` : "Error serializing response" });
+      this.serverEnd({ code: Code.INTERNAL, message: SEND_ERROR_DETAILS ? `Error serializing response: ${(e as Error)?.message}` : "Error serializing response" });
       return undefined;
     }
     const max = this.ctx.maxSend;
     if (max !== -1 && bytes.byteLength > max) {
-      this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, details: `Sent message larger than max (${bytes.byteLength + 5} vs. ${max})` });
+      this.serverEnd({ code: Code.RESOURCE_EXHAUSTED, message: `Sent message larger than max (${bytes.byteLength + 5} vs. ${max})` });
       return undefined;
     }
     return frameMessage(bytes);
@@ -580,7 +581,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   private serverEnd(status: StatusLike): void {
     if (this.ended) return;
     this.sendStatus({ ...status, metadata: null });
-    this.abortSoon(new GatewayError(status.code, status.details));
+    this.abortSoon(new GatewayError(status.code, status.message));
   }
 
   /** End the call with `status`: trailers after the messages, or a trailers-only response. Once; later calls are ignored. */

@@ -1,6 +1,7 @@
 import { Code } from "../../shared/code.js";
 import type { HeaderList } from "../../h2/types.js";
 import { CallMetadata } from "../../shared/metadata.js";
+import type { Status } from "../../shared/status.js";
 
 /**
  * The gRPC-over-HTTP/2 pieces of the native server that a client can observe, each written to produce what grpc-js
@@ -8,10 +9,8 @@ import { CallMetadata } from "../../shared/metadata.js";
  * metadata, grpc-timeout, response headers, trailers and their status texts.
  */
 
-/** A call's final status: code, message, trailers. */
-export interface StatusLike {
-  code: number;
-  details: string;
+/** A call's final status as the trailers carry it: the gateway's Status (grpc-status, grpc-message) and trailing metadata. */
+export interface StatusLike extends Status {
   metadata?: CallMetadata | null;
 }
 
@@ -120,9 +119,6 @@ export function parseGrpcTimeout(value: string): number | undefined {
   return m ? Math.trunc(+m[1]! * UNIT_MS[m[2]!]!) : undefined;
 }
 
-/** The longest delay setTimeout takes (a longer one fires after 1 ms). */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
-
 /** grpc-message as grpc-js sends it (`encodeURI`); a lone surrogate, which encodeURI refuses, becomes U+FFFD. */
 export function encodeGrpcMessage(details: string): string {
   try {
@@ -174,11 +170,11 @@ const OK_TRAILERS: HeaderList = [
 
 /** The trailers after a response's messages: grpc-status, grpc-message, then the status metadata. */
 export function trailers(status: StatusLike): HeaderList {
-  if (status.code === 0 && status.details === "OK" && isEmpty(status.metadata)) return OK_TRAILERS;
+  if (status.code === 0 && status.message === "OK" && isEmpty(status.metadata)) return OK_TRAILERS;
   return appendMetadata(
     [
       ["grpc-status", String(status.code)],
-      ["grpc-message", encodeGrpcMessage(status.details)],
+      ["grpc-message", encodeGrpcMessage(status.message)],
     ],
     status.metadata,
     2,
@@ -191,7 +187,7 @@ export function trailersOnly(status: StatusLike): HeaderList {
     [
       [":status", "200"],
       ["grpc-status", String(status.code)],
-      ["grpc-message", encodeGrpcMessage(status.details)],
+      ["grpc-message", encodeGrpcMessage(status.message)],
       ["content-type", "application/grpc+proto"],
     ],
     status.metadata,

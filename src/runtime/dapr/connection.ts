@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
-import { abortable } from "../../shared/signals.js";
+import { abortable, onAbort } from "../../shared/signals.js";
 import type { DaprDefinition } from "../../gen/dapr/dapr/proto/runtime/v1/Dapr.js";
 import { daprService } from "./protos.js";
 
@@ -97,12 +97,11 @@ export function createDaprConnection(o: DaprConnectionOptions): DaprConnection {
         const signal = opts.signal;
         const deadline = Date.now() + (opts.timeoutMs ?? callTimeoutMs);
         const call = fn.call(client, request, metadata(), { deadline }, (err: grpc.ServiceError | null, res: unknown) => {
-          signal?.removeEventListener("abort", onAbort);
+          unlisten();
           if (err) reject(signal?.aborted ? GatewayError.from(signal.reason, Code.CANCELLED) : translate(err));
           else resolve(res as never);
         }) as grpc.ClientUnaryCall;
-        const onAbort = (): void => call.cancel();
-        signal?.addEventListener("abort", onAbort, { once: true });
+        const unlisten = onAbort(signal, () => call.cancel());
       });
     },
     async bidi(method, signal) {

@@ -4,6 +4,7 @@ import { createDaprJobs, type DaprJobs } from "./jobs.js";
 import { createDaprPubsub } from "./pubsub.js";
 import { createDaprState } from "./state.js";
 import type { BackoffOptions } from "./topic-stream.js";
+import { backoffDelay, type BackoffPolicy } from "../../shared/backoff.js";
 
 /** Options of the Dapr runtime adapter. */
 export interface DaprRuntimeOptions extends RuntimeOptions, DaprConnectionOptions {
@@ -22,6 +23,9 @@ export interface DaprRuntime extends Runtime {
   /** "host:port" of the sidecar. */
   readonly address: string;
 }
+
+/** Start-up reachability probe: 250 ms doubling to 5 s, no jitter (one probe per gateway, nothing to spread). */
+const PROBE_BACKOFF: BackoffPolicy = { initialDelayMs: 250, maxDelayMs: 5000, multiplier: 2, jitter: 0 };
 
 /**
  * Create the Dapr runtime. Nothing is dialled until start() or the first call; start() returns at once and keeps
@@ -46,7 +50,7 @@ export function createDaprRuntime(opts: DaprRuntimeOptions): DaprRuntime {
       (e: unknown) => {
         if (closed) return;
         if (attempt === 0) opts.logger.warn({ sidecar: conn.address, err: (e as Error).message }, "dapr sidecar not reachable yet; calls fail UNAVAILABLE until it is");
-        probe = setTimeout(() => startProbe(attempt + 1), Math.min(5000, 250 * 2 ** attempt));
+        probe = setTimeout(() => startProbe(attempt + 1), backoffDelay(PROBE_BACKOFF, attempt));
         probe.unref();
       },
     );

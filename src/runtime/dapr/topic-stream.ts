@@ -2,7 +2,7 @@ import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { backoffDelay, type BackoffPolicy } from "../../shared/backoff.js";
-import { deadlineSignal } from "../../shared/signals.js";
+import { deadlineSignal, onAbort } from "../../shared/signals.js";
 import type { UpstreamHandlers } from "../pubsub-port.js";
 import type { RuntimeLogger } from "../runtime.js";
 import { fromTopicEvent, type TopicEventRequest } from "./cloudevent-json.js";
@@ -88,7 +88,7 @@ export class TopicStream {
         reject(e);
       };
       if (deadline.signal.aborted) return fail(GatewayError.from(deadline.signal.reason, Code.CANCELLED));
-      deadline.signal.addEventListener("abort", () => fail(GatewayError.from(deadline.signal.reason, Code.CANCELLED)), { once: true });
+      onAbort(deadline.signal, (reason) => fail(GatewayError.from(reason, Code.CANCELLED)));
       call.on("data", (msg: DaprResponse<"SubscribeTopicEventsAlpha1">) => {
         if (msg.initial_response && !settled) {
           settle();

@@ -6,9 +6,8 @@ import { isSchedulableTime, nextFireTime, planJob, type JobPlan } from "../sched
 import { DueQueue } from "./due-queue.js";
 import { systemClock, type SchedulerClock } from "./scheduler-clock.js";
 import { echo } from "../../shared/echo.js";
+import { clampTimerMs } from "../../shared/timers.js";
 
-/** The longest single timer (setTimeout's limit is 2^31-1 ms); a later job simply re-arms on wake-up. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /** Options of the embedded scheduler. */
 export interface MemorySchedulerOptions {
@@ -103,7 +102,8 @@ export function createMemoryScheduler(options: MemorySchedulerOptions = {}): Mem
     if (timerAt === head.at && timer !== undefined) return;
     disarm();
     timerAt = head.at;
-    timer = clock.setTimer(wake, Math.min(MAX_TIMER_MS, Math.max(0, head.at - clock.now())));
+    // A job beyond setTimeout's range gets the longest timer and re-arms on wake-up.
+    timer = clock.setTimer(wake, clampTimerMs(head.at - clock.now()));
   };
 
   const deliver = (name: string, data: string): void => {

@@ -26,6 +26,9 @@ const EDITION_PROTO3 = 999;
 export const IMPLICIT = 2;
 const LEGACY_REQUIRED = 3;
 
+/** The largest |seconds| of a google.protobuf.Duration (about 10,000 years), as the library checks it. */
+export const DURATION_SECONDS_MAX = 315_576_000_000;
+
 /** Well-known types whose JSON form the fast paths write themselves. */
 export type WktKind = "timestamp" | "duration" | "wrapper" | "struct" | "value" | "listValue";
 
@@ -56,10 +59,38 @@ export interface KindWriters<W> {
 }
 
 /**
+ * One direction's body writers per descriptor: a well-known kind's picked from its KindWriters, a plain message's
+ * compiled once (writerOfKind). Only a plain message's writer is taken at the top level (`plainOf`).
+ */
+export class KindWriterCache<W extends object> {
+  private readonly cache = new WeakMap<DescMessage, W | null>();
+  private readonly plain = new WeakSet<W>();
+
+  constructor(private readonly writers: KindWriters<W>) {}
+
+  /** The writer of `desc`, or null when its type is "slow" or cannot be compiled here. */
+  of(desc: DescMessage): W | null {
+    return writerOfKind(desc, this.cache, this.writers);
+  }
+
+  /** Record the compiled writer of plain message `desc`, before its fields compile, so recursive types find it. */
+  addPlain(desc: DescMessage, writer: W): void {
+    this.cache.set(desc, writer);
+    this.plain.add(writer);
+  }
+
+  /** The writer of `desc` when it is a plain message type, else null (the library converts it). */
+  plainOf(desc: DescMessage): W | null {
+    const w = this.of(desc);
+    return w !== null && this.plain.has(w) ? w : null;
+  }
+}
+
+/**
  * The writer of `desc` in one direction, null when its kind is "slow" or it cannot be compiled here; compiled or
  * picked once per descriptor.
  */
-export function writerOfKind<W>(desc: DescMessage, cache: WeakMap<DescMessage, W | null>, writers: KindWriters<W>): W | null {
+function writerOfKind<W>(desc: DescMessage, cache: WeakMap<DescMessage, W | null>, writers: KindWriters<W>): W | null {
   const known = cache.get(desc);
   if (known !== undefined) return known;
   const kind = messageKind(desc);

@@ -13,7 +13,8 @@
  * Timestamp out of range, a NaN Value), a truncated message, Any, FieldMask, an "@type" map key, ...
  */
 import type { DescEnum, DescField, DescMessage } from "@bufbuild/protobuf";
-import { bail, enumSupported, IMPLICIT, int64Text, MAX_DEPTH, messageKind, S, uint64Text, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
+import { bail, DURATION_SECONDS_MAX, enumSupported, IMPLICIT, int64Text, MAX_DEPTH, messageKind, S, uint64Text, wireTypeOf, KindWriterCache } from "./common.js";
+import { TIMESTAMP_MAX_SECONDS, TIMESTAMP_MIN_SECONDS } from "../../shared/rfc3339.js";
 import {
   encoded,
   mark,
@@ -262,15 +263,8 @@ function skip(wt: number, end: number): void {
 /** Writes the JSON of a message body ending at `end` (rp at its start). */
 type BodyWriter = (end: number, depth: number) => void;
 
-const bodyWriters = new WeakMap<DescMessage, BodyWriter | null>();
-const plainWriters = new WeakSet<BodyWriter>();
-
-function bodyWriterOf(desc: DescMessage): BodyWriter | null {
-  return writerOfKind(desc, bodyWriters, KIND_WRITERS);
-}
-
-/** This direction's writer per well-known kind (function declarations below, hoisted). */
-const KIND_WRITERS: KindWriters<BodyWriter> = {
+/** This direction's body writers: per well-known kind (function declarations below, hoisted), and compiled ones. */
+const bodyWriters = new KindWriterCache<BodyWriter>({
   timestamp: writeTimestamp,
   duration: writeDuration,
   struct: writeStruct,
@@ -278,7 +272,7 @@ const KIND_WRITERS: KindWriters<BodyWriter> = {
   listValue: writeListValue,
   wrapper: wrapperWriter,
   plain: compileMessage,
-};
+});
 
 /** Helpers the generated code calls (each call site always calls the same function: no megamorphic dispatch). */
 const helpers = {
@@ -358,7 +352,7 @@ function compileMessage(desc: DescMessage): BodyWriter {
       }
       case "message": {
         if (messageKind(f.message) === "slow") continue;
-        children.push(() => (W[i] = bodyWriterOf(f.message)));
+        children.push(() => (W[i] = bodyWriters.of(f.message)));
         locals.push(`${p} = -1`);
         cases.push(`case ${tagOf(2)}: ${oneof} if (${p} !== -1) bail(); ${p} = pos(); skip2(end); break;`);
         emit.push(`if (${p} !== -1) { setPos(${p}); const e = lengthEnd(end); ${key} W[${i}](e, depth + 1); if (pos() !== e) bail(); first = false; }`);
@@ -368,7 +362,7 @@ function compileMessage(desc: DescMessage): BodyWriter {
         locals.push(p);
         if (f.listKind === "message") {
           if (messageKind(f.message) === "slow") continue;
-          children.push(() => (W[i] = bodyWriterOf(f.message)));
+          children.push(() => (W[i] = bodyWriters.of(f.message)));
           cases.push(`case ${tagOf(2)}: (${p} ??= []).push(pos()); skip2(end); break;`);
           emit.push(
             `if (${p} !== undefined) { ${key} outByte(91); for (let j = 0; j < ${p}.length; j++) { if (j > 0) outByte(44); setPos(${p}[j]); const e = lengthEnd(end); W[${i}](e, depth + 1); if (pos() !== e) bail(); } outByte(93); first = false; }`,
@@ -424,8 +418,7 @@ return function write(end, depth) {
         inner(end, depth);
       };
   // Registered before the children compile, so recursive types find it.
-  bodyWriters.set(desc, writer);
-  plainWriters.add(writer);
+  bodyWriters.addPlain(desc, writer);
   for (const c of children) c();
   return writer;
 }
@@ -446,7 +439,7 @@ function mapWriter(f: DescField & { fieldKind: "map" }): ((entries: number[], en
     valTag = 18;
     writeVal = (end, depth) => {
       const e = lengthEnd(end);
-      (body ??= bodyWriterOf(f.message)!)(e, depth + 1);
+      (body ??= bodyWriters.of(f.message)!)(e, depth + 1);
       if (rp !== e) bail();
     };
   } else {
@@ -560,9 +553,6 @@ function mapKeyReader(scalar: number): (end: number) => string {
 // Well-known types with a JSON form of their own: the library's writers (to-json.js), reading the wire directly.
 // ---------------------------------------------------------------------------------------------------------------
 
-const timestampMsMin = Date.parse("0001-01-01T00:00:00Z");
-const timestampMsMax = Date.parse("9999-12-31T23:59:59Z");
-const durationSecondsMax = 315576000000;
 
 let secLo = 0;
 let secHi = 0;
@@ -597,8 +587,9 @@ function secondsNumber(): number {
 
 function writeTimestamp(end: number): void {
   readSecondsNanos(end);
-  const ms = secondsNumber() * 1000;
-  if (ms < timestampMsMin || ms > timestampMsMax || nanos < 0 || nanos > 999999999) bail();
+  const seconds = secondsNumber();
+  if (seconds < TIMESTAMP_MIN_SECONDS || seconds > TIMESTAMP_MAX_SECONDS || nanos < 0 || nanos > 999999999) bail();
+  const ms = seconds * 1000;
   let z = "Z";
   if (nanos > 0) {
     const n = (nanos + 1000000000).toString().substring(1);
@@ -612,7 +603,7 @@ function writeTimestamp(end: number): void {
 function writeDuration(end: number): void {
   readSecondsNanos(end);
   const seconds = secondsNumber();
-  if (seconds > durationSecondsMax || seconds < -durationSecondsMax) bail();
+  if (seconds > DURATION_SECONDS_MAX || seconds < -DURATION_SECONDS_MAX) bail();
   if ((seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) bail();
   let text = int64Text(secLo, secHi);
   if (nanos !== 0) {
@@ -745,9 +736,9 @@ function writeListValue(end: number, depth: number): void {
  * error). Only for message types whose JSON is an object (not a well-known type with a JSON form of its own).
  */
 export function fastBinaryToJson(desc: DescMessage, bytes: Uint8Array): string | undefined {
-  // null: a "slow" type, or one that cannot be compiled here (writerOfKind): the library it is.
-  const body = bodyWriterOf(desc);
-  if (body === null || !plainWriters.has(body)) return undefined;
+  // null: a "slow" type, one that cannot be compiled here or a well-known type: the library it is.
+  const body = bodyWriters.plainOf(desc);
+  if (body === null) return undefined;
   rb = bytes;
   rv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   rbuf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

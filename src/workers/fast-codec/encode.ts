@@ -11,7 +11,8 @@
  * oneof member, Any, FieldMask, ...), throws BAIL and codec.ts runs the library instead.
  */
 import type { DescEnum, DescField, DescMessage, JsonValue } from "@bufbuild/protobuf";
-import { bail, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf, writerOfKind, type KindWriters } from "./common.js";
+import { bail, DURATION_SECONDS_MAX, enumSupported, IMPLICIT, MAX_DEPTH, messageKind, S, wireTypeOf, KindWriterCache } from "./common.js";
+import { parseRfc3339, TIMESTAMP_MAX_SECONDS, TIMESTAMP_MIN_SECONDS } from "../../shared/rfc3339.js";
 import {
   byte,
   bytes2,
@@ -263,17 +264,8 @@ function enumCodec(e: DescEnum): ScalarCodec {
 /** Writes a message body (no tag, no length) for a JSON value; bails on anything it is not sure of. */
 type BodyWriter = (json: JsonValue, depth: number) => void;
 
-const bodyWriters = new WeakMap<DescMessage, BodyWriter | null>();
-/** The body writers of "plain" message types (the only ones taken at the top level here). */
-const plainWriters = new WeakSet<BodyWriter>();
-
-/** The body writer for a message type, or null when its type is "slow". Compiled once per descriptor. */
-function bodyWriterOf(desc: DescMessage): BodyWriter | null {
-  return writerOfKind(desc, bodyWriters, KIND_WRITERS);
-}
-
-/** This direction's writer per well-known kind (function declarations below, hoisted). */
-const KIND_WRITERS: KindWriters<BodyWriter> = {
+/** This direction's body writers: per well-known kind (function declarations below, hoisted), and compiled ones. */
+const bodyWriters = new KindWriterCache<BodyWriter>({
   timestamp: writeTimestamp,
   duration: writeDuration,
   struct: writeStruct,
@@ -281,7 +273,7 @@ const KIND_WRITERS: KindWriters<BodyWriter> = {
   listValue: writeListValue,
   wrapper: wrapperWriter,
   plain: compileMessage,
-};
+});
 
 /** Whether fieldWriter() handles a field (decided from the descriptors alone, before any writer compiles). */
 function supported(f: DescField): boolean {
@@ -348,8 +340,7 @@ return function write(json, depth) {
   const W: ((json: JsonValue, depth: number) => void)[] = [];
   const writer = new Function("bail", "W", source)(bail, W) as BodyWriter;
   // Registered before the field writers compile, so recursive types find it.
-  bodyWriters.set(desc, writer);
-  plainWriters.add(writer);
+  bodyWriters.addPlain(desc, writer);
   for (let i = 0; i < sorted.length; i++) {
     const f = sorted[i]!;
     if (supported(f)) W[i] = fieldWriter(f) ?? bail;
@@ -376,7 +367,7 @@ function fieldWriter(f: DescField): ((json: JsonValue, depth: number) => void) |
       };
     }
     case "message": {
-      const body = bodyWriterOf(f.message);
+      const body = bodyWriters.of(f.message);
       if (body === null) return null;
       const tag = f.number * 8 + 2;
       const isValue = f.message.typeName === "google.protobuf.Value";
@@ -390,7 +381,7 @@ function fieldWriter(f: DescField): ((json: JsonValue, depth: number) => void) |
     }
     case "list": {
       if (f.listKind === "message") {
-        const body = bodyWriterOf(f.message);
+        const body = bodyWriters.of(f.message);
         if (body === null) return null;
         const tag = f.number * 8 + 2;
         const nullOk = f.message.typeName === "google.protobuf.Value";
@@ -446,7 +437,7 @@ function fieldWriter(f: DescField): ((json: JsonValue, depth: number) => void) |
       let writeEntryValue: (json: JsonValue, depth: number) => void;
       let nullOk = false;
       if (f.mapKind === "message") {
-        const body = bodyWriterOf(f.message);
+        const body = bodyWriters.of(f.message);
         if (body === null) return null;
         nullOk = f.message.typeName === "google.protobuf.Value";
         writeEntryValue = (json, depth) => {
@@ -518,12 +509,9 @@ function mapKeyParser(scalar: number): (k: string) => Val {
 // Well-known types with a JSON form of their own
 // ---------------------------------------------------------------------------------------------------------------
 
-// The library's patterns and range checks (from-json.js), with the fast path's stricter Duration form.
-const rfc3339 = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(?:Z|([+-][0-9][0-9]:[0-9][0-9]))$/;
-const timestampMsMin = Date.parse("0001-01-01T00:00:00Z");
-const timestampMsMax = Date.parse("9999-12-31T23:59:59Z");
+// The library's grammar and range checks (from-json.js), with the fast path's stricter Duration form.
+const rfc3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9][0-9]:[0-9][0-9])$/;
 const durationText = /^(-?[0-9]+)(?:\.([0-9]{1,9}))?s$/;
-const durationSecondsMax = 315576000000;
 
 function writeSecondsNanos(seconds: number, nanos: number): void {
   if (seconds !== 0) {
@@ -538,13 +526,12 @@ function writeSecondsNanos(seconds: number, nanos: number): void {
 }
 
 function writeTimestamp(json: JsonValue): void {
-  if (typeof json !== "string") bail();
-  const m = rfc3339.exec(json);
-  if (m === null) bail();
-  const ms = Date.parse(`${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6]}${m[8] ?? "Z"}`);
-  if (Number.isNaN(ms) || ms < timestampMsMin || ms > timestampMsMax) bail();
-  const frac = m[7];
-  writeSecondsNanos(ms / 1000, frac === undefined ? 0 : parseInt("1" + frac + "0".repeat(9 - frac.length)) - 1000000000);
+  // Text in the library's grammar naming a date-time that exists (the library would roll 2024-02-30 over to 1 March
+  // where parseRfc3339 refuses it: codec.ts then reports it after the library's conversion).
+  if (typeof json !== "string" || !rfc3339.test(json)) bail();
+  const t = parseRfc3339(json);
+  if (t === undefined || t.seconds < TIMESTAMP_MIN_SECONDS || t.seconds > TIMESTAMP_MAX_SECONDS) bail();
+  writeSecondsNanos(t.seconds, t.nanos);
 }
 
 function writeDuration(json: JsonValue): void {
@@ -552,7 +539,7 @@ function writeDuration(json: JsonValue): void {
   const m = durationText.exec(json);
   if (m === null) bail();
   const seconds = Number(m[1]);
-  if (seconds > durationSecondsMax || seconds < -durationSecondsMax) bail();
+  if (seconds > DURATION_SECONDS_MAX || seconds < -DURATION_SECONDS_MAX) bail();
   let nanos = 0;
   if (m[2] !== undefined) {
     nanos = parseInt(m[2] + "0".repeat(9 - m[2].length));
@@ -643,9 +630,9 @@ function writeListValue(json: JsonValue, depth: number): void {
  * Only for message types whose top-level JSON is an object (not a well-known type with a JSON form of its own).
  */
 export function fastJsonToBinary(desc: DescMessage, value: JsonValue): Uint8Array | undefined {
-  // null: a "slow" type, or one that cannot be compiled here (writerOfKind): the library it is.
-  const body = bodyWriterOf(desc);
-  if (body === null || !plainWriters.has(body)) return undefined;
+  // null: a "slow" type, one that cannot be compiled here or a well-known type: the library it is.
+  const body = bodyWriters.plainOf(desc);
+  if (body === null) return undefined;
   startBytes();
   try {
     body(value, 1);
