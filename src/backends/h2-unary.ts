@@ -24,7 +24,7 @@ export interface H2UnaryOptions {
 }
 
 /**
- * Unary gRPC calls with raw bytes over HTTP/2 frames this client writes and parses itself (h2-connection.ts: h2c
+ * Unary gRPC calls with raw bytes over HTTP/2 frames this client writes and parses itself (src/h2/client-connection.ts: h2c
  * with prior knowledge over `net.Socket`; hpack.ts), one stream per call on a small set of kept connections: none of
  * grpc-js's per-call layers (resolving, load-balancing, retrying and subchannel call objects, filters, the stream
  * decoder) and none of node:http2's (Http2Stream duplexes, per-request AsyncResource, header objects); per call one

@@ -1,5 +1,5 @@
 /**
- * What both raw-frame HTTP/2 endpoints share (RFC 9113): the client in h2-connection.ts and the native gRPC server's
+ * What both raw-frame HTTP/2 endpoints share (RFC 9113): the client in client-connection.ts and the native gRPC server's
  * session in src/h2/server-session.ts. Frame constants and builders, and FrameReader, the reading
  * half both extend: socket chunks reassembled into whole frames, padding, header blocks continued in CONTINUATION
  * frames, the connection's receive window, and the checks of the frame layout that do not depend on the side. What
