@@ -28,7 +28,6 @@ describe("web pub/sub: bounds and topic references", () => {
   let gw: TestGateway;
   /** The runtime subscriptions' error callbacks by topic: calling one breaks that topic's upstream. */
   const breakers = new Map<string, (e: Error) => void>();
-  const open: WsTestClient[] = [];
 
   before(async () => {
     const base = await createRuntime("embedded", { pubsubName: "pubsub", host: "127.0.0.1", grpcPort: 0, logger: { debug() {}, info() {}, warn() {}, error() {} } });
@@ -44,16 +43,10 @@ describe("web pub/sub: bounds and topic references", () => {
     // A short linger and history age: a topic nobody holds is let go within a few hundred ms.
     gw = await startTestGateway({ apiKeys: [KEY], tokenSecret: SECRET, subscriptionLingerMs: 20, pubsubHistoryAgeMs: 100 }, { runtime });
   });
-  after(async () => {
-    for (const c of open) c.ws.terminate();
-    await gw.close();
-  });
+  // close() ends every socket a failed test left open.
+  after(() => gw.close());
 
-  const ws = async (opts: Parameters<typeof connectWs>[1] = { key: KEY }): Promise<WsTestClient> => {
-    const c = await connectWs(gw.http, opts);
-    open.push(c);
-    return c;
-  };
+  const ws = (opts: Parameters<typeof connectWs>[1] = { key: KEY }): Promise<WsTestClient> => connectWs(gw.http, opts);
   const publish = (topic: string, n: number): Promise<void> => gw.gateway.context.runtime.pubsub.publish(topic, event(n));
   const token = async (body: object): Promise<Response> => fetch(`${gw.http}/v1/pubsub/tokens`, { method: "POST", headers: { "x-api-key": KEY }, body: JSON.stringify(body) });
   const tokenOf = async (body: object): Promise<string> => {
