@@ -5,7 +5,7 @@ import type { UpstreamHandlers } from "../../src/runtime/pubsub-port.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { wrapRuntime } from "../support/state-runtime.js";
-import { connectSse, connectWs, type WsTestClient } from "../support/web.js";
+import { connectSse, connectWs, openFrameSocket, type WsTestClient } from "../support/web.js";
 
 const KEY = "bounds-key";
 const SECRET = "a-test-secret-for-the-bounds-suite";
@@ -13,6 +13,8 @@ const SECRET = "a-test-secret-for-the-bounds-suite";
 const WS_TOPICS = 256;
 const SSE_TOPICS = 64;
 const TOKEN_TTL_MAX = 86_400;
+/** The one `--cors-origin`. */
+const ALLOWED_ORIGIN = "http://app.example";
 
 function event(n: number): CloudEvent {
   return { id: `e${n}`, source: "urn:test", spec_version: "1.0", type: "t", attributes: { datacontenttype: { ce_string: "application/json" } }, text_data: JSON.stringify({ n }), data: "text_data" } as CloudEvent;
@@ -41,7 +43,7 @@ describe("web pub/sub: bounds and topic references", () => {
       },
     });
     // A short linger and history age: a topic nobody holds is let go within a few hundred ms.
-    gw = await startTestGateway({ apiKeys: [KEY], tokenSecret: SECRET, subscriptionLingerMs: 20, pubsubHistoryAgeMs: 100 }, { runtime });
+    gw = await startTestGateway({ apiKeys: [KEY], tokenSecret: SECRET, corsOrigins: [ALLOWED_ORIGIN], subscriptionLingerMs: 20, pubsubHistoryAgeMs: 100 }, { runtime });
   });
   // close() ends every socket a failed test left open.
   after(() => gw.close());
@@ -173,5 +175,43 @@ describe("web pub/sub: bounds and topic references", () => {
       assert.equal(bad.status, 400, `ttl_seconds ${ttl}`);
       assert.match(((await bad.json()) as { message: string }).message, new RegExp(`ttl_seconds must be an integer from 1 to ${TOKEN_TTL_MAX}, got ${ttl}`));
     }
+  });
+  it("an unsubscribed topic's events stop at once; the socket's other topics keep coming", async () => {
+    const c = await ws();
+    c.send({ op: "subscribe", topics: ["unsub-a", "unsub-b"], id: 1 });
+    await c.next((f) => f.id === 1 && f.op === "subscribed", "subscribed");
+    c.send({ op: "unsubscribe", topics: ["unsub-a"], id: 2 });
+    assert.deepEqual(await c.next((f) => f.id === 2, "unsubscribed"), { op: "unsubscribed", id: 2, topics: ["unsub-a"] });
+    await publish("unsub-a", 1);
+    await publish("unsub-b", 2);
+    // Events reach one socket in publish order: once b's is here, a's would have been too.
+    await c.next((f) => f.op === "event" && f.topic === "unsub-b", "the event of the topic still held");
+    assert.deepEqual(
+      c.events().map((e) => e.topic),
+      ["unsub-b"],
+    );
+    c.ws.close();
+  });
+
+  it("Origin: the allow-listed one passes, a look-alike does not; same-origin counts the scheme's default port", async () => {
+    const url = gw.http.replace("http", "ws") + "/v1/pubsub/ws";
+    const port = new URL(gw.http).port;
+    const attempt = async (origin: string, host?: string): Promise<string> => {
+      try {
+        const s = await openFrameSocket(url, [], { origin, headers: { "x-api-key": KEY, ...(host ? { host } : {}) } });
+        s.ws.close();
+        return "open";
+      } catch (e) {
+        return (e as Error).message;
+      }
+    };
+    assert.equal(await attempt(ALLOWED_ORIGIN), "open");
+    assert.match(await attempt("http://app.example.evil"), /403/);
+    // Same origin: Host carries the port the client dialled; an Origin leaves out its scheme's default port.
+    assert.equal(await attempt(`http://127.0.0.1:${port}`), "open");
+    assert.equal(await attempt("http://gw.example", "gw.example:80"), "open");
+    assert.equal(await attempt("https://gw.example", "gw.example:443"), "open");
+    assert.match(await attempt("http://gw.example", "gw.example:443"), /403/);
+    assert.match(await attempt("https://gw.example", "gw.example:80"), /403/);
   });
 });
