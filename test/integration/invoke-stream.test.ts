@@ -5,6 +5,7 @@ import * as grpc from "@grpc/grpc-js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { openFrameSocket } from "../support/web.js";
+import { wsSocket } from "../support/ws-internals.js";
 
 const KEY = "k1";
 
@@ -390,6 +391,34 @@ describe("WebSocket /v1/gateway/invoke-ws", () => {
       { op: "status", status: { success: true, status: "OK", message: "" } },
     ]);
   });
+
+  // gRPC InvokeStream and REST invoke-stream cannot express this: gRPC's end of requests is the caller's half-close
+  // (HTTP/2 allows no DATA after END_STREAM), and REST carries one request in its body (client streaming is refused).
+  for (const method of ["UploadOrders", "SyncOrders"]) {
+    it(`${method}: request data after op end is FAILED_PRECONDITION in-band and never reaches the backend`, async () => {
+      const tag = `late-${method}`;
+      const cancelToken = method === "UploadOrders" ? "upload" : "sync";
+      const cancelledBefore = backend.cancelled.filter((x) => x === cancelToken).length;
+      const c = await connect();
+      // One TCP write: the frames reach the gateway together, so the late frame is read before the backend could
+      // answer the half-close (the backend ends these methods when the requests end).
+      const socket = wsSocket(c.ws);
+      socket.cork();
+      c.send({ op: "start", service: "orders", method, requestData: { orderId: `${tag}-1` } });
+      c.send({ op: "send", requestData: { orderId: `${tag}-2` } });
+      c.send({ op: "end" });
+      c.send({ op: "send", requestData: { orderId: `${tag}-late` } });
+      socket.uncork();
+      assert.equal(await c.closed, 1000);
+      assert.deepEqual(c.frames.at(-1), { op: "status", status: { success: false, status: "FAILED_PRECONDITION", message: "request_data after the end of the request stream" } });
+      // Before the status, at most the echoes of the requests sent before the end (bidi).
+      for (const f of c.frames.slice(0, -1)) assert.match(f.result.orderId, new RegExp(`^echo:${tag}-[12]$`));
+      // The gateway cancels the backend call; once the backend saw that, nothing more can arrive for it.
+      await waitFor(() => backend.cancelled.filter((x) => x === cancelToken).length === cancelledBefore + 1, "the backend call to be cancelled");
+      const got = backend.streamed.filter((id) => id.startsWith(tag));
+      assert.ok(got.every((id) => id === `${tag}-1` || id === `${tag}-2`), `the backend got ${JSON.stringify(got)}`);
+    });
+  }
 
   it("closing the socket cancels the backend call; op cancel ends it CANCELLED", async () => {
     const before = backend.cancelled.filter((x) => x === "forever").length;

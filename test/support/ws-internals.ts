@@ -4,7 +4,8 @@ import type WebSocket from "ws";
 
 /**
  * The one place the tests reach into the `ws` library's private internals: the net.Socket under a client WebSocket
- * (`_socket`), which a test pauses to play a subscriber that stops reading. ws has no public way to stop reading.
+ * (`_socket`), which a test pauses to play a subscriber that stops reading, or corks to send several frames in one TCP
+ * write. ws has no public way to do either.
  * Throws "ws <version> changed WebSocket._socket" when an upgrade changes it, so the test using it fails saying why.
  */
 export function wsSocket(ws: WebSocket): Socket {

@@ -37,6 +37,8 @@ export interface OrderBackend {
   readonly reflections: { count: number };
   /** Calls the backend saw cancelled (by the caller or by the deadline) while sleeping. */
   readonly cancelled: string[];
+  /** The order ids of every request message UploadOrders and SyncOrders read, in arrival order. */
+  readonly streamed: string[];
   /** Messages WatchOrders has written so far (its flow control: it waits for drain, so this stays bounded). */
   readonly watchWritten: { count: number };
   /** Stop serving (connections dropped). */
@@ -72,6 +74,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
   const encode = (name: string, json: JsonValue): Buffer => Buffer.from(toBinary(msg(name), fromJson(msg(name), json, { registry })));
   const received: ReceivedCall[] = [];
   const cancelled: string[] = [];
+  const streamed: string[] = [];
   let pings = 0;
   const watchWritten = { count: 0 };
 
@@ -172,6 +175,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
       call.once("cancelled", () => cancelled.push("upload"));
       call.on("data", (b: Buffer) => {
         const id = (fromBinary(msg("shop.v1.Order"), b) as unknown as { orderId: string }).orderId;
+        streamed.push(id);
         const fail = /^fail:([A-Z_]+):(.*)$/s.exec(id);
         if (fail && !failed) {
           failed = true;
@@ -190,8 +194,9 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
         cancelled.push("sync");
       });
       call.on("data", (b: Buffer) => {
-        if (done) return;
         const id = (fromBinary(msg("shop.v1.Order"), b) as unknown as { orderId: string }).orderId;
+        streamed.push(id);
+        if (done) return;
         const fail = /^fail:([A-Z_]+):(.*)$/s.exec(id);
         if (fail) {
           done = true;
@@ -243,6 +248,7 @@ export async function startOrderBackend(opts: OrderBackendOptions = {}): Promise
     received,
     reflections,
     cancelled,
+    streamed,
     watchWritten,
     stop() {
       server?.forceShutdown();
