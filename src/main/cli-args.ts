@@ -26,7 +26,7 @@ Options (each has an environment variable; the flag wins):
   --grpc-message-timeout <ms> wait for a unary request message          GATEWAY_GRPC_MESSAGE_TIMEOUT_MS (default 10000)
   --grpc-idle-timeout <ms> close a gRPC connection idle this long, 0 = never GATEWAY_GRPC_IDLE_TIMEOUT_MS (default 300000)
   --grpc-max-connection-age <ms> close gRPC connections at this age, 0 = never GATEWAY_GRPC_MAX_CONNECTION_AGE_MS (default 0)
-  --grpc-max-connections <n> open gRPC connections at once               GATEWAY_GRPC_MAX_CONNECTIONS (default 10000)
+  --grpc-max-connections <n> open gRPC connections at once               GATEWAY_GRPC_MAX_CONNECTIONS (default 3/4 of ulimit -n)
   --forward-header <h>    header forwarded to backends, repeatable      GATEWAY_FORWARD_HEADERS (comma-separated)
   --forward-credential-header <h>  override: forward a --forward-header whose name looks like a credential
                           (auth, token, key, secret, ...), repeatable   GATEWAY_FORWARD_CREDENTIAL_HEADERS (logged as a warning)
