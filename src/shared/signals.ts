@@ -106,7 +106,11 @@ export function deadlineSignal(ms: number, reason?: () => unknown, parent?: Abor
  */
 export function abortable<T>(p: Promise<T>, signal: AbortSignal | undefined, toError: (reason: unknown) => unknown): Promise<T> {
   if (!signal) return p;
-  if (signal.aborted) return Promise.reject(toError(signal.reason));
+  if (signal.aborted) {
+    // The work goes on without this caller: its failure must not surface as an unhandled rejection.
+    p.catch(() => undefined);
+    return Promise.reject(toError(signal.reason));
+  }
   return new Promise<T>((resolve, reject) => {
     const off = onAbort(signal, (reason) => reject(toError(reason)));
     p.then(

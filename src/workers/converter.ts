@@ -8,6 +8,7 @@ import { availableParallelism } from "node:os";
 import type { FileRegistry } from "@bufbuild/protobuf";
 import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
+import { abortable } from "../shared/signals.js";
 import { binaryToJson, jsonToBinary } from "./codec.js";
 import type { Converter, ConverterOptions, SchemaSet } from "./converter-types.js";
 import { SchemaCache } from "./schema-registry.js";
@@ -92,14 +93,7 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
   };
 
   // The pool keeps a running task going when its caller aborts (see worker-pool.ts); the caller is answered now.
-  const viaPool = (run: Promise<ConvertResult>, signal: AbortSignal | undefined): Promise<ConvertResult> => {
-    if (signal === undefined) return run;
-    return new Promise<ConvertResult>((resolve, reject) => {
-      const onAbort = (): void => reject(cancelled());
-      signal.addEventListener("abort", onAbort, { once: true });
-      run.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-    });
-  };
+  const viaPool = (run: Promise<ConvertResult>, signal: AbortSignal | undefined): Promise<ConvertResult> => abortable(run, signal, cancelled);
 
   const unwrap = (r: ConvertResult): ConvertResult => {
     if (r.kind === "failure") throw new GatewayError(r.failure.code, r.failure.message);

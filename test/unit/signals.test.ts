@@ -97,4 +97,20 @@ describe("signals", () => {
     assert.equal(getEventListeners(quiet.signal, "abort").length, 0, "listener removed once settled");
     await assert.rejects(abortable(Promise.resolve(1), AbortSignal.abort("pre"), (r) => new Error(String(r))), /pre/);
   });
+
+  it("abortable with a signal already aborted leaves no unhandled rejection when the work then fails", async () => {
+    const unhandled: unknown[] = [];
+    const seen = (reason: unknown): void => void unhandled.push(reason);
+    process.on("unhandledRejection", seen);
+    try {
+      let fail!: (e: Error) => void;
+      const work = new Promise<number>((_, reject) => (fail = reject));
+      await assert.rejects(abortable(work, AbortSignal.abort("gone"), (r) => new Error(String(r))), /gone/);
+      fail(new Error("the work failed later"));
+      await new Promise((r) => setTimeout(r, 20));
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off("unhandledRejection", seen);
+    }
+  });
 });
