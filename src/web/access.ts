@@ -199,7 +199,7 @@ export function webAdmission(closing: boolean, origins: OriginPolicy, origin: st
 
 /** The origin policy over the allow-list. */
 export function createOriginPolicy(origins: readonly string[]): OriginPolicy {
-  const set = new Set(origins.map((o) => o.toLowerCase()));
+  const set = new Set(origins.map((o) => o.toLowerCase().replace(/\/$/, "")));
   const any = set.has("*");
   return {
     allowed: (origin, host) => origin === undefined || origin === "" || any || set.has(origin.toLowerCase()) || sameOrigin(origin, host),
