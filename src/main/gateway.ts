@@ -134,10 +134,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   // One bound on conversion-pool workers for the process: this thread's pool and every uWS thread's share it.
   const slots = createWorkerSlots(opts.conversionWorkers, opts.threads > 1 ? opts.threads + 1 : 1);
   const conversionWorkers = metrics.gauge("platform_gateway_conversion_workers", `JSON<->protobuf conversion-pool worker threads alive or starting in the process, every thread's pool together (at most --conversion-workers)`, []);
-  const dispatch =
-    offloadMin === undefined
-      ? createDispatchFacility(ctx, { slots })
-      : createDispatchFacility(ctx, { slots }, (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), offloadMin);
+  const dispatch = createDispatchFacility(ctx, { slots }, offloadMin === undefined ? undefined : (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), offloadMin);
   const facilities: Facility[] = [
     { grpc: { "platform.Config": configGrpc(configOps) }, routes: configRoutes(configOps) },
     dispatch,

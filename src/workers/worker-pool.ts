@@ -11,6 +11,7 @@
 import { Piscina } from "piscina";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { onAbort } from "../shared/signals.js";
 import { errorText } from "./schema-registry.js";
 import { workerEntry } from "./worker-path.js";
 import type { ConvertTask, CrashTask, WorkerOptions, WorkerResult } from "./worker-protocol.js";
@@ -44,10 +45,10 @@ export type ConvertResult = Exclude<WorkerResult, { kind: "missing-schema" }>;
 interface Entry {
   readonly task: ConvertTask | CrashTask;
   readonly files: readonly Uint8Array[];
-  readonly signal: AbortSignal | undefined;
   readonly resolve: (r: ConvertResult) => void;
   readonly reject: (e: GatewayError) => void;
-  onAbort?: () => void;
+  /** Stops listening to `signal` (set while the entry waits in the queue). */
+  unlisten?: () => void;
 }
 
 /** One worker: a piscina of exactly one thread, so the pool can stop a single worker and give its slot back. */
@@ -102,7 +103,7 @@ export class ConversionPool {
     }
     if (signal?.aborted === true) return Promise.reject(new GatewayError(Code.CANCELLED, "the conversion was cancelled"));
     return new Promise<ConvertResult>((resolve, reject) => {
-      const entry: Entry = { task, files, signal, resolve, reject };
+      const entry: Entry = { task, files, resolve, reject };
       const lane = this.waiting.length === 0 ? this.freeLane() : undefined;
       if (lane) {
         this.dispatch(lane, entry);
@@ -116,8 +117,10 @@ export class ConversionPool {
         );
         return;
       }
+      // Queued first: the signal is not aborted (checked above), so the listener only ever runs on a queued entry.
+      this.waiting.push(entry);
       if (signal !== undefined) {
-        entry.onAbort = () => {
+        entry.unlisten = onAbort(signal, () => {
           const i = this.waiting.indexOf(entry);
           if (i >= 0) {
             this.waiting.splice(i, 1);
@@ -125,10 +128,8 @@ export class ConversionPool {
             if (this.waiting.length === 0) this.unwant();
             this.checkDrained();
           }
-        };
-        signal.addEventListener("abort", entry.onAbort, { once: true });
+        });
       }
-      this.waiting.push(entry);
       this.want();
     });
   }
@@ -175,7 +176,7 @@ export class ConversionPool {
     lane.busy = true;
     clearTimeout(lane.idleTimer);
     this.running++;
-    if (entry.onAbort !== undefined) entry.signal?.removeEventListener("abort", entry.onAbort);
+    entry.unlisten?.();
     void this.execute(lane, entry).finally(() => {
       this.running--;
       lane.busy = false;
@@ -295,7 +296,7 @@ export class ConversionPool {
     this.destroyed = true;
     this.unwant();
     for (const entry of this.waiting.splice(0)) {
-      if (entry.onAbort !== undefined) entry.signal?.removeEventListener("abort", entry.onAbort);
+      entry.unlisten?.();
       entry.reject(new GatewayError(Code.UNAVAILABLE, "the conversion pool was destroyed"));
     }
     for (const lane of [...this.lanes]) this.retire(lane);
