@@ -135,9 +135,9 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
 
   const report = (): void => obs.counts?.(table.size, live.size, upstreams);
 
-  function fanOut(entry: TopicEntry, event: E): void {
+  function fanOut(entry: TopicEntry, event: E, seq: number | undefined): void {
     if (entry.state !== "open") return;
-    for (const f of entry.fanouts) f.event(entry.topic, event);
+    for (const f of entry.fanouts) f.event(entry.topic, event, seq);
     if (entry.subs.size === 0) return;
     let bytes: Uint8Array;
     try {
@@ -200,7 +200,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
     e.opening = upstream
       .subscribe(
         topic,
-        (event) => fanOut(e, event),
+        (event, seq) => fanOut(e, event, seq),
         (error) => upstreamFailed(e, error),
       )
       .then(

@@ -12,10 +12,11 @@ export interface UpstreamHandle {
 /** Where events come from: one call per topic per process, the broker fans out. */
 export interface UpstreamSource<E> {
   /**
-   * Subscribe to `topic`; resolve once live. `onEvent` is called for each event in arrival order; `onError` when the
-   * upstream broke for good (the broker then ends that topic's subscribers with reason "upstream-failed").
+   * Subscribe to `topic`; resolve once live. `onEvent` is called for each event in arrival order (with its position
+   * number when the source has cluster-wide positions); `onError` when the upstream broke for good (the broker then
+   * ends that topic's subscribers with reason "upstream-failed").
    */
-  subscribe(topic: string, onEvent: (event: E) => void, onError: (error: Error) => void): Promise<UpstreamHandle>;
+  subscribe(topic: string, onEvent: (event: E, seq?: number) => void, onError: (error: Error) => void): Promise<UpstreamHandle>;
 }
 
 /** Why the broker ended a subscriber. Plain values: main maps them to a stream status. */
@@ -53,8 +54,8 @@ export interface SubscriberSink {
  * so the topic's one upstream subscription is shared with the broker's own subscribers.
  */
 export interface FanoutSink<E> {
-  /** One event of the topic, in arrival order. Must not throw. */
-  event(topic: string, event: E): void;
+  /** One event of the topic, in arrival order, with the upstream's position number when it has one. Must not throw. */
+  event(topic: string, event: E, seq?: number): void;
   /** The broker ended this attachment (upstream failed, shutdown); never called after the owner's own `close()`. */
   end(reason: EndReason): void;
 }

@@ -8,12 +8,15 @@ export interface RuntimeHealth {
   description: string;
 }
 
+/** The runtimes `--sidecar` names. */
+export type RuntimeKind = "embedded" | "dapr" | "redis";
+
 /**
- * The sidecar runtime: state store, pub/sub and scheduler behind one interface. Two adapters: `embedded`
- * (in-process, the default) and `dapr` (Dapr's gRPC API). Nothing here knows about the gateway's servers.
+ * The sidecar runtime: state store, pub/sub and scheduler behind one interface. Three adapters: `embedded`
+ * (in-process, the default), `dapr` (Dapr's gRPC API) and `redis` (a Redis server shared by every replica). Nothing here knows about the gateway's servers.
  */
 export interface Runtime {
-  readonly kind: "embedded" | "dapr";
+  readonly kind: RuntimeKind;
   readonly state: StatePort;
   readonly pubsub: PubsubPort;
   readonly jobs: JobsPort;
