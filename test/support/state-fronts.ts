@@ -37,7 +37,7 @@ export interface StateFront {
   query(service: string, query: string, limit?: number): Promise<{ items: Item[]; token: string }>;
 }
 
-function grpcFront(gw: TestGateway, apiKey: string): StateFront {
+function grpcFront(gw: StateTarget, apiKey: string): StateFront {
   const c = gw.client("platform.State");
   const call = async <T>(method: string, req: object): Promise<T> => {
     try {
@@ -68,7 +68,7 @@ export function keyPath(key: string): string {
   return key.split("/").map(encodeURIComponent).join("/");
 }
 
-function restFront(gw: TestGateway, apiKey: string): StateFront {
+function restFront(gw: StateTarget, apiKey: string): StateFront {
   const call = async <T>(method: string, path: string, body?: object): Promise<T> => {
     const res = await fetch(gw.http + path, {
       method,
@@ -114,8 +114,11 @@ function restFront(gw: TestGateway, apiKey: string): StateFront {
   };
 }
 
+/** What the fronts need of a gateway: an in-process TestGateway, or a gateway process's address and a client factory. */
+export type StateTarget = Pick<TestGateway, "http" | "client">;
+
 /** Both front ends of a test gateway. */
-export function stateFronts(gw: TestGateway, apiKey: string): StateFront[] {
+export function stateFronts(gw: StateTarget, apiKey: string): StateFront[] {
   return [grpcFront(gw, apiKey), restFront(gw, apiKey)];
 }
 
