@@ -165,7 +165,7 @@ describe("Dapr with several gateway replicas: per-replica consumer groups (consu
     for (const c of subs) assert.equal(c.events().length, 1);
   });
 
-  it("a replica dies abruptly: its WebSocket subscribers reconnect to another replica and keep receiving", async () => {
+  it("a replica dies abruptly: its WebSocket subscribers reconnect to the others and resume exactly, nothing lost or repeated", async () => {
     const victim = replicas[2]!;
     const mine = [await subscriber(victim, ["ticks"], open), await subscriber(victim, ["ticks"], open)];
     // The survivors follow the topic already (a busy topic is followed everywhere); one that did not would first
@@ -177,9 +177,13 @@ describe("Dapr with several gateway replicas: per-replica consumer groups (consu
     victim.proxy.dropAll();
     await victim.sidecar.stop();
     for (const c of mine) assert.equal((await c.closed()).code, 1006);
+    // Events keep coming while the browsers reconnect; each resumes from the last position it saw.
+    for (let n = 5; n < 8; n++) await replicas[1]!.gw.gateway.context.runtime.pubsub.publish("ticks", event("ticks", n));
+    await waitFor(() => others.every((c) => c.events().length >= 8), "the survivors got them", 5000);
     const moved: WsTestClient[] = [];
-    for (const [i] of mine.entries()) moved.push(await subscriber(replicas[(i % 2) as 0 | 1]!, ["ticks"], open));
-    for (let n = 5; n < 10; n++) await replicas[1]!.gw.gateway.context.runtime.pubsub.publish("ticks", event("ticks", n));
+    for (const [i, c] of mine.entries()) moved.push(await subscriber(replicas[(i % 2) as 0 | 1]!, ["ticks"], open, c.events().at(-1)!.id));
+    for (const c of moved) assert.equal(c.frames.find((f) => f.op === "subscribed").recovered, true);
+    for (let n = 8; n < 10; n++) await replicas[1]!.gw.gateway.context.runtime.pubsub.publish("ticks", event("ticks", n));
     await waitFor(() => moved.every((c) => c.events().length >= 5) && others.every((c) => c.events().length >= 10), "the next 5 events after the move", 5000);
     for (const c of moved) assert.deepEqual(ns(c), [5, 6, 7, 8, 9]);
     for (const c of others) assert.deepEqual(ns(c), [...Array(10).keys()]);
@@ -237,5 +241,86 @@ describe("Dapr with several gateway replicas: per-replica groups with contrib's 
       subs.some((c) => ns(c).some((n, i, all) => i > 0 && n < all[i - 1]!)),
       "with concurrency 10 a burst arrives out of publish order (set concurrency: \"1\" to keep it)",
     );
+  });
+});
+
+describe("Dapr with several gateway replicas: resuming on another replica (positions carry the event's mark)", () => {
+  // A short stream (maxLenApprox 5) to show a new group that can no longer read the event; a short history age so
+  // a replica stops following a topic soon after its last subscriber left.
+  const backend = createSharedDaprBackend({ maxLenApprox: 5 });
+  const open: WsTestClient[] = [];
+  let replicas: Replica[] = [];
+  let a: Replica;
+  let b: Replica;
+  before(async () => {
+    replicas = await startReplicas(backend, 2, { consumerID: "{podName}", concurrency: 1 }, { pubsubHistoryAgeMs: 1000 });
+    [a, b] = replicas as [Replica, Replica];
+  });
+  after(async () => {
+    await stopReplicas(replicas, open);
+    backend.close();
+  });
+  const publish = async (topic: string, from: number, to: number): Promise<void> => {
+    for (let n = from; n < to; n++) await a.gw.gateway.context.runtime.pubsub.publish(topic, event(topic, n));
+  };
+  /** The position of the last event `c` received, after it received `count`. */
+  const positionAfter = async (c: WsTestClient, count: number): Promise<string> => {
+    await waitFor(() => c.events().length >= count, `${count} events`, 5000);
+    return c.events()[count - 1]!.id as string;
+  };
+  const subscribed = (c: WsTestClient): any => c.frames.find((f) => f.op === "subscribed");
+
+  it("single topic, followed by the other replica all along: exact (recovered: true), the missed events replayed, then live", async () => {
+    const follower = await subscriber(b, ["r.single"], open);
+    const c = await subscriber(a, ["r.single"], open);
+    await publish("r.single", 0, 3);
+    const since = await positionAfter(c, 3);
+    assert.match(since, /^[0-9a-f]{12}-\d+-[0-9a-f]{12}$/, "an epoch position with the event's mark");
+    c.ws.terminate();
+    await publish("r.single", 3, 5);
+    await waitFor(() => follower.events().length >= 5, "replica b got the gap", 5000);
+    const moved = await subscriber(b, ["r.single"], open, since);
+    assert.equal(subscribed(moved).recovered, true);
+    await publish("r.single", 5, 6);
+    await waitFor(() => moved.events().length >= 3, "replay and live", 5000);
+    await pause(100);
+    assert.deepEqual(ns(moved), [3, 4, 5]);
+  });
+
+  it("several topics: recovered: false (the replicas' interleavings of two topics differ)", async () => {
+    await subscriber(b, ["r.m1", "r.m2"], open);
+    const c = await subscriber(a, ["r.m1", "r.m2"], open);
+    await publish("r.m1", 0, 2);
+    await publish("r.m2", 0, 2);
+    const since = await positionAfter(c, 4);
+    c.ws.terminate();
+    const moved = await subscriber(b, ["r.m1", "r.m2"], open, since);
+    assert.equal(subscribed(moved).recovered, false);
+  });
+
+  it("the other replica stopped following the topic during the gap: recovered: false", async () => {
+    const follower = await subscriber(b, ["r.gap"], open);
+    const c = await subscriber(a, ["r.gap"], open);
+    await publish("r.gap", 0, 2);
+    const since = await positionAfter(c, 2);
+    await waitFor(() => follower.events().length >= 2, "replica b got the events", 5000);
+    follower.ws.close();
+    // Past the history age replica b hands the topic back: its stream closes and the history goes.
+    await waitFor(() => b.sidecar.broker.count("r.gap") === 0, "replica b stopped following", 5000);
+    c.ws.terminate();
+    await publish("r.gap", 2, 4);
+    const moved = await subscriber(b, ["r.gap"], open, since);
+    assert.equal(subscribed(moved).recovered, false);
+  });
+
+  it("the other replica starts following after the event and its new group no longer reads it (stream trimmed): recovered: false", async () => {
+    const c = await subscriber(a, ["r.late"], open);
+    await publish("r.late", 0, 2);
+    const since = await positionAfter(c, 2);
+    c.ws.terminate();
+    await publish("r.late", 2, 8);
+    assert.equal(backend.streams.length("pubsub", "r.late"), 5, "the stream keeps the last 5");
+    const moved = await subscriber(b, ["r.late"], open, since);
+    assert.equal(subscribed(moved).recovered, false);
   });
 });
