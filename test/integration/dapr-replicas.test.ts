@@ -323,4 +323,17 @@ describe("Dapr with several gateway replicas: resuming on another replica (posit
     const moved = await subscriber(b, ["r.late"], open, since);
     assert.equal(subscribed(moved).recovered, false);
   });
+  it("the other replica starts following after the event with a new group: recovered: false, then the group's replay arrives as live events", async () => {
+    const c = await subscriber(a, ["r.new"], open);
+    await publish("r.new", 0, 2);
+    const since = await positionAfter(c, 2);
+    c.ws.terminate();
+    await publish("r.new", 2, 4);
+    const moved = await subscriber(b, ["r.new"], open, since);
+    assert.equal(subscribed(moved).recovered, false);
+    // The new group starts at the start of the stream: the two events the subscriber already had come again.
+    await waitFor(() => moved.events().length >= 4, "the group's replay", 5000);
+    await pause(100);
+    assert.deepEqual(ns(moved), [0, 1, 2, 3]);
+  });
 });

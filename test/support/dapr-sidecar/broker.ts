@@ -235,8 +235,9 @@ function streamsConsumer(c: StreamsComponent, send: (sub: Sub, d: Delivery) => v
     if (concurrency > 1) await turns(Math.floor(Math.random() * 4));
     if (sub.closed) return; // the handler fails: the entry stays pending
     const answer = await new Promise<string | undefined>((resolve) => {
-      const t = setTimeout(() => resolve(undefined), processingTimeoutMs);
-      t.unref();
+      // contrib bounds the handler by processingTimeout only while redelivery is on; the stream's own end bounds it otherwise.
+      const t = processingTimeoutMs > 0 && redeliverIntervalMs > 0 ? setTimeout(() => resolve(undefined), processingTimeoutMs) : undefined;
+      t?.unref();
       send(sub, {
         env: entry.env,
         attempts: 0,
@@ -285,13 +286,15 @@ function streamsConsumer(c: StreamsComponent, send: (sub: Sub, d: Delivery) => v
       const reclaim = (): void => {
         for (const entry of c.streams.claim(sub.pubsub, sub.topic, c.consumerID, processingTimeoutMs, queueDepth)) void enqueue(sub, entry, stop.signal);
       };
-      const timer = setInterval(reclaim, redeliverIntervalMs);
-      timer.unref();
+      // contrib: processingTimeout or redeliverInterval 0 turns redelivery off (no reclaim loop at all).
+      const redelivers = processingTimeoutMs > 0 && redeliverIntervalMs > 0;
+      const timer = redelivers ? setInterval(reclaim, redeliverIntervalMs) : undefined;
+      timer?.unref();
       sub.stop = () => {
         clearInterval(timer);
         stop.abort();
       };
-      reclaim();
+      if (redelivers) reclaim();
       void (async () => {
         // Entries read but not queued when the subscription ends stay pending: reclaimed later, like contrib.
         while (!stop.signal.aborted) {
