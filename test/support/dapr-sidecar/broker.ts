@@ -57,7 +57,7 @@ export interface TestBroker {
   readonly delivered: number;
   /** Events delivered on live streams of the topic and not acked yet. */
   unacked(topic: string): number;
-  /** Events held for redelivery because their stream closed before acking them. */
+  /** Events held for redelivery because their stream closed before acking them (shared streams: the group's pending entries). */
   backlog(topic: string): number;
   /** End every stream (the sidecar stops) UNKNOWN "stream closed": their unacked events go back to the backlog. */
   dropAll(): void;
@@ -192,7 +192,7 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
     list: () => [...subs].map((s) => ({ pubsub: s.pubsub, topic: s.topic })),
     unacked: (topic) => [...subs].filter((s) => s.topic === topic).reduce((n, s) => n + s.pending.size, 0),
     backlog: (topic) =>
-      component ? [...subs].filter((s) => s.topic === topic).reduce((n, s) => Math.max(n, component.streams.pendingCount(s.pubsub, topic, component.consumerID)), 0) : [...backlogs.entries()].filter(([k]) => k.endsWith(`\u0000${topic}`)).reduce((n, [, l]) => n + l.length, 0),
+      component ? component.streams.pendingCount(topic, component.consumerID) : [...backlogs.entries()].filter(([k]) => k.endsWith(`\u0000${topic}`)).reduce((n, [, l]) => n + l.length, 0),
     dropAll() {
       // On SIGTERM daprd ends open streams UNKNOWN "stream closed".
       for (const sub of [...subs]) close(sub, status(Code.UNKNOWN, "stream closed"));
@@ -267,8 +267,15 @@ function streamsConsumer(c: StreamsComponent, send: (sub: Sub, d: Delivery) => v
     while (queue.length >= queueDepth) {
       if (signal.aborted) return false;
       await new Promise<void>((r) => {
-        space.push(r);
-        signal.addEventListener("abort", () => r(), { once: true });
+        // Woken by a dequeue (pump shifts it) or by the subscription's end (then it leaves the line itself).
+        const wake = (): void => {
+          signal.removeEventListener("abort", wake);
+          const i = space.indexOf(wake);
+          if (i >= 0) space.splice(i, 1);
+          r();
+        };
+        space.push(wake);
+        signal.addEventListener("abort", wake, { once: true });
       });
     }
     if (signal.aborted) return false;
@@ -301,7 +308,7 @@ function streamsConsumer(c: StreamsComponent, send: (sub: Sub, d: Delivery) => v
           const batch = await c.streams.readGroup(sub.pubsub, sub.topic, c.consumerID, queueDepth, stop.signal);
           for (const entry of batch) if (!(await enqueue(sub, entry, stop.signal))) break;
         }
-      })();
+      })().catch(() => undefined); // readGroup fails only without the group, which follow() created first
     },
   };
 }

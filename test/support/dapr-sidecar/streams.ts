@@ -55,8 +55,8 @@ export interface SharedStreams {
   length(pubsub: string, topic: string): number;
   /** Consumer groups of the stream (XINFO GROUPS). */
   groups(pubsub: string, topic: string): string[];
-  /** Pending entries of a group (XPENDING summary). */
-  pendingCount(pubsub: string, topic: string, group: string): number;
+  /** Pending entries of a group on the topic, over every pub/sub component (XPENDING summary). */
+  pendingCount(topic: string, group: string): number;
 }
 
 export function createSharedStreams(maxLen: number): SharedStreams {
@@ -150,6 +150,6 @@ export function createSharedStreams(maxLen: number): SharedStreams {
     },
     length: (pubsub, topic) => streams.get(keyOf(pubsub, topic))?.entries.length ?? 0,
     groups: (pubsub, topic) => [...(streams.get(keyOf(pubsub, topic))?.groups.keys() ?? [])],
-    pendingCount: (pubsub, topic, group) => streams.get(keyOf(pubsub, topic))?.groups.get(group)?.pending.size ?? 0,
+    pendingCount: (topic, group) => [...streams.entries()].filter(([k]) => k.endsWith(`\u0000${topic}`)).reduce((n, [, st]) => n + (st.groups.get(group)?.pending.size ?? 0), 0),
   };
 }
