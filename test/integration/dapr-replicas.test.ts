@@ -5,6 +5,7 @@ import { Code } from "../../src/shared/code.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import type { GatewayOptions } from "../../src/config/options.js";
 import { startTestDaprSidecar, type TestDaprSidecar } from "../support/dapr-sidecar/index.js";
+import { rawDaprClient } from "../support/dapr-sidecar/raw-client.js";
 import { createSharedDaprBackend, type SharedDaprBackend } from "../support/dapr-sidecar/shared.js";
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { freePort } from "../support/runtimes.js";
@@ -335,5 +336,32 @@ describe("Dapr with several gateway replicas: resuming on another replica (posit
     await waitFor(() => moved.events().length >= 4, "the group's replay", 5000);
     await pause(100);
     assert.deepEqual(ns(moved), [0, 1, 2, 3]);
+  });
+});
+
+describe("the shared streams behind the test sidecars: an entry left unacked goes to another reader of the group", () => {
+  it("a daprd whose stream closes before the app acked leaves the entry pending; a replica of the same group claims it after processingTimeout", async () => {
+    const backend = createSharedDaprBackend();
+    const component = { processingTimeoutMs: 300, redeliverIntervalMs: 100 };
+    const [sa, sb] = [await startTestDaprSidecar({ shared: backend, pubsubComponent: component }), await startTestDaprSidecar({ shared: backend, pubsubComponent: component })];
+    const [ca, cb] = [rawDaprClient(sa.port), rawDaprClient(sb.port)];
+    try {
+      const held = await ca.subscribe("claims", { autoAck: false });
+      await ca.unary("PublishEvent", { pubsub_name: "pubsub", topic: "claims", data: Buffer.from("one"), data_content_type: "text/plain" });
+      await waitFor(() => held.events.length === 1, "the first reader got the entry", 5000);
+      const other = await cb.subscribe("claims");
+      held.cancel();
+      await waitFor(() => sa.broker.count("claims") === 0, "the first stream closed", 5000);
+      assert.equal(backend.streams.pendingCount("claims", "platform-gateway"), 1, "pending in the group, not given to the other reader at once");
+      await waitFor(() => other.events.length === 1, "the claim after processingTimeout", 5000);
+      assert.equal(Buffer.from(other.events[0].data).toString(), "one");
+      await waitFor(() => backend.streams.pendingCount("claims", "platform-gateway") === 0, "acked by the second reader", 5000);
+    } finally {
+      ca.close();
+      cb.close();
+      await sa.close();
+      await sb.close();
+      backend.close();
+    }
   });
 });
