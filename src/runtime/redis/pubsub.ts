@@ -7,6 +7,7 @@ import type { HeldEvent, PubsubPort, StreamPositions, UpstreamHandlers, Upstream
 import type { RuntimeLogger } from "../runtime.js";
 import { settled, type RedisConnection } from "./connection.js";
 import { decodeEvent, encodeEvent } from "./event-codec.js";
+import { seqOfStreamId, STREAM_ID_SPAN, streamIdOf } from "../../shared/stream-id.js";
 
 /** Options of the redis pub/sub. */
 export interface RedisPubsubOptions {
@@ -30,7 +31,7 @@ export interface RedisPubsub extends PubsubPort {
 }
 
 /** Sequence numbers per millisecond: an entry id `ms-n` has n < SEQ_PER_MS, its position number is ms * SEQ_PER_MS + n. */
-const SEQ_PER_MS = 1024;
+const SEQ_PER_MS = STREAM_ID_SPAN;
 /** How long the wake-up read blocks when nothing arrives, ms. Also how often current() advances on idle topics. */
 const BLOCK_MS = 1000;
 const READER_BACKOFF: BackoffPolicy = { initialDelayMs: 50, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
@@ -76,20 +77,9 @@ interface PubsubScripts {
 type Entry = [id: string, fields: string[]];
 type XreadReply = [key: string, entries: Entry[]][] | null;
 
-/** The position text of a number: the entry id `<ms>-<n>`. */
-export function formatPosition(seq: number): string {
-  return `${Math.floor(seq / SEQ_PER_MS)}-${seq % SEQ_PER_MS}`;
-}
-
-/** The number of an entry id, or undefined when it is not `<digits>-<digits>` with n < SEQ_PER_MS and a safe number. */
-export function parsePosition(text: string): number | undefined {
-  const m = /^(\d{1,16})-(\d{1,4})$/.exec(text);
-  if (!m) return undefined;
-  const n = Number(m[2]);
-  if (n >= SEQ_PER_MS) return undefined;
-  const seq = Number(m[1]) * SEQ_PER_MS + n;
-  return Number.isSafeInteger(seq) ? seq : undefined;
-}
+/** Position numbers and entry ids map one to one (src/shared/stream-id.ts: the web hub reads them the same way). */
+export const formatPosition = streamIdOf;
+export const parsePosition = seqOfStreamId;
 
 interface Sub {
   topic: string;
