@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { startGatewayProcess, type GatewayProcess } from "./cli.js";
-import { startRedisServer, type RedisServer } from "./redis-server.js";
+import { startTestRedis, type TestRedisServer } from "./redis-server.js";
 
 /** The API key every replica of a test cluster accepts. */
 export const CLUSTER_KEY = "cluster-test-key";
@@ -19,7 +19,7 @@ export interface Replica {
 
 /** One redis-server and N gateway processes on it (`--sidecar redis`), all real child processes. */
 export interface Cluster {
-  redis: RedisServer;
+  redis: TestRedisServer;
   replicas: Replica[];
   /** SIGKILL replica `i` (mid-stream, as a crash would); resolves once it exited. */
   kill(i: number): Promise<void>;
@@ -49,12 +49,10 @@ const GATEWAY_STOP_MS = 15_000;
 
 /** Every child a cluster started, so an abrupt end of the test process still kills them (see below). */
 const children = new Set<GatewayProcess>();
-const redisServers = new Set<RedisServer>();
 process.once("exit", () => {
   // Synchronous last resort (a runner timeout or an uncaught error skipped close()): no orphan keeps a port or
   // writes into a removed directory after the test file's process is gone.
   for (const g of children) if (g.proc.exitCode === null) g.proc.kill("SIGKILL");
-  for (const r of redisServers) r.killNow();
 });
 
 /** Print one progress line for a long cluster step (the runner shows stderr of a test file as it runs). */
@@ -65,8 +63,7 @@ export function progress(msg: string): void {
 /** Start a redis-server and `replicas` gateways with `--sidecar redis --redis-url`; every child is stopped on failure. */
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   const n = opts.replicas ?? 3;
-  const redis = await startRedisServer();
-  redisServers.add(redis);
+  const redis = await startTestRedis();
   const replicas: Replica[] = [];
   const names = Array.from({ length: n }, (_, i) => String.fromCharCode(65 + i));
 
@@ -91,13 +88,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       }),
     );
     await redis.close();
-    redisServers.delete(redis);
   };
 
   const logTail = (): string =>
     replicas
       .map((r) => `--- replica ${r.name} (${r.http}, gRPC ${r.grpc}) last log lines:\n${[...r.proc.stdout.slice(-25), ...r.proc.stderr.slice(-10)].join("\n")}`)
-      .concat(`--- redis-server last lines:\n${redis.output.slice(-15).join("\n")}`)
       .join("\n");
 
   try {
