@@ -6,8 +6,10 @@ import { grpcSubscriber, sseSubscriber, waitForCount, wsSubscriber, type Cluster
 
 // Three gateways on one Redis: fan-out to every subscriber on every replica, and positions that resume on any replica.
 // Each stream is capped at STREAM_MAXLEN entries (approximately, MAXLEN ~), far above what the other tests publish
-// to one topic and far below what the eviction test does.
+// to one topic and far below what the eviction test does; each replica's in-memory history per topic at
+// HISTORY_EVENTS, below the cap, so the eviction test's gap is held by neither.
 const STREAM_MAXLEN = 200;
+const HISTORY_EVENTS = 100;
 
 let cluster: Cluster;
 let A: Replica, B: Replica, C: Replica;
@@ -15,7 +17,7 @@ const run = randomUUID().slice(0, 8);
 const topic = (name: string): string => `cl.${run}.${name}`;
 
 before(async () => {
-  cluster = await startCluster({ gatewayArgs: ["--redis-stream-maxlen", String(STREAM_MAXLEN)] });
+  cluster = await startCluster({ gatewayArgs: ["--redis-stream-maxlen", String(STREAM_MAXLEN), "--pubsub-history-events", String(HISTORY_EVENTS)] });
   [A, B, C] = cluster.replicas as [Replica, Replica, Replica];
 });
 after(() => cluster?.close());
@@ -194,7 +196,8 @@ test("a position older than the stream holds resumes with recovered: false and g
       }
     });
     await waitForCount(live, t, TOTAL + 1);
-    // On a replica that never followed the topic, and on the one that did: the stream no longer holds the gap.
+    // On a replica that never followed the topic, and on the one that did (its history holds the last HISTORY_EVENTS
+    // only): neither the stream nor a history holds the gap.
     for (const r of [B, A]) {
       const s = await wsSubscriber(`ws resuming the evicted position on ${r.name}`, r, [t], old.lastPosition);
       subs.push(s);
@@ -202,16 +205,23 @@ test("a position older than the stream holds resumes with recovered: false and g
       await new Promise((res) => setTimeout(res, 300));
       assert.deepEqual(s.ids(t), [], `${s.label}: nothing replayed after recovered: false`);
     }
-    // A position the stream still holds resumes exactly, on C.
-    const from = TOTAL - 10;
-    const near = await wsSubscriber("ws resuming a recent position on C", C, [t], live.seen[from]!.position);
-    subs.push(near);
-    assert.deepEqual(near.recoveries, [true], near.label);
+    // A position the stream still holds resumes exactly: on C, which never followed the topic (served from the
+    // stream), and on A (its history).
+    const nears: ClusterSubscriber[] = [];
+    for (const [r, back] of [[C, 60], [A, 10]] as const) {
+      const from = TOTAL - back;
+      const near = await wsSubscriber(`ws resuming ${back} events back on ${r.name}`, r, [t], live.seen[from]!.position);
+      subs.push(near);
+      nears.push(near);
+      assert.deepEqual(near.recoveries, [true], near.label);
+    }
     await mustPublish(B, t, { id: "ev.after" });
     for (const s of subs.slice(2)) await waitForCount(s, t, 1);
-    await waitForCount(near, t, 11);
-    await new Promise((res) => setTimeout(res, 300));
-    assertExactly(near.ids(t), [...live.ids(t).slice(from + 1), "ev.after"], near.label);
+    for (const [i, back] of [60, 10].entries()) {
+      await waitForCount(nears[i]!, t, back + 1);
+      await new Promise((res) => setTimeout(res, 300));
+      assertExactly(nears[i]!.ids(t), [...live.ids(t).slice(TOTAL - back + 1, TOTAL + 1), "ev.after"], nears[i]!.label);
+    }
     for (const s of subs.slice(2, 4)) assertExactly(s.ids(t), ["ev.after"], `${s.label}: live after recovered: false`);
   } finally {
     await Promise.all(subs.map((s) => s.close()));
