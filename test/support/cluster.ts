@@ -75,12 +75,18 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     ];
     const proc = await startGatewayProcess(args, {}, GATEWAY_START_MS);
     children.add(proc);
-    return { name: names[i]!, proc, http: `http://127.0.0.1:${proc.httpPort}`, grpc: `127.0.0.1:${proc.grpcPort}` };
+    const r = { name: names[i]!, proc, http: `http://127.0.0.1:${proc.httpPort}`, grpc: `127.0.0.1:${proc.grpcPort}` };
+    // "gateway listening" comes before the runtime's connection is up (calls made then fail UNAVAILABLE, in-band);
+    // a load balancer sends traffic once /health says so, and so does the harness.
+    await waitHealthy(r, GATEWAY_START_MS);
+    return r;
   };
 
   const stopAll = async (): Promise<void> => {
     await Promise.all(
       replicas.map(async (r) => {
+        // A replica killed earlier has exited already (GatewayProcess.stop() would wait for an exit that came).
+        if (r.proc.proc.exitCode !== null || r.proc.proc.signalCode !== null) return void children.delete(r.proc);
         const timer = setTimeout(() => r.proc.proc.kill("SIGKILL"), GATEWAY_STOP_MS);
         await r.proc.stop("SIGTERM");
         clearTimeout(timer);
@@ -146,7 +152,24 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   };
 }
 
-/** Every replica's `GET /health`: the HTTP status and the body. */
+/** Resolve once `r`'s /health answers 200 (polled every 50 ms); reject after `timeoutMs` with the last answer. */
+export async function waitHealthy(r: Replica, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  let last = "no answer";
+  for (;;) {
+    try {
+      const h = await health(r);
+      if (h.status === 200) return;
+      last = `${h.status} ${JSON.stringify(h.body)}`;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    if (Date.now() > end) throw new Error(`replica ${r.name} not healthy within ${timeoutMs} ms: ${last}`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
+/** A replica's `GET /health`: the HTTP status and the body. */
 export async function health(r: Replica): Promise<{ status: number; body: { status: string; entries: Record<string, { status: string; description: string }> } }> {
   const res = await fetch(`${r.http}/health`, { signal: AbortSignal.timeout(5000) });
   return { status: res.status, body: (await res.json()) as never };
