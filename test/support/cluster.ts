@@ -155,7 +155,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
 /** Resolve once `r`'s /health answers 200 (polled every 50 ms); reject after `timeoutMs` with the last answer. */
 export async function waitHealthy(r: Replica, timeoutMs: number): Promise<void> {
   const end = Date.now() + timeoutMs;
-  let last = "no answer";
+  let last: string;
   for (;;) {
     try {
       const h = await health(r);
