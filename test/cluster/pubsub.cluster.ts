@@ -17,7 +17,11 @@ const run = randomUUID().slice(0, 8);
 const topic = (name: string): string => `cl.${run}.${name}`;
 
 before(async () => {
-  cluster = await startCluster({ gatewayArgs: ["--redis-stream-maxlen", String(STREAM_MAXLEN), "--pubsub-history-events", String(HISTORY_EVENTS)] });
+  // C serves its HTTP port from two uWS threads: a thread's hub must give out and resume the same positions.
+  cluster = await startCluster({
+    gatewayArgs: ["--redis-stream-maxlen", String(STREAM_MAXLEN), "--pubsub-history-events", String(HISTORY_EVENTS)],
+    replicaArgs: [[], [], ["--threads", "2"]],
+  });
   [A, B, C] = cluster.replicas as [Replica, Replica, Replica];
 });
 after(() => cluster?.close());
