@@ -3,6 +3,8 @@ import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { event, publish, subscribe, type Sub } from "./pubsub-support.js";
+import { createGatewayClient, type LiveInfo, type SubscriptionMessage } from "../../src/client/index.js";
+import { nextMessage, onceWithin, within } from "../support/client-helpers.js";
 
 const KEY = "k1";
 
@@ -168,5 +170,49 @@ describe("gRPC Subscribe with positions and resume (embedded runtime)", () => {
     assert.equal(res.status.success, true);
     const st = await s.ended();
     assert.equal(st.code, grpc.status.OK);
+  });
+
+  it("client library: positions on each message, a reconnect resumes exactly, since resumes a later subscription", async () => {
+    const gc = createGatewayClient({ address: gw.grpcAddress, apiKey: KEY, reconnect: { initialDelayMs: 300, maxDelayMs: 300 } });
+    try {
+      const plain = gc.subscribe("cl");
+      const sub = gc.subscribe("cl", { positions: true });
+      await within(Promise.all([plain.ready, sub.ready]), "both subscriptions live");
+      assert.match(sub.position ?? "", /^[0-9a-f]{12}-\d+$/, "the live position before any event");
+      const it = sub[Symbol.asyncIterator]();
+      const itPlain = plain[Symbol.asyncIterator]();
+      await publish(client, "cl", event("c0"), md());
+      const first = await nextMessage(it, "c0");
+      assert.match(first.position ?? "", /^[0-9a-f]{12}-\d+$/);
+      const p0 = await nextMessage(itPlain, "c0 on the plain subscription");
+      assert.equal(p0.position, undefined);
+      assert.equal(p0.event.attributes["gwposition"], undefined);
+      // The gateway ends the stream (Unsubscribe by id): the client reconnects from the last position it saw.
+      const reconnected = onceWithin<LiveInfo>(sub, "reconnected");
+      await new Promise((resolve, reject) =>
+        (client as unknown as Record<string, Function>)["Unsubscribe"]!.call(client, { subscription_id: sub.subscriptionId }, md(), (err: Error | null, r: unknown) =>
+          err ? reject(err) : resolve(r),
+        ),
+      );
+      for (let i = 1; i <= 3; i++) await publish(client, "cl", event(`c${i}`), md());
+      const info = await reconnected;
+      assert.equal(info.recovered, true);
+      await publish(client, "cl", event("c4"), md());
+      const got: SubscriptionMessage[] = [];
+      for (let i = 1; i <= 4; i++) got.push(await nextMessage(it, `c${i}`));
+      assert.deepEqual(got.map((m) => m.event.text_data), ["c1", "c2", "c3", "c4"], "nothing lost or repeated across the reconnect");
+      const saved = got[1]!.position!;
+      sub.close();
+      plain.close();
+      const later = gc.subscribe("cl", { since: saved });
+      const itLater = later[Symbol.asyncIterator]();
+      const live = onceWithin<LiveInfo>(later, "live");
+      assert.equal((await live).recovered, true);
+      // A position names the last event seen: the resume replays what came after it.
+      assert.deepEqual([(await nextMessage(itLater, "c3 replayed")).event.text_data, (await nextMessage(itLater, "c4 replayed")).event.text_data], ["c3", "c4"]);
+      later.close();
+    } finally {
+      gc.close();
+    }
   });
 });
