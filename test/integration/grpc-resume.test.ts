@@ -2,7 +2,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
-import { event, publish, subscribe, type Sub } from "./pubsub-support.js";
+import { event, publish, stalledSubscribe, subscribe, type Sub } from "./pubsub-support.js";
 import { createGatewayClient, type LiveInfo, type SubscriptionMessage } from "../../src/client/index.js";
 import { nextMessage, onceWithin, within } from "../support/client-helpers.js";
 
@@ -32,7 +32,7 @@ describe("gRPC Subscribe with positions and resume (embedded runtime)", () => {
 
   before(async () => {
     gw = await startTestGateway({ apiKeys: [KEY], sweepIntervalMs: 60_000 });
-    other = await startTestGateway({ apiKeys: [KEY] });
+    other = await startTestGateway({ apiKeys: [KEY], sweepIntervalMs: 300 });
     small = await startTestGateway({ apiKeys: [KEY], pubsubHistoryEvents: 3 });
     client = gw.client("io.cloudevents.v1.Pubsub");
   });
@@ -213,6 +213,37 @@ describe("gRPC Subscribe with positions and resume (embedded runtime)", () => {
       later.close();
     } finally {
       gc.close();
+    }
+  });
+
+  it("a positioned stream that stops reading is dropped slow past 1024 events, RESOURCE_EXHAUSTED", async () => {
+    const slow = await stalledSubscribe(gw.grpcAddress, ["p.slow"], KEY, { "x-positions": "true" });
+    try {
+      assert.ok(slow.headers?.["x-position"], "positions asked for");
+      for (let i = 0; i < 3000 && !gw.logs.some((l) => /more than 1024 events behind/.test(String(l["msg"]))); i += 50) {
+        await Promise.all(Array.from({ length: 50 }, (_, j) => publish(client, "p.slow", event(i + j), md())));
+      }
+      await waitFor(() => gw.logs.some((l) => /more than 1024 events behind/.test(String(l["msg"]))), "the slow drop to be logged");
+      const { trailers } = await slow.resume();
+      assert.equal(String(trailers["grpc-status"]), String(grpc.status.RESOURCE_EXHAUSTED));
+    } finally {
+      slow.close();
+    }
+  });
+
+  it("a positioned stream that makes no progress for a sweep interval is dropped stuck, RESOURCE_EXHAUSTED", async () => {
+    const o = other.client("io.cloudevents.v1.Pubsub");
+    const stuck = await stalledSubscribe(other.grpcAddress, ["p.stuck"], KEY, { "x-positions": "true" });
+    try {
+      for (let i = 0; i < 3000 && !other.logs.some((l) => /made no progress/.test(String(l["msg"]))); i += 50) {
+        await Promise.all(Array.from({ length: 50 }, (_, j) => publish(o, "p.stuck", event(i + j), md())));
+        if (i >= 200) await new Promise((r) => setTimeout(r, 100));
+      }
+      await waitFor(() => other.logs.some((l) => /made no progress/.test(String(l["msg"]))), "the stuck drop to be logged");
+      const { trailers } = await stuck.resume();
+      assert.equal(String(trailers["grpc-status"]), String(grpc.status.RESOURCE_EXHAUSTED));
+    } finally {
+      stuck.close();
     }
   });
 });
