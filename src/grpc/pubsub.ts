@@ -389,7 +389,18 @@ function positioned(deps: PubsubGrpcDeps, open: Set<SubscribeCall>) {
       (start) => {
         if (s.done || call.ended) return feed.release(unique);
         // Replay and going live in one synchronous step: no event falls between them.
-        const { position, recovered, frames } = start.begin();
+        let begun: ReturnType<FeedStart["begin"]>;
+        try {
+          begun = start.begin();
+        } catch (e) {
+          // Nothing is live yet: hand the topics back and say why, rather than leave a rejection nobody handles.
+          detach(s, false);
+          feed.release(unique);
+          const err = GatewayError.from(e);
+          logger.error({ topics: unique, err }, "starting a positioned Subscribe stream failed");
+          return call.end(err);
+        }
+        const { position, recovered, frames } = begun;
         const md = new CallMetadata();
         md.set(SUBSCRIPTION_ID_HEADER, s.id);
         md.set(POSITION_HEADER, position);
