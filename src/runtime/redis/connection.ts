@@ -14,6 +14,9 @@ export interface RedisConnectionOptions {
   commandTimeoutMs?: number;
 }
 
+/** ioredis connection states in which an attempt is under way. */
+const CONNECTING = new Set(["wait", "connecting", "connect"]);
+
 /** ioredis reconnect backoff: 50 ms doubling to 1 s, jittered. Short because a local Redis restarts in well under a second. */
 const RECONNECT: BackoffPolicy = { initialDelayMs: 50, maxDelayMs: 1000, multiplier: 2, jitter: 0.2 };
 
@@ -109,6 +112,9 @@ export function createRedisConnection(o: RedisConnectionOptions): RedisConnectio
     duplicate: make,
     async run(fn, signal) {
       if (signal?.aborted) throw GatewayError.from(signal.reason, Code.CANCELLED);
+      // A connection attempt in progress (the first one at start, or a reconnect that is dialling) takes milliseconds
+      // on a reachable server: wait for it, bounded. Between attempts (reconnecting) or closed: fail at once.
+      if (CONNECTING.has(client.status)) await settled(client, commandTimeoutMs);
       if (client.status !== "ready") throw new GatewayError(Code.UNAVAILABLE, `redis at ${address} is unreachable: not connected (${client.status})`);
       try {
         return await abortable(fn(client), signal, (reason) => GatewayError.from(reason, Code.CANCELLED));

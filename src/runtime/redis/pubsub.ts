@@ -337,7 +337,7 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
       if (closed) throw new GatewayError(Code.UNAVAILABLE, "the redis runtime is closed");
       if (signal?.aborted) throw GatewayError.from(signal.reason, Code.CANCELLED);
       // Known down: fail at once. Otherwise the reader settles the subscription on its next round (or fails it).
-      if (client.status !== "ready") throw unavailable(`not connected (${client.status})`);
+      await conn.run(async () => undefined, signal);
       const sub: Sub = { topic, handlers };
       let set = subs.get(topic);
       if (!set) subs.set(topic, (set = new Set()));
