@@ -8,6 +8,7 @@ import type { JobHandler, JobRecord, JobSpec, JobsPort } from "../jobs-port.js";
 import type { RuntimeLogger } from "../runtime.js";
 import { isSchedulableTime, nextFireTime, planJob, type JobPlan } from "../schedule/index.js";
 import { settled, type RedisConnection } from "./connection.js";
+import { copySpec, validJobPlan, type ScheduleOptions } from "../embedded/scheduler.js";
 
 /** Options of the shared scheduler. */
 export interface RedisJobsOptions {
@@ -17,15 +18,9 @@ export interface RedisJobsOptions {
   pollMs?: number;
 }
 
-/** Options of one schedule call beyond the port's. */
-export interface RedisScheduleOptions {
-  /** Replace a job of the same name instead of failing with ALREADY_EXISTS. Default false. */
-  overwrite?: boolean;
-}
-
 /** The shared scheduler plus what the runtime needs to run and stop it. */
 export interface RedisJobs extends JobsPort {
-  schedule(job: JobSpec, signal?: AbortSignal, options?: RedisScheduleOptions): Promise<void>;
+  schedule(job: JobSpec, signal?: AbortSignal, options?: ScheduleOptions): Promise<void>;
   count(signal?: AbortSignal): Promise<number>;
   start(): void;
   /** Stop the timer; a firing in flight is not completed (its claim expires after the lease). */
@@ -113,17 +108,6 @@ interface JobScripts {
 
 function checkSignal(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw new GatewayError(Code.CANCELLED, "the operation was cancelled");
-}
-
-function copySpec(job: JobSpec): JobSpec {
-  return {
-    name: job.name,
-    ...(job.schedule ? { schedule: job.schedule } : {}),
-    ...(job.dueTime ? { dueTime: job.dueTime } : {}),
-    ...(job.repeats ? { repeats: job.repeats } : {}),
-    ...(job.ttl ? { ttl: job.ttl } : {}),
-    data: job.data,
-  };
 }
 
 /**
@@ -260,10 +244,7 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
       checkSignal(signal);
       if (closed) throw new GatewayError(Code.UNAVAILABLE, "the redis scheduler is closed");
       const now = Date.now();
-      const plan = planJob(job, now);
-      if (plan instanceof GatewayError) throw plan;
-      if (!isSchedulableTime(plan.firstFireAt)) throw new GatewayError(Code.INVALID_ARGUMENT, "the job's first fire time cannot be held by the scheduler");
-      if (typeof job.data !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, "data must be a string");
+      const plan = validJobPlan(job, now);
       const rec: StoredJob = { spec: copySpec(job), createdAt: now, timesFired: 0 };
       const ok = await conn.run(
         () => client.gwJobSchedule(jobsKey, dueKey, claimsKey, job.name, JSON.stringify(rec), plan.firstFireAt, options.overwrite ? "1" : "0"),
