@@ -132,6 +132,8 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
   let started = false;
   let blockingId: number | undefined;
   let blockedNow = false;
+  /** The last snapshot found entries. */
+  let busy = false;
   /** A subscribe asked for a snapshot: the next round skips the blocking read. */
   let wakeRequested = false;
   let downSince: number | undefined;
@@ -249,6 +251,7 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
       const last = parsePosition(entries[entries.length - 1]![0]);
       if (last !== undefined && last < cut) cut = last;
     }
+    busy = (replies ?? []).some(([, entries]) => entries.length > 0);
     if (initialized) dispatch(replies, cut);
     // The first snapshot only places P at the cursor: a reader starts at "now", it does not replay the streams.
     initialized = true;
@@ -316,7 +319,8 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
           if (blocking.status !== "ready") throw unavailable(`not connected (${blocking.status})`);
           blockingId ??= Number(await blocking.client("ID"));
           const topics = [...subs.keys()];
-          if (!wakeRequested) {
+          // After a round that found entries more are likely: read again at once, block only when caught up.
+          if (!wakeRequested && !busy) {
             blockedNow = true;
             try {
               await blocking.xread("COUNT", 1, "BLOCK", BLOCK_MS, "STREAMS", ...topics.map(streamKey), ...topics.map(() => formatPosition(position)));
@@ -370,7 +374,11 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
           const seq = parsePosition(id);
           const i = f.indexOf("e");
           if (seq === undefined || i < 0) continue;
-          events.push({ seq, event: decodeEvent(f[i + 1]!) });
+          try {
+            events.push({ seq, event: decodeEvent(f[i + 1]!) });
+          } catch {
+            // Not an entry the gateway wrote (dispatch skips and logs it the same way).
+          }
         }
         const complete = (neverTrimmed || (firstSeq !== undefined && firstSeq <= since)) && entries.length <= limit;
         return { complete, events };
