@@ -74,6 +74,33 @@ describe("redis runtime: the scheduler shared by replicas", () => {
     }
   });
 
+  it("a firing that runs longer than the lease, on a live replica, is not fired again elsewhere (the claim is renewed)", async () => {
+    const lease = { keyPrefix: "renew:", jobLeaseMs: 600 };
+    const a = await replica(server.url, lease);
+    const b = await replica(server.url, lease);
+    try {
+      const fired: string[] = [];
+      let release: () => void = () => undefined;
+      const slow = (who: string) => (name: string) => {
+        fired.push(`${who}:${name}`);
+        return new Promise<void>((resolve) => {
+          release = resolve;
+        });
+      };
+      a.jobs.setHandler(slow("a"));
+      b.jobs.setHandler(slow("b"));
+      await a.jobs.schedule({ name: "slow", dueTime: "100ms", data: "" });
+      await until(() => fired.length === 1, 5000, "one replica fires");
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.equal(fired.length, 1, `fired once during four leases: ${fired.join(", ")}`);
+      release();
+      await until(async () => (await a.jobs.get("slow")) === undefined, 5000, "the one-shot job completes");
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it("a claimer that dies mid-firing: after the lease another replica fires the job", async () => {
     const lease = { keyPrefix: "lease:", jobLeaseMs: 1000 };
     const a = await replica(server.url, lease);

@@ -99,7 +99,16 @@ else
 end
 return 1`;
 
+/** Renew: KEYS = jobs hash, due set, claims hash; ARGV = name, claim, lease ms. Moves the lease on, only for its owner. */
+const RENEW = `
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[3]), ARGV[1])
+return 1`;
+
 interface JobScripts {
+  gwJobRenew(jobs: string, due: string, claims: string, name: string, claim: string, leaseMs: number): Promise<number>;
   gwJobSchedule(jobs: string, due: string, claims: string, name: string, record: string, at: number, overwrite: string): Promise<number>;
   gwJobDelete(jobs: string, due: string, claims: string, name: string): Promise<number>;
   gwJobClaim(jobs: string, due: string, claims: string, leaseMs: number, owner: string, max: number): Promise<string[]>;
@@ -124,6 +133,7 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
   client.defineCommand("gwJobDelete", { numberOfKeys: 3, lua: DELETE });
   client.defineCommand("gwJobClaim", { numberOfKeys: 3, lua: CLAIM });
   client.defineCommand("gwJobComplete", { numberOfKeys: 3, lua: COMPLETE });
+  client.defineCommand("gwJobRenew", { numberOfKeys: 3, lua: RENEW });
   const leaseMs = opts.leaseMs ?? 10_000;
   const pollMs = opts.pollMs ?? 1000;
   const owner = randomUUID();
@@ -136,6 +146,8 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
   let started = false;
   let looking = false;
   let downLogged = false;
+  /** Claim renewals of the firings in flight (stopped by close(), which leaves their claims to expire). */
+  const renewals = new Set<NodeJS.Timeout>();
 
   const parse = (text: string): StoredJob | undefined => {
     try {
@@ -175,10 +187,19 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
       }
       if (!handler) logger.warn({ job: name }, "job fired with no handler registered; firing dropped");
       else {
+        // While the handler runs, the claim is renewed every third of the lease: only a claimer that died (or lost
+        // Redis for a whole lease) lets another replica fire the job again.
+        const renew = setInterval(() => {
+          conn.run(() => client.gwJobRenew(jobsKey, dueKey, claimsKey, name, claim, leaseMs)).catch(() => undefined);
+        }, Math.max(1, Math.floor(leaseMs / 3)));
+        renewals.add(renew);
         try {
           await handler(name, rec.spec.data);
         } catch (e) {
           logger.warn({ job: name, err: e }, "job handler failed; the schedule continues");
+        } finally {
+          clearInterval(renew);
+          renewals.delete(renew);
         }
       }
     } else logger.error({ job: name }, "stored job record cannot be read; job removed");
@@ -282,6 +303,8 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
       closed = true;
       clearTimeout(timer);
       timer = undefined;
+      for (const r of renewals) clearInterval(r);
+      renewals.clear();
     },
   };
 }
