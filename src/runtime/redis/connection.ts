@@ -47,21 +47,31 @@ export interface RedisConnection {
   close(): void;
 }
 
+/** One wait per connection and deadline, shared by every caller (no listener per call). */
+const waits = new WeakMap<Redis, Map<number, Promise<void>>>();
+
 /**
  * Resolves once `c` is ready, or after `ms` (bounded): a connection that is (re)connecting gets the chance to finish
  * before a caller counts it as down.
  */
 export function settled(c: Redis, ms: number): Promise<void> {
   if (c.status === "ready") return Promise.resolve();
-  return new Promise<void>((resolve) => {
+  let byMs = waits.get(c);
+  if (!byMs) waits.set(c, (byMs = new Map()));
+  const pending = byMs.get(ms);
+  if (pending) return pending;
+  const p = new Promise<void>((resolve) => {
     const done = (): void => {
       clearTimeout(t);
       c.off("ready", done);
+      byMs.delete(ms);
       resolve();
     };
     const t = setTimeout(done, ms);
     c.once("ready", done);
   });
+  byMs.set(ms, p);
+  return p;
 }
 
 function clientOptions(commandTimeoutMs: number): RedisOptions {

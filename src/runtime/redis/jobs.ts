@@ -145,6 +145,7 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
   let closed = false;
   let started = false;
   let looking = false;
+  let lookAgain = false;
   let downLogged = false;
   /** Claim renewals of the firings in flight (stopped by close(), which leaves their claims to expire). */
   const renewals = new Set<NodeJS.Timeout>();
@@ -163,6 +164,11 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
 
   const arm = (ms: number): void => {
     if (closed || !started) return;
+    // A look in progress arms the timer when it ends: tell it to look again at once rather than be overridden.
+    if (looking) {
+      lookAgain = true;
+      return;
+    }
     clearTimeout(timer);
     timer = setTimeout(() => void look(), clampTimerMs(Math.min(ms, pollMs)));
     timer.unref?.();
@@ -235,17 +241,19 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
     } finally {
       looking = false;
     }
+    if (lookAgain) again = 0;
+    lookAgain = false;
     arm(again);
   }
 
-  const jobOf = async (c: Redis, name: string, text: string): Promise<JobRecord | undefined> => {
+  /** The port's record of a stored job, from its record text, due score and claim (undefined when unreadable). */
+  const jobOf = (text: string, score: string | null | undefined, claim: string | null | undefined): JobRecord | undefined => {
     const rec = parse(text);
     if (!rec) return undefined;
     const plan = planOf(rec);
-    const [score, claim] = await Promise.all([c.zscore(dueKey, name), c.hget(claimsKey, name)]);
     // While a firing is claimed the score is the lease's end; the job's own next time is the claimed one.
     const claimedAt = claim ? Number(claim.slice(claim.lastIndexOf("|") + 1)) : undefined;
-    const next = claimedAt ?? (score === null ? undefined : Number(score));
+    const next = claimedAt ?? (score === null || score === undefined ? undefined : Number(score));
     const time = (key: string, t: number | undefined): Record<string, number> => (t !== undefined && isSchedulableTime(t) ? { [key]: t } : {});
     return {
       ...copySpec(rec.spec),
@@ -276,8 +284,10 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
     },
     get: (name, signal) =>
       conn.run(async (c) => {
-        const text = await c.hget(jobsKey, name);
-        return text === null ? undefined : jobOf(c, name, text);
+        const res = (await c.multi().hget(jobsKey, name).zscore(dueKey, name).hget(claimsKey, name).exec()) ?? [];
+        for (const [err] of res) if (err) throw err;
+        const [text, score, claim] = res.map(([, v]) => v as string | null);
+        return text ? jobOf(text, score, claim) : undefined;
       }, signal),
     async delete(name, signal) {
       const n = await conn.run(() => client.gwJobDelete(jobsKey, dueKey, claimsKey, name), signal);
@@ -285,10 +295,17 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
     },
     list: (signal) =>
       conn.run(async (c) => {
-        const all = await c.hgetall(jobsKey);
+        // One snapshot of the three keys (the number of jobs is bounded by the trigger limit).
+        const res = (await c.multi().hgetall(jobsKey).zrange(dueKey, 0, -1, "WITHSCORES").hgetall(claimsKey).exec()) ?? [];
+        for (const [err] of res) if (err) throw err;
+        const all = res[0]![1] as Record<string, string>;
+        const dueFlat = res[1]![1] as string[];
+        const claims = res[2]![1] as Record<string, string>;
+        const scores = new Map<string, string>();
+        for (let i = 0; i + 1 < dueFlat.length; i += 2) scores.set(dueFlat[i]!, dueFlat[i + 1]!);
         const out: JobRecord[] = [];
         for (const [name, text] of Object.entries(all)) {
-          const r = await jobOf(c, name, text);
+          const r = jobOf(text, scores.get(name), claims[name]);
           if (r) out.push(r);
         }
         return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
