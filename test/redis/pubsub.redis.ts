@@ -111,6 +111,22 @@ describe("redis runtime: pub/sub with cluster-wide positions", () => {
     await rb.close();
   });
 
+  it("publishers on two replicas, three topics: both replicas hand out the same events in the same order, positions rising", async () => {
+    const topics = ["m1", "m2", "m3"];
+    const ra = await record(a, topics);
+    const rb = await record(b, topics);
+    const publishes: Promise<void>[] = [];
+    for (let i = 0; i < 200; i++) publishes.push((i % 2 ? a : b).pubsub.publish(topics[i % 3]!, event(`m${i}`)));
+    await Promise.all(publishes);
+    await until(() => ra.got.length >= 200 && rb.got.length >= 200, 10_000, "both replicas");
+    const seen = (r: typeof ra) => r.got.map((g) => `${g.topic}/${g.id}@${g.seq}`);
+    assert.deepEqual(seen(ra), seen(rb));
+    assert.equal(new Set(ra.got.map((g) => g.id)).size, 200, "each event once");
+    for (let i = 1; i < ra.got.length; i++) assert.ok(ra.got[i]!.seq! > ra.got[i - 1]!.seq!);
+    await ra.close();
+    await rb.close();
+  });
+
   it("current() rises while subscribed topics are idle, and a closed subscription gets nothing more", async () => {
     const r = await record(a, ["idle"]);
     const start = a.pubsub.positions.current();
