@@ -109,6 +109,22 @@ describe("redis runtime: Redis restarts", () => {
     }
   });
 
+  it("refused credentials: health says why (the server's answer), never the password; calls fail UNAVAILABLE", async () => {
+    const { createRedisRuntime } = await import("../../src/runtime/redis/index.js");
+    const { captureLogger } = await import("./support.js");
+    const rt = createRedisRuntime({ pubsubName: "pubsub", logger: captureLogger(), redisUrl: `redis://nobody:secretpw@127.0.0.1:${server.port}` });
+    try {
+      await rt.start();
+      await until(async () => /WRONGPASS/.test((await rt.health()).description), 5000, "health names the refusal");
+      const h = await rt.health();
+      assert.equal(h.status, "Unhealthy");
+      assert.equal(h.description.includes("secretpw"), false);
+      await assert.rejects(rt.state.get("s", "k"), (e) => unavailable(e) && !(e as Error).message.includes("secretpw"));
+    } finally {
+      await rt.close();
+    }
+  });
+
   it("a long outage ends every subscription with onError (the broker then lets subscribers reconnect)", async () => {
     const rt = await replica(server.url, { outageMs: 500 });
     try {

@@ -95,10 +95,17 @@ export function createRedisConnection(o: RedisConnectionOptions): RedisConnectio
   const address = redisAddress(url);
   const commandTimeoutMs = o.commandTimeoutMs ?? 2000;
   const connections = new Set<Redis>();
+  let lastError: string | undefined;
   const make = (timeoutMs: number): Redis => {
     const c = new Redis(url, clientOptions(timeoutMs));
-    // Errors surface on the calls; the connection's own error events (refused, reset) are expected during outages.
-    c.on("error", () => undefined);
+    // Errors surface on the calls; the connection's own error events (refused, reset, a refused AUTH) are expected
+    // during outages. The latest one says why the connection is down (it never holds the URL or the password).
+    c.on("error", (e: Error) => {
+      lastError = e.message;
+    });
+    c.on("ready", () => {
+      lastError = undefined;
+    });
     c.connect().catch(() => undefined);
     connections.add(c);
     return c;
@@ -125,7 +132,9 @@ export function createRedisConnection(o: RedisConnectionOptions): RedisConnectio
       // A connection attempt in progress (the first one at start, or a reconnect that is dialling) takes milliseconds
       // on a reachable server: wait for it, bounded. Between attempts (reconnecting) or closed: fail at once.
       if (CONNECTING.has(client.status)) await settled(client, commandTimeoutMs);
-      if (client.status !== "ready") throw new GatewayError(Code.UNAVAILABLE, `redis at ${address} is unreachable: not connected (${client.status})`);
+      if (client.status !== "ready") {
+        throw new GatewayError(Code.UNAVAILABLE, `redis at ${address} is unreachable: not connected (${client.status}${lastError ? `; last error: ${lastError}` : ""})`);
+      }
       try {
         return await abortable(fn(client), signal, (reason) => GatewayError.from(reason, Code.CANCELLED));
       } catch (e) {
