@@ -124,7 +124,7 @@ export function createRedisState(conn: RedisConnection, queryMaxKeys = DEFAULT_Q
         // SSCAN visits every member present for the whole scan at least once; the Set drops repeats. The guard bounds
         // the loop even if the set grows while it is scanned.
         for (let rounds = 0; rounds <= queryMaxKeys; rounds++) {
-          signal?.throwIfAborted();
+          if (signal?.aborted) throw GatewayError.from(signal.reason, Code.CANCELLED);
           const [next, batch] = await c.sscan(index, cursor, "COUNT", SCAN_BATCH);
           for (const k of batch) keys.add(k);
           if (keys.size > queryMaxKeys) {
