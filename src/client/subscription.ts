@@ -24,6 +24,10 @@ export interface LiveInfo {
   subscriptionId: string | undefined;
   /** True when this stream replaced one that ended (a reconnect). */
   reconnected: boolean;
+  /** With positions: the stream's `x-position` header (the position it went live at). */
+  position?: string;
+  /** On a resume (`since`, or a reconnect with positions): the `x-recovered` header, true when nothing was missed. */
+  recovered?: boolean;
 }
 
 /**
@@ -46,6 +50,13 @@ export interface SubscribeOptions {
   highWaterMark?: number;
   /** How long `unsubscribe()` waits for the gateway to end the stream before cancelling it, ms. Default 2000. */
   unsubscribeTimeoutMs?: number;
+  /**
+   * Ask for positions: each message carries `position`, and every reconnect resumes from the last position seen
+   * (`last-event-id`), so nothing in the gap is lost while the gateway still holds it (`LiveInfo.recovered`).
+   */
+  positions?: boolean;
+  /** Resume from this position (a message's `position`, or `subscription.position` saved earlier); implies `positions`. */
+  since?: string;
 }
 
 /** Internals the client passes in. */
@@ -88,6 +99,9 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
   #subscriptionId: string | undefined;
+  /** The last position seen (an event's, or the live stream's `x-position`); where a reconnect resumes from. */
+  #position: string | undefined;
+  #recovered: boolean | undefined;
   #queue: SubscriptionMessage[] = [];
   #paused = false;
   #iterating = false;
@@ -105,6 +119,7 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     this.topics = Object.freeze([...topics]);
     this.#deps = deps;
     this.#opts = opts;
+    this.#position = opts.since || undefined;
     this.ready = new Promise<void>((res, rej) => {
       this.#resolveReady = res;
       this.#rejectReady = rej;
@@ -122,6 +137,14 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
   /** The current stream's `x-subscription-id` header (changes on reconnect); undefined until live or when not sent. */
   get subscriptionId(): string | undefined {
     return this.#subscriptionId;
+  }
+
+  /**
+   * With positions: the position of the last message delivered to the stream (or where the stream went live), to
+   * save and pass as `since` to a later subscription.
+   */
+  get position(): string | undefined {
+    return this.#position;
   }
 
   /** True while a stream is live (headers received and not yet ended). */
@@ -241,7 +264,8 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     if (this.#stopped) return;
     let call: grpc.ClientReadableStream<unknown>;
     try {
-      call = this.#deps.transport.serverStream("io.cloudevents.v1.Pubsub", "Subscribe", { topics: [...this.topics] });
+      const positions = this.#opts.positions || this.#opts.since ? { "x-positions": "true", ...(this.#position ? { "last-event-id": this.#position } : {}) } : undefined;
+      call = this.#deps.transport.serverStream("io.cloudevents.v1.Pubsub", "Subscribe", { topics: [...this.topics] }, positions);
     } catch (e) {
       this.#finish(e instanceof GatewayClientError ? e : new GatewayClientError(Code.CANCELLED, "the client is closed"));
       return;
@@ -251,12 +275,19 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
       if (call !== this.#call) return;
       const id = md.get("x-subscription-id")[0];
       this.#subscriptionId = typeof id === "string" ? id : undefined;
+      const position = md.get("x-position")[0];
+      const recovered = md.get("x-recovered")[0];
+      this.#recovered = recovered === undefined ? undefined : recovered === "true";
+      // Not recovered: nothing before the live position comes back, so the next resume starts there.
+      if (typeof position === "string" && (this.#position === undefined || this.#recovered === false)) this.#position = position;
       this.#onLive();
     });
     call.on("data", (res: SubscribeResponseWire) => {
       if (call !== this.#call || !res.cloudevent) return;
       if (!this.#live) this.#onLive(); // a gateway that skipped the header flush
-      this.#queue.push({ topic: res.topic, event: res.cloudevent });
+      const position = this.#opts.positions || this.#opts.since ? attributeString(res.cloudevent, "gwposition") : undefined;
+      if (position !== undefined) this.#position = position;
+      this.#queue.push(position === undefined ? { topic: res.topic, event: res.cloudevent } : { topic: res.topic, event: res.cloudevent, position });
       if (!this.#paused && this.#queue.length >= this.#hwm()) {
         this.#paused = true;
         call.pause();
@@ -274,6 +305,10 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     const reconnected = this.#everLive;
     this.#everLive = true;
     const info: LiveInfo = { subscriptionId: this.#subscriptionId, reconnected };
+    if (this.#opts.positions || this.#opts.since) {
+      if (this.#position !== undefined) info.position = this.#position;
+      if (this.#recovered !== undefined) info.recovered = this.#recovered;
+    }
     this.#resolveReady();
     for (const w of this.#liveWaiters.splice(0)) w.resolve();
     this.#tell("live", info);
@@ -344,4 +379,10 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     this.#wake = undefined;
     w?.();
   }
+}
+
+/** A string attribute of a received CloudEvent. */
+function attributeString(event: ProtoCloudEvent, name: string): string | undefined {
+  const v = event.attributes?.[name]?.ce_string;
+  return typeof v === "string" ? v : undefined;
 }

@@ -46,7 +46,8 @@ export interface Transport {
   /** Call a unary method; resolves the response object (proto-loader snake_case shape, typed from the protos). */
   unary<S extends ServiceName, M extends MethodOf<S>>(service: S, method: M, request: RequestOf<S, M>, options?: CallOptions): Promise<ResponseOf<S, M>>;
   /** Start a server-streaming call (the caller owns it). */
-  serverStream<S extends ServiceName, M extends MethodOf<S>>(service: S, method: M, request: RequestOf<S, M>): grpc.ClientReadableStream<ResponseOf<S, M>>;
+  /** Start a server-streaming call; `extra` entries are added to the request metadata. */
+  serverStream<S extends ServiceName, M extends MethodOf<S>>(service: S, method: M, request: RequestOf<S, M>, extra?: Record<string, string>): grpc.ClientReadableStream<ResponseOf<S, M>>;
   /** Start a bidi-streaming call (the caller owns it); `timeoutMs` > 0 sets a deadline (none by default). */
   duplex<S extends ServiceName, M extends MethodOf<S>>(service: S, method: M, timeoutMs?: number): grpc.ClientDuplexStream<RequestOf<S, M>, ResponseOf<S, M>>;
   /** Fresh metadata carrying the key (when one was given). */
@@ -118,11 +119,13 @@ export function createTransport(o: ResolvedClientOptions): Transport {
         const unlisten = onAbort(signal, () => call.cancel());
       });
     },
-    serverStream(service, method, request) {
+    serverStream(service, method, request, extra) {
       if (closed) throw closedError();
       const fn = (clientOf(service) as unknown as Record<string, Function>)[method];
       if (typeof fn !== "function") throw new GatewayClientError(Code.UNIMPLEMENTED, `${service} has no method ${method}`);
-      return fn.call(clientOf(service), request, metadata(), {}) as grpc.ClientReadableStream<ResponseOf<typeof service, typeof method>>;
+      const md = metadata();
+      for (const [k, v] of Object.entries(extra ?? {})) md.set(k, v);
+      return fn.call(clientOf(service), request, md, {}) as grpc.ClientReadableStream<ResponseOf<typeof service, typeof method>>;
     },
     duplex(service, method, timeoutMs) {
       if (closed) throw closedError();

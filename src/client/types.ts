@@ -143,4 +143,6 @@ export interface TriggerRecord {
 export interface SubscriptionMessage {
   topic: string;
   event: ProtoCloudEvent;
+  /** The event's position (its `gwposition` attribute), on a subscription with `positions` or `since`. */
+  position?: string;
 }

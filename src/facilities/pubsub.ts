@@ -4,10 +4,11 @@ import { gatewayPackageDefinition } from "../shared/protos.js";
 import type * as grpc from "@grpc/grpc-js";
 import type { GatewayContext } from "../ops/context.js";
 import type { Facility } from "./facility.js";
-import { createPubsubGrpc, GRPC_MESSAGE_PREFIX } from "../grpc/pubsub.js";
+import { createPubsubGrpc, GRPC_MESSAGE_PREFIX, LAST_EVENT_ID_METADATA, POSITION_ATTRIBUTE, type PositionFeed } from "../grpc/pubsub.js";
 import type { Metrics } from "../observe/metrics.js";
 import { createPubsubOps, type PubsubOps } from "../ops/pubsub.js";
-import type { WebHub } from "../web/hub.js";
+import type { WebEvent, WebHub } from "../web/hub.js";
+import type { Logger } from "../observe/logger.js";
 import { declarativeSubscriptionsRoute, pubsubRoutes } from "../rest/pubsub.js";
 import { createAuthenticator } from "../ops/auth.js";
 import { createWebPubsub } from "../web/index.js";
@@ -31,6 +32,48 @@ function subscribeResponseEncoder(): (topic: string, event: CloudEvent) => Buffe
     framed.set(message, GRPC_MESSAGE_PREFIX);
     return framed;
   };
+}
+
+/**
+ * gRPC Subscribe with positions over the web hub (its histories, backfill and positions): each event framed once, on
+ * first use, as a SubscribeResponse whose CloudEvent carries its position as the `gwposition` extension; the frame
+ * is kept with the event (history replays reuse it) and shared by every positioned stream.
+ */
+function hubPositionFeed(hub: WebHub, encode: (topic: string, event: CloudEvent) => Buffer, logger: Logger): { feed: PositionFeed; frameOf(e: WebEvent): Buffer | undefined } {
+  const frames = new WeakMap<WebEvent, Buffer>();
+  const frameOf = (e: WebEvent): Buffer | undefined => {
+    const cached = frames.get(e);
+    if (cached) return cached;
+    // Events on the main thread carry the CloudEvent as received (broker-upstream.ts).
+    if (!e.event) return undefined;
+    let framed: Buffer;
+    try {
+      framed = encode(e.topic, { ...e.event, attributes: { ...e.event.attributes, [POSITION_ATTRIBUTE]: { ce_string: e.position } } });
+    } catch (err) {
+      logger.error({ topic: e.topic, err }, "pub/sub event could not be encoded and was dropped");
+      return undefined;
+    }
+    frames.set(e, framed);
+    return framed;
+  };
+  const feed: PositionFeed = {
+    checkPosition: (field, text) => void hub.parsePosition(field, text),
+    async acquire(topics, signal, since) {
+      const position = since === undefined ? undefined : hub.parsePosition(LAST_EVENT_ID_METADATA, since);
+      const backfill = await hub.acquire(topics, signal, position);
+      return {
+        begin() {
+          const resume = position ? hub.resume(topics, position, backfill) : undefined;
+          const replay = resume?.recovered ? resume.events.map(frameOf).filter((f): f is Buffer => f !== undefined) : [];
+          return { position: hub.position(), recovered: resume?.recovered, frames: replay };
+        },
+      };
+    },
+    release(topics) {
+      for (const t of topics) hub.release(t);
+    },
+  };
+  return { feed, frameOf };
 }
 
 /** The broker's metrics on ctx.metrics. */
@@ -80,12 +123,13 @@ export interface PubsubFacility extends Facility {
  */
 export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
   const port = ctx.runtime.pubsub;
+  const encode = subscribeResponseEncoder();
   const broker = createBroker<CloudEvent>({
     upstream: {
       // Looked up at call time, so a runtime whose port is wrapped later (tests) is honoured.
       subscribe: (topic, onEvent, onError) => port.subscribe(topic, { onEvent, onError }),
     },
-    encode: subscribeResponseEncoder(),
+    encode,
     capacity: SUBSCRIBER_BUFFER,
     lingerMs: ctx.options.subscriptionLingerMs,
     sweepIntervalMs: ctx.options.sweepIntervalMs,
@@ -94,13 +138,20 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
       ctx.logger.error({ topic, err }, what === "encode" ? "pub/sub event could not be encoded and was dropped" : "releasing the runtime subscription failed"),
   });
   const ops = createPubsubOps(ctx, broker);
+  const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys));
+  const positions = hubPositionFeed(web.hub, encode, ctx.logger);
   const grpcSide = createPubsubGrpc({
     ops,
     broker,
     logger: ctx.logger,
     reapGraceMs: ctx.options.sweepIntervalMs,
+    sweepIntervalMs: ctx.options.sweepIntervalMs,
+    feed: positions.feed,
   });
-  const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys));
+  web.hub.addFanout("grpc", {
+    deliver: (e) => grpcSide.outlet.deliver(e.topic, () => positions.frameOf(e)),
+    endTopic: (topic, reason) => grpcSide.outlet.endTopic(topic, reason),
+  });
   return {
     webHub: web.hub,
     ops,
@@ -118,6 +169,7 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
       };
     },
     async close() {
+      grpcSide.streams.endAll();
       web.close();
       await broker.close();
     },

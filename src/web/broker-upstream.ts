@@ -39,7 +39,7 @@ export function brokerUpstream(broker: Broker, logger: Logger, options: BrokerUp
       return undefined;
     }
     const mark = scheme.kind === "epoch" && scheme.marks ? eventMark(topic, ce.source, ce.id) : undefined;
-    return new WebEvent(topic, n, formatPosition(scheme, n, mark), json);
+    return new WebEvent(topic, n, formatPosition(scheme, n, mark), json, ce);
   };
   const upstream: HubUpstream = {
     scheme,

@@ -1,6 +1,7 @@
 import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type EndReason } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import type { CloudEvent } from "../shared/cloudevent.js";
 import { formatPosition, isOwnPosition, parsePosition, type Position, type PositionScheme } from "./positions.js";
 
 export type { Position, PositionScheme } from "./positions.js";
@@ -18,6 +19,8 @@ export class WebEvent {
     readonly position: string,
     /** `{"specversion":...}`: the CloudEvents JSON format of the event, serialized once. */
     readonly cloudevent: string,
+    /** The event as received (main thread only), for gRPC Subscribe streams with positions. */
+    readonly event?: CloudEvent,
   ) {}
 
   /** The event's identity hash when its position carries one (positions.ts: epoch positions with marks). */

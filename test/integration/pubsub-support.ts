@@ -78,8 +78,8 @@ export interface StalledSub {
   close(): void;
 }
 
-/** Open a stalled raw HTTP/2 Subscribe on `address` (host:port). */
-export async function stalledSubscribe(address: string, topics: string[], apiKey: string): Promise<StalledSub> {
+/** Open a stalled raw HTTP/2 Subscribe on `address` (host:port), with extra request `headers` (metadata). */
+export async function stalledSubscribe(address: string, topics: string[], apiKey: string, headers: Record<string, string> = {}): Promise<StalledSub> {
   const session = connect(`http://${address}`, { settings: { initialWindowSize: 256 } });
   session.on("error", () => undefined);
   const def = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as unknown as Record<string, { requestSerialize(v: object): Buffer }>;
@@ -93,6 +93,7 @@ export async function stalledSubscribe(address: string, topics: string[], apiKey
     "content-type": "application/grpc",
     te: "trailers",
     "x-api-key": apiKey,
+    ...headers,
   });
   stream.on("error", () => undefined);
   stream.end(frame);

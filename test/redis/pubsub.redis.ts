@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { formatPosition, parsePosition } from "../../src/runtime/redis/index.js";
+import { encodeEvent } from "../../src/runtime/redis/event-codec.js";
 import type { UpstreamSubscription } from "../../src/runtime/pubsub-port.js";
 import { startTestRedis, type TestRedisServer } from "../support/redis-server.js";
 import { event, replica, until } from "./support.js";
@@ -109,6 +111,22 @@ describe("redis runtime: pub/sub with cluster-wide positions", () => {
     await rb.close();
   });
 
+  it("publishers on two replicas, three topics: both replicas hand out the same events in the same order, positions rising", async () => {
+    const topics = ["m1", "m2", "m3"];
+    const ra = await record(a, topics);
+    const rb = await record(b, topics);
+    const publishes: Promise<void>[] = [];
+    for (let i = 0; i < 200; i++) publishes.push((i % 2 ? a : b).pubsub.publish(topics[i % 3]!, event(`m${i}`)));
+    await Promise.all(publishes);
+    await until(() => ra.got.length >= 200 && rb.got.length >= 200, 10_000, "both replicas");
+    const seen = (r: typeof ra) => r.got.map((g) => `${g.topic}/${g.id}@${g.seq}`);
+    assert.deepEqual(seen(ra), seen(rb));
+    assert.equal(new Set(ra.got.map((g) => g.id)).size, 200, "each event once");
+    for (let i = 1; i < ra.got.length; i++) assert.ok(ra.got[i]!.seq! > ra.got[i - 1]!.seq!);
+    await ra.close();
+    await rb.close();
+  });
+
   it("current() rises while subscribed topics are idle, and a closed subscription gets nothing more", async () => {
     const r = await record(a, ["idle"]);
     const start = a.pubsub.positions.current();
@@ -166,6 +184,36 @@ describe("redis runtime: pub/sub with cluster-wide positions", () => {
       assert.equal(beforeFirst.complete, false, "just before the first held entry may have been trimmed");
     } finally {
       await small.close();
+    }
+  });
+
+  it("a reader that fell further behind than the stream keeps ends the topic's subscriptions instead of skipping the gap", async () => {
+    const small = { streamMaxLen: 100, readBatch: 10 };
+    const sub = await replica(server.url, small);
+    try {
+      const got: string[] = [];
+      const errors: Error[] = [];
+      await sub.pubsub.subscribe("gap", { onEvent: (e) => got.push(e.id), onError: (e) => errors.push(e) });
+      await sub.pubsub.publish("gap", event("first"));
+      await until(() => got.length === 1, 5000, "the first event");
+      // 1000 publishes while this process's event loop is blocked (redis-cli runs them synchronously): the stream keeps
+      // only the newest ~100, so events after this reader's position are trimmed before it can read them.
+      const text = encodeEvent(event("burst"));
+      const lua = `for i = 1, 1000 do
+        local last = redis.call('GET', KEYS[2])
+        local ms, n = string.match(last, '^(%d+)-(%d+)$')
+        local id = string.format('%.0f-%d', tonumber(ms) + 1, 0)
+        local c = redis.call('HINCRBY', KEYS[3], KEYS[1], 1)
+        redis.call('XADD', KEYS[1], 'MAXLEN', '~', 100, id, 'e', ARGV[1], 'c', c)
+        redis.call('SET', KEYS[2], id)
+      end`;
+      execFileSync("redis-cli", ["-p", String(server.port), "EVAL", lua, "3", "gw:stream:gap", "gw:seq", "gw:topic-ordinals", text]);
+      await until(() => errors.length === 1, 10_000, "onError for the trimmed topic");
+      assert.match(errors[0]!.message, /trimmed/);
+      assert.ok(got.length < 100, `the events after the gap were not handed out (${got.length})`);
+      assert.ok(sub.logger.lines.some((l) => l.msg?.startsWith("topic's stream was trimmed past")));
+    } finally {
+      await sub.close();
     }
   });
 

@@ -32,6 +32,14 @@ describe("redis runtime: state", () => {
     assert.equal(await a.state.get("other-store", "k"), undefined);
   });
 
+  it("stores whose names hold `:` never share a key", async () => {
+    await a.state.save("a:b", "c", "in a:b");
+    await a.state.save("a", "b:c", "in a");
+    assert.equal((await b.state.get("a:b", "c"))?.value, "in a:b");
+    assert.equal((await b.state.get("a", "b:c"))?.value, "in a");
+    assert.deepEqual((await b.state.query("a", "{}", 0)).items.map((i) => i.key), ["b:c"]);
+  });
+
   it("etag first-write-wins across two replicas: one save wins, the other gets ABORTED and changes nothing", async () => {
     const etag = await a.state.save("s", "race", "start");
     for (let round = 0; round < 20; round++) {

@@ -17,6 +17,7 @@ export async function runtimeOf(f: Setup): Promise<Runtime> {
     host: f.options.daprHost ?? "127.0.0.1",
     grpcPort: f.options.daprGrpcPort ?? 50001,
     ...(f.options.daprApiToken ? { apiToken: f.options.daprApiToken } : {}),
+    ...(f.options.redisUrl ? { redisUrl: f.options.redisUrl } : {}),
   });
 }
 

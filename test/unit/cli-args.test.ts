@@ -24,6 +24,27 @@ describe("command line and environment", () => {
     assert.deepEqual(parseCli([], { GATEWAY_API_KEYS: " a , ,b " }), { apiKeys: ["a", "b"] });
   });
 
+  it("--sidecar redis with --redis-url / --redis-stream-maxlen / --redis-job-lease-ms and their variables; a bad URL is refused without echoing it", () => {
+    assert.deepEqual(
+      parseCli(["--sidecar", "redis", "--redis-url", "redis://:pw@10.0.0.5:6380/2", "--redis-stream-maxlen", "500"], { GATEWAY_REDIS_JOB_LEASE_MS: "3000", GATEWAY_REDIS_URL: "redis://other" }),
+      { sidecar: "redis", redisUrl: "redis://:pw@10.0.0.5:6380/2", redisStreamMaxLen: 500, redisJobLeaseMs: 3000 },
+    );
+    const o = validateGatewayOptions({ sidecar: "redis" });
+    assert.deepEqual([o.sidecar, o.redisUrl, o.redisStreamMaxLen, o.redisJobLeaseMs], ["redis", "redis://127.0.0.1:6379", 10_000, 10_000]);
+    for (const url of ["http://u:secretpw@h:6379", "not a url secretpw", "redis://:secretpw@/"]) {
+      assert.throws(
+        () => validateGatewayOptions({ redisUrl: url }),
+        (e: Error) => /option redisUrl must be a URL redis:\/\//.test(e.message) && !e.message.includes("secretpw"),
+        url,
+      );
+    }
+    assert.throws(() => validateGatewayOptions({ redisUrl: "redis://:secretpw@h:70000" }), (e: Error) => !e.message.includes("secretpw"));
+    assert.throws(() => validateGatewayOptions({ redisStreamMaxLen: 0 }), /redisStreamMaxLen/);
+    assert.throws(() => validateGatewayOptions({ redisJobLeaseMs: 0 }), /redisJobLeaseMs/);
+    assert.throws(() => validateGatewayOptions({ sidecar: "memcached" as "redis" }), /must be embedded, dapr or redis/);
+    assert.match(HELP, /--redis-url <url>/);
+  });
+
   it("--help is reported, unknown flags throw", () => {
     assert.equal(parseCli(["--help"], {}), "help");
     assert.throws(() => parseCli(["--nope"], {}), /nope/);

@@ -53,7 +53,8 @@ function checkSignal(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw new GatewayError(Code.CANCELLED, "the operation was cancelled");
 }
 
-function copySpec(job: JobSpec): JobSpec {
+/** A job's spec without unset optional fields (what get/list report). Shared with the redis scheduler. */
+export function copySpec(job: JobSpec): JobSpec {
   return {
     name: job.name,
     ...(job.schedule ? { schedule: job.schedule } : {}),
@@ -62,6 +63,15 @@ function copySpec(job: JobSpec): JobSpec {
     ...(job.ttl ? { ttl: job.ttl } : {}),
     data: job.data,
   };
+}
+
+/** The plan of a job a scheduler can hold, or INVALID_ARGUMENT naming what is wrong. Shared with the redis scheduler. */
+export function validJobPlan(job: JobSpec, now: number): JobPlan {
+  const plan = planJob(job, now);
+  if (plan instanceof GatewayError) throw plan;
+  if (!isSchedulableTime(plan.firstFireAt)) throw new GatewayError(Code.INVALID_ARGUMENT, "the job's first fire time cannot be held by the scheduler");
+  if (typeof job.data !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, "data must be a string");
+  return plan;
 }
 
 /** Create the embedded scheduler. */
@@ -178,10 +188,7 @@ export function createMemoryScheduler(options: MemorySchedulerOptions = {}): Mem
       checkSignal(signal);
       open();
       const now = clock.now();
-      const plan = planJob(job, now);
-      if (plan instanceof GatewayError) throw plan;
-      if (!isSchedulableTime(plan.firstFireAt)) throw new GatewayError(Code.INVALID_ARGUMENT, "the job's first fire time cannot be held by the scheduler");
-      if (typeof job.data !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, "data must be a string");
+      const plan = validJobPlan(job, now);
       if (jobs.has(job.name) && !opts.overwrite) {
         throw new GatewayError(Code.ALREADY_EXISTS, `a job named ${echo(job.name)} already exists; delete it first`);
       }

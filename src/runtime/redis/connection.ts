@@ -14,6 +14,9 @@ export interface RedisConnectionOptions {
   commandTimeoutMs?: number;
 }
 
+/** ioredis connection states in which an attempt is under way. */
+const CONNECTING = new Set(["wait", "connecting", "connect"]);
+
 /** ioredis reconnect backoff: 50 ms doubling to 1 s, jittered. Short because a local Redis restarts in well under a second. */
 const RECONNECT: BackoffPolicy = { initialDelayMs: 50, maxDelayMs: 1000, multiplier: 2, jitter: 0.2 };
 
@@ -44,21 +47,31 @@ export interface RedisConnection {
   close(): void;
 }
 
+/** One wait per connection and deadline, shared by every caller (no listener per call). */
+const waits = new WeakMap<Redis, Map<number, Promise<void>>>();
+
 /**
  * Resolves once `c` is ready, or after `ms` (bounded): a connection that is (re)connecting gets the chance to finish
  * before a caller counts it as down.
  */
 export function settled(c: Redis, ms: number): Promise<void> {
   if (c.status === "ready") return Promise.resolve();
-  return new Promise<void>((resolve) => {
+  let byMs = waits.get(c);
+  if (!byMs) waits.set(c, (byMs = new Map()));
+  const pending = byMs.get(ms);
+  if (pending) return pending;
+  const p = new Promise<void>((resolve) => {
     const done = (): void => {
       clearTimeout(t);
       c.off("ready", done);
+      byMs.delete(ms);
       resolve();
     };
     const t = setTimeout(done, ms);
     c.once("ready", done);
   });
+  byMs.set(ms, p);
+  return p;
 }
 
 function clientOptions(commandTimeoutMs: number): RedisOptions {
@@ -82,10 +95,17 @@ export function createRedisConnection(o: RedisConnectionOptions): RedisConnectio
   const address = redisAddress(url);
   const commandTimeoutMs = o.commandTimeoutMs ?? 2000;
   const connections = new Set<Redis>();
+  let lastError: string | undefined;
   const make = (timeoutMs: number): Redis => {
     const c = new Redis(url, clientOptions(timeoutMs));
-    // Errors surface on the calls; the connection's own error events (refused, reset) are expected during outages.
-    c.on("error", () => undefined);
+    // Errors surface on the calls; the connection's own error events (refused, reset, a refused AUTH) are expected
+    // during outages. The latest one says why the connection is down (it never holds the URL or the password).
+    c.on("error", (e: Error) => {
+      lastError = e.message;
+    });
+    c.on("ready", () => {
+      lastError = undefined;
+    });
     c.connect().catch(() => undefined);
     connections.add(c);
     return c;
@@ -109,7 +129,12 @@ export function createRedisConnection(o: RedisConnectionOptions): RedisConnectio
     duplicate: make,
     async run(fn, signal) {
       if (signal?.aborted) throw GatewayError.from(signal.reason, Code.CANCELLED);
-      if (client.status !== "ready") throw new GatewayError(Code.UNAVAILABLE, `redis at ${address} is unreachable: not connected (${client.status})`);
+      // A connection attempt in progress (the first one at start, or a reconnect that is dialling) takes milliseconds
+      // on a reachable server: wait for it, bounded. Between attempts (reconnecting) or closed: fail at once.
+      if (CONNECTING.has(client.status)) await settled(client, commandTimeoutMs);
+      if (client.status !== "ready") {
+        throw new GatewayError(Code.UNAVAILABLE, `redis at ${address} is unreachable: not connected (${client.status}${lastError ? `; last error: ${lastError}` : ""})`);
+      }
       try {
         return await abortable(fn(client), signal, (reason) => GatewayError.from(reason, Code.CANCELLED));
       } catch (e) {

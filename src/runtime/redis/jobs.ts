@@ -8,6 +8,7 @@ import type { JobHandler, JobRecord, JobSpec, JobsPort } from "../jobs-port.js";
 import type { RuntimeLogger } from "../runtime.js";
 import { isSchedulableTime, nextFireTime, planJob, type JobPlan } from "../schedule/index.js";
 import { settled, type RedisConnection } from "./connection.js";
+import { copySpec, validJobPlan, type ScheduleOptions } from "../embedded/scheduler.js";
 
 /** Options of the shared scheduler. */
 export interface RedisJobsOptions {
@@ -17,15 +18,9 @@ export interface RedisJobsOptions {
   pollMs?: number;
 }
 
-/** Options of one schedule call beyond the port's. */
-export interface RedisScheduleOptions {
-  /** Replace a job of the same name instead of failing with ALREADY_EXISTS. Default false. */
-  overwrite?: boolean;
-}
-
 /** The shared scheduler plus what the runtime needs to run and stop it. */
 export interface RedisJobs extends JobsPort {
-  schedule(job: JobSpec, signal?: AbortSignal, options?: RedisScheduleOptions): Promise<void>;
+  schedule(job: JobSpec, signal?: AbortSignal, options?: ScheduleOptions): Promise<void>;
   count(signal?: AbortSignal): Promise<number>;
   start(): void;
   /** Stop the timer; a firing in flight is not completed (its claim expires after the lease). */
@@ -104,7 +99,16 @@ else
 end
 return 1`;
 
+/** Renew: KEYS = jobs hash, due set, claims hash; ARGV = name, claim, lease ms. Moves the lease on, only for its owner. */
+const RENEW = `
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[3]), ARGV[1])
+return 1`;
+
 interface JobScripts {
+  gwJobRenew(jobs: string, due: string, claims: string, name: string, claim: string, leaseMs: number): Promise<number>;
   gwJobSchedule(jobs: string, due: string, claims: string, name: string, record: string, at: number, overwrite: string): Promise<number>;
   gwJobDelete(jobs: string, due: string, claims: string, name: string): Promise<number>;
   gwJobClaim(jobs: string, due: string, claims: string, leaseMs: number, owner: string, max: number): Promise<string[]>;
@@ -113,17 +117,6 @@ interface JobScripts {
 
 function checkSignal(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw new GatewayError(Code.CANCELLED, "the operation was cancelled");
-}
-
-function copySpec(job: JobSpec): JobSpec {
-  return {
-    name: job.name,
-    ...(job.schedule ? { schedule: job.schedule } : {}),
-    ...(job.dueTime ? { dueTime: job.dueTime } : {}),
-    ...(job.repeats ? { repeats: job.repeats } : {}),
-    ...(job.ttl ? { ttl: job.ttl } : {}),
-    data: job.data,
-  };
 }
 
 /**
@@ -140,6 +133,7 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
   client.defineCommand("gwJobDelete", { numberOfKeys: 3, lua: DELETE });
   client.defineCommand("gwJobClaim", { numberOfKeys: 3, lua: CLAIM });
   client.defineCommand("gwJobComplete", { numberOfKeys: 3, lua: COMPLETE });
+  client.defineCommand("gwJobRenew", { numberOfKeys: 3, lua: RENEW });
   const leaseMs = opts.leaseMs ?? 10_000;
   const pollMs = opts.pollMs ?? 1000;
   const owner = randomUUID();
@@ -151,7 +145,10 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
   let closed = false;
   let started = false;
   let looking = false;
+  let lookAgain = false;
   let downLogged = false;
+  /** Claim renewals of the firings in flight (stopped by close(), which leaves their claims to expire). */
+  const renewals = new Set<NodeJS.Timeout>();
 
   const parse = (text: string): StoredJob | undefined => {
     try {
@@ -167,6 +164,11 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
 
   const arm = (ms: number): void => {
     if (closed || !started) return;
+    // A look in progress arms the timer when it ends: tell it to look again at once rather than be overridden.
+    if (looking) {
+      lookAgain = true;
+      return;
+    }
     clearTimeout(timer);
     timer = setTimeout(() => void look(), clampTimerMs(Math.min(ms, pollMs)));
     timer.unref?.();
@@ -191,10 +193,19 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
       }
       if (!handler) logger.warn({ job: name }, "job fired with no handler registered; firing dropped");
       else {
+        // While the handler runs, the claim is renewed every third of the lease: only a claimer that died (or lost
+        // Redis for a whole lease) lets another replica fire the job again.
+        const renew = setInterval(() => {
+          conn.run(() => client.gwJobRenew(jobsKey, dueKey, claimsKey, name, claim, leaseMs)).catch(() => undefined);
+        }, Math.max(1, Math.floor(leaseMs / 3)));
+        renewals.add(renew);
         try {
           await handler(name, rec.spec.data);
         } catch (e) {
           logger.warn({ job: name, err: e }, "job handler failed; the schedule continues");
+        } finally {
+          clearInterval(renew);
+          renewals.delete(renew);
         }
       }
     } else logger.error({ job: name }, "stored job record cannot be read; job removed");
@@ -230,17 +241,19 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
     } finally {
       looking = false;
     }
+    if (lookAgain) again = 0;
+    lookAgain = false;
     arm(again);
   }
 
-  const jobOf = async (c: Redis, name: string, text: string): Promise<JobRecord | undefined> => {
+  /** The port's record of a stored job, from its record text, due score and claim (undefined when unreadable). */
+  const jobOf = (text: string, score: string | null | undefined, claim: string | null | undefined): JobRecord | undefined => {
     const rec = parse(text);
     if (!rec) return undefined;
     const plan = planOf(rec);
-    const [score, claim] = await Promise.all([c.zscore(dueKey, name), c.hget(claimsKey, name)]);
     // While a firing is claimed the score is the lease's end; the job's own next time is the claimed one.
     const claimedAt = claim ? Number(claim.slice(claim.lastIndexOf("|") + 1)) : undefined;
-    const next = claimedAt ?? (score === null ? undefined : Number(score));
+    const next = claimedAt ?? (score === null || score === undefined ? undefined : Number(score));
     const time = (key: string, t: number | undefined): Record<string, number> => (t !== undefined && isSchedulableTime(t) ? { [key]: t } : {});
     return {
       ...copySpec(rec.spec),
@@ -260,10 +273,7 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
       checkSignal(signal);
       if (closed) throw new GatewayError(Code.UNAVAILABLE, "the redis scheduler is closed");
       const now = Date.now();
-      const plan = planJob(job, now);
-      if (plan instanceof GatewayError) throw plan;
-      if (!isSchedulableTime(plan.firstFireAt)) throw new GatewayError(Code.INVALID_ARGUMENT, "the job's first fire time cannot be held by the scheduler");
-      if (typeof job.data !== "string") throw new GatewayError(Code.INVALID_ARGUMENT, "data must be a string");
+      const plan = validJobPlan(job, now);
       const rec: StoredJob = { spec: copySpec(job), createdAt: now, timesFired: 0 };
       const ok = await conn.run(
         () => client.gwJobSchedule(jobsKey, dueKey, claimsKey, job.name, JSON.stringify(rec), plan.firstFireAt, options.overwrite ? "1" : "0"),
@@ -274,8 +284,10 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
     },
     get: (name, signal) =>
       conn.run(async (c) => {
-        const text = await c.hget(jobsKey, name);
-        return text === null ? undefined : jobOf(c, name, text);
+        const res = (await c.multi().hget(jobsKey, name).zscore(dueKey, name).hget(claimsKey, name).exec()) ?? [];
+        for (const [err] of res) if (err) throw err;
+        const [text, score, claim] = res.map(([, v]) => v as string | null);
+        return text ? jobOf(text, score, claim) : undefined;
       }, signal),
     async delete(name, signal) {
       const n = await conn.run(() => client.gwJobDelete(jobsKey, dueKey, claimsKey, name), signal);
@@ -283,10 +295,17 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
     },
     list: (signal) =>
       conn.run(async (c) => {
-        const all = await c.hgetall(jobsKey);
+        // One snapshot of the three keys (the number of jobs is bounded by the trigger limit).
+        const res = (await c.multi().hgetall(jobsKey).zrange(dueKey, 0, -1, "WITHSCORES").hgetall(claimsKey).exec()) ?? [];
+        for (const [err] of res) if (err) throw err;
+        const all = res[0]![1] as Record<string, string>;
+        const dueFlat = res[1]![1] as string[];
+        const claims = res[2]![1] as Record<string, string>;
+        const scores = new Map<string, string>();
+        for (let i = 0; i + 1 < dueFlat.length; i += 2) scores.set(dueFlat[i]!, dueFlat[i + 1]!);
         const out: JobRecord[] = [];
         for (const [name, text] of Object.entries(all)) {
-          const r = await jobOf(c, name, text);
+          const r = jobOf(text, scores.get(name), claims[name]);
           if (r) out.push(r);
         }
         return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -301,6 +320,8 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
       closed = true;
       clearTimeout(timer);
       timer = undefined;
+      for (const r of renewals) clearInterval(r);
+      renewals.clear();
     },
   };
 }

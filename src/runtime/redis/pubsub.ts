@@ -37,7 +37,9 @@ const BLOCK_MS = 1000;
 const READER_BACKOFF: BackoffPolicy = { initialDelayMs: 50, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
 
 /**
- * Publish: KEYS = the topic's stream, the global cursor; ARGV = MAXLEN, entry text. The id is the server's time in ms
+ * Publish: KEYS = the topic's stream, the global cursor, the per-topic ordinals; ARGV = MAXLEN, entry text. The entry
+ * gets `e` (the event) and `c` (its ordinal in the topic: 1, 2, ..., so a reader can tell events were trimmed before it
+ * read them). The id is the server's time in ms
  * unless the last id given out (on any topic) is at or past it; then the next sequence number of that millisecond,
  * moving to the next millisecond past SEQ_PER_MS - 1. So ids rise strictly across every stream even when the clock
  * steps back. Without a cursor (a fresh server, or the key was removed) the stream's own last id is the floor.
@@ -65,12 +67,13 @@ if last then
   end
 end
 local id = string.format('%.0f-%d', ms, n)
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], id, 'e', ARGV[2])
+local c = redis.call('HINCRBY', KEYS[3], KEYS[1], 1)
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], id, 'e', ARGV[2], 'c', c)
 redis.call('SET', KEYS[2], id)
 return id`;
 
 interface PubsubScripts {
-  gwPublish(stream: string, seq: string, maxLen: number, entry: string): Promise<string>;
+  gwPublish(stream: string, seq: string, ordinals: string, maxLen: number, entry: string): Promise<string>;
 }
 
 /** Stream entries as XREAD/XRANGE answer them. */
@@ -99,23 +102,28 @@ interface Sub {
  */
 export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, opts: RedisPubsubOptions = {}): RedisPubsub {
   const client = conn.client as Redis & PubsubScripts;
-  client.defineCommand("gwPublish", { numberOfKeys: 2, lua: PUBLISH });
+  client.defineCommand("gwPublish", { numberOfKeys: 3, lua: PUBLISH });
   const maxLen = opts.streamMaxLen ?? 10_000;
   const batch = opts.readBatch ?? 500;
   const outageMs = opts.outageMs ?? 30_000;
   const backoff = opts.backoff ?? READER_BACKOFF;
   const seqKey = `${conn.prefix}seq`;
+  const ordinalsKey = `${conn.prefix}topic-ordinals`;
   const streamKey = (topic: string): string => `${conn.prefix}stream:${topic}`;
   // The blocking read may wait BLOCK_MS before the command deadline starts to matter.
   const blocking = conn.duplicate(BLOCK_MS + conn.commandTimeoutMs);
 
   const subs = new Map<string, Set<Sub>>();
+  /** Per subscribed topic: the ordinal of the last entry handed out (see dispatch). */
+  const ordinals = new Map<string, number>();
   let position = 0;
   let initialized = false;
   let closed = false;
   let started = false;
   let blockingId: number | undefined;
   let blockedNow = false;
+  /** The last snapshot found entries. */
+  let busy = false;
   /** A subscribe asked for a snapshot: the next round skips the blocking read. */
   let wakeRequested = false;
   let downSince: number | undefined;
@@ -145,17 +153,56 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
       sleepTimer = setTimeout(() => idleWake?.(), ms);
     });
 
+  /**
+   * The topic's stream was trimmed past this process's position before it read the events (it fell more than
+   * streamMaxLen events behind on the topic, e.g. a long outage while other replicas published): end its subscriptions
+   * (onError), so the broker ends its subscribers and they resume from their positions, where history says
+   * `complete: false`, rather than never learning of the gap.
+   */
+  const endTrimmed = (topic: string): void => {
+    const ended = [...(subs.get(topic) ?? [])];
+    subs.delete(topic);
+    ordinals.delete(topic);
+    logger.warn({ topic, position: formatPosition(position), maxLen }, "topic's stream was trimmed past this process's read position; ending its subscriptions so they resume");
+    const trimmed = new GatewayError(Code.UNAVAILABLE, `events of topic ${topic} were trimmed from its Redis stream (MAXLEN ~ ${maxLen}) before this gateway read them; resubscribe to resume`);
+    for (const s of ended) {
+      try {
+        if (s.pending) s.pending.reject(trimmed);
+        else s.handlers.onError?.(trimmed);
+      } catch {
+        // The subscriber is gone either way.
+      }
+    }
+  };
+
   const dispatch = (replies: XreadReply, cut: number): void => {
     const merged: { seq: number; topic: string; text: string }[] = [];
     for (const [key, entries] of replies ?? []) {
       const topic = key.slice(conn.prefix.length + "stream:".length);
+      const held: { seq: number; topic: string; text: string }[] = [];
+      let first: number | undefined;
+      let last: number | undefined;
       for (const [id, fields] of entries) {
         const seq = parsePosition(id);
         if (seq === undefined || seq <= position || seq > cut) continue;
-        const i = fields.indexOf("e");
-        if (i < 0 || i + 1 >= fields.length) continue;
-        merged.push({ seq, topic, text: fields[i + 1]! });
+        const e = fields.indexOf("e");
+        const c = fields.indexOf("c");
+        if (e < 0 || e + 1 >= fields.length) continue;
+        const ordinal = c >= 0 ? Number(fields[c + 1]) : NaN;
+        first ??= ordinal;
+        last = ordinal;
+        held.push({ seq, topic, text: fields[e + 1]! });
       }
+      if (held.length === 0) continue;
+      // Each entry carries its topic's ordinal (`c`): the first one after P must follow the last one handed out.
+      const before = ordinals.get(topic);
+      if (before !== undefined && first !== undefined && Number.isSafeInteger(first) && first !== before + 1) {
+        endTrimmed(topic);
+        continue;
+      }
+      if (last !== undefined && Number.isSafeInteger(last)) ordinals.set(topic, last);
+      else ordinals.delete(topic);
+      merged.push(...held);
     }
     merged.sort((a, b) => a.seq - b.seq);
     for (const m of merged) {
@@ -194,6 +241,7 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
       const last = parsePosition(entries[entries.length - 1]![0]);
       if (last !== undefined && last < cut) cut = last;
     }
+    busy = (replies ?? []).some(([, entries]) => entries.length > 0);
     if (initialized) dispatch(replies, cut);
     // The first snapshot only places P at the cursor: a reader starts at "now", it does not replay the streams.
     initialized = true;
@@ -230,6 +278,7 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
       logger.error({ redis: conn.address, downMs: now - downSince }, "redis unreachable for too long; ending every pub/sub subscription");
       const ended = [...subs.values()].flatMap((s) => [...s]);
       subs.clear();
+      ordinals.clear();
       for (const s of ended) {
         try {
           s.handlers.onError?.(err);
@@ -238,7 +287,11 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
         }
       }
     }
-    for (const [t, set] of subs) if (set.size === 0) subs.delete(t);
+    for (const [t, set] of subs) {
+      if (set.size > 0) continue;
+      subs.delete(t);
+      ordinals.delete(t);
+    }
   };
 
   const loop = async (): Promise<void> => {
@@ -256,7 +309,8 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
           if (blocking.status !== "ready") throw unavailable(`not connected (${blocking.status})`);
           blockingId ??= Number(await blocking.client("ID"));
           const topics = [...subs.keys()];
-          if (!wakeRequested) {
+          // After a round that found entries more are likely: read again at once, block only when caught up.
+          if (!wakeRequested && !busy) {
             blockedNow = true;
             try {
               await blocking.xread("COUNT", 1, "BLOCK", BLOCK_MS, "STREAMS", ...topics.map(streamKey), ...topics.map(() => formatPosition(position)));
@@ -310,7 +364,11 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
           const seq = parsePosition(id);
           const i = f.indexOf("e");
           if (seq === undefined || i < 0) continue;
-          events.push({ seq, event: decodeEvent(f[i + 1]!) });
+          try {
+            events.push({ seq, event: decodeEvent(f[i + 1]!) });
+          } catch {
+            // Not an entry the gateway wrote (dispatch skips and logs it the same way).
+          }
         }
         const complete = (neverTrimmed || (firstSeq !== undefined && firstSeq <= since)) && entries.length <= limit;
         return { complete, events };
@@ -321,13 +379,13 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
     positions,
     async publish(topic, event, signal) {
       const text = encodeEvent(event);
-      await conn.run(() => client.gwPublish(streamKey(topic), seqKey, maxLen, text), signal);
+      await conn.run(() => client.gwPublish(streamKey(topic), seqKey, ordinalsKey, maxLen, text), signal);
     },
     async subscribe(topic, handlers, signal): Promise<UpstreamSubscription> {
       if (closed) throw new GatewayError(Code.UNAVAILABLE, "the redis runtime is closed");
       if (signal?.aborted) throw GatewayError.from(signal.reason, Code.CANCELLED);
       // Known down: fail at once. Otherwise the reader settles the subscription on its next round (or fails it).
-      if (client.status !== "ready") throw unavailable(`not connected (${client.status})`);
+      await conn.run(async () => undefined, signal);
       const sub: Sub = { topic, handlers };
       let set = subs.get(topic);
       if (!set) subs.set(topic, (set = new Set()));
@@ -336,7 +394,9 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
         const s = subs.get(topic);
         if (!s) return;
         s.delete(sub);
-        if (s.size === 0) subs.delete(topic);
+        if (s.size > 0) return;
+        subs.delete(topic);
+        ordinals.delete(topic);
       };
       // Bounded: a snapshot follows within one blocking read plus one command deadline once the read is woken.
       const limitMs = BLOCK_MS + 2 * conn.commandTimeoutMs;
@@ -381,6 +441,7 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
       clearTimeout(sleepTimer);
       for (const set of subs.values()) for (const s of set) s.pending?.reject(new GatewayError(Code.UNAVAILABLE, "the redis runtime is closed"));
       subs.clear();
+      ordinals.clear();
       blocking.disconnect();
     },
   };

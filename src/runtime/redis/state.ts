@@ -63,8 +63,10 @@ export function createRedisState(conn: RedisConnection, queryMaxKeys = DEFAULT_Q
   const client = conn.client as Redis & StateScripts;
   client.defineCommand("gwStateSave", { numberOfKeys: 3, lua: SAVE });
   client.defineCommand("gwStateDelete", { numberOfKeys: 2, lua: DELETE });
-  const itemKey = (store: string, key: string): string => `${conn.prefix}state:${store}:${key}`;
-  const indexKey = (store: string): string => `${conn.prefix}statekeys:${store}`;
+  // The store name is URI-encoded (a plain name stays as it is), so it holds no `:` and the first one after it ends
+  // it: stores `a:b` and `a` can never share a key.
+  const itemKey = (store: string, key: string): string => `${conn.prefix}state:${encodeURIComponent(store)}:${key}`;
+  const indexKey = (store: string): string => `${conn.prefix}statekeys:${encodeURIComponent(store)}`;
   const counterKey = `${conn.prefix}state-etag`;
 
   /** HMGET data+version of every key in one pipeline; missing keys are left out, order kept. */
@@ -124,7 +126,7 @@ export function createRedisState(conn: RedisConnection, queryMaxKeys = DEFAULT_Q
         // SSCAN visits every member present for the whole scan at least once; the Set drops repeats. The guard bounds
         // the loop even if the set grows while it is scanned.
         for (let rounds = 0; rounds <= queryMaxKeys; rounds++) {
-          signal?.throwIfAborted();
+          if (signal?.aborted) throw GatewayError.from(signal.reason, Code.CANCELLED);
           const [next, batch] = await c.sscan(index, cursor, "COUNT", SCAN_BATCH);
           for (const k of batch) keys.add(k);
           if (keys.size > queryMaxKeys) {
