@@ -147,33 +147,55 @@ export async function sseSubscriber(label: string, r: Replica, topics: string[],
   return sub;
 }
 
-/** A gRPC Subscribe through the client library (reconnects on its own; gRPC has no positions). */
+/** A gRPC Subscribe through the client library (it reconnects on its own, to the same replica). */
 export interface GrpcSubscriber extends ClusterSubscriber {
   client: GatewayClient;
   subscription: Subscription;
+  /** With positions: close this replica's stream and subscribe on `r` with `since` = the last position. */
+  resumeOn(r: Replica): Promise<void>;
 }
 
-/** Subscribe over gRPC on `r`; resolves once the stream is live. */
-export async function grpcSubscriber(label: string, r: Replica, topics: string[]): Promise<GrpcSubscriber> {
+/**
+ * Subscribe over gRPC on `r`; resolves once the stream is live. With `positions` each message carries its position
+ * and resumeOn() moves the subscription to another replica from there.
+ */
+export async function grpcSubscriber(label: string, r: Replica, topics: string[], opts: { positions?: boolean } = {}): Promise<GrpcSubscriber> {
   const rec = recorder(label, topics);
-  const client = createGatewayClient({ address: r.grpc, apiKey: CLUSTER_KEY, reconnect: { initialDelayMs: 50, maxDelayMs: 500 } });
-  const subscription = client.subscribe(topics);
-  const loop = (async () => {
-    try {
-      for await (const { topic, event } of subscription) rec.seen.push({ topic, ceId: event.id, position: "" });
-    } catch {
-      // ended by close() or a final error; the test asserts on what arrived
-    }
-  })();
-  await Promise.race([subscription.ready, new Promise((_, rej) => setTimeout(() => rej(new Error(`${label}: gRPC Subscribe on ${r.name} not live within 15 s`)), 15_000).unref())]);
-  return {
+  let loop: Promise<void> = Promise.resolve();
+  const open = async (to: Replica, since?: string): Promise<void> => {
+    const client = createGatewayClient({ address: to.grpc, apiKey: CLUSTER_KEY, reconnect: { initialDelayMs: 50, maxDelayMs: 500 } });
+    const subscription = client.subscribe(topics, since !== undefined ? { since } : opts.positions ? { positions: true } : {});
+    sub.client = client;
+    sub.subscription = subscription;
+    const live = new Promise<{ recovered?: boolean; position?: string }>((resolve) => subscription.once("live", resolve));
+    loop = (async () => {
+      try {
+        for await (const { topic, event, position } of subscription) {
+          rec.seen.push({ topic, ceId: event.id, position: position ?? "" });
+          if (position !== undefined) sub.lastPosition = position;
+        }
+      } catch {
+        // ended by close() or a final error; the test asserts on what arrived
+      }
+    })();
+    const info = await Promise.race([live, new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`${label}: gRPC Subscribe on ${to.name} not live within 15 s`)), 15_000).unref())]);
+    if (since !== undefined) rec.recoveries.push(info.recovered === true);
+    sub.lastPosition ??= info.position;
+  };
+  const sub: GrpcSubscriber = {
     ...rec,
-    client,
-    subscription,
+    client: undefined as unknown as GatewayClient,
+    subscription: undefined as unknown as Subscription,
     lastPosition: undefined,
+    async resumeOn(to) {
+      await sub.close();
+      await open(to, sub.lastPosition);
+    },
     async close() {
-      client.close();
+      sub.client.close();
       await loop;
     },
   };
+  await open(r);
+  return sub;
 }
