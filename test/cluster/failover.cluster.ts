@@ -5,9 +5,9 @@ import { waitFor } from "../support/gateway.js";
 import { assertExactly, mustPublish, progress, startCluster, type Cluster, type Replica } from "../support/cluster.js";
 import { grpcSubscriber, sseSubscriber, waitForCount, wsSubscriber, type ClusterSubscriber, type GrpcSubscriber, type SseSubscriber, type WsSubscriber } from "../support/cluster-clients.js";
 
-// kill -9 of one replica of three while events flow: its WebSocket, SSE and positioned gRPC subscribers reconnect to the others with
-// their last position and miss nothing, see nothing twice, and keep the order (the positions are the streams' ids,
-// the same on every replica).
+// kill -9 of one replica of three while events flow: its WebSocket, SSE and positioned gRPC subscribers reconnect to
+// the others with their last position and miss nothing, see nothing twice, and keep the order (the positions are the
+// streams' ids, the same on every replica).
 
 let cluster: Cluster;
 let A: Replica, B: Replica, C: Replica;
