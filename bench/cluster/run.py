@@ -179,12 +179,13 @@ def start_gateway(args, redis_url, idx, work):
 def hist_merge(hists):
     m = {}
     for h in hists:
-        for i, c in h:
+        for i, c in h or []:  # an empty histogram comes as null
             m[i] = m.get(i, 0) + c
     return sorted(m.items())
 
 
 def hist_q(h, q, bucket_us):
+    h = h or []
     total = sum(c for _, c in h)
     if total == 0:
         return None
@@ -227,7 +228,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         for i, n in enumerate(per):
             p = spawn([binary, "-mode", "sub", "-ws-addrs", ws_addrs, "-subs", str(n), "-first", str(first), "-topics",
                        str(args.topics), "-churn", str(args.churn), "-dial-par", str(args.dial_par), "-drain-timeout-s",
-                       str(args.drain)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),
+                       str(args.drain)] + ([] if args.resume else ["-resume=false"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),
                       text=True)
             clients.append(Lines(p, f"sub{i}", raw))
             first += n
@@ -386,6 +387,8 @@ def main():
     ap.add_argument("--dial-par", type=int, default=32, help="parallel connection setups per client process")
     ap.add_argument("--drain", type=float, default=30, help="bound on the wait for the last events after publishing")
     ap.add_argument("--setup-timeout", type=float, default=300)
+    ap.add_argument("--no-resume", dest="resume", action="store_false",
+                    help="reconnect without since: checks the checker (the gaps must count as lost)")
     ap.add_argument("--runs", default="normal,kill", help="comma-separated: normal, kill")
     ap.add_argument("--tag", default=time.strftime("%Y-%m-%dT%H-%M"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/cluster"))
