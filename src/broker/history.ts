@@ -75,6 +75,12 @@ export class TopicHistory<T> {
     return since >= this.complete;
   }
 
+  /** The sequence number of the newest held entry whose data passes `test`, or undefined. */
+  findSeq(test: (data: T) => boolean): number | undefined {
+    for (let i = this.entries.length - 1; i >= this.head; i--) if (test(this.entries[i]!.data)) return this.entries[i]!.seq;
+    return undefined;
+  }
+
   /** Held entries with seq > since, oldest first. */
   after(since: number): HistoryEntry<T>[] {
     const out: HistoryEntry<T>[] = [];

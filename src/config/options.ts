@@ -20,7 +20,7 @@ export interface GatewayOptions {
   /** REST port; 0 binds an ephemeral port. Default 8080. */
   httpPort?: number;
   /** Sidecar runtime. Default "embedded". */
-  sidecar?: "embedded" | "dapr";
+  sidecar?: "embedded" | "dapr" | "redis";
   /** Pub/sub component name from the command line; wins over the services config. Default: from config, else "pubsub". */
   pubsubName?: string;
   /** Accepted `x-api-key` values. Default []: no auth, and then only a loopback host is allowed. */
@@ -114,6 +114,12 @@ export interface GatewayOptions {
   daprHost?: string;
   /** Dapr sidecar gRPC port. Default 50001 (the CLI: $DAPR_GRPC_PORT). */
   daprGrpcPort?: number;
+  /** Redis server of `--sidecar redis`, `redis[s]://[user:password@]host:port[/db]`. Default redis://127.0.0.1:6379. Never logged (it may carry a password). */
+  redisUrl?: string;
+  /** `MAXLEN ~` of each topic's Redis stream (`--sidecar redis`). Default 10000. */
+  redisStreamMaxLen?: number;
+  /** How long a replica's claim on a job firing lasts before another replica may fire it, ms (`--sidecar redis`). Default 10000. */
+  redisJobLeaseMs?: number;
   /** Sent as `dapr-api-token` to the sidecar. Default none (the CLI: $DAPR_API_TOKEN). */
   daprApiToken?: string;
   /** Required as `dapr-api-token` on sidecar callbacks. Default none (the CLI: $APP_API_TOKEN). */
@@ -206,6 +212,24 @@ function nonNegativeInt(field: string, v: unknown, dflt: number): number {
   return v;
 }
 
+/** The Redis URL, checked without ever echoing it (it may carry a password). */
+function redisUrl(v: unknown): string {
+  if (v === undefined) return "redis://127.0.0.1:6379";
+  let u: URL | undefined;
+  try {
+    u = typeof v === "string" ? new URL(v) : undefined;
+  } catch {
+    u = undefined;
+  }
+  if (!u || (u.protocol !== "redis:" && u.protocol !== "rediss:") || u.hostname === "") {
+    throw new GatewayError(Code.INVALID_ARGUMENT, "option redisUrl must be a URL redis://[user:password@]host[:port][/db] or rediss://... (value not shown: it may carry a password)");
+  }
+  if (u.port !== "" && (Number(u.port) < 1 || Number(u.port) > 65535)) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, `option redisUrl has port ${u.port}; it must be 1-65535`);
+  }
+  return v as string;
+}
+
 /** A duration a timer takes (setTimeout's largest is 2^31-1 ms); 0 turns the timer off. */
 function timerMs(field: string, v: unknown, dflt: number): number {
   const x = nonNegativeInt(field, v, dflt);
@@ -289,7 +313,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     );
   }
   const sidecar = o.sidecar ?? "embedded";
-  if (sidecar !== "embedded" && sidecar !== "dapr") bad("sidecar", sidecar, "must be embedded or dapr");
+  if (sidecar !== "embedded" && sidecar !== "dapr" && sidecar !== "redis") bad("sidecar", sidecar, "must be embedded, dapr or redis");
   const appApiToken = optionalString("appApiToken", o.appApiToken);
   // Same rule as the API keys: with Dapr the gRPC port hosts the job callbacks (sidecar-callback-facility.ts), which
   // take no x-api-key; without APP_API_TOKEN anyone who reaches the port could fire any trigger.
@@ -388,6 +412,9 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     pubsubHistoryEvents: nonNegativeInt("pubsubHistoryEvents", o.pubsubHistoryEvents, 1000),
     pubsubHistoryAgeMs: positive("pubsubHistoryAgeMs", o.pubsubHistoryAgeMs, 60_000),
     pubsubEventBytes: positiveInt("pubsubEventBytes", o.pubsubEventBytes, 1024),
+    redisUrl: redisUrl(o.redisUrl),
+    redisStreamMaxLen: positiveInt("redisStreamMaxLen", o.redisStreamMaxLen, 10_000),
+    redisJobLeaseMs: timerMs("redisJobLeaseMs", o.redisJobLeaseMs, 10_000) || bad("redisJobLeaseMs", o.redisJobLeaseMs, "must be positive"),
     daprHost: o.daprHost ?? "127.0.0.1",
     daprGrpcPort: port("daprGrpcPort", o.daprGrpcPort, 50001),
     daprApiToken: optionalString("daprApiToken", o.daprApiToken),

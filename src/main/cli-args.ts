@@ -13,7 +13,7 @@ Options (each has an environment variable; the flag wins):
   --host <host>           host both servers bind                        GATEWAY_HOST (default 127.0.0.1)
   --grpc-port <port>      gRPC port, 0 = ephemeral                      GATEWAY_GRPC_PORT (default 5000)
   --http-port <port>      REST port, 0 = ephemeral                      GATEWAY_HTTP_PORT (default 8080)
-  --sidecar <kind>        embedded | dapr                               GATEWAY_SIDECAR (default embedded)
+  --sidecar <kind>        embedded | dapr | redis                       GATEWAY_SIDECAR (default embedded)
   --pubsub-name <name>    sidecar pub/sub component name                GATEWAY_PUBSUB_NAME (default: config, else pubsub)
   --api-key <key>         accepted x-api-key, repeatable                GATEWAY_API_KEYS (comma-separated)
   --log-level <level>     ${LOG_LEVELS.join("|")}   GATEWAY_LOG_LEVEL (default info)
@@ -50,6 +50,9 @@ Options (each has an environment variable; the flag wins):
   --allow-plaintext       serve cleartext on a non-loopback host        GATEWAY_ALLOW_PLAINTEXT (true|false, default false)
   --dapr-host <host>      Dapr sidecar host                             DAPR_HOST (default 127.0.0.1)
   --dapr-grpc-port <port> Dapr sidecar gRPC port                        DAPR_GRPC_PORT (default 50001)
+  --redis-url <url>       Redis of --sidecar redis (docs/redis.md)      GATEWAY_REDIS_URL (default redis://127.0.0.1:6379)
+  --redis-stream-maxlen <n>  entries kept per topic stream (MAXLEN ~)   GATEWAY_REDIS_STREAM_MAXLEN (default 10000)
+  --redis-job-lease-ms <ms>  a replica's claim on a job firing          GATEWAY_REDIS_JOB_LEASE_MS (default 10000)
   -h, --help              print this help
 
 Dapr tokens come from DAPR_API_TOKEN (sent to the sidecar) and APP_API_TOKEN (required on sidecar job callbacks).
@@ -138,6 +141,9 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "allow-plaintext": { type: "boolean" },
       "dapr-host": { type: "string" },
       "dapr-grpc-port": { type: "string" },
+      "redis-url": { type: "string" },
+      "redis-stream-maxlen": { type: "string" },
+      "redis-job-lease-ms": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -193,6 +199,9 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   }
   set("daprHost", str("dapr-host", "DAPR_HOST"));
   set("daprGrpcPort", int(from("dapr-grpc-port", "DAPR_GRPC_PORT")));
+  set("redisUrl", str("redis-url", "GATEWAY_REDIS_URL"));
+  set("redisStreamMaxLen", int(from("redis-stream-maxlen", "GATEWAY_REDIS_STREAM_MAXLEN")));
+  set("redisJobLeaseMs", int(from("redis-job-lease-ms", "GATEWAY_REDIS_JOB_LEASE_MS")));
   // Variables without a flag. This function is the only place the gateway reads the environment.
   set("daprApiToken", str("", "DAPR_API_TOKEN"));
   set("appApiToken", str("", "APP_API_TOKEN"));

@@ -114,6 +114,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       grpcPort: opts.daprGrpcPort,
       ...(opts.daprApiToken ? { apiToken: opts.daprApiToken } : {}),
       queryIndexes: new Map(services.all.flatMap((s) => (s.state?.queryIndexName ? [[s.state.storeName, s.state.queryIndexName] as const] : []))),
+      redisUrl: opts.redisUrl,
+      streamMaxLen: opts.redisStreamMaxLen,
+      jobLeaseMs: opts.redisJobLeaseMs,
     }));
   let closing = false;
   const ctx: GatewayContext = { options: opts, services, runtime, logger, metrics, isClosing: () => closing };

@@ -2,6 +2,7 @@
 import type { GatewayOptions } from "../config/options.js";
 import type { Route } from "../http/router.js";
 import type { WorkerSlots } from "../workers/worker-slots.js";
+import type { PositionScheme } from "../web/positions.js";
 
 /**
  * Messages of the event stream posted to one thread and not yet acknowledged past which the main thread stops posting
@@ -38,8 +39,8 @@ export interface ThreadData {
   index: number;
   /** The gateway options, without what cannot cross (logDestination), with the HTTP port and token secret fixed. */
   options: GatewayOptions;
-  /** The main web hub's epoch (positions are the main hub's). */
-  epoch: string;
+  /** How the main web hub writes positions (positions are the main hub's). */
+  positions: PositionScheme;
   /** Every main-thread route; those the thread does not serve itself it forwards. */
   routes: RouteSpec[];
   /**

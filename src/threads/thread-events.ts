@@ -3,7 +3,7 @@ import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { Logger } from "../observe/logger.js";
 import type { CounterMetric } from "../observe/metrics.js";
-import { subscribeError, type HubSnapshot, type WebHub } from "../web/hub.js";
+import { subscribeError, type EventWire, type HubSnapshot, type WebHub } from "../web/hub.js";
 import type { BridgeHandler } from "./bridge.js";
 import type { EventClock, ThreadMessage } from "./protocol.js";
 
@@ -50,6 +50,9 @@ export interface ThreadEvents {
   flush(): void;
 }
 
+/** How often the shared sequence word follows a stream clock with no events, ms. */
+const CLOCK_FOLLOW_MS = 50;
+
 /**
  * Posting web events to the uWS worker threads: the main hub's outlet "threads". Each event goes to the threads
  * holding its topic, one message each (the event's position and CloudEvents JSON serialized once, never one message
@@ -60,7 +63,22 @@ export interface ThreadEvents {
 export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
   const { hub, logger, maxBacklog } = options;
   const seqWord = new BigInt64Array(new SharedArrayBuffer(8));
-  Atomics.store(seqWord, 0, BigInt(hub.parsePosition("position", hub.position()).seq));
+  Atomics.store(seqWord, 0, BigInt(hub.seq()));
+  /**
+   * Stream positions rise while no topic has events (the runtime's clock): the word follows them on a short timer,
+   * so a thread's position stays near the runtime's (every event up to it was posted before it is read).
+   */
+  let clockTimer: NodeJS.Timeout | null = null;
+  const followClock = (on: boolean): void => {
+    if (hub.scheme.kind !== "stream" || on === (clockTimer !== null)) return;
+    if (on) {
+      clockTimer = setInterval(() => publishSeq(hub.seq()), CLOCK_FOLLOW_MS);
+      clockTimer.unref();
+    } else {
+      clearInterval(clockTimer!);
+      clockTimer = null;
+    }
+  };
   const streams = new Map<EventStream, (m: ThreadMessage) => void>();
   /** Streams holding each topic. */
   const holders = new Map<string, EventStream[]>();
@@ -151,6 +169,7 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
         live: true,
       };
       streams.set(s, post);
+      followClock(true);
       return s;
     },
     handlers(s) {
@@ -181,6 +200,11 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
         "web.release": async (p: { topic: string }) => {
           if (unhold(s, p.topic)) hub.release(p.topic);
         },
+        "web.history": async (p: { topic: string; since: number }): Promise<{ complete: boolean; events: EventWire[] }> => {
+          const held = await hub.history(p.topic, p.since);
+          if (!held) return { complete: false, events: [] };
+          return { complete: held.complete, events: held.events.map((e) => ({ topic: e.topic, seq: e.seq, position: e.position, cloudevent: e.cloudevent })) };
+        },
       };
     },
     ack(s, n) {
@@ -196,6 +220,7 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
       }
       flushOne(s);
       streams.delete(s);
+      if (streams.size === 0) followClock(false);
     },
     flush() {
       for (const s of streams.keys()) flushOne(s);

@@ -1,10 +1,13 @@
 import type { EndReason } from "../broker/index.js";
 import { WebEvent, type EventWire, type HubSnapshot, type HubUpstream, type UpstreamSink } from "../web/hub.js";
+import type { PositionScheme } from "../web/positions.js";
 import type { Bridge } from "./bridge.js";
 import type { EventClock } from "./protocol.js";
 
 /** How long a resume on a thread waits for the thread to have seen every event up to its position, ms. */
 export const CATCH_UP_MS = 2_000;
+/** How often a wait for a stream position looks at the shared word again, ms. */
+const STREAM_CATCH_UP_POLL_MS = 5;
 
 /** A worker thread's upstream, fed by the thread's port: the main thread's event stream arrives here. */
 export interface ThreadUpstream extends HubUpstream {
@@ -18,9 +21,9 @@ export interface ThreadUpstream extends HubUpstream {
 
 /** Options of threadUpstream. */
 export interface ThreadUpstreamOptions {
-  /** The main hub's epoch. */
-  epoch: string;
-  /** `web.acquire` / `web.release` on the main thread. */
+  /** How the main hub writes positions. */
+  scheme: PositionScheme;
+  /** `web.acquire` / `web.release` / `web.history` on the main thread. */
   bridge: Bridge;
   /** The main thread's sequence word and this thread's posted count, in shared memory. */
   clock: EventClock;
@@ -79,12 +82,36 @@ export function threadUpstream(options: ThreadUpstreamOptions): ThreadUpstream {
     return seen;
   }
 
+  /**
+   * Stream positions come from the runtime, so one may be ahead of everything the main thread has posted yet (another
+   * replica issued it): look at the word again until it gets there, bounded.
+   */
+  function streamCatchUp(target: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const deadline = Date.now() + catchUpMs;
+      const look = (): void => {
+        if (seq() >= target || Date.now() >= deadline) return resolve();
+        setTimeout(look, STREAM_CATCH_UP_POLL_MS);
+      };
+      look();
+    });
+  }
+
   return {
-    epoch: options.epoch,
+    scheme: options.scheme,
     linger: false,
     seq,
+    ...(options.scheme.kind === "stream"
+      ? {
+          async history(topic: string, since: number) {
+            const got = await bridge.call<{ complete: boolean; events: EventWire[] }>("web.history", { topic, since });
+            return { complete: got.complete, events: got.events.map((e) => new WebEvent(topic, e.seq, e.position, e.cloudevent)) };
+          },
+        }
+      : {}),
     catchUp(target) {
       if (seq() >= target) return undefined;
+      if (options.scheme.kind === "stream") return streamCatchUp(target);
       // A position past the word was not issued by the main thread (or is being posted right now): not exact.
       const word = Number(Atomics.load(clock.seq, 0));
       if (word < target) return undefined;

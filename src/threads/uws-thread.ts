@@ -121,7 +121,7 @@ async function main(): Promise<void> {
     },
   };
   // The same hub as on the main thread, its topics followed on the main hub over the bridge.
-  const upstream = threadUpstream({ epoch: data.epoch, bridge, clock: data.clock });
+  const upstream = threadUpstream({ scheme: data.positions, bridge, clock: data.clock });
   web = createWebPubsub(ctx, upstream, pubsubOps, auth);
   // One conversion bound for the process; backend schemas from the main thread's reflection (and its pushes below).
   const dispatch = createDispatchFacility(ctx, {

@@ -94,7 +94,7 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
   const spawner = createThreadSpawner({
     logger: deps.logger,
     logSink: deps.logSink,
-    data: (index, closedFlag, clock) => ({ index, options: { ...deps.options, httpPort: port }, epoch: hub.epoch, routes, closedFlag, clock, conversionSlots: deps.conversionSlots }),
+    data: (index, closedFlag, clock) => ({ index, options: { ...deps.options, httpPort: port }, positions: hub.scheme, routes, closedFlag, clock, conversionSlots: deps.conversionSlots }),
     events,
     handlers: {
       ...forwardedHandlers(deps.routes, deps.pubsub),

@@ -1,6 +1,9 @@
 import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type EndReason } from "../broker/index.js";
 import { Code } from "../shared/code.js";
-import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { formatPosition, isOwnPosition, parsePosition, type Position, type PositionScheme } from "./positions.js";
+
+export type { Position, PositionScheme } from "./positions.js";
 
 /**
  * One event as the web transports see it, built once per event per topic: its position and the CloudEvents JSON text.
@@ -16,6 +19,12 @@ export class WebEvent {
     /** `{"specversion":...}`: the CloudEvents JSON format of the event, serialized once. */
     readonly cloudevent: string,
   ) {}
+
+  /** The event's identity hash when its position carries one (positions.ts: epoch positions with marks). */
+  get mark(): string | undefined {
+    const i = this.position.lastIndexOf("-");
+    return i > 0 && this.position.indexOf("-") < i ? this.position.slice(i + 1) : undefined;
+  }
 
   /** The WebSocket text frame `{"op":"event","topic","id","cloudevent"}`. */
   get wsFrame(): string {
@@ -51,8 +60,8 @@ export interface TopicFanout {
  * main thread posts, `web.release`).
  */
 export interface HubUpstream {
-  /** The epoch of the positions (the main hub's: a position resumes on any thread of the process). */
-  readonly epoch: string;
+  /** How positions are written (the main hub's: a position resumes on any thread of the process, or of the cluster). */
+  readonly scheme: PositionScheme;
   /**
    * Whether a topic nobody holds is kept (and recorded) for the history age, so a reconnecting subscriber resumes
    * exactly. The main hub lingers; a worker thread hands the topic back at once, since the main hub lingers for it.
@@ -73,6 +82,12 @@ export interface HubUpstream {
    * yet seen everything up to it); undefined when there is nothing to wait for.
    */
   catchUp?(seq: number): Promise<void> | undefined;
+  /**
+   * Stream positions only: the events of `topic` after `since` that the runtime still holds, at most `limit`, for a
+   * resume from before this hub's own history (another replica's position, or one older than the history).
+   * `complete`: they are every event after `since`.
+   */
+  history?(topic: string, since: number, limit: number): Promise<{ complete: boolean; events: WebEvent[] }>;
 }
 
 /** Where an upstream delivers one followed topic. */
@@ -109,15 +124,9 @@ interface WebTopic {
   state: "opening" | "open" | "dead";
 }
 
-/** Where a resume starts: this process's epoch and a sequence number. */
-export interface Position {
-  epoch: string;
-  seq: number;
-}
-
 /** What a resume from a position gives. */
 export interface Resume {
-  /** True when every event after the position on these topics is replayed (same epoch, nothing evicted or missed). */
+  /** True when every event after the position on these topics is replayed (nothing evicted or missed). */
   recovered: boolean;
   /** The events to replay, in order (all of them that are held, even when not recovered). */
   events: WebEvent[];
@@ -135,25 +144,39 @@ export interface WebHubOptions {
   now?: () => number;
 }
 
+/**
+ * Events of some topics fetched from the runtime for one resume, beyond the hub's own histories (stream positions).
+ * `completeUpTo`: every event up to this number was in the runtime when they were fetched.
+ */
+export type Backfill = Map<string, { complete: boolean; completeUpTo: number; events: WebEvent[] }>;
+
 /** The web pub/sub hub: per-topic upstream links shared by every WebSocket and SSE subscriber, histories, positions. */
 export interface WebHub {
-  /** The epoch of the positions: positions from another process never resume exactly. */
-  readonly epoch: string;
+  /** How positions are written; with `epoch`, positions from another process resume only by event marks. */
+  readonly scheme: PositionScheme;
   /** The current position, for a subscriber that has seen no event yet (a resume from it is exact on any thread). */
   position(): string;
+  /** The current position's number. */
+  seq(): number;
+  /**
+   * Stream positions: the runtime's events of `topic` after `since` (at most the history bound), for a uWS worker
+   * thread's resume; undefined when positions are the process's own.
+   */
+  history(topic: string, since: number): Promise<{ complete: boolean; events: WebEvent[] }> | undefined;
   /** Parse a position; INVALID_ARGUMENT naming `field` when it is not one. */
   parsePosition(field: string, text: string): Position;
   /** Register a transport outlet under a name (the metrics label). */
   addFanout(transport: string, fanout: TopicFanout): void;
   /**
    * Take a reference on each topic; resolves once all are live (rolls back and rejects otherwise). With `since` (a
-   * resume follows), also waits, bounded, until this hub has seen every event up to it (HubUpstream.catchUp).
+   * resume follows), also waits, bounded, until this hub has seen every event up to it (HubUpstream.catchUp), and on
+   * stream positions fetches from the runtime what the histories no longer hold (pass it to `resume`).
    */
-  acquire(topics: readonly string[], signal?: AbortSignal, since?: Position): Promise<void>;
+  acquire(topics: readonly string[], signal?: AbortSignal, since?: Position): Promise<Backfill | undefined>;
   /** Give one reference back; on the main thread the topic lingers for the history age so a reconnect loses nothing. */
   release(topic: string): void;
   /** Replay for `topics` after `since` (call synchronously right before going live, with the topics acquired). */
-  resume(topics: readonly string[], since: Position): Resume;
+  resume(topics: readonly string[], since: Position, backfill?: Backfill): Resume;
   /**
    * What a uWS worker thread needs to start following a topic it just acquired here: the current sequence number and
    * the topic's resume history (from which sequence number on it is complete, and the events it holds).
@@ -192,17 +215,8 @@ export interface HubSnapshot {
   events: Array<EventWire & { at: number }>;
 }
 
-/** Parse a position (`<epoch>-<offset>`); INVALID_ARGUMENT naming `field` when it is not one. */
-export function parsePosition(field: string, text: string): Position {
-  const m = POSITION.exec(text);
-  if (!m) throw invalidArgument(field, `'${text.slice(0, 64)}' is not a position (expected <epoch>-<offset> as sent in an event id)`);
-  return { epoch: m[1]!, seq: Number(m[2]) };
-}
-
 /** Topics the hub follows at once (live or lingering); past it a lingering one is dropped, else RESOURCE_EXHAUSTED. */
 export const MAX_WEB_TOPICS = 10_000;
-
-const POSITION = /^([0-9a-f]{12})-(\d{1,15})$/;
 
 /**
  * Create a hub over `upstream`. Subscribers hold references on topics; the first reference follows the topic
@@ -211,7 +225,7 @@ const POSITION = /^([0-9a-f]{12})-(\d{1,15})$/;
  */
 export function createWebHub(options: WebHubOptions): WebHub {
   const { upstream } = options;
-  const { epoch } = upstream;
+  const { scheme } = upstream;
   const now = options.now ?? Date.now;
   const bounds = { maxEvents: options.historyEvents, maxAgeMs: options.historyAgeMs };
   let historyTotal = 0;
@@ -348,7 +362,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
    * may have changed (closing, the subscriber gone, an upstream that broke). On any failure every reference taken
    * here is handed back and the error thrown.
    */
-  async function acquire(names: readonly string[], signal?: AbortSignal, since?: Position): Promise<void> {
+  async function acquire(names: readonly string[], signal?: AbortSignal, since?: Position): Promise<Backfill | undefined> {
     if (closed) throw subscribeFailure("closed", "the gateway is shutting down");
     const held: WebTopic[] = [];
     const rollback = (): void => {
@@ -371,9 +385,13 @@ export function createWebHub(options: WebHubOptions): WebHub {
       }
       held.push(t);
     }
+    let backfill: Backfill | undefined;
     try {
       await Promise.all(held.map((t) => t.opening));
-      if (since?.epoch === epoch) await upstream.catchUp?.(since.seq);
+      if (since && isOwnPosition(scheme, since)) {
+        await upstream.catchUp?.(since.seq);
+        backfill = await fetchBackfill(held, since.seq);
+      }
     } catch (e) {
       rollback();
       throw e;
@@ -383,38 +401,83 @@ export function createWebHub(options: WebHubOptions): WebHub {
       rollback();
       throw why;
     }
+    return backfill;
   }
 
   /**
-   * The events after `since` on `names`, in sequence order, and whether they are exactly what was missed: same epoch,
-   * a position this hub has seen everything up to (a later one would have events still on their way here replayed
-   * and then delivered again), every topic held and its history still covering the position.
+   * Stream positions: what the runtime still holds of the topics whose history here starts after `since` (a position
+   * from another replica, from before this replica followed the topic, or older than the history). At most the
+   * history bound per topic: a subscriber further behind resumes `recovered: false`, as from an evicted history.
    */
-  function resume(names: readonly string[], since: Position): Resume {
+  async function fetchBackfill(held: readonly WebTopic[], since: number): Promise<Backfill | undefined> {
+    const fetch = upstream.history;
+    if (!fetch) return undefined;
+    const behind = [...new Set(held)].filter((t) => t.state === "open" && !t.history.covers(since));
+    if (behind.length === 0) return undefined;
+    // Every event up to here was in the runtime before the fetches start: the hub's own history holds what came later.
+    const completeUpTo = upstream.seq();
+    const got = await Promise.all(behind.map((t) => fetch(t.name, since, options.historyEvents)));
+    return new Map(behind.map((t, i) => [t.name, { ...got[i]!, completeUpTo }]));
+  }
+
+  /** The topic's history, evicted to now (the caller reads it next). */
+  function freshHistory(t: WebTopic): TopicHistory<WebEvent> {
+    const before = t.history.size;
+    t.history.evict(now());
+    historyChanged(before, t.history.size);
+    return t.history;
+  }
+
+  /**
+   * The events after `since` on `names`, in sequence order, and whether they are exactly what was missed: a position
+   * of this scheme that this hub has seen everything up to (a later one would have events still on their way here
+   * replayed and then delivered again), every topic held and its history still covering the position, or the part it
+   * no longer covers fetched whole from the runtime (`backfill`, stream positions).
+   */
+  function resume(names: readonly string[], since: Position, backfill?: Backfill): Resume {
+    if (!isOwnPosition(scheme, since)) return resumeByMark(names, since);
     const events: WebEvent[] = [];
-    const at = now();
-    let recovered = since.epoch === epoch && since.seq <= upstream.seq();
+    let recovered = since.seq <= upstream.seq();
     for (const name of new Set(names)) {
       const t = topics.get(name);
       if (!t || t.state !== "open") {
         recovered = false;
         continue;
       }
-      const before = t.history.size;
-      t.history.evict(at);
-      historyChanged(before, t.history.size);
-      if (since.epoch !== epoch) continue;
-      if (!t.history.covers(since.seq)) recovered = false;
-      for (const e of t.history.after(since.seq)) events.push(e.data);
+      const history = freshHistory(t);
+      if (!history.covers(since.seq)) {
+        const fetched = backfill?.get(name);
+        // The runtime's events fill the gap up to where this history starts, if they reach that far.
+        if (fetched?.complete && history.completeAfter <= fetched.completeUpTo) {
+          for (const e of fetched.events) if (e.seq > since.seq && e.seq <= history.completeAfter) events.push(e);
+        } else recovered = false;
+      }
+      for (const e of history.after(since.seq)) events.push(e.data);
     }
     events.sort((a, b) => a.seq - b.seq);
     return { recovered, events };
   }
 
+  /**
+   * A position from another process (epoch positions): exact only for one topic whose event the position names (its
+   * mark) this hub still holds, which means it has followed the topic since then; the events after that one follow.
+   */
+  function resumeByMark(names: readonly string[], since: Position): Resume {
+    const unique = [...new Set(names)];
+    const t = unique.length === 1 ? topics.get(unique[0]!) : undefined;
+    if (since.mark === undefined || !t || t.state !== "open") return { recovered: false, events: [] };
+    const history = freshHistory(t);
+    const seq = history.findSeq((e) => e.mark === since.mark);
+    if (seq === undefined) return { recovered: false, events: [] };
+    return { recovered: true, events: history.after(seq).map((e) => e.data) };
+  }
+
   return {
-    epoch,
-    position: () => `${epoch}-${upstream.seq()}`,
-    parsePosition,
+    scheme,
+    position: () => formatPosition(scheme, upstream.seq()),
+    seq: () => upstream.seq(),
+    history: (topic, since) => upstream.history?.(topic, since, options.historyEvents),
+    parsePosition: (field, text) => parsePosition(scheme, field, text),
     addFanout(transport, fanout) {
       fanouts.push({ transport, fanout });
     },

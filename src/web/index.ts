@@ -54,7 +54,7 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubUpstrea
   const onDeliver = (transport: string, n: number): void => metrics.deliveries.inc({ transport }, n);
   const onThread = "follow" in source;
   const hub = createWebHub({
-    upstream: onThread ? source : brokerUpstream(source, ctx.logger),
+    upstream: onThread ? source : brokerUpstream(source, ctx.logger, { positions: ctx.runtime.pubsub.positions, marks: ctx.runtime.kind === "dapr" }),
     historyEvents: o.pubsubHistoryEvents,
     historyAgeMs: o.pubsubHistoryAgeMs,
     onDeliver,

@@ -181,7 +181,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;
       const since = sinceText ? hub.parsePosition(lastEventIdHeader ? "Last-Event-ID" : "lastEventId", sinceText) : undefined;
-      await hub.acquire(topics, undefined, since);
+      const backfill = await hub.acquire(topics, undefined, since);
       if (aborted) {
         for (const t of topics) hub.release(t);
         return;
@@ -191,7 +191,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       open.add(s);
       metrics.subscribers.inc({ transport: "sse" });
       // Replay and going live in one synchronous block: no event can fall between them.
-      const resume = since ? hub.resume(topics, since) : undefined;
+      const resume = since ? hub.resume(topics, since, backfill) : undefined;
       res.cork(() => {
         res.writeStatus("200 OK");
         res.writeHeader("content-type", "text/event-stream");

@@ -6,7 +6,7 @@ import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { statusError } from "../shared/status.js";
 import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
-import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
+import { subscribeError, type Backfill, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../http/router.js";
 import { refuse, uwsFrameLimit, type WebDeps } from "./web-deps.js";
 
@@ -149,8 +149,9 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       throw new GatewayError(Code.RESOURCE_EXHAUSTED, `a WebSocket may hold at most ${MAX_WS_TOPICS} topics`);
     }
     data.pending = data.pending ? [...data.pending, ...fresh] : fresh;
+    let backfill: Backfill | undefined;
     try {
-      await hub.acquire(fresh, undefined, since);
+      backfill = await hub.acquire(fresh, undefined, since);
     } finally {
       const rest = data.pending.filter((t) => !fresh.includes(t));
       data.pending = rest.length > 0 ? rest : null;
@@ -161,7 +162,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     }
     // Replay and going live happen in one synchronous block: no event can fall between them.
     ws.cork(() => {
-      const resume = since ? hub.resume(fresh, since) : undefined;
+      const resume = since ? hub.resume(fresh, since, backfill) : undefined;
       send(ws, data, { op: "subscribed", ...echo, topics, ...(resume ? { recovered: resume.recovered } : {}), position: hub.position() });
       let dropped = false;
       if (resume?.recovered) {

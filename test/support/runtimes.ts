@@ -7,7 +7,7 @@ import { startTestGateway, type TestGateway } from "./gateway.js";
 
 /** A runtime the facility suites run against. Suites loop over `runtimeFixtures` so every suite covers every runtime. */
 export interface RuntimeFixture {
-  /** "embedded" or "dapr". */
+  /** "embedded", "dapr" or "redis". */
   name: string;
   /**
    * Prepare the runtime (e.g. start the Dapr-protocol test sidecar) and say how to start a gateway on it.
@@ -73,8 +73,34 @@ const dapr: RuntimeFixture = {
   },
 };
 
-/** Every runtime fixture: the embedded runtime and the Dapr adapter on the test sidecar. */
-export const runtimeFixtures: RuntimeFixture[] = [embedded, dapr];
+/**
+ * The gateway on the redis runtime against a real redis-server of its own (test/support/redis-server.ts; needs
+ * /usr/bin/redis-server or $REDIS_SERVER). The job lease is short so a lost claim is retried quickly in tests.
+ */
+const redis: RuntimeFixture = {
+  name: "redis",
+  async setup() {
+    const { startTestRedis } = await import("./redis-server.js");
+    const server = await startTestRedis();
+    return { options: { sidecar: "redis", redisUrl: server.url, redisJobLeaseMs: 2000 }, close: () => server.close() };
+  },
+};
+
+const FIXTURES: Record<string, RuntimeFixture> = { embedded, dapr, redis };
+
+/**
+ * The runtime fixtures the facility suites loop over: the embedded runtime and the Dapr adapter on the test sidecar,
+ * or the comma-separated names in $GATEWAY_TEST_RUNTIMES (e.g. `embedded,dapr,redis`; redis needs a redis-server).
+ */
+export const runtimeFixtures: RuntimeFixture[] = (process.env["GATEWAY_TEST_RUNTIMES"] ?? "embedded,dapr")
+  .split(",")
+  .map((n) => n.trim())
+  .filter((n) => n !== "")
+  .map((n) => {
+    const f = FIXTURES[n];
+    if (!f) throw new Error(`GATEWAY_TEST_RUNTIMES names ${JSON.stringify(n)}; known: ${Object.keys(FIXTURES).join(", ")}`);
+    return f;
+  });
 
 /**
  * Inside a `describe`: start the fixture's runtime and a gateway on it in `before()`, close both in `after()`. The

@@ -25,7 +25,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   http: ["ops", "config", "observe", "shared"],
   grpc: ["ops", "config", "observe", "broker", "runtime", "backends", "workers", "h2", "shared", "gen"],
   rest: ["http", "ops", "config", "observe", "runtime", "shared", "gen"],
-  web: ["http", "ops", "config", "observe", "broker", "shared"],
+  web: ["http", "ops", "config", "observe", "broker", "runtime", "shared"],
   console: ["http", "shared"],
   facilities: ["grpc", "rest", "web", "console", "http", "ops", "config", "observe", "broker", "runtime", "backends", "workers", "shared", "gen"],
   threads: ["facilities", "rest", "web", "console", "http", "ops", "config", "observe", "broker", "runtime", "backends", "workers", "shared", "gen"],

@@ -2,12 +2,15 @@ import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../../../src/shared/code.js";
 import { topicEventOf, type Envelope } from "./events.js";
 import { status, tokenError } from "./status.js";
+import type { SharedStreams, StreamEntry } from "./streams.js";
 
 type Duplex = grpc.ServerDuplexStream<any, any>;
 
 interface Delivery {
   env: Envelope;
   attempts: number;
+  /** Shared streams: the component worker waiting for the app's answer (the ack status, undefined = stream gone). */
+  done?: (status: string | undefined) => void;
 }
 
 /** One live streaming subscription. */
@@ -18,6 +21,26 @@ interface Sub {
   /** Delivered, not yet acked, by event id. */
   pending: Map<string, Delivery>;
   closed: boolean;
+  /** Shared streams: stops this subscription's XREADGROUP and reclaim loops. */
+  stop?: () => void;
+}
+
+/**
+ * The pub/sub component's metadata (contrib `pubsub/redis` parseRedisMetadata), used when the sidecar's broker is a
+ * consumer of shared streams. Defaults are contrib's.
+ */
+export interface StreamsComponent {
+  streams: SharedStreams;
+  /** The consumer group AND consumer name (contrib uses consumerID for both). */
+  consumerID: string;
+  /** Worker goroutines of the component, shared by its topics. Default 10: events of one topic are then in flight together, so order is not kept. */
+  concurrency?: number;
+  /** XREADGROUP COUNT and the bound of the component's queue. Default 100. */
+  queueDepth?: number;
+  /** An entry pending longer than this is claimed again by a reader of the group. Default 60 s. */
+  processingTimeoutMs?: number;
+  /** How often each subscription looks for such entries. Default 15 s. */
+  redeliverIntervalMs?: number;
 }
 
 /** What the sidecar's pub/sub does: streaming subscriptions with Dapr's protocol rules, acks and redelivery. */
@@ -34,7 +57,7 @@ export interface TestBroker {
   readonly delivered: number;
   /** Events delivered on live streams of the topic and not acked yet. */
   unacked(topic: string): number;
-  /** Events held for redelivery because their stream closed before acking them. */
+  /** Events held for redelivery because their stream closed before acking them (shared streams: the group's pending entries). */
   backlog(topic: string): number;
   /** End every stream (the sidecar stops) UNKNOWN "stream closed": their unacked events go back to the backlog. */
   dropAll(): void;
@@ -49,13 +72,14 @@ export interface TestBroker {
  * or DROP done, RETRY redelivered); events not acked when the stream closes are redelivered to the next stream of
  * the topic.
  */
-export function createTestBroker(opts: { token: () => string | undefined; knownPubsub: (name: string) => boolean; redeliver?: boolean }): TestBroker {
+export function createTestBroker(opts: { token: () => string | undefined; knownPubsub: (name: string) => boolean; redeliver?: boolean; streams?: StreamsComponent }): TestBroker {
   // pubsub.in-memory never redelivers (neither on RETRY nor for a stream that closed unacked); Redis streams do.
   const redeliver = opts.redeliver ?? true;
   let rejecting = 0;
   const subs = new Set<Sub>();
   const backlogs = new Map<string, Delivery[]>();
   let delivered = 0;
+  const component = opts.streams ? streamsConsumer(opts.streams, (sub, d) => send(sub, d)) : undefined;
   const keyOf = (pubsub: string, topic: string): string => `${pubsub}\u0000${topic}`;
 
   const send = (sub: Sub, d: Delivery): void => {
@@ -68,6 +92,9 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
   };
 
   const requeue = (sub: Sub, d: Delivery): void => {
+    // A shared stream's entry stays pending in its group: the worker hears the stream is gone, the reclaim loop of a
+    // reader of the group redelivers it later.
+    if (d.done) return d.done(undefined);
     if (!redeliver) return;
     const k = keyOf(sub.pubsub, sub.topic);
     const list = backlogs.get(k) ?? [];
@@ -79,6 +106,7 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
     if (sub.closed) return;
     sub.closed = true;
     subs.delete(sub);
+    sub.stop?.();
     for (const d of sub.pending.values()) requeue(sub, d);
     sub.pending.clear();
     try {
@@ -124,6 +152,11 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
           }
           sub = { call, pubsub: init.pubsub_name, topic: init.topic, pending: new Map(), closed: false };
           subs.add(sub);
+          if (component) {
+            component.follow(sub);
+            call.write({ initial_response: {} });
+            return;
+          }
           call.write({ initial_response: {} });
           const k = keyOf(sub.pubsub, sub.topic);
           const backlog = backlogs.get(k);
@@ -137,6 +170,7 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
         const d = sub.pending.get(done.id);
         if (!d) return; // unknown or already acked: daprd ignores it
         sub.pending.delete(done.id);
+        if (d.done) return d.done(done.status?.status ?? "SUCCESS");
         if (redeliver && done.status?.status === "RETRY" && d.attempts < 3) setImmediate(() => send(sub!, d));
       });
       const gone = (): void => {
@@ -148,18 +182,133 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
       call.on("close", gone);
     },
     publish(pubsub, topic, env) {
+      if (component) {
+        component.streams.xadd(pubsub, topic, env);
+        return;
+      }
       for (const sub of subs) if (sub.pubsub === pubsub && sub.topic === topic) send(sub, { env, attempts: 0 });
     },
     count: (topic) => [...subs].filter((s) => s.topic === topic).length,
     list: () => [...subs].map((s) => ({ pubsub: s.pubsub, topic: s.topic })),
     unacked: (topic) => [...subs].filter((s) => s.topic === topic).reduce((n, s) => n + s.pending.size, 0),
-    backlog: (topic) => [...backlogs.entries()].filter(([k]) => k.endsWith(`\u0000${topic}`)).reduce((n, [, l]) => n + l.length, 0),
+    backlog: (topic) =>
+      component ? component.streams.pendingCount(topic, component.consumerID) : [...backlogs.entries()].filter(([k]) => k.endsWith(`\u0000${topic}`)).reduce((n, [, l]) => n + l.length, 0),
     dropAll() {
       // On SIGTERM daprd ends open streams UNKNOWN "stream closed".
       for (const sub of [...subs]) close(sub, status(Code.UNKNOWN, "stream closed"));
     },
     rejectNext(n) {
       rejecting = n;
+    },
+  };
+}
+
+/** A component of the sidecar reading shared streams (see StreamsComponent). */
+interface StreamsConsumer {
+  readonly streams: SharedStreams;
+  readonly consumerID: string;
+  /** A streaming subscription went live: create the group (at `0`), start its XREADGROUP and reclaim loops. */
+  follow(sub: Sub): void;
+}
+
+/**
+ * contrib `pubsub/redis` for one daprd: Subscribe creates the group with start id `0` (so a new group first gets
+ * every entry the stream still holds) and runs a poll loop (XREADGROUP `>` up to queueDepth entries, each put on the
+ * component's bounded queue) and a reclaim loop (every redeliverInterval, entries pending longer than
+ * processingTimeout). `concurrency` workers take queued entries; each hands its entry to the app's stream and waits
+ * for the app's answer: SUCCESS or DROP XACKs it, RETRY, a timeout or a closed stream leave it pending. With more
+ * than one worker the entries of one topic race each other (goroutine scheduling, modelled as a random number of
+ * event-loop turns before the write), so the app may see them out of order; `concurrency: "1"` keeps order.
+ */
+function streamsConsumer(c: StreamsComponent, send: (sub: Sub, d: Delivery) => void): StreamsConsumer {
+  const concurrency = Math.max(1, c.concurrency ?? 10);
+  const queueDepth = Math.max(1, c.queueDepth ?? 100);
+  const processingTimeoutMs = c.processingTimeoutMs ?? 60_000;
+  const redeliverIntervalMs = c.redeliverIntervalMs ?? 15_000;
+  const queue: Array<{ sub: Sub; entry: StreamEntry }> = [];
+  const space: Array<() => void> = [];
+  let busy = 0;
+
+  const turns = (n: number): Promise<void> => (n <= 0 ? Promise.resolve() : new Promise((r) => setImmediate(() => void turns(n - 1).then(r))));
+
+  const process = async (sub: Sub, entry: StreamEntry): Promise<void> => {
+    if (concurrency > 1) await turns(Math.floor(Math.random() * 4));
+    if (sub.closed) return; // the handler fails: the entry stays pending
+    const answer = await new Promise<string | undefined>((resolve) => {
+      // contrib bounds the handler by processingTimeout only while redelivery is on; the stream's own end bounds it otherwise.
+      const t = processingTimeoutMs > 0 && redeliverIntervalMs > 0 ? setTimeout(() => resolve(undefined), processingTimeoutMs) : undefined;
+      t?.unref();
+      send(sub, {
+        env: entry.env,
+        attempts: 0,
+        done: (s) => {
+          clearTimeout(t);
+          resolve(s);
+        },
+      });
+    });
+    if (answer === "SUCCESS" || answer === "DROP") c.streams.ack(sub.pubsub, sub.topic, c.consumerID, entry.seq);
+  };
+
+  const pump = (): void => {
+    while (busy < concurrency && queue.length > 0) {
+      const { sub, entry } = queue.shift()!;
+      space.shift()?.();
+      busy++;
+      void process(sub, entry).finally(() => {
+        busy--;
+        pump();
+      });
+    }
+  };
+
+  /** Put an entry on the component's queue, waiting (bounded by the subscription's life) while it is full. */
+  const enqueue = async (sub: Sub, entry: StreamEntry, signal: AbortSignal): Promise<boolean> => {
+    while (queue.length >= queueDepth) {
+      if (signal.aborted) return false;
+      await new Promise<void>((r) => {
+        // Woken by a dequeue (pump shifts it) or by the subscription's end (then it leaves the line itself).
+        const wake = (): void => {
+          signal.removeEventListener("abort", wake);
+          const i = space.indexOf(wake);
+          if (i >= 0) space.splice(i, 1);
+          r();
+        };
+        space.push(wake);
+        signal.addEventListener("abort", wake, { once: true });
+      });
+    }
+    if (signal.aborted) return false;
+    queue.push({ sub, entry });
+    pump();
+    return true;
+  };
+
+  return {
+    streams: c.streams,
+    consumerID: c.consumerID,
+    follow(sub) {
+      c.streams.createGroup(sub.pubsub, sub.topic, c.consumerID);
+      const stop = new AbortController();
+      const reclaim = (): void => {
+        for (const entry of c.streams.claim(sub.pubsub, sub.topic, c.consumerID, processingTimeoutMs, queueDepth)) void enqueue(sub, entry, stop.signal);
+      };
+      // contrib: processingTimeout or redeliverInterval 0 turns redelivery off (no reclaim loop at all).
+      const redelivers = processingTimeoutMs > 0 && redeliverIntervalMs > 0;
+      const timer = redelivers ? setInterval(reclaim, redeliverIntervalMs) : undefined;
+      timer?.unref();
+      sub.stop = () => {
+        clearInterval(timer);
+        stop.abort();
+      };
+      if (redelivers) reclaim();
+      void (async () => {
+        // Entries read but not queued when the subscription ends stay pending: reclaimed later, like contrib.
+        while (!stop.signal.aborted) {
+          const batch = await c.streams.readGroup(sub.pubsub, sub.topic, c.consumerID, queueDepth, stop.signal);
+          for (const entry of batch) if (!(await enqueue(sub, entry, stop.signal))) break;
+        }
+      })().catch(() => undefined); // readGroup fails only without the group, which follow() created first
     },
   };
 }

@@ -3,7 +3,9 @@ import { Code } from "../../../src/shared/code.js";
 import { GatewayError } from "../../../src/shared/gateway-error.js";
 import { createMemoryScheduler } from "../../../src/runtime/embedded/scheduler.js";
 import { daprService } from "../../../src/runtime/dapr/protos.js";
+import { randomUUID } from "node:crypto";
 import { createTestBroker, type TestBroker } from "./broker.js";
+import type { SharedDaprBackend } from "./shared.js";
 import { envelopeOf } from "./events.js";
 import { jobHandlers, type JobCallback } from "./jobs.js";
 import { appChannel } from "./app-channel.js";
@@ -38,6 +40,30 @@ export interface TestDaprSidecarOptions {
   appApiToken?: string;
   /** App gRPC address for job callbacks, e.g. "127.0.0.1:5000", or a function resolving it late. */
   appAddress?: string | (() => string | undefined);
+  /**
+   * One replica's daprd among several: the pub/sub component reads the backend's shared streams like contrib
+   * `pubsub/redis` (consumer groups, see ./streams.ts and `pubsubComponent`), state lives in the backend's shared
+   * store, jobs in its shared Scheduler. Absent: this sidecar has its own in-process pub/sub, store and scheduler.
+   */
+  shared?: SharedDaprBackend;
+  /** With `shared`: the pub/sub component's metadata (contrib `pubsub/redis`). */
+  pubsubComponent?: {
+    /**
+     * The consumer group. Default the app id (daprd sets it when the component has none), so replicas compete for
+     * each event. `{uuid}` and `{podName}` are replaced per sidecar, as daprd does, giving each replica its own group.
+     */
+    consumerID?: string;
+    /** Default 10 (order of one topic's events is not kept); "1" keeps it. */
+    concurrency?: number;
+    /** Default 100. */
+    queueDepth?: number;
+    /** Default 60 s. */
+    processingTimeoutMs?: number;
+    /** Default 15 s. */
+    redeliverIntervalMs?: number;
+  };
+  /** With `shared`: this replica's pod name (`{podName}`). Default `<app id>-<random>`. */
+  podName?: string;
 }
 
 /** A running test sidecar with fault injection. */
@@ -50,6 +76,8 @@ export interface TestDaprSidecar {
   readonly broker: TestBroker;
   /** Every attempt to deliver a fired job to the app. */
   readonly jobCallbacks: JobCallback[];
+  /** The pub/sub component's consumer group (with `shared`, after `{uuid}`/`{podName}` were replaced). */
+  readonly consumerID: string;
   /** Events accepted by PublishEvent. */
   readonly publishedCount: number;
   /** Point job callbacks at the app (e.g. once the gateway's gRPC port is known). */
@@ -84,8 +112,16 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
   let appAddress = o.appAddress;
   const token = (): string | undefined => o.apiToken;
   const knownPubsub = (name: string): boolean => !o.pubsubNames || o.pubsubNames.includes(name);
-  const broker = createTestBroker({ token, knownPubsub, redeliver: (o.pubsubKind ?? "redis") === "redis" });
-  const scheduler = createMemoryScheduler();
+  const shared = o.shared;
+  const podName = o.podName ?? `${appId}-${randomUUID().slice(0, 8)}`;
+  const consumerID = (o.pubsubComponent?.consumerID ?? appId).replaceAll("{uuid}", randomUUID()).replaceAll("{podName}", podName).replaceAll("{appID}", appId);
+  const broker = createTestBroker({
+    token,
+    knownPubsub,
+    redeliver: (o.pubsubKind ?? "redis") === "redis",
+    ...(shared ? { streams: { ...o.pubsubComponent, streams: shared.streams, consumerID } } : {}),
+  });
+  const scheduler = shared?.scheduler ?? createMemoryScheduler();
   let server: grpc.Server | undefined;
   let port = o.port ?? 0;
   let failNext: string | undefined;
@@ -101,11 +137,12 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
     token,
     () => server !== undefined,
     o.scheduler !== false,
+    ...(shared ? [(deliver: Parameters<SharedDaprBackend["connectJobs"]>[0]["deliver"]) => shared.connectJobs({ deliver, running: () => server !== undefined })] : []),
   );
 
   const h = (fn: (req: any) => Promise<object>) => unaryHandler(token, fn);
   const impl: grpc.UntypedServiceImplementation = {
-    ...stateHandlers({ ...(o.stateStores ? { stores: o.stateStores } : {}), defaultKind: o.defaultStoreKind === null ? undefined : (o.defaultStoreKind ?? "redis") }, appId, token),
+    ...stateHandlers({ ...(o.stateStores ? { stores: o.stateStores } : {}), defaultKind: o.defaultStoreKind === null ? undefined : (o.defaultStoreKind ?? "redis") }, appId, token, shared?.state),
     ...jobs.handlers,
     PublishEvent: h(async (req: { pubsub_name: string; topic: string; data: Uint8Array; data_content_type: string }) => {
       if (!req.pubsub_name) throw new GatewayError(Code.INVALID_ARGUMENT, "pubsub name is empty");
@@ -176,6 +213,7 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
       return server !== undefined;
     },
     broker,
+    consumerID,
     get appHealthy() {
       return app.healthy;
     },
@@ -200,7 +238,8 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
     },
     async close() {
       await stop();
-      scheduler.close();
+      // A shared Scheduler outlives each sidecar (closing it is the backend's); this sidecar disconnects from it.
+      if (!shared) scheduler.close();
       jobs.close();
       app.close();
     },

@@ -42,6 +42,9 @@ function toDaprJob(r: JobRecord): Job {
   return job;
 }
 
+/** Hands one firing of a job to the app through this sidecar's app channel (rejects when it could not). */
+export type JobDeliver = (name: string, data: string) => Promise<void>;
+
 /** Where and how the sidecar calls the app. */
 export interface AppChannel {
   /** "host:port" of the app's gRPC server, or undefined when not known yet. */
@@ -85,6 +88,10 @@ export function jobHandlers(
   token: () => string | undefined,
   running: () => boolean,
   schedulerConfigured = true,
+  attach: (deliver: JobDeliver) => () => void = (deliver) => {
+    scheduler.setHandler(deliver);
+    return () => undefined;
+  },
 ): { handlers: grpc.UntypedServiceImplementation; callbacks: JobCallback[]; close(): void } {
   const callbacks: JobCallback[] = [];
   let clients: { address: string; v18: grpc.Client; alpha: grpc.Client } | undefined;
@@ -109,7 +116,7 @@ export function jobHandlers(
       );
     });
 
-  scheduler.setHandler(async (name, data) => {
+  const detach = attach(async (name, data) => {
     const address = app.address();
     // daprd delivers jobs only while the app is healthy (pkg/runtime/runtime.go appHealthChanged ->
     // jobsManager.StartApp); the Scheduler keeps the firing until then. Held here for a bounded time.
@@ -152,6 +159,7 @@ export function jobHandlers(
   return {
     callbacks,
     close() {
+      detach();
       clients?.v18.close();
       clients?.alpha.close();
       clients = undefined;

@@ -70,8 +70,12 @@ const isJsonCt = (md: Record<string, string> | undefined): boolean => md?.["cont
  *   after every non-empty page (`redis_query.go` Finalize/execute). Filter semantics reuse the embedded evaluator
  *   (RediSearch TEXT fields would also tokenize: contrib builds a string EQ as the full-text match `@field:(value)`).
  */
-export function stateHandlers(rules: StateRules, appId: string, token: () => string | undefined): grpc.UntypedServiceImplementation {
-  const data = new Map<string, Map<string, Entry>>();
+/** The stored data of every state store, by store name then stored key (one Redis that several sidecars may share). */
+export type StateTables = Map<string, Map<string, StoredValue>>;
+/** One stored value (opaque outside this file). */
+export type StoredValue = Entry;
+
+export function stateHandlers(rules: StateRules, appId: string, token: () => string | undefined, data: StateTables = new Map()): grpc.UntypedServiceImplementation {
   const defaultKind = "defaultKind" in rules ? rules.defaultKind : "redis";
 
   const component = (name: string): StoreComponent => {
