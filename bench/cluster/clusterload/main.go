@@ -284,16 +284,19 @@ func (s *sub) connect(r int) error {
 	return nil
 }
 
-// reconnect dials random other replicas until one takes the subscriber (bounded: 40 tries, 50 ms apart).
+// reconnect dials a random other replica (so a resume crosses replicas), and after a failed dial a random replica
+// other than the one that failed, until one takes the subscriber (bounded: 40 tries, 50 ms apart).
 func (s *sub) reconnect(rng *rand.Rand) bool {
+	avoid := s.replica
 	for try := 0; try < 40; try++ {
 		r := rng.Intn(len(replicas))
-		if r == s.replica && len(replicas) > 1 {
+		if r == avoid && len(replicas) > 1 {
 			r = (r + 1 + rng.Intn(len(replicas)-1)) % len(replicas)
 		}
 		if err := s.connect(r); err == nil {
 			return true
 		}
+		avoid = r
 		atomic.AddInt64(&dialFailures, 1)
 		time.Sleep(50 * time.Millisecond)
 	}
