@@ -197,7 +197,19 @@ def hist_q(h, q, bucket_us):
     return (h[-1][0] + 1) * bucket_us / 1000.0
 
 
+def wait_for_quiet(args):
+    """Waits (bounded by --wait-max) until the 1-minute load average is below --max-load: the box is shared."""
+    deadline = time.time() + args.wait_max
+    while True:
+        load = float(open("/proc/loadavg").read().split()[0])
+        if load < args.max_load or time.time() > deadline:
+            return load
+        time.sleep(5)
+
+
 def one_run(args, name, kill, binary, work, out_dir, tag):
+    load0 = wait_for_quiet(args)
+    log(f"{name}: load average {load0:.2f} at start")
     raw = open(os.path.join(out_dir, f"{tag}-{name}.jsonl"), "w")
     redis_p = None
     redis_url = None
@@ -224,12 +236,13 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         rss0 = {pid: rss_bytes(pid) for pid in gw_pids}
 
         per = [args.subs // args.client_procs + (1 if i < args.subs % args.client_procs else 0) for i in range(args.client_procs)]
+        client_env = dict(os.environ, GOMAXPROCS=str(args.client_gomaxprocs)) if args.client_gomaxprocs else None
         clients, first = [], 0
         for i, n in enumerate(per):
             p = spawn([binary, "-mode", "sub", "-ws-addrs", ws_addrs, "-subs", str(n), "-first", str(first), "-topics",
                        str(args.topics), "-churn", str(args.churn), "-dial-par", str(args.dial_par), "-drain-timeout-s",
-                       str(args.drain)] + ([] if args.resume else ["-resume=false"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),
-                      text=True)
+                       str(args.drain), "-loops", str(args.client_loops)] + ([] if args.resume else ["-resume=false"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),
+                      text=True, env=client_env)
             clients.append(Lines(p, f"sub{i}", raw))
             first += n
         t_setup = time.time()
@@ -313,6 +326,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         published = pf["published"]
         summary = {
             "tag": tag, "run": name, "runtime": args.runtime, "replicas": args.replicas, "threads": args.threads,
+            "client_loops": args.client_loops, "client_gomaxprocs": args.client_gomaxprocs,
             "subs": args.subs, "client_procs": args.client_procs, "topics": args.topics, "rate_events_s": args.rate,
             "duration_s": args.duration, "churn_per_s": args.churn, "payload_pad_bytes": args.size,
             "killed_replica_at_s": killed_at, "setup_s": round(setup_s, 1),
@@ -339,7 +353,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             "redis_cpu_us_per_event": dcpu("redis", cpu0, cpu1) * 1e6 / max(published, 1) if redis_p else None,
             "client_cpu_us_per_delivery": dcpu("clients", cpu0, cpu1) * 1e6 / max(delivered, 1),
             "box_cpu_cores": (dcpu("gateways", cpu0, cpu1) + dcpu("redis", cpu0, cpu1) + dcpu("clients", cpu0, cpu1)) / pf["elapsed_s"],
-            "loadavg_end": open("/proc/loadavg").read().strip(),
+            "loadavg_start": load0, "loadavg_end": open("/proc/loadavg").read().strip(),
         }
         raw.write(json.dumps({"src": "runner", "type": "summary", **summary}) + "\n")
         for i, f in enumerate(finals):
@@ -384,11 +398,15 @@ def main():
     ap.add_argument("--duration", type=float, default=60, help="publishing seconds")
     ap.add_argument("--churn", type=float, default=0.01, help="share of subscribers reconnecting per second")
     ap.add_argument("--size", type=int, default=128, help="padding bytes in each event's data")
+    ap.add_argument("--client-loops", type=int, default=2, help="epoll loops per client process")
+    ap.add_argument("--client-gomaxprocs", type=int, default=0, help="GOMAXPROCS of the client processes (0: Go's default)")
     ap.add_argument("--dial-par", type=int, default=32, help="parallel connection setups per client process")
     ap.add_argument("--drain", type=float, default=30, help="bound on the wait for the last events after publishing")
     ap.add_argument("--setup-timeout", type=float, default=300)
     ap.add_argument("--no-resume", dest="resume", action="store_false",
                     help="reconnect without since: checks the checker (the gaps must count as lost)")
+    ap.add_argument("--max-load", type=float, default=1.0, help="start a run once the 1-min load average is below this")
+    ap.add_argument("--wait-max", type=float, default=300, help="bound on that wait (seconds); the run starts anyway after it")
     ap.add_argument("--runs", default="normal,kill", help="comma-separated: normal, kill")
     ap.add_argument("--tag", default=time.strftime("%Y-%m-%dT%H-%M"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/cluster"))
