@@ -398,8 +398,11 @@ def main():
     ap.add_argument("--duration", type=float, default=60, help="publishing seconds")
     ap.add_argument("--churn", type=float, default=0.01, help="share of subscribers reconnecting per second")
     ap.add_argument("--size", type=int, default=128, help="padding bytes in each event's data")
-    ap.add_argument("--client-loops", type=int, default=2, help="epoll loops per client process")
-    ap.add_argument("--client-gomaxprocs", type=int, default=0, help="GOMAXPROCS of the client processes (0: Go's default)")
+    # One loop and GOMAXPROCS 1 per client process: with four client processes beside four replicas on two cores, Go's
+    # default (a P per core, spinning for work) cost the 1% churn run p50 507 ms / p99 5.4 s against 60 ms / 0.7 s
+    # (bench/results/cluster/summary-2026-11-27-s8.md).
+    ap.add_argument("--client-loops", type=int, default=1, help="epoll loops per client process")
+    ap.add_argument("--client-gomaxprocs", type=int, default=1, help="GOMAXPROCS of the client processes (0: Go's default)")
     ap.add_argument("--dial-par", type=int, default=32, help="parallel connection setups per client process")
     ap.add_argument("--drain", type=float, default=30, help="bound on the wait for the last events after publishing")
     ap.add_argument("--setup-timeout", type=float, default=300)
