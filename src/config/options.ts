@@ -47,6 +47,11 @@ export interface GatewayOptions {
   grpcMaxConnectionAgeMs?: number;
   /** gRPC (native server): open connections at once; one beyond is closed at accept and counted. Default 10000. */
   grpcMaxConnections?: number;
+  /**
+   * Web subscribers (WebSocket and SSE on the HTTP port) open at once, shared evenly by the uWS threads; one beyond is
+   * refused 503. Default: three quarters of the open-files limit (defaultConnectionBound).
+   */
+  webMaxConnections?: number;
   /** Bound on graceful shutdown in ms: in-flight work gets this long before streams are ended. Default 10000. */
   shutdownTimeoutMs?: number;
   /** Request headers forwarded to backends on invoke (tracing/correlation only). Default: see DEFAULT_FORWARD_HEADERS. */
@@ -393,7 +398,8 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     grpcMessageTimeoutMs: positive("grpcMessageTimeoutMs", o.grpcMessageTimeoutMs, 10_000),
     grpcIdleTimeoutMs: timerMs("grpcIdleTimeoutMs", o.grpcIdleTimeoutMs, 300_000),
     grpcMaxConnectionAgeMs: timerMs("grpcMaxConnectionAgeMs", o.grpcMaxConnectionAgeMs, 0),
-    grpcMaxConnections: positiveInt("grpcMaxConnections", o.grpcMaxConnections, defaultGrpcMaxConnections()),
+    grpcMaxConnections: positiveInt("grpcMaxConnections", o.grpcMaxConnections, defaultConnectionBound()),
+    webMaxConnections: positiveInt("webMaxConnections", o.webMaxConnections, defaultConnectionBound()),
     shutdownTimeoutMs: positive("shutdownTimeoutMs", o.shutdownTimeoutMs, 10_000),
     maxTriggers: positiveInt("maxTriggers", o.maxTriggers, 10_000),
     forwardHeaders: Object.freeze(forwardHeaders) as string[],
@@ -440,12 +446,12 @@ export async function loadRegistry(o: ValidatedOptions): Promise<ServiceRegistry
 }
 
 /**
- * The default bound on open gRPC connections: three quarters of the process's open-files limit (its soft limit, read
+ * The default bound on open gRPC connections, and on web subscribers: three quarters of the process's open-files limit (its soft limit, read
  * from /proc/self/limits), so connections are refused at accept before the process runs out of descriptors while a
  * quarter stays for the HTTP port, backends and files; 10,000 where the limit cannot be read (not Linux) or is
  * unlimited. On a 20,000-file machine: 15,000, so 10,000 subscribers with a connection each and their publishers fit.
  */
-export function defaultGrpcMaxConnections(limits: () => string = () => readFileSync("/proc/self/limits", "utf8")): number {
+export function defaultConnectionBound(limits: () => string = () => readFileSync("/proc/self/limits", "utf8")): number {
   try {
     const soft = /^Max open files\s+(\d+)/m.exec(limits())?.[1];
     if (soft !== undefined) return Math.max(1, Math.floor((Number(soft) * 3) / 4));

@@ -75,6 +75,8 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubUpstrea
     maxFrameBytes: o.maxBodyBytes,
     idleTimeoutSeconds: 120,
     isClosing: ctx.isClosing,
+    // Each uWS thread (the main thread with one) takes its share; the kernel spreads connections evenly over them.
+    connections: { open: 0, max: Math.ceil(o.webMaxConnections / Math.max(1, o.threads)), loggedAt: 0 },
   };
   // One pair per uWS app: a TLS certificate reload mounts the routes on a new app while the old one finishes its
   // connections (rest/router.ts), and the hub fans out to each.

@@ -4,7 +4,7 @@ import { invalidArgument } from "../shared/gateway-error.js";
 import { authenticate, checkTopics, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../http/router.js";
-import { refuse, type WebDeps } from "./web-deps.js";
+import { overConnectionBound, refuse, type WebDeps } from "./web-deps.js";
 
 /** Topics one SSE request may name. */
 export const MAX_SSE_TOPICS = 64;
@@ -44,6 +44,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     if (sub.closed) return;
     sub.closed = true;
     open.delete(sub);
+    deps.connections.open--;
     if (sub.timer) clearTimeout(sub.timer);
     metrics.subscribers.dec({ transport: "sse" });
     for (const t of sub.topics) {
@@ -177,6 +178,8 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       const refusal = webAdmission(deps.isClosing(), deps.origins, origin, host);
       if (refusal) throw refusal;
       const grant = authenticate(deps, apiKey, query.getAll("token"));
+      const full = overConnectionBound(deps, "sse");
+      if (full) throw full;
       if (query.getAll("topic").length === 0) throw invalidArgument("topic", "query parameter is required: ?topic=a&topic=b");
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;
@@ -189,6 +192,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       const s: SseSub = { res, topics, grant, closed: false, backlog: 0, blocked: false, timer: null, outbox: null };
       sub = s;
       open.add(s);
+      deps.connections.open++;
       metrics.subscribers.inc({ transport: "sse" });
       // Replay and going live in one synchronous block: no event can fall between them.
       const resume = since ? hub.resume(topics, since, backfill) : undefined;

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from "node:http";
 import type uws from "uWebSockets.js";
-import { httpStatusOf } from "../shared/code.js";
+import { Code, httpStatusOf } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { Authenticator } from "../ops/auth.js";
 import type { Logger } from "../observe/logger.js";
@@ -33,6 +33,32 @@ export interface WebDeps {
   maxFrameBytes: number;
   idleTimeoutSeconds: number;
   isClosing(): boolean;
+  /** Web subscribers (WebSocket and SSE) open on this thread, and the most it takes. */
+  connections: WebConnections;
+}
+
+/**
+ * The web subscribers a thread holds and its share of `--web-max-connections`. The bound keeps the process below its
+ * open-files limit: past that limit uSockets cannot accept, its listening socket stays readable and the thread spins a
+ * core until connections close. A subscriber past the bound is refused 503 at once instead.
+ */
+export interface WebConnections {
+  open: number;
+  readonly max: number;
+  /** When the last refusal was logged (one warning per 10 s at most). */
+  loggedAt: number;
+}
+
+/** The refusal of one more web subscriber when the thread holds its most (503 UNAVAILABLE), else undefined. */
+export function overConnectionBound(deps: WebDeps, transport: "websocket" | "sse"): GatewayError | undefined {
+  const c = deps.connections;
+  if (c.open < c.max) return undefined;
+  const now = Date.now();
+  if (now - c.loggedAt >= 10_000) {
+    c.loggedAt = now;
+    deps.logger.warn({ transport, open: c.open, max: c.max }, "web subscriber refused: this thread holds its share of --web-max-connections");
+  }
+  return new GatewayError(Code.UNAVAILABLE, `the gateway holds its most web subscribers (${c.max} on this thread, --web-max-connections); retry later or on another replica`);
 }
 
 /** The least uWS's own frame limit (uwsFrameLimit) is, whatever our limit: 16 MiB. */
@@ -50,7 +76,11 @@ export function uwsFrameLimit(maxFrameBytes: number): number {
   return Math.max(2 * maxFrameBytes, UWS_FRAME_LIMIT_FLOOR_BYTES);
 }
 
-/** Answer a refused upgrade or SSE request with the REST error body (never echoing a token or key). */
+/**
+ * Answer a refused upgrade or SSE request with the REST error body (never echoing a token or key). A 503 (shutting
+ * down, or the subscriber bound reached) also closes the connection: a kept-alive one would hold the descriptor the
+ * bound is there to save.
+ */
 export function refuse(res: uws.HttpResponse, e: unknown, headers: Record<string, string> = {}): void {
   const err = GatewayError.from(e);
   const status = httpStatusOf(err.code);
@@ -58,6 +88,6 @@ export function refuse(res: uws.HttpResponse, e: unknown, headers: Record<string
     res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
     res.writeHeader("content-type", "application/json");
     for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
-    res.end(JSON.stringify(errorBody(err)));
+    res.end(JSON.stringify(errorBody(err)), err.code === Code.UNAVAILABLE);
   });
 }

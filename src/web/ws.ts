@@ -8,7 +8,7 @@ import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type Backfill, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../http/router.js";
-import { refuse, uwsFrameLimit, type WebDeps } from "./web-deps.js";
+import { overConnectionBound, refuse, uwsFrameLimit, type WebDeps } from "./web-deps.js";
 
 /** WebSocket close codes the gateway sends (4000-4999 is the private range). */
 export const CLOSE = { slow: 4008, tokenExpired: 4001, upstreamFailed: 4002, shutdown: 1001 } as const;
@@ -248,6 +248,8 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       } catch (e) {
         return refused(e);
       }
+      const full = overConnectionBound(deps, "websocket");
+      if (full) return refused(full);
       // x-api-key and tokens are both checked synchronously (HMAC): the upgrade happens here, inside uWS's upgrade
       // handler, with no abort handler or per-connection closure. Never move it after an await: uWS 20.30's
       // res.cork() around a later upgrade can drop the new socket right after open (docs/web-pubsub.md, "Browser
@@ -257,6 +259,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     open(ws) {
       const data = ws.getUserData();
       open.add(ws);
+      deps.connections.open++;
       metrics.subscribers.inc({ transport: "websocket" });
       if (data.grant.expiresAt !== null) expiry.add(ws, data.grant.expiresAt);
     },
@@ -282,6 +285,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       const data = ws.getUserData();
       data.state = CLOSED;
       open.delete(ws);
+      deps.connections.open--;
       if (data.grant.expiresAt !== null) expiry.remove(ws, data.grant.expiresAt);
       metrics.subscribers.dec({ transport: "websocket" });
       const held = data.topics;

@@ -13,7 +13,7 @@ import { literalField } from "../../src/h2/hpack.js";
 import { CONNECTION_WINDOW, STREAM_WINDOW } from "../../src/h2/frames.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream } from "../../src/h2/types.js";
 import { parseCli } from "../../src/main/cli-args.js";
-import { defaultGrpcMaxConnections, validateGatewayOptions } from "../../src/config/options.js";
+import { defaultConnectionBound, validateGatewayOptions } from "../../src/config/options.js";
 import { startTestGateway, waitFor } from "../support/gateway.js";
 import { rawFrame as frame, u32 } from "../support/h2-fake-server.js";
 
@@ -448,14 +448,14 @@ describe("the gateway's gRPC connection defences", () => {
       grpcMaxConnections: 6,
     });
     const d = validateGatewayOptions({});
-    assert.deepEqual([d.grpcIdleTimeoutMs, d.grpcMaxConnectionAgeMs, d.grpcMaxConnections], [300_000, 0, defaultGrpcMaxConnections()]);
+    assert.deepEqual([d.grpcIdleTimeoutMs, d.grpcMaxConnectionAgeMs, d.grpcMaxConnections], [300_000, 0, defaultConnectionBound()]);
     // The connection bound's default: three quarters of the soft open-files limit, 10,000 when it cannot be read.
     const limits = (soft: string) => () => `Limit                     Soft Limit           Hard Limit           Units\nMax open files            ${soft}                20000                files\n`;
-    assert.equal(defaultGrpcMaxConnections(limits("20000")), 15_000);
-    assert.equal(defaultGrpcMaxConnections(limits("1024")), 768);
-    assert.equal(defaultGrpcMaxConnections(limits("unlimited")), 10_000);
+    assert.equal(defaultConnectionBound(limits("20000")), 15_000);
+    assert.equal(defaultConnectionBound(limits("1024")), 768);
+    assert.equal(defaultConnectionBound(limits("unlimited")), 10_000);
     assert.equal(
-      defaultGrpcMaxConnections(() => {
+      defaultConnectionBound(() => {
         throw new Error("ENOENT");
       }),
       10_000,
