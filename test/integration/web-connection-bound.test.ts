@@ -17,7 +17,7 @@ async function eventually<T>(attempt: () => Promise<T>, what: string, timeoutMs 
     try {
       return await attempt();
     } catch (e) {
-      if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}: ${(e as Error).message}`);
+      if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}: ${(e as Error).message}`, { cause: e });
       await new Promise((r) => setTimeout(r, 20));
     }
   }
