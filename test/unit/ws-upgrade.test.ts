@@ -38,6 +38,7 @@ function upgradeHandler(): NonNullable<uws.WebSocketBehavior<unknown>["upgrade"]
     maxFrameBytes: 65536,
     idleTimeoutSeconds: 60,
     isClosing: () => false,
+    connections: { open: 0, max: 100, loggedAt: 0 },
   } as unknown as WebDeps;
   mountWebSocket(app, deps, {} as PubsubOps);
   return behavior!.upgrade!;
