@@ -433,8 +433,13 @@ function positioned(deps: PubsubGrpcDeps, open: Set<SubscribeCall>) {
       if (!subs || subs.size === 0) return 0;
       const bytes = frame();
       if (!bytes) return 0;
-      for (const s of [...subs]) push(s, bytes);
-      return subs.size;
+      // No copy of the set: a stream reaped inside push leaves it, and Set iteration allows that.
+      let n = 0;
+      for (const s of subs) {
+        n++;
+        push(s, bytes);
+      }
+      return n;
     },
     endTopic(topic, reason) {
       for (const s of [...(byTopic.get(topic) ?? [])]) endStream(s, reason);

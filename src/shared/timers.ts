@@ -10,3 +10,19 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
 export function clampTimerMs(ms: number): number {
   return ms > MAX_TIMER_MS ? MAX_TIMER_MS : ms > 0 ? ms : 0;
 }
+
+/**
+ * Resolve once `reached()` is true, looking every `everyMs`, or after `timeoutMs` whichever comes first (never
+ * rejects: the caller re-checks what it waited for). For a condition no event announces, such as a counter in shared
+ * memory or a runtime's read position.
+ */
+export function pollUntil(reached: () => boolean, timeoutMs: number, everyMs: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const deadline = Date.now() + timeoutMs;
+    const look = (): void => {
+      if (reached() || Date.now() >= deadline) return resolve();
+      setTimeout(look, everyMs);
+    };
+    look();
+  });
+}

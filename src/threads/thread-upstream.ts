@@ -1,6 +1,7 @@
 import type { EndReason } from "../broker/index.js";
 import { WebEvent, type EventWire, type HubSnapshot, type HubUpstream, type UpstreamSink } from "../web/hub.js";
 import type { PositionScheme } from "../web/positions.js";
+import { pollUntil } from "../shared/timers.js";
 import type { Bridge } from "./bridge.js";
 import type { EventClock } from "./protocol.js";
 
@@ -82,21 +83,6 @@ export function threadUpstream(options: ThreadUpstreamOptions): ThreadUpstream {
     return seen;
   }
 
-  /**
-   * Stream positions come from the runtime, so one may be ahead of everything the main thread has posted yet (another
-   * replica issued it): look at the word again until it gets there, bounded.
-   */
-  function streamCatchUp(target: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const deadline = Date.now() + catchUpMs;
-      const look = (): void => {
-        if (seq() >= target || Date.now() >= deadline) return resolve();
-        setTimeout(look, STREAM_CATCH_UP_POLL_MS);
-      };
-      look();
-    });
-  }
-
   return {
     scheme: options.scheme,
     linger: false,
@@ -111,7 +97,9 @@ export function threadUpstream(options: ThreadUpstreamOptions): ThreadUpstream {
       : {}),
     catchUp(target) {
       if (seq() >= target) return undefined;
-      if (options.scheme.kind === "stream") return streamCatchUp(target);
+      // Stream positions come from the runtime, so one may be ahead of everything the main thread has posted yet
+      // (another replica issued it): look at the word again until it gets there, bounded.
+      if (options.scheme.kind === "stream") return pollUntil(() => seq() >= target, catchUpMs, STREAM_CATCH_UP_POLL_MS);
       // A position past the word was not issued by the main thread (or is being posted right now): not exact.
       const word = Number(Atomics.load(clock.seq, 0));
       if (word < target) return undefined;

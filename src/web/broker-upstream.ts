@@ -4,6 +4,7 @@ import type { StreamPositions } from "../runtime/pubsub-port.js";
 import { cloudEventToJson } from "../shared/cloudevent-json.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
 import type { Logger } from "../observe/logger.js";
+import { pollUntil } from "../shared/timers.js";
 import { WebEvent, type HubUpstream } from "./hub.js";
 import { eventMark, formatPosition, type PositionScheme } from "./positions.js";
 
@@ -66,15 +67,8 @@ export function brokerUpstream(broker: Broker, logger: Logger, options: BrokerUp
     ...upstream,
     // A position another replica issued may be ahead of what this one has read: wait for it, bounded.
     catchUp(target) {
-      if (positions.current() >= target) return undefined;
-      return new Promise<void>((resolve) => {
-        const deadline = Date.now() + CATCH_UP_MS;
-        const look = (): void => {
-          if (positions.current() >= target || Date.now() >= deadline) return resolve();
-          setTimeout(look, CATCH_UP_POLL_MS);
-        };
-        look();
-      });
+      const reached = (): boolean => positions.current() >= target;
+      return reached() ? undefined : pollUntil(reached, CATCH_UP_MS, CATCH_UP_POLL_MS);
     },
     async history(topic, since, limit) {
       const held = await positions.history(topic, since, limit);
