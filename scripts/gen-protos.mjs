@@ -12,11 +12,14 @@
 //                       builds grpc-js's codecs from (see docs/conversion.md "Generated code" for why not the set)
 //   test/support/protos/gen/shop.binpb  `buf build` of the test protos (test/support/protos/descriptors.ts)
 //   test/support/protos/gen/kinds.binpb `buf build` of kinds/v1/kinds.proto (every field kind, fast-codec test)
+//   test/support/protos/gen/library.binpb `buf build` of library/v1/library.proto (google.api.http annotations, with
+//                       source info), googleapis' annotations.proto and http.proto taken from google-proto-files
 //
 // Usage: node scripts/gen-protos.mjs [--force]
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, accessSync } from "node:fs";
+import { accessSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import { dirname, isAbsolute, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -64,7 +67,7 @@ function protoFiles(dir) {
 function inputsHash() {
   const h = createHash("sha256");
   h.update(readFileSync(fileURLToPath(import.meta.url)));
-  for (const pkg of ["@grpc/proto-loader", "@bufbuild/buf", "@dapr/dapr"]) h.update(pkg + require(`${pkg}/package.json`).version);
+  for (const pkg of ["@grpc/proto-loader", "@bufbuild/buf", "@dapr/dapr", ...(withTests ? ["google-proto-files"] : [])]) h.update(pkg + require(`${pkg}/package.json`).version);
   for (const f of [...protoFiles(protoDir), ...(withTests ? protoFiles(testProtoDir) : []), ...protoFiles(daprProtoDir)]) {
     h.update(relative(root, f));
     h.update(readFileSync(f));
@@ -72,7 +75,7 @@ function inputsHash() {
   return h.digest("hex");
 }
 
-const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), join(out, "reflection"), ...(withTests ? [join(testOut, "shop.binpb"), join(testOut, "kinds.binpb")] : [])];
+const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), join(out, "reflection"), ...(withTests ? [join(testOut, "shop.binpb"), join(testOut, "kinds.binpb"), join(testOut, "library.binpb")] : [])];
 const hash = inputsHash();
 if (!process.argv.includes("--force") && existsSync(stampFile) && readFileSync(stampFile, "utf8") === hash && outputs.every((p) => existsSync(p))) {
   process.exit(0);
@@ -80,12 +83,30 @@ if (!process.argv.includes("--force") && existsSync(stampFile) && readFileSync(s
 process.stderr.write("platform-gateway: generating src/gen/ from the .proto files (scripts/gen-protos.mjs)\n");
 
 /** `buf build` of `files` (relative to `dir`) as a binary FileDescriptorSet, imports included. */
-function bufBuild(dir, files) {
+function bufBuild(dir, files, { sourceInfo = false } = {}) {
   const buf = require.resolve("@bufbuild/buf/bin/buf");
-  const args = ["build", dir, "--exclude-source-info", "--as-file-descriptor-set", "-o", "-"];
+  const args = ["build", dir, ...(sourceInfo ? [] : ["--exclude-source-info"]), "--as-file-descriptor-set", "-o", "-"];
   for (const f of files) args.push("--path", join(dir, f));
   // --as-file-descriptor-set: a plain FileDescriptorSet (no buf image extensions), dependencies before dependents.
   return execFileSync(buf, args, { cwd: root, maxBuffer: 64 << 20, stdio: ["ignore", "pipe", "inherit"] });
+}
+
+/**
+ * `buf build` (with source info, so comments reach reflection) of a test proto importing google/api/annotations.proto:
+ * built in a scratch folder holding the file and googleapis' annotations.proto and http.proto from google-proto-files.
+ */
+function annotatedBuild(file) {
+  const scratch = mkdtempSync(join(tmpdir(), "gen-protos-"));
+  try {
+    const googleapis = dirname(require.resolve("google-proto-files/package.json"));
+    for (const f of [file, "google/api/annotations.proto", "google/api/http.proto"]) {
+      mkdirSync(join(scratch, dirname(f)), { recursive: true });
+      copyFileSync(join(f.startsWith("google/") ? googleapis : testProtoDir, f), join(scratch, f));
+    }
+    return bufBuild(scratch, [file], { sourceInfo: true });
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
 }
 
 /**
@@ -146,6 +167,7 @@ if (withTests) {
   mkdirSync(testOut, { recursive: true });
   writeFileSync(join(testOut, "shop.binpb"), bufBuild(testProtoDir, ["shop/v1/shop.proto"]));
   writeFileSync(join(testOut, "kinds.binpb"), bufBuild(testProtoDir, ["kinds/v1/kinds.proto"]));
+  writeFileSync(join(testOut, "library.binpb"), annotatedBuild("library/v1/library.proto"));
 }
 writeFileSync(
   join(out, "protos.ts"),

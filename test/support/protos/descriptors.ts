@@ -21,9 +21,16 @@ export const SHOP_PROTO = "shop/v1/shop.proto";
 /** Every field kind of proto3 (kinds/v1/kinds.proto, imports well-known types only): the fast-codec test's schema. */
 export const KINDS_PROTO = "kinds/v1/kinds.proto";
 
+/**
+ * An API with google.api.http annotations on every method (library/v1/library.proto, with googleapis' annotations.proto
+ * and http.proto), built with source info: the transcoding and OpenAPI tests' schema.
+ */
+export const LIBRARY_PROTO = "library/v1/library.proto";
+
 const builtSets: Record<string, string> = {
   [SHOP_PROTO]: join(protosDir, "gen", "shop.binpb"),
   [KINDS_PROTO]: join(protosDir, "gen", "kinds.binpb"),
+  [LIBRARY_PROTO]: join(protosDir, "gen", "library.binpb"),
 };
 
 let cache: Map<string, FileDescriptorProto[]> | undefined;
