@@ -183,12 +183,12 @@ export async function startLibraryBackend(opts: LibraryBackendOptions = {}): Pro
 
   const server = new grpc.Server();
   for (const service of SERVICES) {
-    const def: grpc.ServiceDefinition = {};
+    const def: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
     const impl: grpc.UntypedServiceImplementation = {};
     for (const m of [...methods, watch]) {
       if (!m.def.path.startsWith(`/${service}/`)) continue;
       const name = m.def.path.slice(service.length + 2);
-      def[name] = m.def as grpc.MethodDefinition<Buffer, Buffer>;
+      def[name] = m.def;
       impl[name] = m.impl as grpc.UntypedHandleCall;
     }
     server.addService(def, impl);
