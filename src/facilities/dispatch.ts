@@ -12,6 +12,7 @@ import { createGrpcProxy } from "../grpc/proxy.js";
 import { invokeStreamRoutes } from "../rest/invoke-stream.js";
 import { invokeWsHook } from "../web/invoke-ws.js";
 import { createOriginPolicy } from "../web/access.js";
+import { rpcWebHook } from "../rpcweb/hook.js";
 import type { InvokeStreamDeps } from "../ops/invoke-stream.js";
 import { gatewayRoutes } from "../rest/gateway.js";
 import { grpcReflectionRoutes } from "../rest/grpc-reflection.js";
@@ -133,6 +134,14 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
         if (--inflight === 0) idle?.();
       }
     },
+    async invokeBytes(input) {
+      inflight++;
+      try {
+        return await ops.invokeBytes(input);
+      } finally {
+        if (--inflight === 0) idle?.();
+      }
+    },
   };
 
   const streamDeps: InvokeStreamDeps = {
@@ -167,7 +176,26 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     },
     grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter) } },
     bindGrpc: (server, binding) => proxy.bind(server, binding),
-    appHooks: [invokeWsHook(streamDeps, filter, createOriginPolicy(options.corsOrigins))],
+    appHooks: [
+      invokeWsHook(streamDeps, filter, createOriginPolicy(options.corsOrigins)),
+      rpcWebHook({
+        ops: counted,
+        stream: streamDeps,
+        filter,
+        origins: createOriginPolicy(options.corsOrigins),
+        ownerOf: (service) => proxy.ownerOf(service),
+        async methodOf(name, path, signal) {
+          try {
+            return (await backends.get(name)!.resolve(path, signal)).method;
+          } catch (e) {
+            if (GatewayError.from(e).code === Code.NOT_FOUND) return undefined;
+            throw e;
+          }
+        },
+        forwardHeaders: options.forwardHeaders,
+        invokeDeadlineMs: options.invokeDeadlineMs,
+      }),
+    ],
     reflection: () => proxy.reflection(),
     routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {
