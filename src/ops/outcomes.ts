@@ -198,6 +198,14 @@ export const OUTCOMES: readonly OutcomeRoute[] = [
   },
   { front: "sse", route: "GET /v1/pubsub/events", outcomes: keyed({ forbidden: status("PERMISSION_DENIED"), invalid, upstream: upstreamStatus }), note: "refused before the stream starts" },
   { front: "sse", route: "OPTIONS /v1/pubsub/events", outcomes: { unauthenticated: none, forbidden: status("PERMISSION_DENIED") }, note: "CORS preflight: 204 or a bare 403" },
+  // Connect and gRPC-Web on the HTTP port, at each backend method's gRPC path (docs/browser-rpc.md).
+  {
+    front: "rest",
+    route: "POST /:service/:method",
+    outcomes: { unauthenticated, forbidden: status("PERMISSION_DENIED"), malformed: invalid, invalid, missing: status("UNIMPLEMENTED", 404), upstream: upstreamStatus },
+    note: "as Connect unary answers, with Connect's error JSON ({code: \"unauthenticated\", ...}); Connect streaming answers HTTP 200 with the code in its end-of-stream message, gRPC-Web with grpc-status",
+  },
+  { front: "rest", route: "OPTIONS /:service/:method", outcomes: { unauthenticated: none, forbidden: status("PERMISSION_DENIED") }, note: "CORS preflight: 204 or a bare 403" },
   {
     front: "rest",
     route: "GET /dapr/subscribe",

@@ -63,19 +63,20 @@ export function rpcWebHook(deps: RpcWebDeps): AppHook {
     app.options(RPC_WEB_ROUTE, (res, req) => {
       const origin = req.getHeader("origin");
       const host = req.getHeader("host");
+      const allowed = origin !== "" && deps.origins.allowed(origin, host);
       res.cork(() => {
-        res.writeStatus("204 No Content");
-        // An origin not allowed gets no CORS headers: the browser then refuses the call itself.
-        if (origin !== "" && deps.origins.allowed(origin, host)) {
+        // An origin not allowed gets a bare 403, no CORS headers: the browser then refuses the call itself.
+        res.writeStatus(allowed ? "204 No Content" : "403 Forbidden");
+        if (allowed) {
           res.writeHeader("access-control-allow-origin", origin);
           res.writeHeader("vary", "origin");
           res.writeHeader("access-control-allow-methods", "POST");
           res.writeHeader("access-control-allow-headers", allowHeaders);
           res.writeHeader("access-control-max-age", "7200");
         }
-        res.endWithoutBody();
+        res.end();
       });
-      rest.requests.inc({ route: METRIC_ROUTE, method: "OPTIONS", status: 204 });
+      rest.requests.inc({ route: METRIC_ROUTE, method: "OPTIONS", status: allowed ? 204 : 403 });
     });
     app.post(RPC_WEB_ROUTE, (res, req) => {
       const { headers } = requestHeaders(req);
