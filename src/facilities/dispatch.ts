@@ -124,25 +124,15 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
   // Count in-flight invocations so close() lets them finish before the channels go.
   let inflight = 0;
   let idle: (() => void) | undefined;
-  const counted: DispatchOps = {
-    ...ops,
-    async invoke(input) {
-      inflight++;
-      try {
-        return await ops.invoke(input);
-      } finally {
-        if (--inflight === 0) idle?.();
-      }
-    },
-    async invokeBytes(input) {
-      inflight++;
-      try {
-        return await ops.invokeBytes(input);
-      } finally {
-        if (--inflight === 0) idle?.();
-      }
-    },
+  const tracked = async <R>(call: () => Promise<R>): Promise<R> => {
+    inflight++;
+    try {
+      return await call();
+    } finally {
+      if (--inflight === 0) idle?.();
+    }
   };
+  const counted: DispatchOps = { ...ops, invoke: (input) => tracked(() => ops.invoke(input)), invokeBytes: (input) => tracked(() => ops.invokeBytes(input)) };
 
   const streamDeps: InvokeStreamDeps = {
     backendOf: (service) => backendNamed({ services: ctx.services, backends }, service),

@@ -217,19 +217,21 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     }
   };
 
-  const invokeHere = async (input: InvokeInput, started: number): Promise<InvokeResult> => {
+  /** Run an invocation here on the backend `service` names, counted by that backend and the outcome's code. */
+  const countedHere = async <R extends Status>(service: unknown, run: (backend: Backend) => Promise<R>, failure: (e: unknown) => R, started: number): Promise<R> => {
     let label = "(unknown)";
-    let result: InvokeResult;
+    let result: R;
     try {
-      const backend = backendOf(input.service);
+      const backend = backendOf(service);
       label = backend.name;
-      result = await invokeOrThrow(input, backend);
+      result = await run(backend);
     } catch (e) {
-      result = failed(e);
+      result = failure(e);
     }
     record(label, result, started);
     return result;
   };
+  const invokeHere = (input: InvokeInput, started: number): Promise<InvokeResult> => countedHere(input.service, (b) => invokeOrThrow(input, b), failed, started);
 
   const invokeBytesOrThrow = async (input: InvokeBytesInput, backend: Backend): Promise<InvokeBytesResult> => {
     const { method } = await backend.resolve(requireString("method", input.method), input.signal);
@@ -268,20 +270,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
         inflight--;
       }
     },
-    async invokeBytes(input) {
-      const started = performance.now();
-      let label = "(unknown)";
-      let result: InvokeBytesResult;
-      try {
-        const backend = backendOf(input.service);
-        label = backend.name;
-        result = await invokeBytesOrThrow(input, backend);
-      } catch (e) {
-        result = { ...statusOf(e), response: undefined };
-      }
-      record(label, result, started);
-      return result;
-    },
+    invokeBytes: (input) => countedHere(input.service, (b) => invokeBytesOrThrow(input, b), (e): InvokeBytesResult => ({ ...statusOf(e), response: undefined }), performance.now()),
     listServices: () => backends.names,
     async listMethods(service, opts = {}) {
       const b = backendOf(service);

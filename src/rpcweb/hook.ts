@@ -9,6 +9,7 @@ import type { MetadataFilter } from "../ops/forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle } from "../ops/invoke-stream.js";
 import { requestHeaders, type AppHook, type RestServerDeps } from "../http/router.js";
 import { streamWriter, type StreamWriter } from "../http/reply-writer.js";
+import { answerPreflight, type PreflightPolicy } from "../http/preflight.js";
 import { FLAG_END_STREAM, decodeBase64Body, envelope, parseEnvelopes, percentEncode, singleMessage, trailersFrame } from "./framing.js";
 import { compressionRefusal, connectEndStream, connectErrorJson, connectHttpStatus, protocolOf, timeoutMs, type WireProtocol } from "./protocols.js";
 
@@ -60,23 +61,9 @@ export interface RpcWebDeps {
 export function rpcWebHook(deps: RpcWebDeps): AppHook {
   const allowHeaders = [...new Set([...PROTOCOL_HEADERS, ...deps.forwardHeaders.map((h) => h.toLowerCase())])].join(", ");
   return (app, rest) => {
+    const preflight: PreflightPolicy = { allowed: (o, host) => deps.origins.allowed(o, host), methods: "POST", headers: allowHeaders, maxAgeSeconds: 7200 };
     app.options(RPC_WEB_ROUTE, (res, req) => {
-      const origin = req.getHeader("origin");
-      const host = req.getHeader("host");
-      const allowed = origin !== "" && deps.origins.allowed(origin, host);
-      res.cork(() => {
-        // An origin not allowed gets a bare 403, no CORS headers: the browser then refuses the call itself.
-        res.writeStatus(allowed ? "204 No Content" : "403 Forbidden");
-        if (allowed) {
-          res.writeHeader("access-control-allow-origin", origin);
-          res.writeHeader("vary", "origin");
-          res.writeHeader("access-control-allow-methods", "POST");
-          res.writeHeader("access-control-allow-headers", allowHeaders);
-          res.writeHeader("access-control-max-age", "7200");
-        }
-        res.end();
-      });
-      rest.requests.inc({ route: METRIC_ROUTE, method: "OPTIONS", status: allowed ? 204 : 403 });
+      rest.requests.inc({ route: METRIC_ROUTE, method: "OPTIONS", status: answerPreflight(res, req, preflight) });
     });
     app.post(RPC_WEB_ROUTE, (res, req) => {
       const { headers } = requestHeaders(req);

@@ -1,4 +1,4 @@
-import { Code, codeName } from "../shared/code.js";
+import { Code, codeName, httpStatusOf } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 
 /**
@@ -45,27 +45,11 @@ export function connectCodeName(code: Code): string {
   return code === Code.CANCELLED ? "canceled" : codeName(code).toLowerCase();
 }
 
-/** HTTP status of a Connect unary error, as the Connect protocol's error code table gives it. */
-const CONNECT_HTTP: Partial<Record<Code, number>> = {
-  [Code.CANCELLED]: 499,
-  [Code.INVALID_ARGUMENT]: 400,
-  [Code.DEADLINE_EXCEEDED]: 504,
-  [Code.NOT_FOUND]: 404,
-  [Code.ALREADY_EXISTS]: 409,
-  [Code.PERMISSION_DENIED]: 403,
-  [Code.RESOURCE_EXHAUSTED]: 429,
-  [Code.FAILED_PRECONDITION]: 400,
-  [Code.ABORTED]: 409,
-  [Code.OUT_OF_RANGE]: 400,
-  [Code.UNIMPLEMENTED]: 501,
-  [Code.UNAVAILABLE]: 503,
-  [Code.UNAUTHENTICATED]: 401,
-};
-
-/** The HTTP status of a Connect unary error (500 for unknown, internal, data loss). */
-export function connectHttpStatus(code: Code): number {
-  return CONNECT_HTTP[code] ?? 500;
-}
+/**
+ * The HTTP status of a Connect unary error. Connect's code table gives each code the status grpc-gateway gives it
+ * (`canceled` 499, `resource_exhausted` 429, unknown, internal and data loss 500, ...): the one mapping of the gateway.
+ */
+export const connectHttpStatus = httpStatusOf;
 
 /** The Connect error JSON of a status (unary error body, and `error` of the end-of-stream message). */
 export function connectErrorJson(code: Code, message: string): { code: string; message?: string } {
