@@ -1,5 +1,7 @@
 import { STATUS_CODES } from "node:http";
+import type * as grpc from "@grpc/grpc-js";
 import type uws from "uWebSockets.js";
+import type { Backend } from "../backends/backend.js";
 import type { MethodEntry } from "../backends/schema.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
@@ -34,17 +36,40 @@ const PROTOCOL_HEADERS = [
   "x-api-key",
 ];
 
-/** What the browser RPC front needs. */
-export interface RpcWebDeps {
+/** Where the calls to one service go: a registered backend, or the gateway's own gRPC port. */
+export interface RpcTarget {
+  /** The backend's registered name (what the operations take as `service`). */
+  backend: string;
   ops: Pick<DispatchOps, "invoke" | "invokeBytes">;
   stream: InvokeStreamDeps;
+  /** The method at a gRPC path (`pkg.Service/Method`), or undefined when the target has none (after one refresh). */
+  methodOf(path: string, signal: AbortSignal): Promise<MethodEntry | undefined>;
+  /**
+   * Pass the caller's `x-api-key` on: only to the gateway's own gRPC port, which checks it again. A backend never
+   * gets it.
+   */
+  passKey: boolean;
+}
+
+/** RpcTarget.methodOf over a backend: its resolve, with NOT_FOUND (no such method) as undefined. */
+export function methodLookup(backend: Backend): RpcTarget["methodOf"] {
+  return async (path, signal) => {
+    try {
+      return (await backend.resolve(path, signal)).method;
+    } catch (e) {
+      if (GatewayError.from(e).code === Code.NOT_FOUND) return undefined;
+      throw e;
+    }
+  };
+}
+
+/** What the browser RPC front needs. */
+export interface RpcWebDeps {
+  /** The target serving a fully qualified service (for backends, the transparent gRPC proxy's routing), or undefined. */
+  route(service: string): RpcTarget | undefined;
   filter: MetadataFilter;
   /** The `--cors-origin` policy (same origin always passes). */
   origins: { allowed(origin: string | undefined, host?: string): boolean };
-  /** The registered backend serving a fully qualified service (the transparent gRPC proxy's routing), or undefined. */
-  ownerOf(service: string): string | undefined;
-  /** The backend's method at a gRPC path (`pkg.Service/Method`), or undefined when it has none (after one refresh). */
-  methodOf(backend: string, path: string, signal: AbortSignal): Promise<MethodEntry | undefined>;
   /** The forwarding allow-list, for the preflight's allowed headers. */
   forwardHeaders: readonly string[];
   /** Bound on a unary call's deadline (and its default), ms. */
@@ -71,7 +96,7 @@ export function rpcWebHook(deps: RpcWebDeps): AppHook {
       const method = req.getParameter(1) ?? "";
       const wire = protocolOf(headers["content-type"]);
       // Plain JSON is a Connect call only with Connect's header (connect-es always sends it) or to a routed service.
-      const rpc = deps.ownerOf(service) !== undefined || (wire !== undefined && !(wire.protocol === "connect-unary" && wire.codec === "json" && headers["connect-protocol-version"] === undefined));
+      const rpc = deps.route(service) !== undefined || (wire !== undefined && !(wire.protocol === "connect-unary" && wire.codec === "json" && headers["connect-protocol-version"] === undefined));
       if (!rpc) {
         req.setYield(true);
         return;
@@ -145,22 +170,22 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     const refused = apiKeyRefusal(rest.auth, headers["x-api-key"]) ?? compressionRefusal(wire.protocol, headers);
     if (refused) throw refused;
     const timeout = timeoutMs(wire.protocol, headers);
-    const backend = deps.ownerOf(service);
-    if (backend === undefined) return fail(new GatewayError(Code.UNIMPLEMENTED, `service ${service.slice(0, 200)} is not served by any registered backend`), true);
+    const target = deps.route(service);
+    if (target === undefined) return fail(new GatewayError(Code.UNIMPLEMENTED, `service ${service.slice(0, 200)} is not served by any registered backend`), true);
     readBody(res, rest.maxBodyBytes, (body) => {
       if (body === undefined) return fail(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body exceeds the limit of ${rest.maxBodyBytes} bytes`), false, true);
-      run(backend, body, timeout).catch((e: unknown) => fail(e));
+      run(target, body, timeout).catch((e: unknown) => fail(e));
     });
   } catch (e) {
     fail(e);
   }
 
-  async function run(backend: string, body: Buffer, timeout: number | undefined): Promise<void> {
+  async function run(target: RpcTarget, body: Buffer, timeout: number | undefined): Promise<void> {
     const w = wire!;
     const path = `${service}/${method}`;
-    const m = await deps.methodOf(backend, path, ac.signal);
+    const m = await target.methodOf(path, ac.signal);
     if (done) return;
-    if (!m) return fail(new GatewayError(Code.UNIMPLEMENTED, `method ${path.slice(0, 200)} does not exist on backend ${backend}`), true);
+    if (!m) return fail(new GatewayError(Code.UNIMPLEMENTED, `method ${path.slice(0, 200)} does not exist on backend ${target.backend}`), true);
     const kind = kindOf(m);
     if (kind === "client-streaming" || kind === "bidi-streaming") {
       return fail(new GatewayError(Code.UNIMPLEMENTED, `method ${m.fullName} is ${kind}: browsers can call unary and server-streaming methods only`));
@@ -169,14 +194,16 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
       return fail(new GatewayError(Code.UNIMPLEMENTED, `method ${m.fullName} is ${kind}: call it with a streaming content type (application/connect+proto or +json)`));
     }
     const metadata = deps.filter.fromHeaders(headers);
-    const common = { service: backend, method: path, metadata, signal: ac.signal };
+    const key = headers["x-api-key"];
+    if (target.passKey && key !== undefined) metadata.set("x-api-key", key);
+    const common = { service: target.backend, method: path, metadata, signal: ac.signal };
     if (w.protocol === "connect-unary") {
       const deadline = Date.now() + Math.min(timeout ?? deps.invokeDeadlineMs, deps.invokeDeadlineMs);
       if (w.codec === "proto") {
-        const r = await deps.ops.invokeBytes({ ...common, request: body, deadline });
+        const r = await target.ops.invokeBytes({ ...common, request: body, deadline });
         return r.code === Code.OK ? reply(200, w.contentType, {}, r.response) : fail(new GatewayError(r.code, r.message));
       }
-      const r = await deps.ops.invoke({ ...common, requestData: body.toString("utf8"), deadline });
+      const r = await target.ops.invoke({ ...common, requestData: body.toString("utf8"), deadline });
       return r.code === Code.OK ? reply(200, w.contentType, {}, r.responseData) : fail(new GatewayError(r.code, r.message));
     }
     const message = singleMessage(parseEnvelopes(w.text ? decodeBase64Body(body) : body));
@@ -184,15 +211,21 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     const encode = (frame: Buffer): Buffer | string => (w.text ? frame.toString("base64") : frame);
     if (w.protocol === "grpc-web" && kind === "unary") {
       const deadline = Date.now() + Math.min(timeout ?? deps.invokeDeadlineMs, deps.invokeDeadlineMs);
-      const r = await deps.ops.invokeBytes({ ...common, request: message, deadline });
+      const r = await target.ops.invokeBytes({ ...common, request: message, deadline });
       if (r.code !== Code.OK) return fail(new GatewayError(r.code, r.message));
       return reply(200, w.contentType, {}, encode(Buffer.concat([envelope(0, r.response!), trailersFrame(Code.OK, "")])));
     }
-    stream(backend, path, message, timeout, encode);
+    stream(target.stream, common, message, timeout, encode);
   }
 
   /** A server-streaming call (or Connect streaming of a unary method): each message as it comes, then the status. */
-  function stream(backend: string, path: string, message: Buffer, timeout: number | undefined, encode: (frame: Buffer) => Buffer | string): void {
+  function stream(
+    streamDeps: InvokeStreamDeps,
+    call: { service: string; method: string; metadata: grpc.Metadata },
+    message: Buffer,
+    timeout: number | undefined,
+    encode: (frame: Buffer) => Buffer | string,
+  ): void {
     const w = wire!;
     if (done) return;
     // From here the exchange is open until the last frame (counted then); an abort cancels the backend call.
@@ -210,13 +243,13 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     };
     const json = w.codec === "json";
     handle = startInvokeStream(
-      deps.stream,
+      streamDeps,
       {
-        service: backend,
-        method: path,
+        service: call.service,
+        method: call.method,
         requestData: json ? message.toString("utf8") : "",
         ...(json ? {} : { requestBytes: message }),
-        metadata: deps.filter.fromHeaders(headers),
+        metadata: call.metadata,
         deadline: timeout === undefined ? undefined : Date.now() + timeout,
       },
       {

@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { create, createFileRegistry, fromBinary, toBinary, type DescMessage, type DescService } from "@bufbuild/protobuf";
-import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { gatewayFileDescriptors } from "../../src/shared/protos.js";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
@@ -18,6 +19,8 @@ const ORIGIN = "http://app.example";
 const registry = createFileRegistry(create(FileDescriptorSetSchema, { file: fileDescriptorProtos(SHOP_PROTO) }));
 const OrderService = registry.getService("shop.v1.OrderService") as DescService;
 const msg = (name: string): DescMessage => registry.getMessage(name)!;
+/** The gateway's own protos, as its reflection serves them. */
+const own = createFileRegistry(create(FileDescriptorSetSchema, { file: gatewayFileDescriptors().map((f) => fromBinary(FileDescriptorProtoSchema, f)) }));
 
 /** A client of shop.v1.OrderService over `transport` (connect-es's dynamic client: methods in lowerCamelCase). */
 const orders = (transport: Transport): any => createClient(OrderService, transport);
@@ -245,6 +248,33 @@ for (const threads of [1, 2]) {
       const twoSeg = await fetch(`${gw.http}/dapr/subscribe`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": KEY }, body: "{}" });
       assert.notEqual(twoSeg.headers.get("content-type"), "application/proto");
       await twoSeg.arrayBuffer();
+    });
+
+    test("the gateway's own services: unary (JSON, binary, gRPC-Web) and a server-streaming Subscribe, with the caller's key", async () => {
+      for (const name of ["connect+json", "connect+proto", "grpc-web"]) {
+        const gateway = createClient(own.getService("platform.Gateway")!, t[name]!) as any;
+        assert.deepEqual((await gateway.listServices({})).services, ["orders"], name);
+        const keyless = createClient(own.getService("platform.Gateway")!, transports(gw.http, null)[name]!) as any;
+        await assert.rejects(keyless.listServices({}), (e: unknown) => ConnectError.from(e).code === Code.Unauthenticated);
+      }
+      // A subscription over Connect streaming, fed by PublishEvent over Connect unary, ended by the reader.
+      const pubsub = createClient(own.getService("io.cloudevents.v1.Pubsub")!, t["connect+json"]!) as any;
+      const ac = new AbortController();
+      const got: string[] = [];
+      const reading = (async () => {
+        for await (const r of pubsub.subscribe({ topics: ["browser-rpc"] }, { signal: ac.signal })) {
+          got.push(r.cloudevent.id);
+          ac.abort();
+        }
+      })().catch((e: unknown) => assert.equal(ConnectError.from(e).code, Code.Canceled));
+      const end = Date.now() + 5000;
+      for (let n = 0; got.length === 0 && Date.now() < end; n++) {
+        const res = await pubsub.publishEvent({ topic: "browser-rpc", cloudevent: { id: `e${n}`, source: "urn:test", specVersion: "1.0", type: "t", textData: "x" } });
+        assert.equal(res.status.success, true);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await reading;
+      assert.equal(got.length, 1);
     });
 
     test("metrics count the calls with help text", async () => {
