@@ -91,17 +91,17 @@ export function rpcWebHook(deps: RpcWebDeps): AppHook {
       rest.requests.inc({ route: METRIC_ROUTE, method: "OPTIONS", status: answerPreflight(res, req, preflight) });
     });
     app.post(RPC_WEB_ROUTE, (res, req) => {
-      const { headers } = requestHeaders(req);
       const service = req.getParameter(0) ?? "";
       const method = req.getParameter(1) ?? "";
-      const wire = protocolOf(headers["content-type"]);
+      // Decided on two headers, before the rest are read: a REST POST that is no browser RPC goes on untouched.
+      const wire = protocolOf(req.getHeader("content-type"));
       // Plain JSON is a Connect call only with Connect's header (connect-es always sends it) or to a routed service.
-      const rpc = deps.route(service) !== undefined || (wire !== undefined && !(wire.protocol === "connect-unary" && wire.codec === "json" && headers["connect-protocol-version"] === undefined));
+      const rpc = deps.route(service) !== undefined || (wire !== undefined && !(wire.protocol === "connect-unary" && wire.codec === "json" && req.getHeader("connect-protocol-version") === ""));
       if (!rpc) {
         req.setYield(true);
         return;
       }
-      serve(deps, rest, res, headers, service, method, wire);
+      serve(deps, rest, res, requestHeaders(req).headers, service, method, wire);
     });
   };
 }
