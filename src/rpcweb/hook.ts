@@ -172,8 +172,11 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     const timeout = timeoutMs(wire.protocol, headers);
     const target = deps.route(service);
     if (target === undefined) return fail(new GatewayError(Code.UNIMPLEMENTED, `service ${service.slice(0, 200)} is not served by any registered backend`), true);
+    const tooLarge = (): void => fail(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body exceeds the limit of ${rest.maxBodyBytes} bytes`), false, true);
+    // Declared too large: answered at once and the connection closed, the body never buffered.
+    if (Number(headers["content-length"] ?? 0) > rest.maxBodyBytes) return tooLarge();
     readBody(res, rest.maxBodyBytes, (body) => {
-      if (body === undefined) return fail(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body exceeds the limit of ${rest.maxBodyBytes} bytes`), false, true);
+      if (body === undefined) return tooLarge();
       run(target, body, timeout).catch((e: unknown) => fail(e));
     });
   } catch (e) {

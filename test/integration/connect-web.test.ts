@@ -16,6 +16,7 @@ import { fileDescriptorProtos, SHOP_PROTO } from "../support/protos/descriptors.
 
 const KEY = "connect-key";
 const ORIGIN = "http://app.example";
+const MAX_BODY = 64 * 1024;
 const registry = createFileRegistry(create(FileDescriptorSetSchema, { file: fileDescriptorProtos(SHOP_PROTO) }));
 const OrderService = registry.getService("shop.v1.OrderService") as DescService;
 const msg = (name: string): DescMessage => registry.getMessage(name)!;
@@ -72,6 +73,7 @@ for (const threads of [1, 2]) {
         threads,
         corsOrigins: [ORIGIN],
         forwardHeaders: ["x-tenant"],
+        maxBodyBytes: MAX_BODY,
         services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }],
       });
       t = transports(gw.http);
@@ -275,6 +277,18 @@ for (const threads of [1, 2]) {
       }
       await reading;
       assert.equal(got.length, 1);
+    });
+
+    test("a request body over --max-body-bytes is resource_exhausted and reaches no backend", async () => {
+      const before = backend.received.length;
+      const res = await fetch(`${gw.http}/shop.v1.OrderService/GetOrder`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1", "x-api-key": KEY },
+        body: JSON.stringify({ orderId: "x".repeat(MAX_BODY) }),
+      });
+      assert.equal(res.status, 429);
+      assert.equal(((await res.json()) as { code: string }).code, "resource_exhausted");
+      assert.equal(backend.received.length, before);
     });
 
     test("metrics count the calls with help text", async () => {
