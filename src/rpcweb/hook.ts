@@ -5,6 +5,7 @@ import type { Backend } from "../backends/backend.js";
 import type { MethodEntry } from "../backends/schema.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { echo } from "../shared/echo.js";
 import { apiKeyRefusal } from "../ops/auth.js";
 import { kindOf, type DispatchOps } from "../ops/dispatch.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
@@ -163,15 +164,15 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
 
   try {
     if (origin !== undefined && cors["access-control-allow-origin"] === undefined) {
-      throw new GatewayError(Code.PERMISSION_DENIED, `origin ${origin.slice(0, 100)} is not allowed (same origin or --cors-origin)`);
+      throw new GatewayError(Code.PERMISSION_DENIED, `origin ${echo(origin, 100)} is not allowed (same origin or --cors-origin)`);
     }
     if (rest.isClosing()) throw new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-    if (!wire) throw new GatewayError(Code.UNIMPLEMENTED, `content-type ${JSON.stringify((headers["content-type"] ?? "").slice(0, 64))} is neither Connect nor gRPC-Web`);
+    if (!wire) throw new GatewayError(Code.UNIMPLEMENTED, `content-type ${JSON.stringify(echo(headers["content-type"] ?? "", 64))} is neither Connect nor gRPC-Web`);
     const refused = apiKeyRefusal(rest.auth, headers["x-api-key"]) ?? compressionRefusal(wire.protocol, headers);
     if (refused) throw refused;
     const timeout = timeoutMs(wire.protocol, headers);
     const target = deps.route(service);
-    if (target === undefined) return fail(new GatewayError(Code.UNIMPLEMENTED, `service ${service.slice(0, 200)} is not served by any registered backend`), true);
+    if (target === undefined) return fail(new GatewayError(Code.UNIMPLEMENTED, `service ${echo(service)} is not served by any registered backend`), true);
     const tooLarge = (): void => fail(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body exceeds the limit of ${rest.maxBodyBytes} bytes`), false, true);
     // Declared too large: answered at once and the connection closed, the body never buffered.
     if (Number(headers["content-length"] ?? 0) > rest.maxBodyBytes) return tooLarge();
@@ -188,7 +189,7 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     const path = `${service}/${method}`;
     const m = await target.methodOf(path, ac.signal);
     if (done) return;
-    if (!m) return fail(new GatewayError(Code.UNIMPLEMENTED, `method ${path.slice(0, 200)} does not exist on backend ${target.backend}`), true);
+    if (!m) return fail(new GatewayError(Code.UNIMPLEMENTED, `method ${echo(path)} does not exist on backend ${target.backend}`), true);
     const kind = kindOf(m);
     if (kind === "client-streaming" || kind === "bidi-streaming") {
       return fail(new GatewayError(Code.UNIMPLEMENTED, `method ${m.fullName} is ${kind}: browsers can call unary and server-streaming methods only`));

@@ -1,5 +1,6 @@
 import { Code, codeName, httpStatusOf } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { echo } from "../shared/echo.js";
 
 /**
  * What a request's content type asks for: the Connect protocol's unary or streaming form, or gRPC-Web (binary or
@@ -73,12 +74,12 @@ export function timeoutMs(protocol: WireProtocol["protocol"], headers: Readonly<
     const v = headers["grpc-timeout"];
     if (v === undefined) return undefined;
     const m = /^(\d{1,8})([HMSmun])$/.exec(v);
-    if (!m) throw new GatewayError(Code.INVALID_ARGUMENT, `grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u, n), got ${JSON.stringify(v.slice(0, 32))}`);
+    if (!m) throw new GatewayError(Code.INVALID_ARGUMENT, `grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u, n), got ${JSON.stringify(echo(v, 32))}`);
     return Number(m[1]) * GRPC_UNITS[m[2]!]!;
   }
   const v = headers["connect-timeout-ms"];
   if (v === undefined) return undefined;
-  if (!/^\d{1,10}$/.test(v)) throw new GatewayError(Code.INVALID_ARGUMENT, `connect-timeout-ms must be 1 to 10 digits, got ${JSON.stringify(v.slice(0, 32))}`);
+  if (!/^\d{1,10}$/.test(v)) throw new GatewayError(Code.INVALID_ARGUMENT, `connect-timeout-ms must be 1 to 10 digits, got ${JSON.stringify(echo(v, 32))}`);
   return Number(v);
 }
 
@@ -90,5 +91,5 @@ export function compressionRefusal(protocol: WireProtocol["protocol"], headers: 
   const name = protocol === "connect-unary" ? "content-encoding" : protocol === "connect-stream" ? "connect-content-encoding" : "grpc-encoding";
   const v = headers[name];
   if (v === undefined || v.trim().toLowerCase() === "identity") return undefined;
-  return new GatewayError(Code.UNIMPLEMENTED, `${name} ${JSON.stringify(v.slice(0, 32))} is not supported: the gateway accepts identity (uncompressed) only`);
+  return new GatewayError(Code.UNIMPLEMENTED, `${name} ${JSON.stringify(echo(v, 32))} is not supported: the gateway accepts identity (uncompressed) only`);
 }
