@@ -10,12 +10,15 @@ import { createServer as createHttpServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import chromium from "@sparticuz/chromium";
 import { build } from "esbuild";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { encodedFileDescriptorSet, SHOP_PROTO } from "../support/protos/descriptors.js";
+import { gatewayFileDescriptors } from "../../src/shared/protos.js";
 
 const KEY = "browser-rpc-key";
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -28,15 +31,22 @@ import { createFileRegistry, fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 
 let clients;
-window.setup = (baseUrl, key, setBase64) => {
-  const set = fromBinary(FileDescriptorSetSchema, Uint8Array.from(atob(setBase64), (c) => c.charCodeAt(0)));
-  const service = createFileRegistry(set).getService("shop.v1.OrderService");
+let gatewayClients;
+const registryOf = (setBase64) => createFileRegistry(fromBinary(FileDescriptorSetSchema, Uint8Array.from(atob(setBase64), (c) => c.charCodeAt(0))));
+window.setup = (baseUrl, key, shopSet, gatewaySet) => {
+  const service = registryOf(shopSet).getService("shop.v1.OrderService");
+  const gateway = registryOf(gatewaySet).getService("platform.Gateway");
   const interceptors = [(next) => (req) => { req.header.set("x-api-key", key); return next(req); }];
-  clients = {
-    connect: createClient(service, createConnectTransport({ baseUrl, interceptors })),
-    "connect-binary": createClient(service, createConnectTransport({ baseUrl, interceptors, useBinaryFormat: true })),
-    "grpc-web": createClient(service, createGrpcWebTransport({ baseUrl, interceptors })),
+  const transports = {
+    connect: createConnectTransport({ baseUrl, interceptors }),
+    "connect-binary": createConnectTransport({ baseUrl, interceptors, useBinaryFormat: true }),
+    "grpc-web": createGrpcWebTransport({ baseUrl, interceptors }),
   };
+  clients = Object.fromEntries(Object.entries(transports).map(([k, t]) => [k, createClient(service, t)]));
+  gatewayClients = Object.fromEntries(Object.entries(transports).map(([k, t]) => [k, createClient(gateway, t)]));
+};
+window.gatewayServices = async (kind) => {
+  try { return { services: (await gatewayClients[kind].listServices({})).services }; } catch (e) { return failure(e); }
 };
 const failure = (e) => ({ error: { code: e.code, name: e.name, message: String(e.rawMessage ?? e.message) } });
 window.unary = async (kind, orderId) => {
@@ -81,6 +91,13 @@ describe("Connect and gRPC-Web from connect-web in headless Chromium", () => {
   let stranger: { server: Server; origin: string };
   let page: Page;
 
+  /** Hand the page the gateway's URL, the key and both descriptor sets (the shop protos, the gateway's own). */
+  const setup = async (p: Page): Promise<void> => {
+    const shop = Buffer.from(encodedFileDescriptorSet(SHOP_PROTO)).toString("base64");
+    const own = toBinary(FileDescriptorSetSchema, create(FileDescriptorSetSchema, { file: gatewayFileDescriptors().map((f) => fromBinary(FileDescriptorProtoSchema, f)) }));
+    await p.evaluate((u: string, k: string, s: string, g: string) => (globalThis as any).setup(u, k, s, g), gw.http, KEY, shop, Buffer.from(own).toString("base64"));
+  };
+
   before(async () => {
     const script = await bundle();
     site = await servePage(script);
@@ -93,8 +110,7 @@ describe("Connect and gRPC-Web from connect-web in headless Chromium", () => {
     browser = await puppeteer.launch({ executablePath: await chromium.executablePath(), args, headless: true });
     page = await browser.newPage();
     await page.goto(site.origin + "/");
-    const set = Buffer.from(encodedFileDescriptorSet(SHOP_PROTO)).toString("base64");
-    await page.evaluate((u: string, k: string, s: string) => (globalThis as any).setup(u, k, s), gw.http, KEY, set);
+    await setup(page);
   });
   after(async () => {
     await browser?.close();
@@ -113,6 +129,10 @@ describe("Connect and gRPC-Web from connect-web in headless Chromium", () => {
       assert.equal(failed.error.message, "no such order");
     });
 
+    it(`${kind}: the gateway's own services answer too (platform.Gateway/ListServices)`, async () => {
+      assert.deepEqual(await page.evaluate((k: string) => (globalThis as any).gatewayServices(k), kind), { services: ["orders"] });
+    });
+
     it(`${kind}: the page aborts a stream and the backend sees the cancel`, async () => {
       const was = backend.cancelled.filter((c) => c === "forever").length;
       const r = await page.evaluate((k: string) => (globalThis as any).abortStream(k, 3), kind);
@@ -126,8 +146,7 @@ describe("Connect and gRPC-Web from connect-web in headless Chromium", () => {
     const other = await browser.newPage();
     try {
       await other.goto(stranger.origin + "/");
-      const set = Buffer.from(encodedFileDescriptorSet(SHOP_PROTO)).toString("base64");
-      await other.evaluate((u: string, k: string, s: string) => (globalThis as any).setup(u, k, s), gw.http, KEY, set);
+      await setup(other);
       const before = backend.received.length;
       const r = await other.evaluate(() => (globalThis as any).unary("connect", "x"));
       assert.ok(r.error, JSON.stringify(r));
