@@ -12,6 +12,8 @@ import { createGrpcProxy } from "../grpc/proxy.js";
 import { invokeStreamRoutes } from "../rest/invoke-stream.js";
 import { invokeWsHook } from "../web/invoke-ws.js";
 import { createOriginPolicy } from "../web/access.js";
+import { methodLookup, rpcWebHook, type RpcTarget } from "../rpcweb/hook.js";
+import { createOwnServices } from "./own-rpc.js";
 import type { InvokeStreamDeps } from "../ops/invoke-stream.js";
 import { gatewayRoutes } from "../rest/gateway.js";
 import { grpcReflectionRoutes } from "../rest/grpc-reflection.js";
@@ -45,6 +47,8 @@ export interface DispatchShare {
    * channels are created only when a stream needs them. Undefined on the main thread, which reflects and connects.
    */
   readonly schemaSource?: SchemaSource;
+  /** The gateway's own gRPC port once it listens (browser RPC to the gateway's own services, own-rpc.ts). */
+  readonly ownGrpcPort?: () => number | undefined;
 }
 
 /**
@@ -109,13 +113,16 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     slots: share.slots,
     maxQueue: options.workerMaxQueue,
   });
-  const ops = createDispatchOps({
-    services: ctx.services,
-    backends,
+  const invokeDeps = {
     converter,
     invokeDeadlineMs: options.invokeDeadlineMs,
     invocations: ctx.metrics.counter("platform_gateway_invocations_total", "Dynamic invocations by registered service and outcome code name", ["service", "code"]),
     latency: ctx.metrics.histogram("platform_gateway_invoke_duration_seconds", "Latency of dynamic invocations in seconds (conversion and backend call), by service and outcome", ["service", "code"]),
+  };
+  const ops = createDispatchOps({
+    ...invokeDeps,
+    services: ctx.services,
+    backends,
     ...(offload ? { offload } : {}),
     ...(offloadMinInflight !== undefined ? { offloadMinInflight } : {}),
   });
@@ -123,17 +130,15 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
   // Count in-flight invocations so close() lets them finish before the channels go.
   let inflight = 0;
   let idle: (() => void) | undefined;
-  const counted: DispatchOps = {
-    ...ops,
-    async invoke(input) {
-      inflight++;
-      try {
-        return await ops.invoke(input);
-      } finally {
-        if (--inflight === 0) idle?.();
-      }
-    },
+  const tracked = async <R>(call: () => Promise<R>): Promise<R> => {
+    inflight++;
+    try {
+      return await call();
+    } finally {
+      if (--inflight === 0) idle?.();
+    }
   };
+  const counted: DispatchOps = { ...ops, invoke: (input) => tracked(() => ops.invoke(input)), invokeBytes: (input) => tracked(() => ops.invokeBytes(input)) };
 
   const streamDeps: InvokeStreamDeps = {
     backendOf: (service) => backendNamed({ services: ctx.services, backends }, service),
@@ -143,6 +148,24 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     duration: ctx.metrics.histogram("platform_gateway_stream_duration_seconds", "Duration of streamed invocations in seconds, by method kind and outcome code name", ["kind", "code"]),
     open: new Set(),
     messages: ctx.metrics.counter("platform_gateway_stream_messages_total", "Messages moved by streamed invocations, by method kind and direction (request or response)", ["kind", "direction"]),
+  };
+
+  const own = createOwnServices(ctx, share.ownGrpcPort, invokeDeps, streamDeps, tracked);
+  /** Each backend's browser RPC target, made on its first call. */
+  const targets = new Map<string, RpcTarget>();
+  const backendTarget = (name: string): RpcTarget => {
+    let t = targets.get(name);
+    if (t) return t;
+    const b = backends.get(name)!;
+    t = {
+      backend: name,
+      ops: counted,
+      stream: streamDeps,
+      methodOf: methodLookup(b),
+      passKey: false,
+    };
+    targets.set(name, t);
+    return t;
   };
 
   let closed: Promise<void> | undefined;
@@ -167,7 +190,20 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     },
     grpc: { "platform.Gateway": { ...gatewayGrpc(counted, filter), InvokeStream: invokeStreamGrpc(streamDeps, filter) } },
     bindGrpc: (server, binding) => proxy.bind(server, binding),
-    appHooks: [invokeWsHook(streamDeps, filter, createOriginPolicy(options.corsOrigins))],
+    appHooks: [
+      invokeWsHook(streamDeps, filter, createOriginPolicy(options.corsOrigins)),
+      rpcWebHook({
+        // The gateway's own services first: on a uWS thread the proxy does not know they are reserved.
+        route(service) {
+          const owner = proxy.ownerOf(service);
+          return own.target(service) ?? (owner === undefined ? undefined : backendTarget(owner));
+        },
+        filter,
+        origins: createOriginPolicy(options.corsOrigins),
+        forwardHeaders: options.forwardHeaders,
+        invokeDeadlineMs: options.invokeDeadlineMs,
+      }),
+    ],
     reflection: () => proxy.reflection(),
     routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
     async start() {
@@ -195,6 +231,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
         if (inflight > 0) await new Promise<void>((r) => (idle = r));
         await converter.close();
         backends.close();
+        own.close();
       })());
     },
     resources() {
@@ -205,6 +242,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
       destroyed = true;
       converter.destroy();
       backends.close();
+      own.close();
     },
   };
 }

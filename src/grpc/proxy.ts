@@ -53,6 +53,11 @@ export interface GrpcProxy {
   sync(backend: string, schema: BackendSchema): void;
   /** Current conflicts, each naming the service and both owners. Empty when none. */
   conflicts(): readonly string[];
+  /**
+   * The backend a service is routed to, or undefined. Known from `sync` on, also where the proxy is never bound (a
+   * uWS worker thread, whose browser RPC front routes by it); the gateway's own services are reserved only once bound.
+   */
+  ownerOf(service: string): string | undefined;
   /** The backends' files and routed services, for the gateway's reflection service. */
   reflection(): ReflectionSource;
   /** Shutdown: end every open streaming call UNAVAILABLE and cancel its backend call (unary calls finish on their own). */
@@ -89,7 +94,8 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
   /** service -> the backend refused it and the message naming both */
   const conflicts = new Map<string, { loser: string; message: string }>();
   let version = 0;
-  let pending: Array<[string, BackendSchema]> = [];
+  /** Each backend's latest schema until the proxy is bound (then registered); ownership is already known. */
+  const pending = new Map<string, BackendSchema>();
   /** Open streaming calls: each entry ends its call UNAVAILABLE (shutdown). */
   const streams = new Set<() => void>();
 
@@ -184,11 +190,12 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
     }
   };
 
+  /** Route the backend's services (register their methods when bound) and record who owns each service. */
   const apply = (backendName: string, schema: BackendSchema): void => {
-    const srv = server!;
-    const reserved = new Set(binding!.reserved);
+    const srv = server;
+    const reserved = new Set(binding?.reserved ?? []);
     const prev = routed.get(backendName);
-    for (const p of prev?.paths ?? []) srv.unregister(p);
+    for (const p of prev?.paths ?? []) srv?.unregister(p);
     for (const s of prev?.services ?? []) if (owner.get(s) === backendName) owner.delete(s);
     for (const [s, c] of conflicts) if (c.loser === backendName) conflicts.delete(s);
     const services: string[] = [];
@@ -198,11 +205,13 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
       if (other !== undefined && other !== backendName) {
         const msg = `service ${service} is exposed by both ${other === "the gateway itself" ? other : `backend ${other}`} and backend ${backendName}; it is proxied to ${other === "the gateway itself" ? "neither backend" : `${other} only`}`;
         conflicts.set(service, { loser: backendName, message: msg });
-        logger.error({ service, backends: [other, backendName] }, msg);
+        // Logged once, when the proxy is bound (where the proxy is never bound the main thread logs it).
+        if (srv) logger.error({ service, backends: [other, backendName] }, msg);
         continue;
       }
       owner.set(service, backendName);
       services.push(service);
+      if (!srv) continue;
       for (const m of schema.methods) {
         if (!m.fullName.startsWith(service + "/")) continue;
         const kind = kindOf(m);
@@ -212,7 +221,7 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
     }
     routed.set(backendName, { schema, services, paths });
     version++;
-    logger.info({ backend: backendName, services }, "backend services proxied");
+    if (srv) logger.info({ backend: backendName, services }, "backend services proxied");
   };
 
   return {
@@ -220,13 +229,14 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
       server = srv;
       binding = b;
       for (const [name, schema] of pending) apply(name, schema);
-      pending = [];
+      pending.clear();
     },
     sync(backendName, schema) {
-      if (!server) pending.push([backendName, schema]);
-      else apply(backendName, schema);
+      if (!server) pending.set(backendName, schema);
+      apply(backendName, schema);
     },
     conflicts: () => [...conflicts.values()].map((c) => c.message),
+    ownerOf: (service) => owner.get(service),
     reflection() {
       const files: Uint8Array[] = [];
       const services: string[] = [];

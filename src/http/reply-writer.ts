@@ -172,11 +172,11 @@ export function writeReply(res: uws.HttpResponse, writeHead: () => void, body: B
 /** A streamed (chunked) reply body with backpressure and the write-stall clock; the router's `RestStream`. */
 export interface StreamWriter {
   /** Write a chunk; false when the client is behind (the chunk is kept: wait for `onWritable` before the next). */
-  write(chunk: string): boolean;
+  write(chunk: string | Uint8Array): boolean;
   /** Called once, when the buffered output drained after a `write` that returned false. */
   onWritable(cb: () => void): void;
   /** End the body. Safe after the connection went away (then it does nothing). */
-  end(chunk?: string): void;
+  end(chunk?: string | Uint8Array): void;
   /** The connection went away: stop the clock (uWS must not be touched again). */
   aborted(): void;
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type * as grpc from "@grpc/grpc-js";
-import { gatewayFileDescriptors, gatewayPackageDefinition } from "../shared/protos.js";
+import { GATEWAY_SERVICES, gatewayFileDescriptors, gatewayPackageDefinition } from "../shared/protos.js";
 import { createRuntime, type Runtime } from "../runtime/index.js";
 import { createAuthenticator } from "../ops/auth.js";
 import type { GatewayContext } from "../ops/context.js";
@@ -74,8 +74,7 @@ export const REFLECTION_METHODS = ["grpc.reflection.v1.ServerReflection/ServerRe
 /** Stands for every backend method the transparent proxy serves under its own name (Gateway.routes). */
 export const PROXIED_METHODS = "<backend service>/<method>";
 
-/** The gateway's own gRPC services, as the package definition names them. */
-export const GATEWAY_SERVICES = ["platform.Gateway", "platform.State", "platform.Config", "platform.Trigger", "io.cloudevents.v1.Pubsub"] as const;
+export { GATEWAY_SERVICES };
 
 /** Time close() still gives the runtime and the OTLP flush when in-flight work used up the shutdown timeout. */
 const RELEASE_GRACE_MS = 1000;
@@ -137,7 +136,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   // One bound on conversion-pool workers for the process: this thread's pool and every uWS thread's share it.
   const slots = createWorkerSlots(opts.conversionWorkers, opts.threads > 1 ? opts.threads + 1 : 1);
   const conversionWorkers = metrics.gauge("platform_gateway_conversion_workers", `JSON<->protobuf conversion-pool worker threads alive or starting in the process, every thread's pool together (at most --conversion-workers)`, []);
-  const dispatch = createDispatchFacility(ctx, { slots }, offloadMin === undefined ? undefined : (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), offloadMin);
+  /** The gRPC port once it listens: browser RPC reaches the gateway's own services through it. */
+  let listenedGrpcPort: number | undefined;
+  const dispatch = createDispatchFacility(ctx, { slots, ownGrpcPort: () => listenedGrpcPort }, offloadMin === undefined ? undefined : (wire, signal, timeoutMs) => threads?.invoke(wire, signal, timeoutMs), offloadMin);
   const facilities: Facility[] = [
     { grpc: { "platform.Config": configGrpc(configOps) }, routes: configRoutes(configOps) },
     dispatch,
@@ -230,12 +231,14 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   try {
     await runtime.start();
     grpcPort = await front.listen();
+    listenedGrpcPort = grpcPort;
     if (opts.threads > 1) {
       threads = await startUwsThreads({
         count: opts.threads,
         // Each thread validates these again; what came from the environment or was drawn at random is fixed here,
         // so every thread signs and verifies browser tokens with the same secret.
-        options: { ...opts, logDestination: undefined, tokenSecret: opts.tokenSecret ?? randomBytes(32).toString("hex") },
+        // The gRPC port as bound (for browser RPC to the gateway's own services), not the 0 that asked for any.
+        options: { ...opts, grpcPort, logDestination: undefined, tokenSecret: opts.tokenSecret ?? randomBytes(32).toString("hex") },
         routes,
         hub: pubsub.webHub,
         pubsub: pubsub.ops,

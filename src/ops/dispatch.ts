@@ -36,10 +36,26 @@ export interface InvokeResult extends Status {
   responseData: string;
 }
 
+/** One invocation with the request already in protobuf binary (the browser RPC front's `application/proto`). */
+export interface InvokeBytesInput extends Omit<InvokeInput, "requestData"> {
+  /** The request message, protobuf binary, passed to the backend as is. */
+  request: Uint8Array;
+}
+
+/** The outcome of invokeBytes: its status and, when OK, the backend's response bytes as they came. */
+export interface InvokeBytesResult extends Status {
+  response: Buffer | undefined;
+}
+
 /** The dynamic dispatch operations; the gRPC and REST front ends are thin shells around these. */
 export interface DispatchOps {
   /** Call a backend method. Never throws: every failure is in the result (in-band). */
   invoke(input: InvokeInput): Promise<InvokeResult>;
+  /**
+   * Call a backend's unary method with binary request and response: no conversion, counted as invoke counts. Never
+   * throws. Always runs here (no offload: its callers are the uWS fronts, which run where their connections are).
+   */
+  invokeBytes(input: InvokeBytesInput): Promise<InvokeBytesResult>;
   /** Dialable backends, by registered name, in config order. */
   listServices(): readonly string[];
   /** Methods of every service the backend hosts (reflection excluded). NOT_FOUND for an unknown service. */
@@ -173,7 +189,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     return { ...statusOk(), responseData };
   };
 
-  const record = (label: string, result: InvokeResult, started: number): void => {
+  const record = (label: string, result: Status, started: number): void => {
     const code = codeName(result.code);
     deps.invocations.inc({ service: label, code });
     deps.latency.observe({ service: label, code }, (performance.now() - started) / 1000);
@@ -201,18 +217,30 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     }
   };
 
-  const invokeHere = async (input: InvokeInput, started: number): Promise<InvokeResult> => {
+  /** Run an invocation here on the backend `service` names, counted by that backend and the outcome's code. */
+  const countedHere = async <R extends Status>(service: unknown, run: (backend: Backend) => Promise<R>, failure: (e: unknown) => R, started: number): Promise<R> => {
     let label = "(unknown)";
-    let result: InvokeResult;
+    let result: R;
     try {
-      const backend = backendOf(input.service);
+      const backend = backendOf(service);
       label = backend.name;
-      result = await invokeOrThrow(input, backend);
+      result = await run(backend);
     } catch (e) {
-      result = failed(e);
+      result = failure(e);
     }
     record(label, result, started);
     return result;
+  };
+  const invokeHere = (input: InvokeInput, started: number): Promise<InvokeResult> => countedHere(input.service, (b) => invokeOrThrow(input, b), failed, started);
+
+  const invokeBytesOrThrow = async (input: InvokeBytesInput, backend: Backend): Promise<InvokeBytesResult> => {
+    const { method } = await backend.resolve(requireString("method", input.method), input.signal);
+    if (method.clientStreaming || method.serverStreaming) {
+      throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kindOf(method)}; this call supports unary methods only`);
+    }
+    const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
+    const outcome = await backend.call(method.path, input.request, input.metadata, deadline, input.signal);
+    return outcome.ok ? { ...statusOk(), response: outcome.bytes } : { code: outcome.code, message: outcome.message, response: undefined };
   };
 
   const offloadMin = deps.offloadMinInflight ?? 1;
@@ -242,6 +270,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
         inflight--;
       }
     },
+    invokeBytes: (input) => countedHere(input.service, (b) => invokeBytesOrThrow(input, b), (e): InvokeBytesResult => ({ ...statusOf(e), response: undefined }), performance.now()),
     listServices: () => backends.names,
     async listMethods(service, opts = {}) {
       const b = backendOf(service);

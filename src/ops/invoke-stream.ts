@@ -27,6 +27,11 @@ export interface StreamSink {
    * delivered (and the backend is not read) until `resume()` is called on the handle.
    */
   message(json: string): boolean;
+  /**
+   * With `requestBytes` given (a binary invocation): each backend response as it came, protobuf binary, instead of
+   * `message`. Returns false as `message` does.
+   */
+  bytes?(message: Buffer): boolean;
   /** The final status; called exactly once, after every message. */
   end(status: StreamStatus): void;
 }
@@ -40,6 +45,11 @@ export interface InvokeStreamInput {
    * streaming: empty means no message yet (send them with `write()`).
    */
   requestData: unknown;
+  /**
+   * Binary instead of JSON (unary and server-streaming methods only): the first request as protobuf binary, sent as
+   * is (`requestData` is ignored), and every response to `sink.bytes` unconverted.
+   */
+  requestBytes?: Uint8Array;
   /** Already filtered through the forwarding allow-list. */
   metadata: grpc.Metadata;
   /** Epoch ms; none means no deadline for streaming kinds and now + `invokeDeadlineMs` for unary. */
@@ -129,8 +139,15 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
     if (pendingStatus && !converting) finish(pendingStatus);
   };
 
+  const binary = input.requestBytes !== undefined;
   const onMessage = (bytes: Buffer): void => {
     if (ended) return;
+    if (binary) {
+      deps.messages.inc({ kind: kind as MethodKind, direction: "response" });
+      if (sink.bytes!(bytes)) call!.read();
+      else paused = true;
+      return;
+    }
     converting = true;
     deps.converter.binaryToJson(schemaSet!, method!.outputType, bytes).then(
       (json) => {
@@ -170,8 +187,9 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
       if (refused) throw refused;
       if (cancelled !== undefined) throw new GatewayError(Code.CANCELLED, cancelled);
       const streamingRequests = method.clientStreaming;
-      let firstBytes: Uint8Array | undefined;
-      if (!streamingRequests || first !== "") firstBytes = await deps.converter.jsonToBinary(schemaSet, method.inputType, first || "{}");
+      if (binary && streamingRequests) throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; a binary invocation supports unary and server-streaming methods only`);
+      let firstBytes: Uint8Array | undefined = input.requestBytes;
+      if (!binary && (!streamingRequests || first !== "")) firstBytes = await deps.converter.jsonToBinary(schemaSet, method.inputType, first || "{}");
       if (cancelled !== undefined) throw new GatewayError(Code.CANCELLED, cancelled);
       const deadline = input.deadline ?? (kind === "unary" ? Date.now() + deps.invokeDeadlineMs : Infinity);
       call = openStreamCall(backend, method.path, input.metadata, deadline, {

@@ -80,7 +80,7 @@ const invokeInBand = { invalid: inBand("INVALID_ARGUMENT"), missing: inBand("NOT
  * outcome test does not drive them; the suites named test them.
  */
 export const EVERY_ROUTE = [
-  "a request body or message over --max-body-bytes: RESOURCE_EXHAUSTED (HTTP 413; a WebSocket frame closes the socket with 1009) (rest-router, web-fronts-qa, web-pubsub, ws-oversize tests)",
+  "a request body or message over --max-body-bytes: RESOURCE_EXHAUSTED (HTTP 413; Connect's 429 and gRPC-Web's grpc-status 8 on the browser RPC routes; a WebSocket frame closes the socket with 1009) (rest-router, web-fronts-qa, web-pubsub, ws-oversize, connect-web tests)",
   "a REST reply over 64 KiB while its HTTP thread already holds --max-unread-reply-bytes for clients that have not read theirs: UNAVAILABLE (HTTP 503, retry-after 1) (rest-stalled-replies test)",
   "a REST state query or bulk get reply while --max-unread-reply-bytes of such replies are already being built: UNAVAILABLE (HTTP 503, retry-after 1) (json-items unit test, the REST class of the attack suite)",
   "the gateway is shutting down: UNAVAILABLE (HTTP 503) (shutdown, health-metrics tests)",
@@ -198,6 +198,14 @@ export const OUTCOMES: readonly OutcomeRoute[] = [
   },
   { front: "sse", route: "GET /v1/pubsub/events", outcomes: keyed({ forbidden: status("PERMISSION_DENIED"), invalid, upstream: upstreamStatus }), note: "refused before the stream starts" },
   { front: "sse", route: "OPTIONS /v1/pubsub/events", outcomes: { unauthenticated: none, forbidden: status("PERMISSION_DENIED") }, note: "CORS preflight: 204 or a bare 403" },
+  // Connect and gRPC-Web on the HTTP port, at each backend method's gRPC path (docs/browser-rpc.md).
+  {
+    front: "rest",
+    route: "POST /:service/:method",
+    outcomes: { unauthenticated, forbidden: status("PERMISSION_DENIED"), malformed: invalid, invalid, missing: status("UNIMPLEMENTED", 404), upstream: upstreamStatus },
+    note: "as Connect unary answers, with Connect's error JSON ({code: \"unauthenticated\", ...}); Connect streaming answers HTTP 200 with the code in its end-of-stream message, gRPC-Web with grpc-status",
+  },
+  { front: "rest", route: "OPTIONS /:service/:method", outcomes: { unauthenticated: none, forbidden: status("PERMISSION_DENIED") }, note: "CORS preflight: 204 or a bare 403" },
   {
     front: "rest",
     route: "GET /dapr/subscribe",

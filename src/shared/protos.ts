@@ -24,6 +24,9 @@ export const LOADER_OPTIONS: Options = Object.freeze({
   oneofs: true,
 });
 
+/** The gateway's own gRPC services, as the package definition names them. */
+export const GATEWAY_SERVICES = ["platform.Gateway", "platform.State", "platform.Config", "platform.Trigger", "io.cloudevents.v1.Pubsub"] as const;
+
 let cached: PackageDefinition | undefined;
 
 /** The package definition of every gateway service and message (built once per process). */

@@ -127,6 +127,7 @@ async function main(): Promise<void> {
   const dispatch = createDispatchFacility(ctx, {
     slots: slotsOfPool(data.conversionSlots, data.index),
     schemaSource: (service, fresh, signal) => bridge.call<ReflectionResult>("backend.schema", { service, fresh }, signal),
+    ownGrpcPort: () => opts.grpcPort,
   });
   const local: Route[] = [...configRoutes(createConfigOps(services)), ...(dispatch.routes ?? []), ...web.routes, ...consoleRoutes()];
   const localKeys = new Set(local.map((r) => `${r.method} ${r.path}`));

@@ -4,6 +4,7 @@ import { invalidArgument } from "../shared/gateway-error.js";
 import { authenticate, checkTopics, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../http/router.js";
+import { answerPreflight, type PreflightPolicy } from "../http/preflight.js";
 import { overConnectionBound, refuse, type WebDeps } from "./web-deps.js";
 
 /** Topics one SSE request may name. */
@@ -144,21 +145,8 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
   };
 
   // CORS preflight, for browsers that send one (EventSource itself does not; fetch-based readers with headers do).
-  app.options("/v1/pubsub/events", (res, req) => {
-    const origin = req.getHeader("origin");
-    const allowed = origin !== "" && deps.origins.allowed(origin, req.getHeader("host"));
-    res.cork(() => {
-      res.writeStatus(allowed ? "204 No Content" : "403 Forbidden");
-      if (allowed) {
-        res.writeHeader("access-control-allow-origin", origin);
-        res.writeHeader("access-control-allow-methods", "GET");
-        res.writeHeader("access-control-allow-headers", "last-event-id, x-api-key");
-        res.writeHeader("access-control-max-age", "600");
-        res.writeHeader("vary", "Origin");
-      }
-      res.end();
-    });
-  });
+  const preflight: PreflightPolicy = { allowed: (o, host) => deps.origins.allowed(o, host), methods: "GET", headers: "last-event-id, x-api-key", maxAgeSeconds: 600 };
+  app.options("/v1/pubsub/events", (res, req) => void answerPreflight(res, req, preflight));
 
   app.get("/v1/pubsub/events", (res, req) => {
     const { headers } = requestHeaders(req);

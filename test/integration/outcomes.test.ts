@@ -264,6 +264,15 @@ describe("route-by-outcome table", () => {
     return { ...inBandOf(json(text)), http: res.status };
   }
 
+  /** A Connect unary JSON call: an error is its HTTP status and the Connect error JSON's code (as the gRPC name). */
+  async function connectUnary(path: string, body: unknown, opts: { key?: boolean; origin?: string } = {}): Promise<Observed> {
+    const headers: Record<string, string> = { "content-type": "application/json", "connect-protocol-version": "1", ...(opts.key === false ? {} : { "x-api-key": KEY }), ...(opts.origin ? { origin: opts.origin } : {}) };
+    const res = await fetch(`${gw.http}${path}`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body), signal: AbortSignal.timeout(TIMEOUT_MS) });
+    const answer = (await res.json()) as { code?: string };
+    if (res.status === 200) return { via: "none", http: 200 };
+    return { via: "status", code: answer.code === "canceled" ? "CANCELLED" : answer.code?.toUpperCase(), http: res.status };
+  }
+
   /** A WebSocket upgrade: a refused one is a status (with the body's code), an accepted one is the open socket. */
   function upgrade(path: string, opts: { key?: boolean; origin?: string } = {}): Promise<{ observed: Observed; ws?: WebSocket; frames: any[] }> {
     const ws = new WebSocket(`${gw.http.replace(/^http/, "ws")}${path}`, [], {
@@ -594,6 +603,18 @@ describe("route-by-outcome table", () => {
       forbidden: () => http("GET", "/v1/pubsub/events?topic=t", { headers: { origin: EVIL_ORIGIN } }),
       invalid: () => http("GET", "/v1/pubsub/events"),
       upstream: () => http("GET", "/v1/pubsub/events?topic=upstream"),
+    },
+    "POST /:service/:method": {
+      unauthenticated: () => connectUnary("/shop.v1.OrderService/GetOrder", { orderId: "o-1" }, { key: false }),
+      forbidden: () => connectUnary("/shop.v1.OrderService/GetOrder", { orderId: "o-1" }, { origin: EVIL_ORIGIN }),
+      malformed: () => connectUnary("/shop.v1.OrderService/GetOrder", "{"),
+      invalid: () => connectUnary("/shop.v1.OrderService/GetOrder", { noSuchField: 1 }),
+      missing: () => connectUnary("/shop.v1.OrderService/NoSuchMethod", {}),
+      upstream: () => connectUnary("/shop.v1.OrderService/GetOrder", { orderId: failOrder }),
+    },
+    "OPTIONS /:service/:method": {
+      unauthenticated: () => http("OPTIONS", "/shop.v1.OrderService/GetOrder", { key: false, headers: { origin: gw.http } }),
+      forbidden: () => http("OPTIONS", "/shop.v1.OrderService/GetOrder", { key: false, headers: { origin: EVIL_ORIGIN } }),
     },
     "OPTIONS /v1/pubsub/events": {
       unauthenticated: () => http("OPTIONS", "/v1/pubsub/events", { key: false, headers: { origin: gw.http } }),

@@ -27,9 +27,10 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   rest: ["http", "ops", "config", "observe", "runtime", "shared", "gen"],
   web: ["http", "ops", "config", "observe", "broker", "runtime", "shared"],
   console: ["http", "shared"],
-  facilities: ["grpc", "rest", "web", "console", "http", "ops", "config", "observe", "broker", "runtime", "backends", "workers", "shared", "gen"],
-  threads: ["facilities", "rest", "web", "console", "http", "ops", "config", "observe", "broker", "runtime", "backends", "workers", "shared", "gen"],
-  main: ["threads", "facilities", "grpc", "rest", "web", "console", "http", "ops", "config", "observe", "broker", "runtime", "backends", "workers", "h2", "shared", "gen"],
+  rpcweb: ["http", "ops", "backends", "workers", "config", "observe", "shared"],
+  facilities: ["grpc", "rest", "web", "rpcweb", "console", "http", "ops", "config", "observe", "broker", "runtime", "backends", "workers", "shared", "gen"],
+  threads: ["facilities", "rest", "web", "rpcweb", "console", "http", "ops", "config", "observe", "broker", "runtime", "backends", "workers", "shared", "gen"],
+  main: ["threads", "facilities", "grpc", "rest", "web", "rpcweb", "console", "http", "ops", "config", "observe", "broker", "runtime", "backends", "workers", "h2", "shared", "gen"],
   client: ["shared", "gen"],
 };
 
