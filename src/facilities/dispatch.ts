@@ -15,6 +15,8 @@ import { createOriginPolicy } from "../web/access.js";
 import type { InvokeStreamDeps } from "../ops/invoke-stream.js";
 import { gatewayRoutes } from "../rest/gateway.js";
 import { grpcReflectionRoutes } from "../rest/grpc-reflection.js";
+import { openApiRoutes } from "../rest/openapi.js";
+import { createOpenApiOps } from "../ops/openapi/serve.js";
 import { createConverter } from "../workers/converter.js";
 import type { WorkerSlots } from "../workers/worker-slots.js";
 import type { SchemaSource } from "../backends/backend.js";
@@ -145,6 +147,8 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     messages: ctx.metrics.counter("platform_gateway_stream_messages_total", "Messages moved by streamed invocations, by method kind and direction (request or response)", ["kind", "direction"]),
   };
 
+  const openApi = createOpenApiOps({ services: ctx.services, backends, apiKey: options.apiKeys.length > 0 });
+
   let closed: Promise<void> | undefined;
   let destroyed = false;
   return {
@@ -169,7 +173,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     bindGrpc: (server, binding) => proxy.bind(server, binding),
     appHooks: [invokeWsHook(streamDeps, filter, createOriginPolicy(options.corsOrigins))],
     reflection: () => proxy.reflection(),
-    routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
+    routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter), ...openApiRoutes(openApi)],
     async start() {
       // A uWS thread dials its unary connections on first use and opens grpc-js channels only for a stream.
       if (!share.schemaSource) backends.connect();
