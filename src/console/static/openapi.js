@@ -231,7 +231,8 @@ export function mount(root) {
       detail,
       h("h3", { class: "op-title" }, h("span", { class: `badge verb verb-${method.toLowerCase()}` }, method), " ", h("code", {}, path)),
       op.summary ? h("p", { class: "summary" }, op.summary) : null,
-      op.description ? h("p", { class: "desc" }, op.description) : null,
+      // The description repeats the summary as its first paragraph (both come from the proto comment).
+      op.description ? h("p", { class: "desc" }, op.summary && op.description.startsWith(op.summary) ? op.description.slice(op.summary.length).trim() : op.description) : null,
       entry.custom ? h("p", { class: "status info" }, `${method} is not an OpenAPI operation method: the document lists this route under x-custom-operations.`) : null,
       h("h4", {}, "Parameters"),
       paramTable(parameters, doc),
