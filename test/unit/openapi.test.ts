@@ -217,3 +217,38 @@ describe("OpenAPI document of an API without annotations (shop)", () => {
     assert.equal(s["shop.common.v1.Address"]["properties"]["zip"]["x-proto-name"], "postal_code");
   });
 });
+
+describe("console API view logic over the document", () => {
+  const load = async (): Promise<any> => {
+    const { join } = await import("node:path");
+    const { pathToFileURL } = await import("node:url");
+    const { consoleDir } = await import("../../src/console/index.js");
+    return import(pathToFileURL(join(consoleDir(), "openapi.js")).href);
+  };
+
+  it("builds request URLs: path values percent-encoded, a ** value keeps its /, repeated query values", async () => {
+    const { buildUrl } = await load();
+    const get = op("get", "/v1/shelves/{shelf}/books/{book}");
+    assert.equal(buildUrl("/v1/shelves/{shelf}/books/{book}", get["parameters"], { "path:shelf": "a b", "path:book": "x/y" }), "/v1/shelves/a%20b/books/x%2Fy");
+    assert.throws(() => buildUrl("/v1/shelves/{shelf}/books/{book}", get["parameters"], { "path:shelf": "a" }), /path parameter book is required/);
+    const file = op("get", "/v1/files/{path}");
+    assert.equal(buildUrl("/v1/files/{path}", file["parameters"], { "path:path": "dir/a b.txt" }), "/v1/files/dir/a%20b.txt");
+    const list = op("get", "/v1/shelves/{shelf}/books");
+    assert.equal(
+      buildUrl("/v1/shelves/{shelf}/books", list["parameters"], { "path:shelf": "s", "query:tags": "a, b", "query:pageSize": "5", "query:genre": "" }),
+      "/v1/shelves/s/books?pageSize=5&tags=a&tags=b",
+    );
+  });
+
+  it("prefills bodies with proto3 JSON zero values and ends recursion", async () => {
+    const { skeletonOf, operationsOf } = await load();
+    const body = op("patch", "/v4/messages/{message_id}")["requestBody"]["content"]["application/json"]["schema"];
+    // body "*": the message minus message_id, which the path sets.
+    assert.deepEqual(skeletonOf(body, doc), { text: "", name: "", userId: "", revision: "0", subfield: "" });
+    const recursive = { components: { schemas: { N: { type: "object", properties: { next: { $ref: "#/components/schemas/N" }, d: { type: "string", pattern: "^-?[0-9]+(\\.[0-9]{1,9})?s$" } } } } } };
+    assert.deepEqual(skeletonOf({ $ref: "#/components/schemas/N" }, recursive), { next: {}, d: "0s" });
+    const ops = operationsOf(doc) as Array<{ method: string; custom: boolean }>;
+    assert.equal(ops.length, 17);
+    assert.deepEqual(ops.filter((o) => o.custom).map((o) => o.method), ["PURGE"]);
+  });
+});
