@@ -17,6 +17,8 @@ import { createOwnServices } from "./own-rpc.js";
 import type { InvokeStreamDeps } from "../ops/invoke-stream.js";
 import { gatewayRoutes } from "../rest/gateway.js";
 import { grpcReflectionRoutes } from "../rest/grpc-reflection.js";
+import { openApiRoutes } from "../rest/openapi.js";
+import { createOpenApiOps } from "../ops/openapi/serve.js";
 import { createConverter } from "../workers/converter.js";
 import type { WorkerSlots } from "../workers/worker-slots.js";
 import type { SchemaSource } from "../backends/backend.js";
@@ -167,6 +169,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     targets.set(name, t);
     return t;
   };
+  const openApi = createOpenApiOps({ services: ctx.services, backends, apiKey: options.apiKeys.length > 0 });
 
   let closed: Promise<void> | undefined;
   let destroyed = false;
@@ -205,7 +208,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
       }),
     ],
     reflection: () => proxy.reflection(),
-    routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter)],
+    routes: [...gatewayRoutes(counted, filter), ...invokeStreamRoutes(streamDeps, filter), ...grpcReflectionRoutes(counted, filter), ...openApiRoutes(openApi)],
     async start() {
       // A uWS thread dials its unary connections on first use and opens grpc-js channels only for a stream.
       if (!share.schemaSource) backends.connect();

@@ -7,8 +7,9 @@ import * as topics from "./topics.js";
 import * as state from "./state.js";
 import * as triggers from "./triggers.js";
 import * as health from "./health.js";
+import * as openapi from "./openapi.js";
 
-const PAGES = { services, topics, state, triggers, health };
+const PAGES = { services, api: openapi, topics, state, triggers, health };
 /** Pages a token (no API key) can use: tokens only authorise pub/sub streams. */
 const TOKEN_PAGES = new Set(["topics", "health"]);
 

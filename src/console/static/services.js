@@ -45,7 +45,7 @@ export function skeleton(schema) {
 }
 
 /** Quote for a POSIX shell (single quotes, embedded ' closed and escaped). */
-function shq(s) {
+export function shq(s) {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
