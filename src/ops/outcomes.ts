@@ -116,6 +116,8 @@ export const OUTCOMES: readonly OutcomeRoute[] = [
   { front: "rest", route: "GET /v1/grpc/{service}/methods", outcomes: keyed({ invalid, missing: notFound }) },
   { front: "rest", route: "GET /v1/grpc/{service}/schema/{method+}", outcomes: keyed({ invalid, missing: notFound }) },
   { front: "rest", route: "GET /v1/grpc/{service}/protos", outcomes: keyed({ missing: notFound }) },
+  { front: "rest", route: "GET /v1/openapi.json", outcomes: keyed(), note: "a backend that is down is listed under x-unavailable" },
+  { front: "rest", route: "GET /v1/grpc/{service}/openapi.json", outcomes: keyed({ missing: notFound }) },
   {
     front: "rest",
     route: "POST /v1/grpc/call",

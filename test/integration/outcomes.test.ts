@@ -427,6 +427,13 @@ describe("route-by-outcome table", () => {
       unauthenticated: () => http("GET", "/v1/grpc/orders/protos", { key: false }),
       missing: () => http("GET", "/v1/grpc/nope/protos"),
     },
+    "GET /v1/openapi.json": {
+      unauthenticated: () => http("GET", "/v1/openapi.json", { key: false }),
+    },
+    "GET /v1/grpc/{service}/openapi.json": {
+      unauthenticated: () => http("GET", "/v1/grpc/orders/openapi.json", { key: false }),
+      missing: () => http("GET", "/v1/grpc/nope/openapi.json"),
+    },
     "POST /v1/grpc/call": {
       unauthenticated: () => http("POST", "/v1/grpc/call", { body: { service: "orders", method: "GetOrder", request: "{}" }, key: false }),
       malformed: () => http("POST", "/v1/grpc/call", { body: "{" }),
