@@ -68,7 +68,7 @@ const reflected = (schema: BackendSchema, version: ReflectionResult["version"]):
 export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare, offload?: InvokeOffload, offloadMinInflight?: number): DispatchFacility {
   const { logger, options } = ctx;
   const schemaListeners: Array<(service: string, schema: ReflectionResult) => void> = [];
-  const filter = createMetadataFilter(options.forwardHeaders);
+  const filter = createMetadataFilter(options.forwardHeaders, ctx.tracer?.on === true);
   // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
   const proxy = createGrpcProxy({
     backends: { get: (name) => backends.get(name) },
@@ -118,6 +118,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     latency: ctx.metrics.histogram("platform_gateway_invoke_duration_seconds", "Latency of dynamic invocations in seconds (conversion and backend call), by service and outcome", ["service", "code"]),
     ...(offload ? { offload } : {}),
     ...(offloadMinInflight !== undefined ? { offloadMinInflight } : {}),
+    ...(ctx.tracer ? { tracer: ctx.tracer } : {}),
   });
 
   // Count in-flight invocations so close() lets them finish before the channels go.
