@@ -58,6 +58,7 @@ export interface TraceHeaders {
 export interface TraceSpan {
   /** A span under this one. */
   child(name: string, kind: "internal" | "client", attributes?: SpanAttributes): TraceSpan;
+  /** Set an attribute (on a handle of another thread's span: ignored, that thread sets its own). */
   set(key: string, value: string | number | boolean): void;
   event(name: string, attributes?: SpanAttributes): void;
   /**

@@ -312,6 +312,8 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
       const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
       const far = deps.offload(invokeToWire(input, span), input.signal, deadline - Date.now() + OFFLOAD_GRACE_MS);
       if (far) {
+        // The thread runs the call under this span but cannot annotate it: name the backend here.
+        if (span) span.set("gateway.service", typeof input.service === "string" ? echo(input.service) : "(unknown)");
         inflight++;
         try {
           return await offloaded(far, input, started);
