@@ -280,7 +280,8 @@ function tracesEndpoint(v: unknown): string | undefined {
   } catch {
     // reported below
   }
-  if (url?.protocol !== "http:" && url?.protocol !== "https:") bad("otlpTracesEndpoint", v, "must be an http:// or https:// URL");
+  // Not echoed: a collector URL may carry a credential.
+  if (url?.protocol !== "http:" && url?.protocol !== "https:") throw new GatewayError(Code.INVALID_ARGUMENT, "option otlpTracesEndpoint must be an http:// or https:// URL");
   return s;
 }
 
