@@ -82,6 +82,12 @@ export const GATEWAY_SERVICES = ["platform.Gateway", "platform.State", "platform
 /** Time close() still gives the runtime and the OTLP flush when in-flight work used up the shutdown timeout. */
 const RELEASE_GRACE_MS = 1000;
 
+/** A URL without its user info, query and fragment. */
+function endpointForLog(url: string): string {
+  const u = new URL(url);
+  return `${u.origin}${u.pathname}`;
+}
+
 /** Start a gateway: load config, create the runtime, start both servers. Rejects with a GatewayError on bad options. */
 export async function createGateway(options: GatewayOptions, overrides: GatewayOverrides = {}): Promise<Gateway> {
   const opts = validateGatewayOptions(options);
@@ -96,7 +102,8 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     serviceName: opts.otlpServiceName,
   });
   const tracer = createTracer(tracerOptions(opts));
-  if (tracer.on) logger.info({ endpoint: opts.otlpTracesEndpoint, protocol: opts.otlpTracesProtocol, sampler: opts.traceSampler, ratio: opts.traceSamplerArg }, "exporting traces over OTLP/HTTP");
+  // The endpoint's origin and path only: a URL may carry a credential.
+  if (tracer.on) logger.info({ endpoint: endpointForLog(opts.otlpTracesEndpoint!), protocol: opts.otlpTracesProtocol, sampler: opts.traceSampler, ratio: opts.traceSamplerArg }, "exporting traces over OTLP/HTTP");
   const runtime =
     overrides.runtime ??
     (await createRuntime(opts.sidecar, {
