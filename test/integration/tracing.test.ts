@@ -214,6 +214,27 @@ describe("tracing: sampling, JSON export, and off", () => {
     }
   });
 
+  it("conversions on the pool say so with their queue wait; a cached schema is a hit", async () => {
+    const receiver = await startOtlpReceiver();
+    const gw = await startTestGateway(options(backend, receiver, { workerThresholdBytes: 0, conversionWorkers: 1 }));
+    try {
+      for (const id of ["pool-1", "pool-2"]) {
+        await invokeJson(gw, id);
+        const spans = await spansOf(receiver, backendTraceparent(backend).traceId, SPANS_PER_INVOKE);
+        for (const name of ["json to protobuf", "protobuf to json"]) {
+          const c = named(spans, name);
+          assert.equal(c.attributes["gateway.conversion"], "pool", name);
+          const queued = c.attributes["gateway.conversion.queue_ms"];
+          assert.ok(typeof queued === "number" && queued >= 0, `${name} queue wait ${String(queued)}`);
+        }
+        if (id === "pool-2") assert.equal(named(spans, "resolve schema").attributes["gateway.schema.cache"], "hit");
+      }
+    } finally {
+      await gw.close();
+      await receiver.close();
+    }
+  });
+
   it("tracing off: no traceparent is invented and the caller's is forwarded untouched", async () => {
     const gw = await startTestGateway(options(backend, undefined));
     try {
