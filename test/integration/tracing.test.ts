@@ -291,3 +291,25 @@ describe("tracing with --threads 2", () => {
     assert.equal(typeof named(spans, "shop.v1.OrderService/GetOrder").resource["gateway.thread"], "number", "the backend call ran on a thread");
   });
 });
+
+describe("tracing: shutdown", () => {
+  it("close() flushes the spans still queued, the uWS threads' included", async () => {
+    const backend = await startOrderBackend();
+    const receiver = await startOtlpReceiver();
+    // An export delay far past the test: only the flush on close can deliver these spans.
+    const gw = await startTestGateway(options(backend, receiver, { threads: 2, traceExportDelayMs: 600_000 }));
+    try {
+      await invokeJson(gw, "flush-rest");
+      const restTrace = backendTraceparent(backend).traceId;
+      await unary(gw.client("platform.Gateway"), "InvokeJson", { service: "orders", method: "GetOrder", request_data: JSON.stringify({ orderId: "flush-grpc" }) });
+      const grpcTrace = backendTraceparent(backend).traceId;
+      assert.equal(receiver.spans.length, 0, "nothing exported before close");
+      await gw.close();
+      for (const traceId of [restTrace, grpcTrace]) assert.equal(receiver.spans.filter((s) => s.traceId === traceId).length, SPANS_PER_INVOKE, traceId);
+    } finally {
+      await gw.close();
+      await receiver.close();
+      backend.close();
+    }
+  });
+});
