@@ -4,6 +4,7 @@ import * as grpc from "@grpc/grpc-js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { httpRequest } from "../support/http-request.js";
+import { startGatewayProcess } from "../support/cli.js";
 import { SpanKind, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
 import type { GatewayOptions } from "../../src/config/options.js";
 
@@ -310,6 +311,33 @@ describe("tracing: shutdown", () => {
       await gw.close();
       await receiver.close();
       backend.close();
+    }
+  });
+});
+
+describe("tracing from the command line", () => {
+  it("OTEL_TRACES_EXPORTER=otlp with the generic endpoint, JSON protocol and service name: spans arrive, and the start is logged", async () => {
+    const receiver = await startOtlpReceiver();
+    const base = receiver.url.replace(/\/v1\/traces$/, "");
+    const gw = await startGatewayProcess(["--threads", "1"], {
+      OTEL_TRACES_EXPORTER: "otlp",
+      OTEL_EXPORTER_OTLP_ENDPOINT: base,
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json",
+      OTEL_SERVICE_NAME: "gateway-under-test",
+      OTEL_BSP_SCHEDULE_DELAY: "20",
+    });
+    try {
+      const r = await httpRequest(`http://127.0.0.1:${gw.httpPort}`, "POST", "/v1/gateway/invoke-json", { service: "nope", method: "M", request_data: "{}" }, { traceparent: `00-${"12".repeat(16)}-${CALLER_SPAN}-01` });
+      assert.equal(JSON.parse(r.body)["success"], false);
+      const [server] = await spansOf(receiver, "12".repeat(16), 1);
+      assert.equal(server!.name, "POST /v1/gateway/invoke-json");
+      assert.equal(server!.resource["service.name"], "gateway-under-test");
+      assert.ok(receiver.contentTypes.every((t) => t === "application/json"));
+      const started = gw.stdout.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l["msg"] === "exporting traces over OTLP/HTTP");
+      assert.deepEqual([started?.["endpoint"], started?.["protocol"], started?.["sampler"]], [receiver.url, "http/json", "parentbased_always_on"]);
+    } finally {
+      await gw.stop();
+      await receiver.close();
     }
   });
 });
