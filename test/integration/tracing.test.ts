@@ -121,6 +121,19 @@ describe("tracing: invoke over OTLP/HTTP", () => {
     assertInvokeTree(spans, server, backend);
   });
 
+  it("a malformed traceparent starts a new trace: the backend gets the gateway's valid one, never the caller's", async () => {
+    for (const bad of ["garbage", `00-${"0".repeat(32)}-${CALLER_SPAN}-01`, `00-${CALLER_TRACE}-${CALLER_SPAN}-01-extra`]) {
+      const r = await invokeJson(gw, "rest-bad", { traceparent: bad, tracestate: "vendor=abc" });
+      assert.equal(r["success"], true, bad);
+      const seen = backendTraceparent(backend);
+      assert.notEqual(seen.raw, bad);
+      assert.notEqual(seen.traceId, CALLER_TRACE, bad);
+      assert.equal(seen.tracestate, undefined, "a tracestate without a valid traceparent is dropped");
+      const spans = await spansOf(receiver, seen.traceId, SPANS_PER_INVOKE);
+      assert.equal(named(spans, "POST /v1/gateway/invoke-json").parentSpanId, "", bad);
+    }
+  });
+
   it("REST invoke (object payloads) is traced under its own route", async () => {
     const r = await httpRequest(gw.http, "POST", "/v1/gateway/invoke", { service: "orders", method: "GetOrder", requestData: { orderId: "rest-3" } });
     assert.equal(r.status, 200, r.body);
