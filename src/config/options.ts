@@ -6,6 +6,8 @@ import { LOG_LEVELS, type LogLevel } from "../observe/logger.js";
 import { createServiceRegistry, loadServicesConfig, validateServicesConfig, type ServiceConfig, type ServiceRegistry } from "./services.js";
 import { loadTls, type TlsFiles } from "./tls.js";
 import { MAX_TIMER_MS } from "../shared/timers.js";
+import { TRACE_PROTOCOLS, TRACE_SAMPLERS, type TraceProtocol, type TraceSampler } from "../observe/span.js";
+import type { TracerOptions } from "../observe/tracing.js";
 
 /** Everything the gateway process can be told. Every flag is documented in README "Command-line flags and environment". */
 export interface GatewayOptions {
@@ -135,12 +137,25 @@ export interface GatewayOptions {
   otlpIntervalMs?: number;
   /** `service.name` of exported metrics. Default "platform-gateway" (the CLI: $OTEL_SERVICE_NAME). */
   otlpServiceName?: string;
+  /**
+   * Full OTLP/HTTP URL traces are exported to (e.g. http://collector:4318/v1/traces). Default none: tracing is off
+   * (the CLI: --otlp-traces-endpoint, $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, docs/observability.md).
+   */
+  otlpTracesEndpoint?: string;
+  /** http/protobuf or http/json. Default http/protobuf (the CLI: $OTEL_EXPORTER_OTLP_TRACES_PROTOCOL). */
+  otlpTracesProtocol?: TraceProtocol;
+  /** Which traces are recorded, OpenTelemetry's sampler names. Default parentbased_always_on (the CLI: $OTEL_TRACES_SAMPLER). */
+  traceSampler?: TraceSampler;
+  /** The ratio of the traceidratio samplers, 0..1. Default 1 (the CLI: $OTEL_TRACES_SAMPLER_ARG). */
+  traceSamplerArg?: number;
+  /** How often queued spans are exported, ms. Default 5000 (the CLI: $OTEL_BSP_SCHEDULE_DELAY). */
+  traceExportDelayMs?: number;
   /** Where logs go. Default stdout. */
   logDestination?: NodeJS.WritableStream;
 }
 
 /** Options without a default: absent stays absent. */
-type Unset = "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination" | "tokenSecret" | "otlpEndpoint" | "tlsCert" | "tlsKey" | "tlsClientCa";
+type Unset = "configPath" | "pubsubName" | "daprApiToken" | "appApiToken" | "logDestination" | "tokenSecret" | "otlpEndpoint" | "otlpTracesEndpoint" | "tlsCert" | "tlsKey" | "tlsClientCa";
 
 /**
  * The validated, complete, frozen options. Nothing here reads the environment: the CLI (`cli-args.ts`) turns
@@ -243,6 +258,33 @@ function timerMs(field: string, v: unknown, dflt: number): number {
 }
 
 /** A string option that may be absent; an empty string counts as absent, as an empty variable does in the CLI. */
+function oneOf<T extends string>(field: string, v: unknown, allowed: readonly T[], dflt: T): T {
+  if (v === undefined) return dflt;
+  if (typeof v === "string" && (allowed as readonly string[]).includes(v)) return v as T;
+  return bad(field, v, `must be one of ${allowed.join(", ")}`);
+}
+
+function ratio(field: string, v: unknown): number {
+  if (v === undefined) return 1;
+  if (typeof v === "number" && v >= 0 && v <= 1) return v;
+  return bad(field, v, "must be a number from 0 to 1");
+}
+
+/** An http(s) URL: the exporter would otherwise fail on every export, far from the setting. */
+function tracesEndpoint(v: unknown): string | undefined {
+  const s = optionalString("otlpTracesEndpoint", v);
+  if (s === undefined || s === "") return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(s);
+  } catch {
+    // reported below
+  }
+  // Not echoed: a collector URL may carry a credential.
+  if (url?.protocol !== "http:" && url?.protocol !== "https:") throw new GatewayError(Code.INVALID_ARGUMENT, "option otlpTracesEndpoint must be an http:// or https:// URL");
+  return s;
+}
+
 function optionalString(field: string, v: unknown): string | undefined {
   if (v === undefined || v === "") return undefined;
   if (typeof v !== "string") bad(field, v, "must be a string");
@@ -428,6 +470,11 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     otlpEndpoint: optionalString("otlpEndpoint", o.otlpEndpoint),
     otlpIntervalMs: positive("otlpIntervalMs", o.otlpIntervalMs, 60_000),
     otlpServiceName: optionalString("otlpServiceName", o.otlpServiceName) ?? "platform-gateway",
+    otlpTracesEndpoint: tracesEndpoint(o.otlpTracesEndpoint),
+    otlpTracesProtocol: oneOf("otlpTracesProtocol", o.otlpTracesProtocol, TRACE_PROTOCOLS, "http/protobuf"),
+    traceSampler: oneOf("traceSampler", o.traceSampler, TRACE_SAMPLERS, "parentbased_always_on"),
+    traceSamplerArg: ratio("traceSamplerArg", o.traceSamplerArg),
+    traceExportDelayMs: positive("traceExportDelayMs", o.traceExportDelayMs, 5000),
     logDestination: o.logDestination,
     tlsCert: tls?.cert,
     tlsKey: tls?.key,
@@ -436,6 +483,18 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     allowPlaintext,
     tlsReloadIntervalMs: positive("tlsReloadIntervalMs", o.tlsReloadIntervalMs, 2000),
   });
+}
+
+/** What createTracer needs from the options (the main thread and each uWS worker thread make their own tracer). */
+export function tracerOptions(o: ValidatedOptions): TracerOptions {
+  return {
+    endpoint: o.otlpTracesEndpoint,
+    protocol: o.otlpTracesProtocol,
+    sampler: o.traceSampler,
+    samplerArg: o.traceSamplerArg,
+    serviceName: o.otlpServiceName,
+    exportDelayMs: o.traceExportDelayMs,
+  };
 }
 
 /** The services registry the options name (config file, inline services, or none). */

@@ -74,7 +74,7 @@ const reflected = (schema: BackendSchema, version: ReflectionResult["version"]):
 export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare, offload?: InvokeOffload, offloadMinInflight?: number): DispatchFacility {
   const { logger, options } = ctx;
   const schemaListeners: Array<(service: string, schema: ReflectionResult) => void> = [];
-  const filter = createMetadataFilter(options.forwardHeaders);
+  const filter = createMetadataFilter(options.forwardHeaders, ctx.tracer?.on === true);
   // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
   const proxy = createGrpcProxy({
     backends: { get: (name) => backends.get(name) },
@@ -127,6 +127,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     backends,
     ...(offload ? { offload } : {}),
     ...(offloadMinInflight !== undefined ? { offloadMinInflight } : {}),
+    ...(ctx.tracer ? { tracer: ctx.tracer } : {}),
   });
 
   // Count in-flight invocations so close() lets them finish before the channels go.

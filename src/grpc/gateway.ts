@@ -5,10 +5,14 @@ import type { GatewayHandlers } from "../gen/gateway/platform/Gateway.js";
 import type { InvokeRequest__Output } from "../gen/gateway/platform/InvokeRequest.js";
 import type { InvokeResponse } from "../gen/gateway/platform/InvokeResponse.js";
 import type { GrpcImpl, UnaryContext } from "./server.js";
+import { grpcServerSpan, type ServerSpanInfo } from "../observe/span.js";
+
+const INVOKE_SPAN = grpcServerSpan("platform.Gateway/Invoke");
+const INVOKE_JSON_SPAN = grpcServerSpan("platform.Gateway/InvokeJson");
 
 /** `platform.Gateway` over gRPC: Invoke and InvokeJson (outcome in-band), ListServices, ListMethods, GetMethodSchema. */
 export function gatewayGrpc(ops: DispatchOps, filter: MetadataFilter): GrpcImpl<GatewayHandlers> {
-  const invoke = async (req: InvokeRequest__Output, ctx: UnaryContext): Promise<InvokeResponse> => {
+  const invoke = (server: ServerSpanInfo) => async (req: InvokeRequest__Output, ctx: UnaryContext): Promise<InvokeResponse> => {
     const r = await ops.invoke({
       service: req.service,
       method: req.method,
@@ -16,12 +20,13 @@ export function gatewayGrpc(ops: DispatchOps, filter: MetadataFilter): GrpcImpl<
       metadata: filter.fromGrpc(ctx.metadata),
       deadline: ctx.deadline,
       signal: ctx.signal,
+      trace: filter.traceOfGrpc(ctx.metadata, server),
     });
     return { ...toInBand(r), response_data: r.responseData };
   };
   return {
-    Invoke: invoke,
-    InvokeJson: invoke,
+    Invoke: invoke(INVOKE_SPAN),
+    InvokeJson: invoke(INVOKE_JSON_SPAN),
     ListServices: async () => ({ services: [...ops.listServices()] }),
     ListMethods: async (req, ctx) => ({
       methods: (await ops.listMethods(req.service, { signal: ctx.signal })).map((m) => ({

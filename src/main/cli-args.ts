@@ -54,11 +54,15 @@ Options (each has an environment variable; the flag wins):
   --redis-url <url>       Redis of --sidecar redis (docs/redis.md)      GATEWAY_REDIS_URL (default redis://127.0.0.1:6379)
   --redis-stream-maxlen <n>  entries kept per topic stream (MAXLEN ~)   GATEWAY_REDIS_STREAM_MAXLEN (default 10000)
   --redis-job-lease-ms <ms>  a replica's claim on a job firing          GATEWAY_REDIS_JOB_LEASE_MS (default 10000)
+  --otlp-traces-endpoint <url> export traces over OTLP/HTTP to this URL   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (default none: off)
+  --otlp-traces-protocol <p> http/protobuf | http/json                  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL (default http/protobuf)
   -h, --help              print this help
 
 Dapr tokens come from DAPR_API_TOKEN (sent to the sidecar) and APP_API_TOKEN (required on sidecar job callbacks).
 Metrics are also exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set (every OTEL_METRIC_EXPORT_INTERVAL
 ms, default 60000; service.name OTEL_SERVICE_NAME, default platform-gateway).
+Traces are exported when a traces endpoint is given, or OTEL_TRACES_EXPORTER=otlp (then to OTEL_EXPORTER_OTLP_ENDPOINT
+plus /v1/traces); sampling follows OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (docs/observability.md).
 With no API key the gateway accepts every caller and refuses to bind a non-loopback host; the same holds for
 --sidecar dapr without APP_API_TOKEN (its job callbacks would accept anyone). A non-loopback host also needs
 --tls-cert/--tls-key, or --allow-plaintext when a proxy or mesh in front terminates TLS. Certificate files are
@@ -146,6 +150,8 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "redis-url": { type: "string" },
       "redis-stream-maxlen": { type: "string" },
       "redis-job-lease-ms": { type: "string" },
+      "otlp-traces-endpoint": { type: "string" },
+      "otlp-traces-protocol": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -211,6 +217,39 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("otlpEndpoint", str("", "OTEL_EXPORTER_OTLP_ENDPOINT"));
   set("otlpIntervalMs", otelInterval(env["OTEL_METRIC_EXPORT_INTERVAL"]));
   set("otlpServiceName", str("", "OTEL_SERVICE_NAME"));
+  const traces = tracesEndpoint(from("otlp-traces-endpoint", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), env);
+  if (traces !== undefined) {
+    set("otlpTracesEndpoint", traces);
+    set("otlpTracesProtocol", (str("otlp-traces-protocol", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") ?? str("", "OTEL_EXPORTER_OTLP_PROTOCOL")) as GatewayOptions["otlpTracesProtocol"]);
+    set("traceSampler", str("", "OTEL_TRACES_SAMPLER")?.trim().toLowerCase() as GatewayOptions["traceSampler"]);
+    set("traceSamplerArg", ratioArg(from("", "OTEL_TRACES_SAMPLER_ARG")));
+    set("traceExportDelayMs", otelInterval(env["OTEL_BSP_SCHEDULE_DELAY"]));
+  }
   return opts;
+}
+
+/**
+ * Where traces go, or undefined (tracing off). Off by default: a traces endpoint (the flag or
+ * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, used as given) turns it on unless OTEL_TRACES_EXPORTER=none; so does
+ * OTEL_TRACES_EXPORTER=otlp alone, with OTEL_EXPORTER_OTLP_ENDPOINT plus /v1/traces (default http://localhost:4318).
+ * OTEL_EXPORTER_OTLP_ENDPOINT alone keeps exporting metrics only, as before tracing existed.
+ */
+function tracesEndpoint(given: Sourced, env: NodeJS.ProcessEnv): string | undefined {
+  const exporter = env["OTEL_TRACES_EXPORTER"]?.trim().toLowerCase() || undefined;
+  if (exporter !== undefined && exporter !== "otlp" && exporter !== "none") {
+    throw new GatewayError(3, `OTEL_TRACES_EXPORTER must be otlp or none (got ${JSON.stringify(env["OTEL_TRACES_EXPORTER"])}): traces are exported over OTLP/HTTP only`);
+  }
+  if (given !== undefined) return given.source.startsWith("--") || exporter !== "none" ? given.value : undefined;
+  if (exporter !== "otlp") return undefined;
+  const base = (env["OTEL_EXPORTER_OTLP_ENDPOINT"] || "http://localhost:4318").replace(/\/+$/, "");
+  return `${base}/v1/traces`;
+}
+
+/** OTEL_TRACES_SAMPLER_ARG: a number (validated 0..1 with the options). */
+function ratioArg(given: Sourced): number | undefined {
+  if (given === undefined) return undefined;
+  const n = Number(given.value.trim());
+  if (given.value.trim() === "" || !Number.isFinite(n)) throw new GatewayError(3, `${given.source} must be a number from 0 to 1 (got ${JSON.stringify(given.value)})`);
+  return n;
 }
 

@@ -17,7 +17,9 @@ import { runHealthChecks } from "../observe/health.js";
 import { createLogger, type Logger } from "../observe/logger.js";
 import { createMetrics, type Metrics } from "../observe/metrics.js";
 import { createConfigOps } from "../ops/config.js";
-import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
+import { loadRegistry, tracerOptions, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
+import { createTracer } from "../observe/tracing.js";
+import { settleWithin } from "../shared/timers.js";
 import { createPubsubFacility } from "../facilities/pubsub.js";
 import { configRoutes } from "../rest/config.js";
 import { isNativeUws, json, startRestServer, type RestServer, type Route } from "../http/router.js";
@@ -79,17 +81,11 @@ export { GATEWAY_SERVICES };
 /** Time close() still gives the runtime and the OTLP flush when in-flight work used up the shutdown timeout. */
 const RELEASE_GRACE_MS = 1000;
 
-/** Resolve when `work` settles or after `ms`, whichever comes first; the timer is cleared either way. */
-async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, Math.max(0, ms));
-  });
-  await Promise.race([work.then(noop, noop), timeout]);
-  clearTimeout(timer);
+/** A URL without its user info, query and fragment. */
+function endpointForLog(url: string): string {
+  const u = new URL(url);
+  return `${u.origin}${u.pathname}`;
 }
-
-function noop(): void {}
 
 /** Start a gateway: load config, create the runtime, start both servers. Rejects with a GatewayError on bad options. */
 export async function createGateway(options: GatewayOptions, overrides: GatewayOverrides = {}): Promise<Gateway> {
@@ -104,6 +100,9 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     otlpIntervalMs: opts.otlpIntervalMs,
     serviceName: opts.otlpServiceName,
   });
+  const tracer = createTracer(tracerOptions(opts));
+  // The endpoint's origin and path only: a URL may carry a credential.
+  if (tracer.on) logger.info({ endpoint: endpointForLog(opts.otlpTracesEndpoint!), protocol: opts.otlpTracesProtocol, sampler: opts.traceSampler, ratio: opts.traceSamplerArg }, "exporting traces over OTLP/HTTP");
   const runtime =
     overrides.runtime ??
     (await createRuntime(opts.sidecar, {
@@ -118,7 +117,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       jobLeaseMs: opts.redisJobLeaseMs,
     }));
   let closing = false;
-  const ctx: GatewayContext = { options: opts, services, runtime, logger, metrics, isClosing: () => closing };
+  const ctx: GatewayContext = { options: opts, services, runtime, logger, metrics, tracer, isClosing: () => closing };
   if (opts.apiKeys.length === 0) logger.warn({ host: opts.host }, "no API key configured: every caller is accepted (loopback host only)");
   if (opts.forwardCredentialHeaders.length > 0) {
     logger.warn({ headers: opts.forwardCredentialHeaders }, "OVERRIDE: forwarding headers that look like credentials to backends (--forward-credential-header)");
@@ -257,7 +256,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     void threads?.destroy();
     for (const f of facilities) f.destroy?.();
     await runtime.close().catch(() => undefined);
-    await metrics.close();
+    await Promise.all([metrics.close(), tracer.close()]);
     throw e;
   }
   const httpPort = threads ? threads.port : rest!.port;
@@ -269,7 +268,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   const release = (): Promise<void> =>
     (released ??= (async () => {
       await runtime.close().catch(() => undefined);
-      await metrics.close();
+      await Promise.all([metrics.close(), tracer.close()]);
     })());
 
   let destroyed = false;

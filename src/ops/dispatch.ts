@@ -6,10 +6,11 @@ import { Code, codeName } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { statusOf, statusOk, type Status } from "../shared/status.js";
 import type { MethodSchema } from "../shared/method-schema.js";
-import type { Converter } from "../workers/converter-types.js";
+import type { ConversionReport, Converter } from "../workers/converter-types.js";
 import type { ServiceRegistry } from "../config/services.js";
 import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
 import { echo } from "../shared/echo.js";
+import type { TraceIncoming, TraceSpan, Tracer } from "../observe/span.js";
 
 /** One invocation, whatever front end it came from. */
 export interface InvokeInput {
@@ -25,6 +26,8 @@ export interface InvokeInput {
   deadline?: number | undefined;
   /** Aborting it cancels the backend call. */
   signal?: AbortSignal | undefined;
+  /** The caller's trace context and the server span to open; set by the front only when tracing is on. */
+  trace?: TraceIncoming | undefined;
 }
 
 /**
@@ -77,22 +80,26 @@ export interface InvokeWire {
   /** [key, value] pairs, in order, repeated keys kept. */
   metadata: Array<[string, string]>;
   deadline: number | undefined;
+  /** The server span the sending thread opened (tracing on): the thread running the call makes its spans under it. */
+  trace?: TraceIncoming | undefined;
 }
 
-/** An invocation for another thread to run. */
-export function invokeToWire(input: InvokeInput): InvokeWire {
+/** An invocation for another thread to run, under `span` when this thread traces it. */
+export function invokeToWire(input: InvokeInput, span?: TraceSpan): InvokeWire {
   const metadata: Array<[string, string]> = [];
   for (const [key, values] of Object.entries(input.metadata.toJSON())) {
     for (const v of values) if (typeof v === "string") metadata.push([key, v]);
   }
-  return { service: input.service, method: input.method, requestData: input.requestData, metadata, deadline: input.deadline };
+  const wire: InvokeWire = { service: input.service, method: input.method, requestData: input.requestData, metadata, deadline: input.deadline };
+  if (span) wire.trace = span.headers();
+  return wire;
 }
 
 /** An invocation from another thread, run here; `signal` aborts when the caller gave up. */
 export function invokeFromWire(wire: InvokeWire, signal: AbortSignal): InvokeInput {
   const metadata = new grpc.Metadata();
   for (const [key, value] of wire.metadata) metadata.add(key, value);
-  return { service: wire.service, method: wire.method, requestData: wire.requestData, metadata, deadline: wire.deadline, signal };
+  return { service: wire.service, method: wire.method, requestData: wire.requestData, metadata, deadline: wire.deadline, signal, trace: wire.trace };
 }
 
 /**
@@ -124,6 +131,8 @@ export interface DispatchDeps {
    * thread. 0 offloads every call. (`--grpc-invoke-offload`.)
    */
   offloadMinInflight?: number;
+  /** Spans of each invocation a front handed a trace context (tracing on); absent: none. */
+  tracer?: Tracer;
 }
 
 const EMPTY_JSON = "{}";
@@ -148,6 +157,49 @@ function failed(e: unknown): InvokeResult {
   return { ...statusOf(e), responseData: "" };
 }
 
+/** End a span with the status of a failure. */
+function endFailed(span: TraceSpan | undefined, e: unknown): void {
+  if (!span) return;
+  const s = statusOf(e);
+  span.end(s.code, s.message);
+}
+
+/** A conversion's span under `parent` and the report the converter fills in for it (tracing on), else nothing. */
+function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: string): { span: TraceSpan; report: ConversionReport } | undefined {
+  if (!parent) return undefined;
+  return { span: parent.child(name, "internal", { "gateway.message.type": typeName }), report: { where: "inline", queuedMs: 0 } };
+}
+
+/**
+ * The backend call's client span (RPC conventions), its context put in the call's metadata as `traceparent` and
+ * `tracestate`: they replace the caller's, which the forwarding allow-list let through (the caller's trace continues
+ * through the gateway's spans instead).
+ */
+function clientSpan(parent: TraceSpan, fullName: string, address: string, metadata: grpc.Metadata): TraceSpan {
+  const slash = fullName.indexOf("/");
+  const colon = address.lastIndexOf(":");
+  const span = parent.child(fullName, "client", {
+    "rpc.system": "grpc",
+    "rpc.service": fullName.slice(0, slash),
+    "rpc.method": fullName.slice(slash + 1),
+    "server.address": address.slice(0, colon).replace(/^\[|\]$/g, ""),
+    "server.port": Number(address.slice(colon + 1)),
+  });
+  const h = span.headers();
+  metadata.set("traceparent", h.traceparent);
+  if (h.tracestate) metadata.set("tracestate", h.tracestate);
+  else metadata.remove("tracestate");
+  return span;
+}
+
+/** End a conversion's span: where it ran and, on the pool, how long it waited for a worker. */
+function endConversion(c: { span: TraceSpan; report: ConversionReport }, e?: unknown): void {
+  c.span.set("gateway.conversion", c.report.where);
+  if (c.report.where === "pool") c.span.set("gateway.conversion.queue_ms", c.report.queuedMs);
+  if (e === undefined) c.span.end();
+  else endFailed(c.span, e);
+}
+
 /** The dialable backend a caller's `service` names; INVALID_ARGUMENT or NOT_FOUND naming it otherwise. */
 export function backendNamed(deps: Pick<DispatchDeps, "services" | "backends">, service: unknown): Backend {
   const name = requireString("service", service);
@@ -162,25 +214,57 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   const { backends, converter } = deps;
   const backendOf = (service: unknown): Backend => backendNamed(deps, service);
 
-  const invokeOrThrow = async (input: InvokeInput, backend: Backend): Promise<InvokeResult> => {
+  const invokeOrThrow = async (input: InvokeInput, backend: Backend, span: TraceSpan | undefined): Promise<InvokeResult> => {
     const methodName = requireString("method", input.method);
     if (input.requestData !== undefined && input.requestData !== null && typeof input.requestData !== "string") {
       throw new GatewayError(Code.INVALID_ARGUMENT, `request data must be JSON text (a string), got ${typeof input.requestData}`);
     }
-    const { schema, method } = await backend.resolve(methodName, input.signal);
+    // A cache miss reflects the backend (on a uWS thread: asks the main thread, which reflects once for the process).
+    const resolving = span?.child("resolve schema", "internal", { "gateway.schema.cache": backend.cachedSchema() ? "hit" : "miss" });
+    let resolved: Awaited<ReturnType<Backend["resolve"]>>;
+    try {
+      resolved = await backend.resolve(methodName, input.signal);
+    } catch (e) {
+      endFailed(resolving, e);
+      throw e;
+    }
+    resolving?.end();
+    const { schema, method } = resolved;
     if (method.clientStreaming || method.serverStreaming) {
       const kind = kindOf(method);
       throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; invoke supports unary methods only (stream it with InvokeStream, POST /v1/gateway/invoke-stream or /v1/gateway/invoke-ws)`);
     }
     const json = (input.requestData as string | undefined) || EMPTY_JSON;
-    const request = await converter.jsonToBinary(schema.set, method.inputType, json, input.signal);
-    const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
-    const outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal);
-    if (!outcome.ok) return { code: outcome.code, message: outcome.message, responseData: "" };
-    let responseData: string;
+    const toBinary = conversionSpan(span, "json to protobuf", method.inputType);
+    let request: Uint8Array;
     try {
-      responseData = await converter.binaryToJson(schema.set, method.outputType, outcome.bytes, input.signal);
+      request = await converter.jsonToBinary(schema.set, method.inputType, json, input.signal, toBinary?.report);
     } catch (e) {
+      if (toBinary) endConversion(toBinary, e);
+      throw e;
+    }
+    if (toBinary) endConversion(toBinary);
+    const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
+    const client = span ? clientSpan(span, method.fullName, backend.address, input.metadata) : undefined;
+    let outcome: Awaited<ReturnType<Backend["call"]>>;
+    try {
+      outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal);
+    } catch (e) {
+      endFailed(client, e);
+      throw e;
+    }
+    if (!outcome.ok) {
+      client?.end(outcome.code, outcome.message);
+      return { code: outcome.code, message: outcome.message, responseData: "" };
+    }
+    client?.end();
+    let responseData: string;
+    const toJson = conversionSpan(span, "protobuf to json", method.outputType);
+    try {
+      responseData = await converter.binaryToJson(schema.set, method.outputType, outcome.bytes, input.signal, toJson?.report);
+      if (toJson) endConversion(toJson);
+    } catch (e) {
+      if (toJson) endConversion(toJson, e);
       const err = GatewayError.from(e);
       // A response the schema cannot decode is the backend's fault, not the caller's.
       const code = err.code === Code.INVALID_ARGUMENT ? Code.INTERNAL : err.code;
@@ -218,12 +302,13 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   };
 
   /** Run an invocation here on the backend `service` names, counted by that backend and the outcome's code. */
-  const countedHere = async <R extends Status>(service: unknown, run: (backend: Backend) => Promise<R>, failure: (e: unknown) => R, started: number): Promise<R> => {
+  const countedHere = async <R extends Status>(service: unknown, run: (backend: Backend) => Promise<R>, failure: (e: unknown) => R, started: number, span?: TraceSpan): Promise<R> => {
     let label = "(unknown)";
     let result: R;
     try {
       const backend = backendOf(service);
       label = backend.name;
+      span?.set("gateway.service", label);
       result = await run(backend);
     } catch (e) {
       result = failure(e);
@@ -231,7 +316,8 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     record(label, result, started);
     return result;
   };
-  const invokeHere = (input: InvokeInput, started: number): Promise<InvokeResult> => countedHere(input.service, (b) => invokeOrThrow(input, b), failed, started);
+  const invokeHere = (input: InvokeInput, started: number, span: TraceSpan | undefined): Promise<InvokeResult> =>
+    countedHere(input.service, (b) => invokeOrThrow(input, b, span), failed, started, span);
 
   const invokeBytesOrThrow = async (input: InvokeBytesInput, backend: Backend): Promise<InvokeBytesResult> => {
     const { method } = await backend.resolve(requireString("method", input.method), input.signal);
@@ -246,29 +332,44 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   const offloadMin = deps.offloadMinInflight ?? 1;
   /** Invocations in flight here, run here or offloaded. */
   let inflight = 0;
+  const tracer = deps.tracer;
 
-  return {
-    async invoke(input) {
-      const started = performance.now();
-      // A call already given up is answered here at once, as the op always answers it.
-      if (deps.offload && inflight >= offloadMin && !input.signal?.aborted) {
-        const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
-        const far = deps.offload(invokeToWire(input), input.signal, deadline - Date.now() + OFFLOAD_GRACE_MS);
-        if (far) {
-          inflight++;
-          try {
-            return await offloaded(far, input, started);
-          } finally {
-            inflight--;
-          }
+  /** Run here or on another thread; never throws. */
+  const invokeRouted = async (input: InvokeInput, started: number, span: TraceSpan | undefined): Promise<InvokeResult> => {
+    // A call already given up is answered here at once, as the op always answers it.
+    if (deps.offload && inflight >= offloadMin && !input.signal?.aborted) {
+      const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
+      const far = deps.offload(invokeToWire(input, span), input.signal, deadline - Date.now() + OFFLOAD_GRACE_MS);
+      if (far) {
+        // The thread runs the call under this span but cannot annotate it: name the backend here.
+        if (span) span.set("gateway.service", typeof input.service === "string" ? echo(input.service) : "(unknown)");
+        inflight++;
+        try {
+          return await offloaded(far, input, started);
+        } finally {
+          inflight--;
         }
       }
-      inflight++;
-      try {
-        return await invokeHere(input, started);
-      } finally {
-        inflight--;
-      }
+    }
+    inflight++;
+    try {
+      return await invokeHere(input, started, span);
+    } finally {
+      inflight--;
+    }
+  };
+
+  return {
+    invoke(input) {
+      const started = performance.now();
+      // Tracing off: the fronts hand no trace context, and this check is all a call pays for tracing (no extra
+      // promise: the call's own is returned).
+      if (input.trace === undefined || tracer?.on !== true) return invokeRouted(input, started, undefined);
+      const span = tracer.start(input.trace);
+      return invokeRouted(input, started, span).then((result) => {
+        span.end(result.code, result.message);
+        return result;
+      });
     },
     invokeBytes: (input) => countedHere(input.service, (b) => invokeBytesOrThrow(input, b), (e): InvokeBytesResult => ({ ...statusOf(e), response: undefined }), performance.now()),
     listServices: () => backends.names,

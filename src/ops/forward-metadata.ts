@@ -3,6 +3,7 @@ import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { echo } from "../shared/echo.js";
 import type { CallMetadata } from "../shared/metadata.js";
+import type { ServerSpanInfo, TraceIncoming } from "../observe/span.js";
 
 /**
  * The forwarding allow-list (docs/dispatch.md "Metadata forwarding"; docs/contract.md "Authentication"): only headers named in `forwardHeaders` reach a backend.
@@ -18,14 +19,21 @@ export interface MetadataFilter {
    * INVALID_ARGUMENT naming the entry when it is not an object of strings.
    */
   fromObject(obj: unknown, field?: string): grpc.Metadata;
+  /**
+   * With tracing on, the caller's W3C trace context in REST request headers (whatever the allow-list says) and the
+   * server span to open for it; undefined with tracing off, so the call is not traced and nothing is allocated.
+   */
+  traceOfHeaders(headers: Readonly<Record<string, string>>, server: ServerSpanInfo): TraceIncoming | undefined;
+  /** The same from inbound gRPC metadata. */
+  traceOfGrpc(md: CallMetadata | undefined, server: ServerSpanInfo): TraceIncoming | undefined;
 }
 
 const NEVER = "x-api-key";
 /** Characters no HTTP/2 header name or value may hold. */
 const CONTROL = /[\x00-\x1f\x7f]/;
 
-/** Create a filter over the validated allow-list (lower-case names). */
-export function createMetadataFilter(allowList: readonly string[]): MetadataFilter {
+/** Create a filter over the validated allow-list (lower-case names); `tracing`: whether calls are traced. */
+export function createMetadataFilter(allowList: readonly string[], tracing = false): MetadataFilter {
   const allowed = allowList.map((h) => h.toLowerCase()).filter((h) => h !== NEVER && !h.endsWith("-bin"));
   const allowedSet = new Set(allowed);
   const passes = (key: string): boolean => allowedSet.has(key);
@@ -62,6 +70,17 @@ export function createMetadataFilter(allowList: readonly string[]): MetadataFilt
         if (passes(key)) out.add(key, v);
       }
       return out;
+    },
+    traceOfHeaders(headers, server) {
+      if (!tracing) return undefined;
+      return { traceparent: headers["traceparent"], tracestate: headers["tracestate"], server };
+    },
+    traceOfGrpc(md, server) {
+      if (!tracing) return undefined;
+      if (!md) return { traceparent: undefined, tracestate: undefined, server };
+      // A repeated tracestate is one list (W3C trace context: its entries joined with commas).
+      const states = md.strings("tracestate");
+      return { traceparent: md.strings("traceparent")[0], tracestate: states.length > 0 ? states.join(",") : undefined, server };
     },
   };
 }

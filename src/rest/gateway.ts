@@ -5,6 +5,7 @@ import type { DispatchOps, InvokeResult } from "../ops/dispatch.js";
 import { json, requiredQuery, type Route } from "../http/router.js";
 import { booleanParam } from "../http/query-params.js";
 import { echo } from "../shared/echo.js";
+import { httpServerSpan } from "../observe/span.js";
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -22,6 +23,9 @@ const INVOKE_JSON_FIELDS = ["service", "method", "request_data", "requestData"];
 function unknownField(body: Record<string, unknown>, allowed: readonly string[]): string | undefined {
   return Object.keys(body).find((k) => !allowed.includes(k));
 }
+
+const INVOKE_SPAN = httpServerSpan("POST", "/v1/gateway/invoke");
+const INVOKE_JSON_SPAN = httpServerSpan("POST", "/v1/gateway/invoke-json");
 
 /** `/v1/gateway/...` routes: list-services, list-methods, invoke (object payloads), invoke-json (JSON text payloads). */
 export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[] {
@@ -62,6 +66,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
             requestData: data === undefined || data === null ? "" : JSON.stringify(data),
             metadata: filter.fromHeaders(req.headers),
             signal: req.signal,
+            trace: filter.traceOfHeaders(req.headers, INVOKE_SPAN),
           });
         }
         return json({ ...toInBand(r), responseData: r.code === Code.OK ? JSON.parse(r.responseData) : null });
@@ -83,6 +88,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
           requestData: body["request_data"] ?? body["requestData"],
           metadata: filter.fromHeaders(req.headers),
           signal: req.signal,
+          trace: filter.traceOfHeaders(req.headers, INVOKE_JSON_SPAN),
         });
         return json({ ...toInBand(r), response_data: r.responseData });
       },

@@ -26,3 +26,15 @@ export function pollUntil(reached: () => boolean, timeoutMs: number, everyMs: nu
     look();
   });
 }
+
+/** Resolve when `work` settles or after `ms`, whichever comes first; the timer is cleared either way. */
+export async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, clampTimerMs(ms));
+  });
+  await Promise.race([work.then(noop, noop), timeout]);
+  clearTimeout(timer);
+}
+
+function noop(): void {}

@@ -24,7 +24,9 @@ import type { PubsubOps } from "../ops/pubsub.js";
 import type { ReflectionResult } from "../backends/reflection-client.js";
 import { slotsOfPool } from "../workers/worker-slots.js";
 import type { Status } from "../shared/status.js";
-import { loadRegistry, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
+import { loadRegistry, tracerOptions, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
+import { createTracer } from "../observe/tracing.js";
+import { settleWithin } from "../shared/timers.js";
 import { configRoutes } from "../rest/config.js";
 import { isNativeUws, startRestServer, type RestReply, type RestServer, type Route } from "../http/router.js";
 import { gatewayServerDeps } from "../http/server-deps.js";
@@ -36,6 +38,9 @@ import { ownBuffer } from "../http/free-buffer.js";
 import { threadUpstream } from "./thread-upstream.js";
 
 const data = workerData as ThreadData;
+/** Bounds on flushing this thread's queued spans when it closes, ms. */
+const TRACE_FLUSH_MIN_MS = 500;
+const TRACE_FLUSH_MAX_MS = 2000;
 const port = parentPort!;
 
 /** This thread's uWS app once listening. Node aborts the process when a thread's loop closes with its sockets open. */
@@ -91,8 +96,11 @@ async function main(): Promise<void> {
   // No process metrics (the main thread reports the process once) and no OTLP export (the main thread's exporter is
   // the process's); this registry is read by the main thread's /metrics.
   const metrics = createMetrics({ processMetrics: false, otlpEndpoint: "" });
+  // Spans of the invocations this thread runs go out through its own exporter: handing every span to the main thread
+  // would add a bridge message per span and a second queue, where a thread's batch exporter needs neither.
+  const tracer = createTracer({ ...tracerOptions(opts), resource: { "gateway.thread": data.index } });
   let closing = false;
-  const ctx: GatewayContext = { options: opts, services, runtime: NO_RUNTIME, logger, metrics, isClosing: () => closing };
+  const ctx: GatewayContext = { options: opts, services, runtime: NO_RUNTIME, logger, metrics, tracer, isClosing: () => closing };
   const auth = createAuthenticator(opts.apiKeys);
 
   let onClose: ((ms: number) => Promise<void>) | undefined;
@@ -209,6 +217,8 @@ async function main(): Promise<void> {
       rest!.closeInflight();
       dispatch.destroy?.();
       closeSockets();
+      // Queued spans are flushed, bounded: the main thread waits a little past the drain bound for this thread to exit.
+      await settleWithin(tracer.close(), Math.min(Math.max(deadline - Date.now(), TRACE_FLUSH_MIN_MS), TRACE_FLUSH_MAX_MS));
       bridge.close("the worker thread is shutting down");
       // Exit once the reply to `close` is out: nothing of uWS is left open, and channels or timers must not hold us.
       setImmediate(() => process.exit(0));

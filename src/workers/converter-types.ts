@@ -12,6 +12,12 @@ export interface SchemaSet {
   readonly files: readonly Uint8Array[];
 }
 
+/** Where one conversion ran, filled in when asked for (tracing): inline, or on the pool after waiting `queuedMs` for a worker. */
+export interface ConversionReport {
+  where: "inline" | "pool";
+  queuedMs: number;
+}
+
 /**
  * Converts between proto3 canonical JSON and protobuf binary for the message types of a SchemaSet. Small payloads
  * convert inline on the calling thread; payloads of at least the threshold go to the worker pool.
@@ -20,9 +26,9 @@ export interface SchemaSet {
  */
 export interface Converter {
   /** JSON text (a JSON object) to the binary encoding of `typeName` (fully qualified, no leading dot). */
-  jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal): Promise<Uint8Array>;
+  jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal, report?: ConversionReport): Promise<Uint8Array>;
   /** Binary encoding of `typeName` to proto3 canonical JSON text. */
-  binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal): Promise<string>;
+  binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal, report?: ConversionReport): Promise<string>;
   /** Let queued conversions finish, then stop the workers. Safe to call twice. */
   close(): Promise<void>;
   /** Stop the workers now. Safe to call twice. */

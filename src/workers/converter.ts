@@ -10,7 +10,7 @@ import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { abortable } from "../shared/signals.js";
 import { binaryToJson, jsonToBinary } from "./codec.js";
-import type { Converter, ConverterOptions, SchemaSet } from "./converter-types.js";
+import type { ConversionReport, Converter, ConverterOptions, SchemaSet } from "./converter-types.js";
 import { SchemaCache } from "./schema-registry.js";
 import { ConversionPool, type ConvertResult } from "./worker-pool.js";
 import type { ConvertTask } from "./worker-protocol.js";
@@ -108,11 +108,13 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
     task: ConvertTask,
     expect: K,
     signal: AbortSignal | undefined,
+    report: ConversionReport | undefined,
   ): Promise<ResultValue<K>> {
     checkOpen(signal);
     try {
       if (size < options.thresholdBytes) return inline(schemas.getOrCompile(schema.id, schema.files));
-      const r = unwrap(await viaPool(pool.run(task, schema.files, signal), signal));
+      if (report) report.where = "pool";
+      const r = unwrap(await viaPool(pool.run(task, schema.files, signal, report), signal));
       if (r.kind !== expect) throw new GatewayError(Code.INTERNAL, `the conversion worker answered ${r.kind} to a ${expect === "binary" ? "JSON" : "binary"} task`);
       return (r.kind === "binary" ? r.bytes : r.kind === "json" ? r.json : undefined) as ResultValue<K>;
     } catch (e) {
@@ -132,14 +134,14 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
       return pool.workers;
     },
 
-    jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal): Promise<Uint8Array> {
-      return convert(schema, json.length, (registry) => jsonToBinary(registry, typeName, json), { kind: "convert", schemaId: schema.id, typeName, json }, "binary", signal);
+    jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal, report?: ConversionReport): Promise<Uint8Array> {
+      return convert(schema, json.length, (registry) => jsonToBinary(registry, typeName, json), { kind: "convert", schemaId: schema.id, typeName, json }, "binary", signal, report);
     },
 
-    binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal): Promise<string> {
+    binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal, report?: ConversionReport): Promise<string> {
       // Input bytes are copied to the worker, not moved: they belong to the caller (grpc-js buffers may be slices
       // of a shared slab, and moving would detach the whole slab).
-      return convert(schema, bytes.byteLength, (registry) => binaryToJson(registry, typeName, bytes), { kind: "convert", schemaId: schema.id, typeName, bytes }, "json", signal);
+      return convert(schema, bytes.byteLength, (registry) => binaryToJson(registry, typeName, bytes), { kind: "convert", schemaId: schema.id, typeName, bytes }, "json", signal, report);
     },
 
     async crashWorker(mode: "exit" | "throw"): Promise<void> {

@@ -49,6 +49,9 @@ interface Entry {
   readonly reject: (e: GatewayError) => void;
   /** Stops listening to `signal` (set while the entry waits in the queue). */
   unlisten?: () => void;
+  /** Told how long the entry waited for a worker (tracing); `queuedAt` is when it arrived, performance.now(). */
+  readonly report?: { queuedMs: number } | undefined;
+  readonly queuedAt?: number;
 }
 
 /** One worker: a piscina of exactly one thread, so the pool can stop a single worker and give its slot back. */
@@ -97,13 +100,13 @@ export class ConversionPool {
    * Rejects GatewayError RESOURCE_EXHAUSTED (queue full), CANCELLED (aborted while waiting), UNAVAILABLE (closed),
    * INTERNAL (the worker died during the task; the pool starts a new one).
    */
-  run(task: ConvertTask | CrashTask, files: readonly Uint8Array[], signal?: AbortSignal): Promise<ConvertResult> {
+  run(task: ConvertTask | CrashTask, files: readonly Uint8Array[], signal?: AbortSignal, report?: { queuedMs: number }): Promise<ConvertResult> {
     if (this.closing !== undefined || this.destroyed) {
       return Promise.reject(new GatewayError(Code.UNAVAILABLE, "the conversion pool is closed"));
     }
     if (signal?.aborted === true) return Promise.reject(new GatewayError(Code.CANCELLED, "the conversion was cancelled"));
     return new Promise<ConvertResult>((resolve, reject) => {
-      const entry: Entry = { task, files, resolve, reject };
+      const entry: Entry = report ? { task, files, resolve, reject, report, queuedAt: performance.now() } : { task, files, resolve, reject };
       const lane = this.waiting.length === 0 ? this.freeLane() : undefined;
       if (lane) {
         this.dispatch(lane, entry);
@@ -177,6 +180,7 @@ export class ConversionPool {
     clearTimeout(lane.idleTimer);
     this.running++;
     entry.unlisten?.();
+    if (entry.report) entry.report.queuedMs = performance.now() - entry.queuedAt!;
     void this.execute(lane, entry).finally(() => {
       this.running--;
       lane.busy = false;

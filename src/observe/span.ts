@@ -1,0 +1,90 @@
+/**
+ * The tracing interface the operations use (src/ops): spans without the OpenTelemetry SDK, so ops stay free of it and
+ * a gateway with tracing off pays one boolean check per call (the fronts hand ops no TraceIncoming then).
+ * tracing.ts implements it over the SDK.
+ */
+
+/** The OTEL_TRACES_SAMPLER values the gateway implements (the SDK's built-in ones). */
+export const TRACE_SAMPLERS = ["always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+
+/** The OTLP/HTTP encodings traces can be exported in (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL). */
+export const TRACE_PROTOCOLS = ["http/protobuf", "http/json"] as const;
+export type TraceProtocol = (typeof TRACE_PROTOCOLS)[number];
+
+/** Span attribute values, as OpenTelemetry takes them. */
+export type SpanAttributes = Record<string, string | number | boolean>;
+
+/** The server span a front wants for a call: its name and attributes (RPC or HTTP semantic conventions). */
+export interface ServerSpanInfo {
+  readonly name: string;
+  readonly attributes: SpanAttributes;
+}
+
+/** The server span of an HTTP route (HTTP semantic conventions: "METHOD /route"). */
+export function httpServerSpan(method: string, route: string): ServerSpanInfo {
+  return Object.freeze({ name: `${method} ${route}`, attributes: Object.freeze({ "http.request.method": method, "http.route": route }) });
+}
+
+/** The server span of a gRPC method, "pkg.Service/Method" (RPC semantic conventions). */
+export function grpcServerSpan(fullMethod: string): ServerSpanInfo {
+  const slash = fullMethod.indexOf("/");
+  return Object.freeze({
+    name: fullMethod,
+    attributes: Object.freeze({ "rpc.system": "grpc", "rpc.service": fullMethod.slice(0, slash), "rpc.method": fullMethod.slice(slash + 1) }),
+  });
+}
+
+/** A call's W3C trace context as it arrived, and what to open for it. */
+export interface TraceIncoming {
+  /** The caller's `traceparent`, unvalidated (a malformed one starts a new trace). */
+  traceparent: string | undefined;
+  /** The caller's `tracestate`, kept only with a valid traceparent. */
+  tracestate: string | undefined;
+  /**
+   * The server span to open. Absent: the call continues a span another thread opened (a gRPC invoke run on a uWS
+   * worker thread), so its spans are made directly under `traceparent`.
+   */
+  server?: ServerSpanInfo;
+}
+
+/** W3C trace-context headers to send with an outgoing call. */
+export interface TraceHeaders {
+  traceparent: string;
+  tracestate: string | undefined;
+}
+
+/** One span (sampled or not: an unsampled span records nothing but still propagates its context). */
+export interface TraceSpan {
+  /** A span under this one. */
+  child(name: string, kind: "internal" | "client", attributes?: SpanAttributes): TraceSpan;
+  /** Set an attribute (on a handle of another thread's span: ignored, that thread sets its own). */
+  set(key: string, value: string | number | boolean): void;
+  event(name: string, attributes?: SpanAttributes): void;
+  /**
+   * End it with a gRPC status code (default OK), recorded as `rpc.grpc.status_code`; the span's status is an error
+   * as the RPC conventions say (a client span on any non-OK code, a server span on a server-side failure).
+   */
+  end(code?: number, message?: string): void;
+  /** The headers that make a call sent now a child of this span. */
+  headers(): TraceHeaders;
+}
+
+/** The process's (or one thread's) tracer. */
+export interface Tracer {
+  /** Whether spans are made at all; false: fronts extract nothing and ops open nothing. */
+  readonly on: boolean;
+  /** Open the spans of one incoming call (a server span, or a handle on the remote parent when `server` is absent). */
+  start(incoming: TraceIncoming): TraceSpan;
+  /** Flush queued spans (bounded by the exporter's timeout) and stop. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** Tracing off: nothing is made, nothing is sent. */
+export const TRACING_OFF: Tracer = Object.freeze({
+  on: false,
+  start(): TraceSpan {
+    throw new Error("tracing is off: check Tracer.on before starting spans");
+  },
+  close: () => Promise.resolve(),
+});
