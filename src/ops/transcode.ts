@@ -294,8 +294,18 @@ export function transcodeRequest(rule: TranscodeRule, values: readonly string[],
     merge(obj as Record<string, unknown>, tree, "");
     return JSON.stringify(obj);
   }
-  // One field: checked to be one JSON value, then spliced in as written.
-  parseBody(text);
+  const value = parseBody(text);
+  const under = tree.get(rule.body);
+  if (under !== undefined) {
+    // The path sets fields inside the body's field ({book.name=...} with body "book"): merged, the path winning.
+    if (typeof value !== "object" || value === null || Array.isArray(value) || typeof under !== "object") {
+      throw new GatewayError(Code.INVALID_ARGUMENT, `request body must be a JSON object (it is the request's ${rule.body} field)`);
+    }
+    merge(value as Record<string, unknown>, under, `${rule.body}.`);
+    tree.set(rule.body, JSON.stringify(value));
+    return serialize(tree);
+  }
+  // Checked to be one JSON value, then spliced in as written.
   const rest = serialize(tree);
   return `{${JSON.stringify(rule.body)}:${text}${rest.length > 2 ? "," + rest.slice(1) : "}"}`;
 }
@@ -376,6 +386,9 @@ export interface TranscodeTable {
   health(): Record<string, HealthEntry>;
 }
 
+/** The request methods uWebSockets.js parses; it drops a connection whose request has any other (e.g. PURGE). */
+const SERVED_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]);
+
 const DEFAULTS: TranscodingConfig = { enabled: true, prefix: "", errors: "grpc-gateway" };
 
 /** A template with the prefix's literal segments in front. */
@@ -455,6 +468,10 @@ export function createTranscodeTable(deps: { services: ServiceRegistry; logger: 
         for (const b of bindings) {
           const rule = compile(svc.name, cfg, desc, b);
           const name = `${rule.httpMethod} ${rule.label} (${svc.name} ${what})`;
+          if (!SERVED_METHODS.has(rule.httpMethod)) {
+            problems.push(`${name} is refused: the HTTP server (uWebSockets.js) receives only ${[...SERVED_METHODS].join(", ")}`);
+            continue;
+          }
           const shadowed = reserved.find((r) => {
             if (r.method !== rule.httpMethod) return false;
             const probe = createRouteTrie<true>();
