@@ -4,24 +4,12 @@ import http from "node:http";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
 import { httpRequest, type HttpReply } from "../support/http-request.js";
 import { startLibraryBackend, type LibraryBackend } from "../support/backends/library-backend.js";
+import { routesLoaded, until } from "../support/transcode.js";
 import type { ServiceConfig } from "../../src/config/services.js";
 
 const KEY = "transcode-key";
 const H = { "x-api-key": KEY };
 
-/** Poll until `ok` holds (bounded). */
-export async function until(what: string, ok: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-/** The gateway has the library's routes once GET on a shelf's books is no longer 404. */
-export async function routesLoaded(base: string, path = "/v1/shelves/warmup/books"): Promise<void> {
-  await until("the transcoding routes", async () => (await httpRequest(base, "GET", path, undefined, H)).status !== 404);
-}
 
 const json = (r: HttpReply): any => JSON.parse(r.body);
 
@@ -39,7 +27,7 @@ describe("REST transcoding from google.api.http annotations", () => {
     backend = await startLibraryBackend();
     const services = [{ name: "library", grpc: { host: "127.0.0.1", port: backend.port } }] as ServiceConfig[];
     gw = await startTestGateway({ services, apiKeys: [KEY], forwardHeaders: ["x-request-tag"] });
-    await routesLoaded(gw.http);
+    await routesLoaded(gw.http, undefined, H);
   });
   after(async () => {
     await gw?.close();
