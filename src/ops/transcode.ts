@@ -412,6 +412,38 @@ function samplePath(path: string): string {
   return path.replace(/\{[A-Za-z_]+\+?\}/g, "x");
 }
 
+/** A request path a template would answer: each `*` and `**` as one "x" segment. */
+function sampleOfTemplate(t: PathTemplate): string {
+  const segs = t.segments.map((s) => (s.kind === "literal" ? s.value : "x"));
+  return `/${segs.join("/")}${t.verb ? `:${t.verb}` : ""}`;
+}
+
+/** Whether a gateway route ("/a/{p}/{rest+}") answers `path`. */
+function reservedMatches(route: string, path: string): boolean {
+  const want = route.split("/").slice(1);
+  const got = path.split("/").slice(1);
+  for (let i = 0; i < want.length; i++) {
+    const w = want[i]!;
+    if (w.endsWith("+}")) return got.length > i && got.slice(i).every((p) => p !== "");
+    if (got[i] === undefined || (w.startsWith("{") ? got[i] === "" : got[i] !== w)) return false;
+  }
+  return got.length === want.length;
+}
+
+/** Whether a rule and a gateway route answer a common path (checked on a sample of each: a heuristic, not a proof). */
+function overlaps(rule: TranscodeRule, route: ReservedRoute): boolean {
+  if (route.method !== rule.httpMethod) return false;
+  if (reservedMatches(route.path, sampleOfTemplate(rule.template))) return true;
+  const probe = createRouteTrie<true>();
+  probe.add(rule.httpMethod, rule.template, true);
+  try {
+    const hit = probe.match(route.method, samplePath(route.path));
+    return hit !== undefined && "match" in hit;
+  } catch {
+    return false;
+  }
+}
+
 function compile(service: string, cfg: TranscodingConfig, desc: DescMethod, b: HttpBinding): TranscodeRule {
   const template = prefixed(cfg.prefix, b.template);
   const pathFields = template.variables.map((v) => {
@@ -472,13 +504,7 @@ export function createTranscodeTable(deps: { services: ServiceRegistry; logger: 
             problems.push(`${name} is refused: the HTTP server (uWebSockets.js) receives only ${[...SERVED_METHODS].join(", ")}`);
             continue;
           }
-          const shadowed = reserved.find((r) => {
-            if (r.method !== rule.httpMethod) return false;
-            const probe = createRouteTrie<true>();
-            probe.add(rule.httpMethod, rule.template, true);
-            const hit = probe.match(r.method, samplePath(r.path));
-            return hit !== undefined && "match" in hit;
-          });
+          const shadowed = reserved.find((r) => overlaps(rule, r));
           if (shadowed) {
             problems.push(`${name} is refused: it would shadow the gateway's own route ${shadowed.method} ${shadowed.path}`);
             continue;
