@@ -152,13 +152,14 @@ export interface RouteDecision {
  */
 export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing" | "dynamic">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
   const compiled = routes.map(compile);
-  // The first two segments of every route, when all of them are literals there: a path with neither its first segment
-  // nor its first two among them matches no route, so a dynamic route's request skips the scan.
+  // Each route's leading literal segments (one or two): a path whose first segment, or first two, are none of them
+  // matches no route, so a dynamic route's request skips the scan. A route starting with a parameter turns this off.
   let heads: Set<string> | undefined = new Set();
   for (const c of compiled) {
-    const lead = c.segments.slice(0, 2);
-    if (lead.some((s) => !("literal" in s))) heads = undefined;
-    else heads?.add(lead.map((s) => (s as { literal: string }).literal).join("/"));
+    const first = c.segments[0]!;
+    const second = c.segments[1];
+    if (!("literal" in first)) heads = undefined;
+    else heads?.add(second && "literal" in second ? `${first.literal}/${second.literal}` : first.literal);
   }
   // "METHOD path" of each route without parameters (the first, as in the scan): such a route is the best match of its
   // own path and method (no route has more literal segments on it), so a request for it skips the scan over every

@@ -24,13 +24,7 @@ export function transcodeRoutes(table: TranscodeTable, ops: DispatchOps, streamD
   // One Route per rule (the metrics label is the rule's template), made on its first request.
   const routes = new WeakMap<TranscodeRule, Route>();
 
-  const unary = async (rule: TranscodeRule, req: RestRequest): Promise<RestReply> => {
-    let request: string;
-    try {
-      request = transcodeRequest(rule, valuesOf(req), req.query, req.body);
-    } catch (e) {
-      return errorReply(rule, e);
-    }
+  const unary = async (rule: TranscodeRule, req: RestRequest, request: string): Promise<RestReply> => {
     const r = await ops.invoke({ service: rule.service, method: rule.method, requestData: request, metadata: filter.fromHeaders(req.headers), signal: req.signal });
     const failed = statusError(r);
     if (failed) return errorReply(rule, failed);
@@ -41,13 +35,7 @@ export function transcodeRoutes(table: TranscodeTable, ops: DispatchOps, streamD
     }
   };
 
-  const streaming = async (rule: TranscodeRule, req: RestRequest): Promise<RestReply> => {
-    let request: string;
-    try {
-      request = transcodeRequest(rule, valuesOf(req), req.query, req.body);
-    } catch (e) {
-      return errorReply(rule, e);
-    }
+  const streaming = async (rule: TranscodeRule, req: RestRequest, request: string): Promise<RestReply> => {
     return {
       contentType: "application/x-ndjson",
       headers: { "cache-control": "no-cache" },
@@ -80,7 +68,19 @@ export function transcodeRoutes(table: TranscodeTable, ops: DispatchOps, streamD
     if (!r) {
       const run = rule.serverStreaming ? streaming : unary;
       // The router's Route names only the gateway's own methods; a rule may have PATCH or a custom kind.
-      r = { method: rule.httpMethod as Route["method"], path: rule.label, handler: (req) => run(rule, req) };
+      r = {
+        method: rule.httpMethod as Route["method"],
+        path: rule.label,
+        handler: async (req) => {
+          let request: string;
+          try {
+            request = transcodeRequest(rule, valuesOf(req), req.query, req.body);
+          } catch (e) {
+            return errorReply(rule, e);
+          }
+          return run(rule, req, request);
+        },
+      };
       routes.set(rule, r);
     }
     return r;

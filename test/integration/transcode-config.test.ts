@@ -143,14 +143,14 @@ describe("REST transcoding: configuration, conflicts, refresh, threads", () => {
   });
 
   test("a backend restarted with a changed annotation changes the routes, with no gateway restart", async () => {
-    let b = await backend();
+    const b = await backend();
     const port = b.port;
     const gw = await gateway([lib("library", b)]);
     await routesLoaded(gw.http);
     await httpRequest(gw.http, "POST", "/v1/shelves/r/books?request_id=b", { title: "Old" });
     assert.equal((await httpRequest(gw.http, "GET", "/v1/shelves/r/books/b")).status, 200);
     b.close();
-    b = await backend({ port, files: withGetBookPath("/v2/{name=shelves/*/books/*}") });
+    await backend({ port, files: withGetBookPath("/v2/{name=shelves/*/books/*}") });
     await httpRequest(gw.http, "POST", "/v1/shelves/r/books?request_id=b", { title: "New" }).catch(() => undefined);
     // Within one refresh: the gateway reflects again once its channel to the backend is READY after the restart.
     await until("the new route", async () => (await httpRequest(gw.http, "GET", "/v2/shelves/r/books/b")).status === 200, 15_000);

@@ -137,6 +137,7 @@ describe("REST transcoding from google.api.http annotations", () => {
     assert.equal(r.status, 200, r.body);
     assert.deepEqual(lastCall(backend, "GetUserMessage").request, { message_id: "m/1", user_id: "u1" });
     r = await httpRequest(gw.http, "GET", "/v5/messages/m2?user_id=u2", undefined, H);
+    assert.deepEqual(json(r), { messageId: "m2", userId: "u2" });
     assert.deepEqual(lastCall(backend, "GetUserMessage").request, { message_id: "m2", user_id: "u2" });
   });
 
@@ -148,6 +149,7 @@ describe("REST transcoding from google.api.http annotations", () => {
     assert.deepEqual(json(r), { messageId: "123456", revision: "2", subfield: "foo" });
     assert.deepEqual(lastCall(backend, "GetMessageById").request, { message_id: "123456", revision: "2", sub: { subfield: "foo" } });
     r = await httpRequest(gw.http, "PATCH", "/v3/messages/123456", { text: "Hi!" }, H);
+    assert.deepEqual(json(r), { messageId: "123456", text: "Hi!" });
     assert.deepEqual(lastCall(backend, "UpdateMessage").request, { message_id: "123456", message: { text: "Hi!" } });
     r = await httpRequest(gw.http, "PATCH", "/v4/messages/123456", { text: "Hi!" }, H);
     assert.equal(r.status, 200, r.body);
@@ -173,6 +175,7 @@ describe("REST transcoding from google.api.http annotations", () => {
     r = await httpRequest(gw.http, "GET", "/v1/shelves/s1/titles");
     assert.equal(r.status, 401);
     r = await httpRequest(gw.http, "GET", "/v1/shelves/meta/titles", undefined, { ...H, "x-request-tag": "t1", "x-other": "no" });
+    assert.equal(r.status, 200);
     const md = lastCall(backend, "ListTitles").metadata;
     assert.equal(md["x-request-tag"], "t1");
     assert.equal(md["x-api-key"], undefined);
