@@ -116,7 +116,8 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
         const b = backends.get(service);
         if (!b) return;
         if (state !== grpc.connectivityState.READY) {
-          if (b.cachedSchema() && state !== grpc.connectivityState.CONNECTING) wentDown.add(service);
+          // Only the main thread reflects; a uWS thread is sent the new schema.
+          if (!share.schemaSource && b.cachedSchema() && state !== grpc.connectivityState.CONNECTING) wentDown.add(service);
           return;
         }
         if (!b.cachedSchema()) b.refresh().catch(() => undefined);
@@ -171,6 +172,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
 
   let closed: Promise<void> | undefined;
   let destroyed = false;
+  let refreshTimer: NodeJS.Timeout | undefined;
   return {
     ops: counted,
     transcoding: { routes: transcodeRoutes(transcoding, counted, streamDeps, filter), reserve: (routes) => transcoding.reserve(routes) },
@@ -198,6 +200,17 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     async start() {
       // A uWS thread dials its unary connections on first use and opens grpc-js channels only for a stream.
       if (!share.schemaSource) backends.connect();
+      // --schema-refresh-interval: the main thread reflects every backend that has a schema again (a change reaches
+      // the routes and the threads through onSchemaOf); failures are logged by onSchema and the old schema stays.
+      if (!share.schemaSource && options.schemaRefreshIntervalMs > 0) {
+        refreshTimer = setInterval(() => {
+          for (const name of backends.names) {
+            const b = backends.get(name)!;
+            if (b.cachedSchema()) b.refresh().catch(() => undefined);
+          }
+        }, options.schemaRefreshIntervalMs);
+        refreshTimer.unref();
+      }
       for (const name of backends.names) {
         backends
           .get(name)!
@@ -215,6 +228,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     },
     close() {
       return (closed ??= (async () => {
+        clearInterval(refreshTimer);
         // Streamed invocations may be long-lived (a watch): end them in-band now rather than wait for the timeout.
         for (const h of [...streamDeps.open!]) h.fail(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
         proxy.close();
@@ -229,6 +243,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     destroy() {
       if (destroyed) return;
       destroyed = true;
+      clearInterval(refreshTimer);
       converter.destroy();
       backends.close();
     },

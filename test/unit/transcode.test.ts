@@ -11,6 +11,8 @@ import { createTranscodeTable, transcodeRequest, transcodeResponse } from "../..
 import { createAuthenticator } from "../../src/ops/auth.js";
 import { createRouteTable, json, type DynamicRoutes } from "../../src/http/router.js";
 import { encodedFileDescriptorProtos, LIBRARY_PROTO } from "../support/protos/descriptors.js";
+import { HELP, parseCli } from "../../src/main/cli-args.js";
+import { validateGatewayOptions } from "../../src/config/options.js";
 
 function trie(rules: Array<[string, string]>) {
   const t = createRouteTrie<string>();
@@ -160,4 +162,12 @@ test("a rule that would shadow a gateway route is refused; the router asks the t
   assert.equal(resolve("GET", "/v1/shelves/1/books/2", {}).route?.path, "/v1/{name=shelves/*/books/*}");
   assert.equal(resolve("POST", "/v1/shelves/1/books/2", {}).reply?.status, 405);
   assert.equal(resolve("GET", "/nowhere", {}).reply?.status, 404);
+});
+
+test("--schema-refresh-interval / GATEWAY_SCHEMA_REFRESH_INTERVAL_MS: periodic reflection; default 0 (off)", () => {
+  assert.deepEqual(parseCli(["--schema-refresh-interval", "60000"], { GATEWAY_SCHEMA_REFRESH_INTERVAL_MS: "5" }), { schemaRefreshIntervalMs: 60000 });
+  assert.deepEqual(parseCli([], { GATEWAY_SCHEMA_REFRESH_INTERVAL_MS: "1000" }), { schemaRefreshIntervalMs: 1000 });
+  assert.equal(validateGatewayOptions({}).schemaRefreshIntervalMs, 0);
+  assert.throws(() => validateGatewayOptions({ schemaRefreshIntervalMs: -1 }), /schemaRefreshIntervalMs/);
+  assert.match(HELP, /--schema-refresh-interval <ms> .*\n.* GATEWAY_SCHEMA_REFRESH_INTERVAL_MS \(default 0: on reconnect only\)/);
 });
