@@ -6,7 +6,9 @@ import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { DispatchOps } from "../ops/dispatch.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
 import { transcodeErrorBody, transcodeRequest, transcodeResponse, type TranscodeRule, type TranscodeTable } from "../ops/transcode.js";
-import type { DynamicRoutes, RestReply, RestRequest, Route } from "../http/router.js";
+import type { DynamicRoutes, RestReply, RestRequest, RestStream, Route } from "../http/router.js";
+
+const NDJSON = "application/x-ndjson";
 
 /** An error reply in the rule's shape, with grpc-gateway's HTTP status for the code. */
 function errorReply(rule: TranscodeRule, e: unknown): RestReply {
@@ -35,33 +37,59 @@ export function transcodeRoutes(table: TranscodeTable, ops: DispatchOps, streamD
     }
   };
 
-  const streaming = async (rule: TranscodeRule, req: RestRequest, request: string): Promise<RestReply> => {
-    return {
-      contentType: "application/x-ndjson",
-      headers: { "cache-control": "no-cache" },
-      stream: (out) => {
-        const handle = startInvokeStream(
-          streamDeps,
-          { service: rule.service, method: rule.method, requestData: request, metadata: filter.fromHeaders(req.headers) },
-          {
-            message(json) {
-              if (out.write(`{"result":${transcodeResponse(rule, json)}}\n`)) return true;
-              out.onWritable(() => handle.resume());
+  /**
+   * The reply waits for the first message or the end, as grpc-gateway's: a call that fails before any message answers
+   * the error's HTTP status (with the `{"error": ...}` line as its body); once a message came it is 200 and streamed.
+   */
+  const streaming = (rule: TranscodeRule, req: RestRequest, request: string): Promise<RestReply> =>
+    new Promise((resolve) => {
+      let out: RestStream | undefined;
+      /** The first line, held (the backend paused) until the stream is writable. */
+      let first: string | undefined;
+      /** The last line (empty for success) when the call ended before the stream was writable. */
+      let last: string | undefined;
+      const errorLine = (failed: GatewayError): string => {
+        // grpc-gateway's `{"error": <status>}`; Google's shape has its "error" member already.
+        const body = transcodeErrorBody(rule.errors, failed);
+        return `${rule.errors === "google" ? body : `{"error":${body}}`}\n`;
+      };
+      const handle = startInvokeStream(
+        streamDeps,
+        { service: rule.service, method: rule.method, requestData: request, metadata: filter.fromHeaders(req.headers) },
+        {
+          message(json) {
+            const line = `{"result":${transcodeResponse(rule, json)}}\n`;
+            if (!out) {
+              first = line;
+              resolve(streamed);
               return false;
-            },
-            end(status) {
-              const failed = statusError(status);
-              if (!failed) return out.end();
-              // The last line: grpc-gateway's `{"error": <status>}`; Google's shape has its "error" member already.
-              const body = transcodeErrorBody(rule.errors, failed);
-              out.end(`${rule.errors === "google" ? body : `{"error":${body}}`}\n`);
-            },
+            }
+            if (out.write(line)) return true;
+            out.onWritable(() => handle.resume());
+            return false;
           },
-        );
-        onAbort(req.signal, () => handle.cancel("the client closed the request"));
-      },
-    };
-  };
+          end(status) {
+            const failed = statusError(status);
+            const line = failed ? errorLine(failed) : "";
+            if (out) return out.end(line);
+            if (first !== undefined) last = line;
+            else resolve({ status: failed ? httpStatusOf(failed.code) : 200, contentType: NDJSON, raw: line });
+          },
+        },
+      );
+      const streamed: RestReply = {
+        contentType: NDJSON,
+        headers: { "cache-control": "no-cache" },
+        stream: (o) => {
+          out = o;
+          const wrote = o.write(first!);
+          if (last !== undefined) return o.end(last);
+          if (wrote) handle.resume();
+          else o.onWritable(() => handle.resume());
+        },
+      };
+      onAbort(req.signal, () => handle.cancel("the client closed the request"));
+    });
 
   const routeOf = (rule: TranscodeRule): Route => {
     let r = routes.get(rule);

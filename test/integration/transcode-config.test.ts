@@ -1,4 +1,5 @@
 import { after, describe, test } from "node:test";
+import http from "node:http";
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -61,6 +62,7 @@ describe("REST transcoding: configuration, conflicts, refresh, threads", () => {
     assert.equal(r.status, 400);
     assert.equal(json(r).error.status, "INVALID_ARGUMENT");
     r = await httpRequest(gw.http, "GET", "/lib/v1/shelves/fail-ABORTED/books:watch");
+    assert.equal(r.status, 409);
     assert.deepEqual(JSON.parse(r.body.trim()), { error: { code: 409, message: "failed as asked by shelves/fail-ABORTED", status: "ABORTED", details: [] } });
   });
 
@@ -99,6 +101,33 @@ describe("REST transcoding: configuration, conflicts, refresh, threads", () => {
     r = await httpRequest(gw.http, "GET", "/v1/shelves/c/books/b");
     assert.equal(r.status, 405, "the annotation is replaced (the path keeps its PATCH, PUT and DELETE rules)");
     assert.equal(off.calls.length, 0);
+  });
+
+  test("an error after messages is the stream's last line: the gateway shutting down ends a watch in-band", async () => {
+    const b = await backend();
+    const gw = await startTestGateway({ services: [lib("library", b)] });
+    await routesLoaded(gw.http);
+    let closing: Promise<void> | undefined;
+    const lines = await new Promise<string[]>((resolve, reject) => {
+      const req = http.request(`${gw.http}/v1/shelves/s/books:watch?page_token=forever`, { agent: false }, (res) => {
+        assert.equal(res.statusCode, 200);
+        let buf = "";
+        res.on("data", (c: Buffer) => {
+          buf += c.toString();
+          if (!closing && buf.split("\n").length > 3) closing = gw.close();
+        });
+        res.on("end", () => resolve(buf.trim().split("\n")));
+        res.on("error", reject);
+      });
+      req.on("error", reject);
+      req.setTimeout(10_000, () => req.destroy(new Error("the watch did not end")));
+      req.end();
+    });
+    await closing;
+    assert.ok(lines.length >= 3, lines.join("\n"));
+    assert.deepEqual(JSON.parse(lines[0]!), { result: { name: "shelves/s/books/f1" } });
+    assert.deepEqual(JSON.parse(lines.at(-1)!), { error: { code: 14, message: "the gateway is shutting down", details: [] } });
+    await until("the backend saw the cancel", () => b.cancelled.includes("WatchBooks shelves/s"));
   });
 
   test("the services file is validated with clear errors", () => {

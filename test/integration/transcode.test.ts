@@ -205,7 +205,9 @@ describe("REST transcoding from google.api.http annotations", () => {
       r.body.trim().split("\n").map((l) => JSON.parse(l)),
       [{ result: { name: "shelves/w/books/x1", title: "A" } }, { result: { name: "shelves/w/books/x2", title: "B" } }],
     );
+    // A failure before any message answers its status, with the error line as the body (as grpc-gateway).
     r = await httpRequest(gw.http, "GET", "/v1/shelves/fail-ABORTED/books:watch", undefined, H);
+    assert.equal(r.status, 409);
     assert.deepEqual(
       r.body.trim().split("\n").map((l) => JSON.parse(l)),
       [{ error: { code: 10, message: "failed as asked by shelves/fail-ABORTED", details: [] } }],
