@@ -90,6 +90,11 @@ export interface GatewayOptions {
   grpcInvokeOffload?: number;
   /** Channels per backend. Default 4. Overridden per service by `grpc.channels` in the config. */
   channelsPerBackend?: number;
+  /**
+   * Reflect every backend's schema again this often, ms, so a changed proto (methods, HTTP rules) is picked up even
+   * when the connection never dropped (docs/transcoding.md "Refresh"). 0 (default): only on reconnect and on demand.
+   */
+  schemaRefreshIntervalMs?: number;
   /** Broker: how long an unused upstream subscription lingers before release, ms. Default 2000. */
   subscriptionLingerMs?: number;
   /** Broker: period of the stuck-subscriber sweep, ms. Default 5000. */
@@ -453,6 +458,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     threads: threadCount(o.threads),
     grpcInvokeOffload: nonNegativeInt("grpcInvokeOffload", o.grpcInvokeOffload, 0),
     channelsPerBackend: positiveInt("channelsPerBackend", o.channelsPerBackend, 4),
+    schemaRefreshIntervalMs: nonNegativeInt("schemaRefreshIntervalMs", o.schemaRefreshIntervalMs, 0),
     subscriptionLingerMs: nonNegativeInt("subscriptionLingerMs", o.subscriptionLingerMs, 2000),
     sweepIntervalMs: positive("sweepIntervalMs", o.sweepIntervalMs, 5000),
     tokenSecret,

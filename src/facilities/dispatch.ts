@@ -24,6 +24,9 @@ import type { WorkerSlots } from "../workers/worker-slots.js";
 import type { SchemaSource } from "../backends/backend.js";
 import type { ReflectionResult } from "../backends/reflection-client.js";
 import type { BackendSchema } from "../backends/schema.js";
+import { createTranscodeTable, type ReservedRoute } from "../ops/transcode.js";
+import { transcodeRoutes } from "../rest/transcode.js";
+import type { DynamicRoutes } from "../http/router.js";
 
 /** The dispatch facility, with its operations for a uWS worker thread's bridge (`dispatch.invoke`). */
 export interface DispatchFacility extends Facility {
@@ -37,6 +40,12 @@ export interface DispatchFacility extends Facility {
     onChange(listener: (service: string, schema: ReflectionResult) => void): void;
     /** On a thread: take the schema the main thread pushed. */
     adopt(service: string, schema: ReflectionResult): void;
+  };
+  /** The REST transcoding routes of every backend, for the REST server (docs/transcoding.md). */
+  readonly transcoding: {
+    readonly routes: DynamicRoutes;
+    /** The gateway's own REST routes on this thread: no transcoding rule may shadow one. */
+    reserve(routes: readonly ReservedRoute[]): void;
   };
 }
 
@@ -75,6 +84,10 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
   const { logger, options } = ctx;
   const schemaListeners: Array<(service: string, schema: ReflectionResult) => void> = [];
   const filter = createMetadataFilter(options.forwardHeaders, ctx.tracer?.on === true);
+  // Rebuilt from the cached schemas whenever one loads or changes (here, or pushed from the main thread).
+  const transcoding = createTranscodeTable({ services: ctx.services, logger });
+  /** Backends whose channel left READY since their schema loaded: their next READY is a restart, reflected again. */
+  const wentDown = new Set<string>();
   // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
   const proxy = createGrpcProxy({
     backends: { get: (name) => backends.get(name) },
@@ -89,6 +102,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
       channelsPerBackend: options.channelsPerBackend,
       onSchemaOf: (service, schema) => {
         proxy.sync(service, schema);
+        transcoding.sync(service, schema);
         if (schemaListeners.length === 0) return;
         const r = reflected(schema, backends.get(service)!.reflectionStats().version);
         for (const l of schemaListeners) l(service, r);
@@ -103,9 +117,20 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
       },
       onStateChange: (service, index, state) => {
         logger.debug({ service, channel: index, state: grpc.connectivityState[state] }, "backend channel state");
-        // A backend that was down at startup: load its schema in the background once it answers.
+        // A backend that was down at startup: load its schema in the background once it answers. One that went away
+        // and is back may be a new build with other methods or HTTP rules: reflect again (the routes follow).
         const b = backends.get(service);
-        if (state === grpc.connectivityState.READY && b && !b.cachedSchema()) b.refresh().catch(() => undefined);
+        if (!b) return;
+        if (state !== grpc.connectivityState.READY) {
+          // Only the main thread reflects; a uWS thread is sent the new schema.
+          if (!share.schemaSource && b.cachedSchema() && state !== grpc.connectivityState.CONNECTING) wentDown.add(service);
+          return;
+        }
+        if (!b.cachedSchema()) b.refresh().catch(() => undefined);
+        else if (wentDown.delete(service)) {
+          logger.info({ service }, "backend reconnected: reflecting its schema again");
+          b.refresh().catch(() => undefined);
+        }
       },
     },
   );
@@ -170,12 +195,14 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     targets.set(name, t);
     return t;
   };
-  const openApi = createOpenApiOps({ services: ctx.services, backends, apiKey: options.apiKeys.length > 0 });
+  const openApi = createOpenApiOps({ services: ctx.services, backends, apiKey: options.apiKeys.length > 0, bindingsOf: (service) => transcoding.servedBy(service) });
 
   let closed: Promise<void> | undefined;
   let destroyed = false;
+  let refreshTimer: NodeJS.Timeout | undefined;
   return {
     ops: counted,
+    transcoding: { routes: transcodeRoutes(transcoding, counted, streamDeps, filter), reserve: (routes) => transcoding.reserve(routes) },
     schemas: {
       async get(service, fresh, signal) {
         const b = backends.get(service);
@@ -213,6 +240,17 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     async start() {
       // A uWS thread dials its unary connections on first use and opens grpc-js channels only for a stream.
       if (!share.schemaSource) backends.connect();
+      // --schema-refresh-interval: the main thread reflects every backend that has a schema again (a change reaches
+      // the routes and the threads through onSchemaOf); failures are logged by onSchema and the old schema stays.
+      if (!share.schemaSource && options.schemaRefreshIntervalMs > 0) {
+        refreshTimer = setInterval(() => {
+          for (const name of backends.names) {
+            const b = backends.get(name)!;
+            if (b.cachedSchema()) b.refresh().catch(() => undefined);
+          }
+        }, options.schemaRefreshIntervalMs);
+        refreshTimer.unref();
+      }
       for (const name of backends.names) {
         backends
           .get(name)!
@@ -225,10 +263,12 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
       return {
         "grpc-channel-pool": backends.health(),
         ...(conflicts.length > 0 ? { "grpc-proxy": { status: "Degraded" as const, description: conflicts.join("; ") } } : {}),
+        ...transcoding.health(),
       };
     },
     close() {
       return (closed ??= (async () => {
+        clearInterval(refreshTimer);
         // Streamed invocations may be long-lived (a watch): end them in-band now rather than wait for the timeout.
         for (const h of [...streamDeps.open!]) h.fail(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
         proxy.close();
@@ -244,6 +284,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     destroy() {
       if (destroyed) return;
       destroyed = true;
+      clearInterval(refreshTimer);
       converter.destroy();
       backends.close();
       own.close();

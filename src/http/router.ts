@@ -127,6 +127,15 @@ function match(c: Compiled, parts: string[]): Record<string, string> | undefined
   return parts.length === c.segments.length ? params : undefined;
 }
 
+/**
+ * Routes decided by a table of their own, rebuilt at run time (the REST transcoding routes): asked only when no route
+ * of the static table has the request's method and path, so the gateway's own routes always win.
+ */
+export interface DynamicRoutes {
+  /** The route and its parameters; or the methods the path has (405 with Allow); or undefined (404). May throw INVALID_ARGUMENT. */
+  resolve(method: string, path: string): { route: Route; params: Record<string, string> } | { allowed: readonly string[] } | undefined;
+}
+
 /** Where a request goes: a route and its parameters, or a reply to send at once (404, 405, 503, 401). */
 export interface RouteDecision {
   /** The matched route (also set with a 503/401 reply, for the metrics label). */
@@ -141,8 +150,17 @@ export interface RouteDecision {
  * match the path (literal segments win over parameters; a wrong method is 405 with Allow), then the shutdown gate and
  * x-api-key. Throws INVALID_ARGUMENT for a path parameter that is not valid percent-encoding.
  */
-export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
+export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing" | "dynamic">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
   const compiled = routes.map(compile);
+  // Each route's leading literal segments (one or two): a path whose first segment, or first two, are none of them
+  // matches no route, so a dynamic route's request skips the scan. A route starting with a parameter turns this off.
+  let heads: Set<string> | undefined = new Set();
+  for (const c of compiled) {
+    const first = c.segments[0]!;
+    const second = c.segments[1];
+    if (!("literal" in first)) heads = undefined;
+    else heads?.add(second && "literal" in second ? `${first.literal}/${second.literal}` : first.literal);
+  }
   // "METHOD path" of each route without parameters (the first, as in the scan): such a route is the best match of its
   // own path and method (no route has more literal segments on it), so a request for it skips the scan over every
   // route (the hot path: invoke). Only for a path without '%', where the scan could not fail decoding a parameter.
@@ -164,12 +182,18 @@ export function createRouteTable(routes: readonly Route[], deps: Pick<RestServer
     const parts = path.split("/").slice(1);
     let best: { c: Compiled; params: Record<string, string> } | undefined;
     const allowed = new Set<string>();
-    for (const c of compiled) {
+    const scan = !deps.dynamic || !heads || heads.has(parts[0]!) || heads.has(`${parts[0]}/${parts[1]}`);
+    if (scan) for (const c of compiled) {
       const params = match(c, parts);
       if (!params) continue;
       allowed.add(c.route.method);
       if (c.route.method !== method) continue;
       if (!best || c.literals > best.c.literals) best = { c, params };
+    }
+    if (!best && deps.dynamic) {
+      const d = deps.dynamic.resolve(method, path);
+      if (d && "route" in d) return admit(d.route, d.params, headers);
+      if (d) for (const m of d.allowed) allowed.add(m);
     }
     if (!best) {
       if (allowed.size === 0) return refuse(new GatewayError(Code.NOT_FOUND, `no route for ${echo(method, 16)} ${echo(path)}`));
@@ -233,6 +257,8 @@ export interface RestServerDeps {
   tls?: TlsFiles;
   /** How often the TLS files are checked for a change, ms. Default 2000. */
   tlsReloadIntervalMs?: number;
+  /** Routes decided at run time, after the static ones (REST transcoding). */
+  dynamic?: DynamicRoutes;
 }
 
 /** A listening REST server. */

@@ -44,6 +44,8 @@ Options (each has an environment variable; the flag wins):
                                                                 GATEWAY_CONVERSION_WORKERS (default: cores - 1, at least 1)
   --grpc-invoke-offload <n> with --threads > 1, run a gRPC invoke on the threads when n are in flight
                                                                 GATEWAY_GRPC_INVOKE_OFFLOAD (default 0: never)
+  --schema-refresh-interval <ms> reflect every backend's schema again this often
+                                                                GATEWAY_SCHEMA_REFRESH_INTERVAL_MS (default 0: on reconnect only)
   --tls-cert <file>       PEM certificate (chain) both ports serve TLS with GATEWAY_TLS_CERT (default none: cleartext)
   --tls-key <file>        PEM private key of --tls-cert                 GATEWAY_TLS_KEY
   --tls-client-ca <file>  PEM CA: gRPC clients must present a certificate it signed (mutual TLS)
@@ -138,6 +140,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "pubsub-event-bytes": { type: "string" },
       threads: { type: "string" },
       "grpc-invoke-offload": { type: "string" },
+      "schema-refresh-interval": { type: "string" },
       "conversion-workers": { type: "string" },
       // Removed (the grpc-js server front was retired); still parsed, so that passing it gets an error naming it.
       "grpc-server": { type: "string" },
@@ -197,6 +200,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("pubsubEventBytes", int(from("pubsub-event-bytes", "GATEWAY_PUBSUB_EVENT_BYTES")));
   set("threads", int(from("threads", "GATEWAY_THREADS")));
   set("grpcInvokeOffload", int(from("grpc-invoke-offload", "GATEWAY_GRPC_INVOKE_OFFLOAD")));
+  set("schemaRefreshIntervalMs", int(from("schema-refresh-interval", "GATEWAY_SCHEMA_REFRESH_INTERVAL_MS")));
   set("conversionWorkers", int(from("conversion-workers", "GATEWAY_CONVERSION_WORKERS")));
   set("tlsCert", str("tls-cert", "GATEWAY_TLS_CERT"));
   set("tlsKey", str("tls-key", "GATEWAY_TLS_KEY"));

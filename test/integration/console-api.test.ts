@@ -69,7 +69,8 @@ describe("console API view in headless Chromium", () => {
     assert.deepEqual(groups, ["library.v1.Messaging", "library.v1.Library"]);
     assert.match(await text(page, "button[data-operation=Library_GetBook]"), /GET\s+\/v1\/shelves\/\{shelf\}\/books\/\{book\}\s+Gets one book\./);
     assert.match(await text(page, "button[data-operation=Library_ListBooks]"), /Lists the books of a shelf\./);
-    assert.match(await text(page, "button[data-operation=Library_PurgeShelf]"), /PURGE\s+\/v1\/shelves\/\{shelf\}\/cache/);
+    // PURGE is refused by the gateway (uWS cannot receive it), so the document and the page leave it out.
+    assert.equal(await page.$("button[data-operation=Library_PurgeShelf]"), null);
 
     await page.click("button[data-operation=Library_GetBook]");
     await page.waitForSelector("form.try input[name='path:shelf']");

@@ -7,8 +7,18 @@ import assert from "node:assert/strict";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { buildSchema } from "../../src/backends/schema.js";
 import { buildOpenApiDocument, type OpenApiDocument } from "../../src/ops/openapi/document.js";
-import { annotatedBindings } from "../../src/ops/openapi/serve.js";
+import { httpRulesOf } from "../../src/backends/http-rules.js";
+import type { BackendSchema } from "../../src/backends/schema.js";
+import type { OpenApiBinding } from "../../src/ops/openapi/document.js";
 import { encodedFileDescriptorProtos, LIBRARY_PROTO, SHOP_PROTO } from "../support/protos/descriptors.js";
+
+/** Every `google.api.http` binding of the schema at the root: what the transcoding table serves with no config. */
+function annotatedBindings(_service: string, schema: BackendSchema): { bindings: OpenApiBinding[]; problems: ReadonlyArray<{ method: string; message: string }> } {
+  const rules = httpRulesOf(schema.registry, schema.services);
+  const bindings: OpenApiBinding[] = [];
+  for (const [method, list] of rules.bindings) for (const binding of list) bindings.push({ method, binding, prefix: "" });
+  return { bindings, problems: rules.problems };
+}
 
 type Obj = Record<string, any>;
 

@@ -22,6 +22,7 @@ const INTEGER_OPTIONS: Array<[keyof GatewayOptions, number]> = [
   ["pubsubHistoryEvents", 0],
   ["pubsubEventBytes", 1],
   ["grpcInvokeOffload", 0],
+  ["schemaRefreshIntervalMs", 0],
 ];
 
 /** Durations in ms: fractions are fine (timers take them), zero and below are not. */

@@ -5,29 +5,21 @@
  */
 import type { BackendRegistry } from "../../backends/registry.js";
 import type { BackendSchema } from "../../backends/schema.js";
-import { httpRulesOf } from "../../backends/http-rules.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { backendNamed } from "../dispatch.js";
 import type { ServiceRegistry } from "../../config/services.js";
 import { buildOpenApiDocument, type OpenApiBackend, type OpenApiBinding, type UnavailableBackend } from "./document.js";
 
 /** The bindings of a backend's schema to describe, and the annotations that could not be used. */
-export type BindingsOf = (service: string, schema: BackendSchema) => { bindings: OpenApiBinding[]; problems: readonly { method: string; message: string }[] };
-
-/** Every `google.api.http` binding of the schema at the root (no prefix, no rule overrides). */
-export const annotatedBindings: BindingsOf = (_service, schema) => {
-  const rules = httpRulesOf(schema.registry, schema.services);
-  const bindings: OpenApiBinding[] = [];
-  for (const [method, list] of rules.bindings) for (const binding of list) bindings.push({ method, binding, prefix: "" });
-  return { bindings, problems: rules.problems };
-};
+export type BindingsOf = (service: string, schema: BackendSchema) => { bindings: readonly OpenApiBinding[]; problems: readonly { method: string; message: string }[] };
 
 export interface OpenApiDeps {
   services: ServiceRegistry;
   backends: BackendRegistry;
   /** Whether the gateway requires x-api-key (the document then declares and requires the scheme). */
   apiKey: boolean;
-  bindingsOf?: BindingsOf;
+  /** What the transcoding table serves for a backend (src/ops/transcode.ts `servedBy`): the document describes exactly that. */
+  bindingsOf: BindingsOf;
   /** How long the combined document waits for a backend whose schema is not loaded yet, ms (default 3000). */
   loadTimeoutMs?: number;
 }
@@ -43,7 +35,7 @@ export interface OpenApiOps {
 const MAX_CACHED = 16;
 
 export function createOpenApiOps(deps: OpenApiDeps): OpenApiOps {
-  const bindingsOf = deps.bindingsOf ?? annotatedBindings;
+  const bindingsOf = deps.bindingsOf;
   const loadTimeoutMs = deps.loadTimeoutMs ?? 3_000;
   const cache = new Map<string, string>();
 
