@@ -23,6 +23,8 @@
  *   ENVOY       https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/grpc_json_transcoder_filter
  *               and its v3 API (GrpcJsonTranscoder: query_param_unescape_plus, ignore_unknown_query_parameters,
  *               url_unescape_spec)
+ *   ENVOY_IT    envoyproxy/envoy test/extensions/filters/http/grpc_json_transcoder/grpc_json_transcoder_integration_test.cc
+ *               (the bookstore requests and their expected gRPC requests and JSON)
  *   AIP_193     https://google.aip.dev/193 (Google's JSON error shape)
  */
 import { after, before, describe, it } from "node:test";
@@ -33,16 +35,25 @@ import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceConfig } from "../../src/config/services.js";
 import { startLibraryBackend, type LibraryBackend } from "../support/backends/library-backend.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
-import { fileDescriptorProtos, LIBRARY_PROTO } from "../support/protos/descriptors.js";
+import { startBookstoreBackend, type BookstoreBackend } from "../support/backends/bookstore-backend.js";
+import { BOOKSTORE_PROTO, fileDescriptorProtos, LIBRARY_PROTO } from "../support/protos/descriptors.js";
 
-const registry: FileRegistry = createFileRegistry(create(FileDescriptorSetSchema, { file: fileDescriptorProtos(LIBRARY_PROTO) }));
-const schema = (name: string): DescMessage => {
-  const m = registry.getMessage(name);
-  if (!m) throw new Error(`no message ${name}`);
+/** The two test APIs: library/v1 (google/api/http.proto's examples, resource shapes) and bookstore/v1 (Envoy's). */
+type Api = "library" | "bookstore";
+const registries: Record<Api, FileRegistry> = {
+  library: createFileRegistry(create(FileDescriptorSetSchema, { file: fileDescriptorProtos(LIBRARY_PROTO) })),
+  bookstore: createFileRegistry(create(FileDescriptorSetSchema, { file: fileDescriptorProtos(BOOKSTORE_PROTO) })),
+};
+const schema = (api: Api, name: string): DescMessage => {
+  const m = registries[api].getMessage(name);
+  if (!m) throw new Error(`no message ${name} in ${api}`);
   return m;
 };
-/** proto3 JSON as the backend records it (original field names, defaults omitted), for comparing requests. */
-const asRecorded = (type: string, json: JsonValue): JsonValue => toJson(schema(type), fromJson(schema(type), json, { registry }), { useProtoFieldName: true, registry });
+/** proto3 JSON as the backends record it (original field names, defaults omitted), for comparing requests. */
+const asRecorded = (api: Api, type: string, json: JsonValue): JsonValue => {
+  const registry = registries[api];
+  return toJson(schema(api, type), fromJson(schema(api, type), json, { registry }), { useProtoFieldName: true, registry });
+};
 
 interface Reply {
   status: number;
@@ -68,6 +79,8 @@ function request(base: string, method: string, path: string, body?: string): Pro
 /** One documented request and what it must give. */
 interface Case {
   name: string;
+  /** The API it calls; default library. */
+  api?: Api;
   /** Where the expectation comes from (abbreviations in the header comment) and the example's wording. */
   source: string;
   method: string;
@@ -530,6 +543,158 @@ const CASES: Case[] = [
   ),
 ];
 
+const SHELF = "bookstore.v1.Shelf";
+const BS_BOOK = "bookstore.v1.Book";
+
+/**
+ * Envoy's bookstore (test/support/protos/bookstore/v1/bookstore.proto): the requests of Envoy's transcoder
+ * documentation and integration tests (ENVOY_IT: envoyproxy/envoy test/extensions/filters/http/grpc_json_transcoder/
+ * grpc_json_transcoder_integration_test.cc), on a backend that numbers shelves and books from 1. In order.
+ */
+const BOOKSTORE_CASES: Case[] = [
+  {
+    api: "bookstore",
+    name: "bookstore: POST /shelf with the shelf as body, int64 id printed as a string",
+    source: 'ENVOY_IT UnaryPost: POST /shelf {"theme": "Children"} -> CreateShelfRequest `shelf { theme: "Children" }`, answered {"id":"20","theme":"Children"} (our backend numbers from 1)',
+    method: "POST",
+    path: "/shelf",
+    body: '{"theme": "Children"}',
+    status: 200,
+    grpc: { method: "CreateShelf", type: "bookstore.v1.CreateShelfRequest", request: { shelf: { theme: "Children" } } },
+    response: { type: SHELF, json: { id: "1", theme: "Children" } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: query parameters under the body field are not read",
+    // Envoy binds them (ENVOY_IT QueryParams 1: POST /shelf?shelf.theme=Children -> shelf { theme: "Children" }).
+    source: "GW template.go QueryParamFilter: the body field's path and the path parameters are filtered out of the query (grpc-gateway v2); an empty body leaves `shelf` unset",
+    method: "POST",
+    path: "/shelf?shelf.theme=Poetry",
+    status: 200,
+    grpc: { method: "CreateShelf", type: "bookstore.v1.CreateShelfRequest", request: {} },
+    response: { type: SHELF, json: { id: "2" } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: GET with an Empty request",
+    source: 'ENVOY_IT UnaryGet: GET /shelves -> ListShelves(Empty), answered {"shelves":[{"id":"20","theme":"Children"},{"id":"1","theme":"Foo"}]}',
+    method: "GET",
+    path: "/shelves",
+    status: 200,
+    grpc: { method: "ListShelves", type: "google.protobuf.Empty", request: {} },
+    response: { type: "bookstore.v1.ListShelvesResponse", json: { shelves: [{ id: "1", theme: "Children" }, { id: "2" }] } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: an int64 path variable",
+    source: "ENVOY_IT (GET /shelves/{shelf} -> GetShelfRequest shelf: <n>); GW template.go: a path parameter is converted by its field's type (runtime.Int64)",
+    method: "GET",
+    path: "/shelves/1",
+    status: 200,
+    grpc: { method: "GetShelf", type: "bookstore.v1.GetShelfRequest", request: { shelf: "1" } },
+    response: { type: SHELF, json: { id: "1", theme: "Children" } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: an int64 path variable that is not a number is INVALID_ARGUMENT",
+    source: 'GW template.go: a path parameter that does not convert -> status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v"); GW_ERRORS -> 400',
+    method: "GET",
+    path: "/shelves/abc",
+    status: 400,
+    noCall: true,
+    error: { code: 3 },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: PUT with body \"book\": the rest of the body field is not taken from the query",
+    // Envoy binds book.title from the query too (ENVOY_IT QueryParams 3: the book gets title "War and Peace").
+    source: "GW template.go QueryParamFilter (the body field `book` is filtered out of the query); ENVOY_IT QueryParams 3's request: PUT /shelves/1/books?book.title=War%20and%20Peace {\"author\" : \"Leo Tolstoy\"}",
+    method: "PUT",
+    path: "/shelves/1/books?book.title=War%20and%20Peace",
+    body: '{"author" : "Leo Tolstoy"}',
+    status: 200,
+    grpc: { method: "CreateBook", type: "bookstore.v1.CreateBookRequest", request: { shelf: "1", book: { author: "Leo Tolstoy" } } },
+    response: { type: BS_BOOK, json: { id: "1", author: "Leo Tolstoy" } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: PUT with body \"book\", repeated field in the body",
+    source: 'ENVOY_IT QueryParams 7\'s body: {"id":"999","author":"George R.R. Martin","title":"A Game of Thrones","quotes":[...]} -> shelf: 1 book { ... quotes ... }',
+    method: "PUT",
+    path: "/shelves/1/books",
+    body: '{"author":"George R.R. Martin","title":"A Game of Thrones","quotes":["A girl has no name"]}',
+    status: 200,
+    grpc: { method: "CreateBook", type: "bookstore.v1.CreateBookRequest", request: { shelf: "1", book: { author: "George R.R. Martin", title: "A Game of Thrones", quotes: ["A girl has no name"] } } },
+    response: { type: BS_BOOK, json: { id: "2", author: "George R.R. Martin", title: "A Game of Thrones", quotes: ["A girl has no name"] } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: a nested path variable {book.id} wins over the body's id",
+    source: 'HTTP_PROTO: "FieldPath = IDENT { "." IDENT }" (the bookstore\'s patch: "/shelves/{shelf}/books/{book.id}" body: "book"); GW generated handlers decode the body, then PopulateFieldFromPath(book.id)',
+    method: "PATCH",
+    path: "/shelves/1/books/2",
+    body: '{"id":"99","title":"A Clash of Kings"}',
+    status: 200,
+    grpc: { method: "UpdateBook", type: "bookstore.v1.UpdateBookRequest", request: { shelf: "1", book: { id: "2", title: "A Clash of Kings" } } },
+    response: { type: BS_BOOK, json: { id: "2", author: "George R.R. Martin", title: "A Clash of Kings", quotes: ["A girl has no name"] } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: server streaming as NDJSON",
+    // Envoy answers a server stream as one JSON array ("it returns an array of messages for stream response
+    // parameters", ENVOY); grpc-gateway writes one {"result": ...} per line, which the gateway follows.
+    source: "GW_STREAM ForwardResponseStream; ENVOY (JSON mapping section) for the array form",
+    method: "GET",
+    path: "/shelves/1/books",
+    status: 200,
+    grpc: { method: "ListBooks", type: "bookstore.v1.ListBooksRequest", request: { shelf: "1" } },
+    stream: {
+      type: BS_BOOK,
+      lines: [{ result: { id: "1", author: "Leo Tolstoy" } }, { result: { id: "2", author: "George R.R. Martin", title: "A Clash of Kings", quotes: ["A girl has no name"] } }],
+    },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: DELETE with two int64 path variables",
+    source: 'ENVOY bookstore example: delete: "/shelves/{shelf}/books/{book}" -> DeleteBookRequest shelf, book; Empty answered as {}',
+    method: "DELETE",
+    path: "/shelves/1/books/1",
+    status: 200,
+    grpc: { method: "DeleteBook", type: "bookstore.v1.DeleteBookRequest", request: { shelf: "1", book: "1" } },
+    response: { json: {} },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: custom OPTIONS method (not a CORS preflight: no Origin)",
+    source: 'ENVOY bookstore example: custom {kind: "OPTIONS" path: "/shelves/{shelf}"}; HTTP_PROTO CustomHttpPattern',
+    method: "OPTIONS",
+    path: "/shelves/1",
+    status: 200,
+    grpc: { method: "ShelfOptions", type: "bookstore.v1.GetShelfRequest", request: { shelf: "1" } },
+    response: { json: {} },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: json_name in the printed response",
+    source: 'ENVOY bookstore example (Author.last_name [json_name = "lname"]); GW_MARSHAL: protojson prints the json_name, lowerCamelCase otherwise, unpopulated fields too, enums by name',
+    method: "GET",
+    path: "/authors/7",
+    status: 200,
+    grpc: { method: "GetAuthor", type: "bookstore.v1.GetAuthorRequest", request: { author: "7" } },
+    response: { json: { id: "7", gender: "GENDER_FEMALE", firstName: "Ursula", lname: "Le Guin" } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: NOT_FOUND is 404 with the backend's message",
+    source: "GW_ERRORS HTTPStatusFromCode(codes.NotFound) = 404, body {code: 5, message, details: []}",
+    method: "GET",
+    path: "/shelves/99",
+    status: 404,
+    grpc: { method: "GetShelf", type: "bookstore.v1.GetShelfRequest", request: { shelf: "99" } },
+    error: { code: 5, message: "shelf 99 not found" },
+  },
+];
+
 /** The grpc-gateway error body: exactly code, message and details (an array). */
 function assertErrorBody(value: unknown, want: { code: number; message?: string }): void {
   assert.ok(value !== null && typeof value === "object" && !Array.isArray(value), `an error object, got ${JSON.stringify(value)}`);
@@ -541,50 +706,66 @@ function assertErrorBody(value: unknown, want: { code: number; message?: string 
   assert.ok(Array.isArray(body["details"]));
 }
 
-/** `got` (JSON text) equals `want` as a message of `type`, or as plain JSON without one. */
-function assertJson(got: unknown, want: { type?: string; json: JsonValue }): void {
+/** `got` (parsed JSON) equals `want` as a message of `type`, or as plain JSON without one. */
+function assertJson(api: Api, got: unknown, want: { type?: string; json: JsonValue }): void {
   if (want.type === undefined) return assert.deepEqual(got, want.json);
-  const desc = schema(want.type);
+  const registry = registries[api];
+  const desc = schema(api, want.type);
   const g = fromJson(desc, got as JsonValue, { registry });
   const w = fromJson(desc, want.json, { registry });
   assert.ok(equals(desc, g, w, { registry }), `got ${JSON.stringify(got)}, want ${JSON.stringify(toJson(desc, w, { registry }))}`);
 }
 
+/**
+ * Resolve once every GET path answers 200: the routes exist once each backend's schema is loaded (when its channel
+ * first comes up). Bounded to 15 s.
+ */
+async function routesServed(gw: TestGateway, paths: string[]): Promise<void> {
+  const end = Date.now() + 15_000;
+  for (;;) {
+    const replies = await Promise.all(paths.map((p) => request(gw.http, "GET", p)));
+    if (replies.every((r) => r.status === 200)) return;
+    if (Date.now() > end) throw new Error(`the annotated routes did not appear within 15 s: ${replies.map((r, i) => `${paths[i]} ${r.status} ${r.body.slice(0, 100)}`).join("; ")}`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
 describe("transcoding against the documented examples (google/api/http.proto, grpc-gateway, Envoy)", () => {
   let backend: LibraryBackend;
+  let bookstore: BookstoreBackend;
   let gw: TestGateway;
 
   before(async () => {
     backend = await startLibraryBackend();
-    const service = { name: "library", grpc: { host: "127.0.0.1", port: backend.port }, transcoding: {} } as ServiceConfig;
-    gw = await startTestGateway({ services: [service] });
-    // The routes exist once the backend's schema is loaded (when its channel first comes up): bounded wait.
-    const end = Date.now() + 15_000;
-    for (;;) {
-      const r = await request(gw.http, "GET", "/v1/messages/ready");
-      if (r.status === 200) break;
-      if (Date.now() > end) throw new Error(`the annotated routes did not appear within 15 s (last: ${r.status} ${r.body})`);
-      await new Promise((res) => setTimeout(res, 100));
-    }
+    bookstore = await startBookstoreBackend();
+    const services = [
+      { name: "library", grpc: { host: "127.0.0.1", port: backend.port }, transcoding: {} },
+      { name: "bookstore", grpc: { host: "127.0.0.1", port: bookstore.port }, transcoding: {} },
+    ] as ServiceConfig[];
+    gw = await startTestGateway({ services });
+    await routesServed(gw, ["/v1/messages/ready", "/authors/1"]);
   });
 
   after(async () => {
     await gw?.close();
     backend?.close();
+    bookstore?.close();
   });
 
-  for (const c of CASES) {
+  for (const c of [...CASES, ...BOOKSTORE_CASES]) {
     it(`${c.name} [${c.method} ${c.path.length > 60 ? c.path.slice(0, 60) + "..." : c.path}]`, async () => {
-      const before = backend.calls.length;
+      const api = c.api ?? "library";
+      const calls: Array<{ method: string; request: JsonValue }> = api === "library" ? backend.calls : bookstore.calls;
+      const before = calls.length;
       const r = await request(gw.http, c.method, c.path, c.body);
       const where = `${c.method} ${c.path} (source: ${c.source}) answered ${r.status} ${r.body.slice(0, 400)}`;
       assert.equal(r.status, c.status, where);
-      const made = backend.calls.slice(before);
+      const made = calls.slice(before);
       if (c.noCall) assert.deepEqual(made, [], `the backend must not be called: ${where}`);
       if (c.grpc) {
         assert.equal(made.length, 1, `one backend call: ${where}`);
         assert.equal(made[0]!.method, c.grpc.method, where);
-        assert.deepEqual(made[0]!.request, asRecorded(c.grpc.type, c.grpc.request), where);
+        assert.deepEqual(made[0]!.request, asRecorded(api, c.grpc.type, c.grpc.request), where);
       }
       if (c.stream) {
         assert.ok(r.body.endsWith("\n"), `NDJSON lines end with a newline: ${where}`);
@@ -593,14 +774,14 @@ describe("transcoding against the documented examples (google/api/http.proto, gr
         c.stream.lines.forEach((want, i) => {
           const got = lines[i]!;
           assert.deepEqual(Object.keys(got), Object.keys(want), where);
-          if ("result" in want) assertJson(got["result"], { type: c.stream!.type, json: want.result });
+          if ("result" in want) assertJson(api, got["result"], { type: c.stream!.type, json: want.result });
           else assertErrorBody(got["error"], want.error);
         });
         return;
       }
       if (c.response || c.error) assert.match(String(r.headers["content-type"]), /^application\/json\b/, where);
       const body: unknown = JSON.parse(r.body);
-      if (c.response) assertJson(body, c.response);
+      if (c.response) assertJson(api, body, c.response);
       if (c.error) assertErrorBody(body, c.error);
     });
   }
@@ -614,11 +795,7 @@ describe("transcoding with Google's error shape", () => {
     backend = await startLibraryBackend();
     const service = { name: "library", grpc: { host: "127.0.0.1", port: backend.port }, transcoding: { errors: "google" } } as ServiceConfig;
     gw = await startTestGateway({ services: [service] });
-    const end = Date.now() + 15_000;
-    while ((await request(gw.http, "GET", "/v1/messages/ready")).status !== 200) {
-      if (Date.now() > end) throw new Error("the annotated routes did not appear within 15 s");
-      await new Promise((res) => setTimeout(res, 100));
-    }
+    await routesServed(gw, ["/v1/messages/ready"]);
   });
 
   after(async () => {
