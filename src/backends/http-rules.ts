@@ -191,24 +191,45 @@ interface HttpRuleMessage extends Message {
   additionalBindings: HttpRuleMessage[];
 }
 
-function binding(method: DescMethod, rule: HttpRuleMessage, nested: boolean): HttpBinding {
-  const where = `${method.parent.typeName}.${method.name}`;
-  if (nested && rule.additionalBindings.length > 0) {
-    throw new GatewayError(Code.FAILED_PRECONDITION, `${where}: an additional binding has additional_bindings of its own`);
-  }
+/**
+ * One HTTP rule as written, from an annotation or from a google.api.Service YAML (`http: rules:`, the file
+ * grpc-gateway takes as --grpc-api-configuration): the same fields as google.api.HttpRule.
+ */
+export interface HttpRuleSpec {
+  /** Upper-case HTTP method as the rule's pattern names it (GET ... PATCH, or a custom kind). */
+  readonly httpMethod: string;
+  readonly path: string;
+  readonly body: string;
+  readonly responseBody: string;
+  readonly additionalBindings: readonly HttpRuleSpec[];
+}
+
+const CUSTOM_KIND = /^[A-Z][A-Z0-9-]*$/;
+
+/** An annotation's HttpRule as a spec; FAILED_PRECONDITION when it has no pattern or an unusable custom kind. */
+function specOf(where: string, rule: HttpRuleMessage): HttpRuleSpec {
   const p = rule.pattern;
+  if (p.case === undefined) throw new GatewayError(Code.FAILED_PRECONDITION, `${where}: a google.api.http rule has no pattern (get, put, post, delete, patch or custom)`);
   let httpMethod: string;
   let path: string;
-  if (p.case === undefined) throw new GatewayError(Code.FAILED_PRECONDITION, `${where}: a google.api.http rule has no pattern (get, put, post, delete, patch or custom)`);
   if (p.case === "custom") {
     httpMethod = p.value.kind.toUpperCase();
     path = p.value.path;
-    if (!/^[A-Z][A-Z0-9-]*$/.test(httpMethod)) throw new GatewayError(Code.FAILED_PRECONDITION, `${where}: custom kind ${JSON.stringify(echo(p.value.kind))} is not an HTTP method token`);
+    if (!CUSTOM_KIND.test(httpMethod)) throw new GatewayError(Code.FAILED_PRECONDITION, `${where}: custom kind ${JSON.stringify(echo(p.value.kind))} is not an HTTP method token`);
   } else {
     httpMethod = p.case.toUpperCase();
     path = p.value;
   }
-  const b: HttpBinding = { httpMethod, template: parseTemplate(path), body: rule.body, responseBody: rule.responseBody };
+  return { httpMethod, path, body: rule.body, responseBody: rule.responseBody, additionalBindings: rule.additionalBindings.map((r) => specOf(where, r)) };
+}
+
+function binding(method: DescMethod, rule: HttpRuleSpec, nested: boolean): HttpBinding {
+  const where = `${method.parent.typeName}.${method.name}`;
+  if (nested && rule.additionalBindings.length > 0) {
+    throw new GatewayError(Code.FAILED_PRECONDITION, `${where}: an additional binding has additional_bindings of its own`);
+  }
+  if (!CUSTOM_KIND.test(rule.httpMethod)) throw new GatewayError(Code.FAILED_PRECONDITION, `${where}: ${JSON.stringify(echo(rule.httpMethod))} is not an HTTP method token`);
+  const b: HttpBinding = { httpMethod: rule.httpMethod, template: parseTemplate(rule.path), body: rule.body, responseBody: rule.responseBody };
   checkBinding(method, b);
   return b;
 }
@@ -219,14 +240,26 @@ function binding(method: DescMethod, rule: HttpRuleMessage, nested: boolean): Ht
  * that uses the annotation imports it; a method whose annotation is present but undecodable, or whose template or
  * fields do not fit its messages, is left out and reported in `problems`.
  */
-export function httpRulesOf(registry: FileRegistry, services: readonly string[]): HttpRules {
+export function httpRulesOf(registry: FileRegistry, services: readonly string[], overrides?: ReadonlyMap<string, HttpRuleSpec>): HttpRules {
   const bindings = new Map<DescMethod, HttpBinding[]>();
   const problems: RuleProblem[] = [];
   const ext = registry.getExtension("google.api.http") as DescExtension | undefined;
+  const used = new Set<string>();
   for (const name of services) {
     const svc = registry.getService(name);
     if (!svc) continue;
     for (const m of svc.methods) {
+      // A rule of the service configuration replaces the method's annotation (google/api/http.proto).
+      const override = overrides?.get(`${svc.typeName}.${m.name}`);
+      if (override) {
+        used.add(`${svc.typeName}.${m.name}`);
+        try {
+          bindings.set(m, [binding(m, override, false), ...override.additionalBindings.map((r) => binding(m, r, true))]);
+        } catch (e) {
+          problems.push({ method: `${svc.typeName}.${m.name}`, message: GatewayError.from(e).rawMessage });
+        }
+        continue;
+      }
       const options = m.proto.options;
       if (!options) continue;
       if (!ext) {
@@ -237,13 +270,15 @@ export function httpRulesOf(registry: FileRegistry, services: readonly string[])
       }
       if (!hasExtension(options, ext)) continue;
       try {
-        const rule = getExtension(options, ext) as unknown as HttpRuleMessage;
-        const list = [binding(m, rule, false), ...rule.additionalBindings.map((r) => binding(m, r, true))];
-        bindings.set(m, list);
+        const rule = specOf(`${svc.typeName}.${m.name}`, getExtension(options, ext) as unknown as HttpRuleMessage);
+        bindings.set(m, [binding(m, rule, false), ...rule.additionalBindings.map((r) => binding(m, r, true))]);
       } catch (e) {
         problems.push({ method: `${svc.typeName}.${m.name}`, message: GatewayError.from(e).rawMessage });
       }
     }
+  }
+  for (const selector of overrides?.keys() ?? []) {
+    if (!used.has(selector)) problems.push({ method: selector, message: "the apiConfig rule's selector names no method of the backend's services" });
   }
   return { bindings, problems };
 }

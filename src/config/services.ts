@@ -1,14 +1,30 @@
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { loadBackendTls, type BackendTlsConfig } from "../backends/backend-tls.js";
+import { parseTemplate, type HttpRuleSpec } from "../backends/http-rules.js";
 
 /** A cron job declared for a service; scheduled as a trigger at startup. */
 export interface CronJobConfig {
   name: string;
   schedule: string;
   targetTopic: string;
+}
+
+/** A service's REST transcoding (docs/transcoding.md "Configuration"). */
+export interface TranscodingConfig {
+  /** Serve the service's HTTP rules. Default true. */
+  enabled: boolean;
+  /** Literal path segments in front of every rule's template ("" for none, the default), e.g. "/lib". */
+  prefix: string;
+  /** The error body: grpc-gateway's `{code, message, details}` (default) or Google's `{"error": {...}}`. */
+  errors: "grpc-gateway" | "google";
+  /** `apiConfig`'s rules by selector ("pkg.Service.Method"): each replaces that method's annotation. */
+  apiRules?: ReadonlyMap<string, HttpRuleSpec>;
+  /** The apiConfig file, as configured. */
+  apiConfig?: string;
 }
 
 /** One registered service (README "Services configuration file"). JSON/YAML field names are these, camelCase. */
@@ -29,6 +45,8 @@ export interface ServiceConfig {
    */
   state?: { storeName: string; keys: string[]; queryIndexName?: string };
   jobs?: { crons: CronJobConfig[] };
+  /** REST routes from the backend's HTTP rules; absent: the defaults (at the root, grpc-gateway's error body). */
+  transcoding?: TranscodingConfig;
 }
 
 /** The registry of configured services. */
@@ -93,7 +111,7 @@ function validateEntry(raw: unknown, index: number, problems: Problems): Service
     return undefined;
   }
   if (typeof raw["name"] === "string" && raw["name"] !== "") where = `service "${raw["name"]}"`;
-  checkKeys(raw, ["name", "grpc", "pubsub", "state", "jobs"], where, problems);
+  checkKeys(raw, ["name", "grpc", "pubsub", "state", "jobs", "transcoding"], where, problems);
   const name = str(raw, "name", where, problems) ?? "";
   const entry: ServiceConfig = { name };
   if (raw["grpc"] !== undefined) {
@@ -158,7 +176,133 @@ function validateEntry(raw: unknown, index: number, problems: Problems): Service
       entry.jobs = { crons: out };
     }
   }
+  if (raw["transcoding"] !== undefined) {
+    const t = transcoding(raw["transcoding"], `${where}.transcoding`, problems);
+    if (t) entry.transcoding = t;
+  }
   return entry;
+}
+
+const PREFIX = /^(\/(?:[A-Za-z0-9\-._~!$&'()+,;=@]|%[0-9A-Fa-f]{2})+)+$/;
+const RULE_METHODS = ["get", "put", "post", "delete", "patch"] as const;
+
+/** A service's `transcoding` block; its `apiConfig` file is read and checked now. */
+function transcoding(raw: unknown, where: string, problems: Problems): TranscodingConfig | undefined {
+  if (!isObject(raw)) {
+    problems.push(`${where}: must be an object {enabled?, prefix?, errors?, apiConfig?}`);
+    return undefined;
+  }
+  checkKeys(raw, ["enabled", "prefix", "errors", "apiConfig"], where, problems);
+  const out: TranscodingConfig = { enabled: true, prefix: "", errors: "grpc-gateway" };
+  if (raw["enabled"] !== undefined) {
+    if (typeof raw["enabled"] !== "boolean") problems.push(`${where}.enabled: must be true or false (got ${JSON.stringify(raw["enabled"])})`);
+    else out.enabled = raw["enabled"];
+  }
+  if (raw["prefix"] !== undefined) {
+    const p = raw["prefix"];
+    if (typeof p !== "string" || (p !== "" && !PREFIX.test(p))) {
+      problems.push(`${where}.prefix: must be literal path segments such as "/lib" (starting with /, no trailing /, no {}, * or :), got ${JSON.stringify(p)}`);
+    } else out.prefix = p;
+  }
+  if (raw["errors"] !== undefined) {
+    const e = raw["errors"];
+    if (e !== "grpc-gateway" && e !== "google") problems.push(`${where}.errors: must be "grpc-gateway" or "google" (got ${JSON.stringify(e)})`);
+    else out.errors = e;
+  }
+  const file = raw["apiConfig"] === undefined ? undefined : str(raw, "apiConfig", where, problems);
+  if (file !== undefined) {
+    out.apiConfig = file;
+    const rules = apiConfigRules(file, `${where}.apiConfig (${file})`, problems);
+    if (rules) out.apiRules = rules;
+  }
+  return out;
+}
+
+/** One rule of a google.api.Service YAML's `http.rules`. */
+function ruleSpec(raw: unknown, where: string, problems: Problems, nested: boolean): HttpRuleSpec | undefined {
+  if (!isObject(raw)) {
+    problems.push(`${where}: must be an object {selector, get|put|post|delete|patch|custom, body?, response_body?, additional_bindings?}`);
+    return undefined;
+  }
+  checkKeys(raw, [...(nested ? [] : ["selector"]), ...RULE_METHODS, "custom", "body", "response_body", "responseBody", "additional_bindings", "additionalBindings"], where, problems);
+  const patterns = [...RULE_METHODS, "custom"].filter((k) => raw[k] !== undefined);
+  if (patterns.length !== 1) {
+    problems.push(`${where}: must have exactly one of get, put, post, delete, patch, custom (has ${patterns.length === 0 ? "none" : patterns.join(", ")})`);
+    return undefined;
+  }
+  let httpMethod: string;
+  let path: unknown;
+  if (patterns[0] === "custom") {
+    const c = raw["custom"];
+    if (!isObject(c) || typeof c["kind"] !== "string" || !/^[A-Za-z][A-Za-z0-9-]*$/.test(c["kind"])) {
+      problems.push(`${where}.custom: must be {kind, path} with kind an HTTP method token`);
+      return undefined;
+    }
+    httpMethod = c["kind"].toUpperCase();
+    path = c["path"];
+  } else {
+    httpMethod = patterns[0]!.toUpperCase();
+    path = raw[patterns[0]!];
+  }
+  if (typeof path !== "string") {
+    problems.push(`${where}: the path must be a string (got ${JSON.stringify(path)})`);
+    return undefined;
+  }
+  try {
+    parseTemplate(path);
+  } catch (e) {
+    problems.push(`${where}: ${GatewayError.from(e).rawMessage}`);
+    return undefined;
+  }
+  const text = (k: string, alt: string): string => {
+    const v = raw[k] ?? raw[alt];
+    if (v === undefined) return "";
+    if (typeof v !== "string") problems.push(`${where}.${k}: must be a string (got ${JSON.stringify(v)})`);
+    return typeof v === "string" ? v : "";
+  };
+  const more = raw["additional_bindings"] ?? raw["additionalBindings"] ?? [];
+  const additionalBindings: HttpRuleSpec[] = [];
+  if (!Array.isArray(more)) problems.push(`${where}.additional_bindings: must be a list`);
+  else if (nested && more.length > 0) problems.push(`${where}: an additional binding has additional_bindings of its own`);
+  else
+    more.forEach((r, i) => {
+      const spec = ruleSpec(r, `${where}.additional_bindings[${i}]`, problems, true);
+      if (spec) additionalBindings.push(spec);
+    });
+  return { httpMethod, path, body: text("body", "body"), responseBody: text("response_body", "responseBody"), additionalBindings };
+}
+
+/**
+ * The `http.rules` of a google.api.Service YAML (the file grpc-gateway takes as --grpc-api-configuration), by
+ * selector. Selectors are full method names ("pkg.Service.Method"); wildcards are refused.
+ */
+function apiConfigRules(file: string, where: string, problems: Problems): Map<string, HttpRuleSpec> | undefined {
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(file, "utf8"));
+  } catch (e) {
+    problems.push(`${where}: cannot be read as YAML: ${(e as Error).message}`);
+    return undefined;
+  }
+  const http = isObject(doc) ? doc["http"] : undefined;
+  const rules = isObject(http) ? http["rules"] : undefined;
+  if (!Array.isArray(rules)) {
+    problems.push(`${where}: must be a google.api.Service document with http: rules: [...]`);
+    return undefined;
+  }
+  const out = new Map<string, HttpRuleSpec>();
+  rules.forEach((r, i) => {
+    const w = `${where} http.rules[${i}]`;
+    const selector = isObject(r) ? r["selector"] : undefined;
+    if (typeof selector !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$/.test(selector)) {
+      problems.push(`${w}.selector: must be a full method name such as pkg.Service.Method (wildcards are not supported), got ${JSON.stringify(selector)}`);
+      return;
+    }
+    if (out.has(selector)) problems.push(`${w}.selector: ${selector} has a rule already`);
+    const spec = ruleSpec(r, w, problems, false);
+    if (spec) out.set(selector, spec);
+  });
+  return out;
 }
 
 /**

@@ -20,6 +20,9 @@ import type { WorkerSlots } from "../workers/worker-slots.js";
 import type { SchemaSource } from "../backends/backend.js";
 import type { ReflectionResult } from "../backends/reflection-client.js";
 import type { BackendSchema } from "../backends/schema.js";
+import { createTranscodeTable, type ReservedRoute } from "../ops/transcode.js";
+import { transcodeRoutes } from "../rest/transcode.js";
+import type { DynamicRoutes } from "../http/router.js";
 
 /** The dispatch facility, with its operations for a uWS worker thread's bridge (`dispatch.invoke`). */
 export interface DispatchFacility extends Facility {
@@ -33,6 +36,12 @@ export interface DispatchFacility extends Facility {
     onChange(listener: (service: string, schema: ReflectionResult) => void): void;
     /** On a thread: take the schema the main thread pushed. */
     adopt(service: string, schema: ReflectionResult): void;
+  };
+  /** The REST transcoding routes of every backend, for the REST server (docs/transcoding.md). */
+  readonly transcoding: {
+    readonly routes: DynamicRoutes;
+    /** The gateway's own REST routes on this thread: no transcoding rule may shadow one. */
+    reserve(routes: readonly ReservedRoute[]): void;
   };
 }
 
@@ -69,6 +78,10 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
   const { logger, options } = ctx;
   const schemaListeners: Array<(service: string, schema: ReflectionResult) => void> = [];
   const filter = createMetadataFilter(options.forwardHeaders);
+  // Rebuilt from the cached schemas whenever one loads or changes (here, or pushed from the main thread).
+  const transcoding = createTranscodeTable({ services: ctx.services, logger });
+  /** Backends whose channel left READY since their schema loaded: their next READY is a restart, reflected again. */
+  const wentDown = new Set<string>();
   // The transparent proxy routes each backend's services as soon as its schema is known (startup or refresh).
   const proxy = createGrpcProxy({
     backends: { get: (name) => backends.get(name) },
@@ -83,6 +96,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
       channelsPerBackend: options.channelsPerBackend,
       onSchemaOf: (service, schema) => {
         proxy.sync(service, schema);
+        transcoding.sync(service, schema);
         if (schemaListeners.length === 0) return;
         const r = reflected(schema, backends.get(service)!.reflectionStats().version);
         for (const l of schemaListeners) l(service, r);
@@ -97,9 +111,19 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
       },
       onStateChange: (service, index, state) => {
         logger.debug({ service, channel: index, state: grpc.connectivityState[state] }, "backend channel state");
-        // A backend that was down at startup: load its schema in the background once it answers.
+        // A backend that was down at startup: load its schema in the background once it answers. One that went away
+        // and is back may be a new build with other methods or HTTP rules: reflect again (the routes follow).
         const b = backends.get(service);
-        if (state === grpc.connectivityState.READY && b && !b.cachedSchema()) b.refresh().catch(() => undefined);
+        if (!b) return;
+        if (state !== grpc.connectivityState.READY) {
+          if (b.cachedSchema() && state !== grpc.connectivityState.CONNECTING) wentDown.add(service);
+          return;
+        }
+        if (!b.cachedSchema()) b.refresh().catch(() => undefined);
+        else if (wentDown.delete(service)) {
+          logger.info({ service }, "backend reconnected: reflecting its schema again");
+          b.refresh().catch(() => undefined);
+        }
       },
     },
   );
@@ -149,6 +173,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
   let destroyed = false;
   return {
     ops: counted,
+    transcoding: { routes: transcodeRoutes(transcoding, counted, streamDeps, filter), reserve: (routes) => transcoding.reserve(routes) },
     schemas: {
       async get(service, fresh, signal) {
         const b = backends.get(service);
@@ -185,6 +210,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
       return {
         "grpc-channel-pool": backends.health(),
         ...(conflicts.length > 0 ? { "grpc-proxy": { status: "Degraded" as const, description: conflicts.join("; ") } } : {}),
+        ...transcoding.health(),
       };
     },
     close() {

@@ -127,6 +127,15 @@ function match(c: Compiled, parts: string[]): Record<string, string> | undefined
   return parts.length === c.segments.length ? params : undefined;
 }
 
+/**
+ * Routes decided by a table of their own, rebuilt at run time (the REST transcoding routes): asked only when no route
+ * of the static table has the request's method and path, so the gateway's own routes always win.
+ */
+export interface DynamicRoutes {
+  /** The route and its parameters; or the methods the path has (405 with Allow); or undefined (404). May throw INVALID_ARGUMENT. */
+  resolve(method: string, path: string): { route: Route; params: Record<string, string> } | { allowed: readonly string[] } | undefined;
+}
+
 /** Where a request goes: a route and its parameters, or a reply to send at once (404, 405, 503, 401). */
 export interface RouteDecision {
   /** The matched route (also set with a 503/401 reply, for the metrics label). */
@@ -141,8 +150,16 @@ export interface RouteDecision {
  * match the path (literal segments win over parameters; a wrong method is 405 with Allow), then the shutdown gate and
  * x-api-key. Throws INVALID_ARGUMENT for a path parameter that is not valid percent-encoding.
  */
-export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
+export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing" | "dynamic">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
   const compiled = routes.map(compile);
+  // The first two segments of every route, when all of them are literals there: a path with neither its first segment
+  // nor its first two among them matches no route, so a dynamic route's request skips the scan.
+  let heads: Set<string> | undefined = new Set();
+  for (const c of compiled) {
+    const lead = c.segments.slice(0, 2);
+    if (lead.some((s) => !("literal" in s))) heads = undefined;
+    else heads?.add(lead.map((s) => (s as { literal: string }).literal).join("/"));
+  }
   // "METHOD path" of each route without parameters (the first, as in the scan): such a route is the best match of its
   // own path and method (no route has more literal segments on it), so a request for it skips the scan over every
   // route (the hot path: invoke). Only for a path without '%', where the scan could not fail decoding a parameter.
@@ -164,12 +181,18 @@ export function createRouteTable(routes: readonly Route[], deps: Pick<RestServer
     const parts = path.split("/").slice(1);
     let best: { c: Compiled; params: Record<string, string> } | undefined;
     const allowed = new Set<string>();
-    for (const c of compiled) {
+    const scan = !deps.dynamic || !heads || heads.has(parts[0]!) || heads.has(`${parts[0]}/${parts[1]}`);
+    if (scan) for (const c of compiled) {
       const params = match(c, parts);
       if (!params) continue;
       allowed.add(c.route.method);
       if (c.route.method !== method) continue;
       if (!best || c.literals > best.c.literals) best = { c, params };
+    }
+    if (!best && deps.dynamic) {
+      const d = deps.dynamic.resolve(method, path);
+      if (d && "route" in d) return admit(d.route, d.params, headers);
+      if (d) for (const m of d.allowed) allowed.add(m);
     }
     if (!best) {
       if (allowed.size === 0) return refuse(new GatewayError(Code.NOT_FOUND, `no route for ${echo(method, 16)} ${echo(path)}`));
@@ -233,6 +256,8 @@ export interface RestServerDeps {
   tls?: TlsFiles;
   /** How often the TLS files are checked for a change, ms. Default 2000. */
   tlsReloadIntervalMs?: number;
+  /** Routes decided at run time, after the static ones (REST transcoding). */
+  dynamic?: DynamicRoutes;
 }
 
 /** A listening REST server. */
@@ -435,7 +460,9 @@ export async function startRestServer(host: string, port: number, routes: Route[
       const run = (body: Buffer): void => {
         route.handler(createRestRequest(method, path, decision.params, query, headers, body, ac.signal)).then(send, fail);
       };
-      if (!BODY_METHODS.has(method)) return run(Buffer.alloc(0));
+      // A custom method (a transcoding rule's `custom` kind) has a body when it says so.
+      const hasBody = BODY_METHODS.has(method) || (method !== "GET" && method !== "HEAD" && ((headers["content-length"] ?? "0") !== "0" || headers["transfer-encoding"] !== undefined));
+      if (!hasBody) return run(Buffer.alloc(0));
       const declared = Number(headers["content-length"] ?? NaN);
       const tooLarge = (what: string): void =>
         send({ status: 413, body: errorBody(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body ${what}exceeds the limit of ${deps.maxBodyBytes} bytes`)) }, true);

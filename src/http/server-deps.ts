@@ -2,7 +2,7 @@ import type { Authenticator } from "../ops/auth.js";
 import type { Logger } from "../observe/logger.js";
 import type { Metrics } from "../observe/metrics.js";
 import type { ValidatedOptions } from "../config/options.js";
-import type { AppHook, RestServerDeps } from "./router.js";
+import type { AppHook, DynamicRoutes, RestServerDeps } from "./router.js";
 
 /** What the gateway's REST server takes besides its options. */
 export interface GatewayServerParts {
@@ -11,6 +11,8 @@ export interface GatewayServerParts {
   metrics: Metrics;
   isClosing(): boolean;
   appHooks: readonly AppHook[];
+  /** Routes decided at run time (REST transcoding). */
+  dynamic?: DynamicRoutes;
 }
 
 /**
@@ -28,6 +30,7 @@ export function gatewayServerDeps(opts: ValidatedOptions, parts: GatewayServerPa
     isClosing: parts.isClosing,
     ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
     appHooks: parts.appHooks,
+    ...(parts.dynamic ? { dynamic: parts.dynamic } : {}),
     requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
     latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
   };

@@ -225,6 +225,8 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     },
   ];
 
+  // Transcoding rules never shadow these (the threads reserve the same list).
+  dispatch.transcoding.reserve(routes);
   let rest: RestServer | undefined;
   let grpcPort: number;
   try {
@@ -246,7 +248,10 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
         schemas: dispatch.schemas,
         ...(overrides.threadEventBacklog !== undefined ? { maxBacklog: overrides.threadEventBacklog } : {}),
       });
-    } else rest = await startRestServer(opts.host, opts.httpPort, routes, gatewayServerDeps(opts, { auth, logger, metrics, isClosing: () => closing, appHooks: facilities.flatMap((f) => f.appHooks ?? []) }));
+    } else {
+      const parts = { auth, logger, metrics, isClosing: () => closing, appHooks: facilities.flatMap((f) => f.appHooks ?? []), dynamic: dispatch.transcoding.routes };
+      rest = await startRestServer(opts.host, opts.httpPort, routes, gatewayServerDeps(opts, parts));
+    }
     for (const f of facilities) await f.start?.();
   } catch (e) {
     front.forceShutdown();

@@ -185,11 +185,12 @@ async function main(): Promise<void> {
   // Checked right before listening (startRestServer listens synchronously): once the process is exiting, a thread still
   // starting must not open a socket the exit would find.
   if (exiting) throw new GatewayError(Code.UNAVAILABLE, "the process is exiting");
+  dispatch.transcoding.reserve([...local, ...bridged]);
   rest = await startRestServer(
     opts.host,
     opts.httpPort,
     [...local, ...bridged],
-    gatewayServerDeps(opts, { auth, logger, metrics, isClosing: () => closing, appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)] }),
+    gatewayServerDeps(opts, { auth, logger, metrics, isClosing: () => closing, appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)], dynamic: dispatch.transcoding.routes }),
   );
   await dispatch.start?.();
 

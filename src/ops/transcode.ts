@@ -1,0 +1,503 @@
+/**
+ * REST transcoding (docs/transcoding.md): the routes of every dialable backend's `google.api.http` rules (or its
+ * service configuration's `apiConfig` rules), and the mapping of an HTTP request onto the method's request message
+ * as proto3 JSON text the converter takes (path variables, body, query parameters), and of the response back.
+ * Transport-free: the REST front (src/rest/transcode.ts) runs the matched rule through the invoke operations.
+ */
+import { ScalarType, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
+import { Code, codeName, httpStatusOf } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { echo } from "../shared/echo.js";
+import { decodeUtf8, locateInvalidUtf8InJson } from "../shared/utf8.js";
+import { parseRfc3339 } from "../shared/rfc3339.js";
+import { httpRulesOf, WRAPPER_OR_TEXT_WKT, type HttpBinding, type PathTemplate } from "../backends/http-rules.js";
+import type { BackendSchema } from "../backends/schema.js";
+import type { ServiceRegistry, TranscodingConfig } from "../config/services.js";
+import type { Logger } from "../observe/logger.js";
+import type { HealthEntry } from "../observe/health.js";
+import { createRouteTrie, type MatchResult, type RouteTrie } from "./transcode-match.js";
+
+/** A field value as it comes from a path or query: text, to proto3 JSON. Throws the problem as a plain message. */
+type Encoder = (text: string) => string;
+
+/** One routable binding of a backend method. */
+export interface TranscodeRule {
+  /** Registered service name (the backend). */
+  readonly service: string;
+  /** "pkg.Service/Method", for invoke. */
+  readonly method: string;
+  readonly desc: DescMethod;
+  readonly httpMethod: string;
+  /** The template with the service's prefix in front. */
+  readonly template: PathTemplate;
+  /** The metrics route label: the template as written, prefix included (bounded: one per rule). */
+  readonly label: string;
+  readonly serverStreaming: boolean;
+  readonly errors: TranscodingConfig["errors"];
+  /** Per template variable: the field path and how its text becomes JSON. */
+  readonly pathFields: ReadonlyArray<{ readonly path: readonly string[]; readonly encode: Encoder }>;
+  /** "" (no body), "*" or the top-level request field the body sets. */
+  readonly body: string;
+  /** The response field `response_body` selects, as JSON names it. */
+  readonly responseField: DescField | undefined;
+  /** Query parameter name -> its field (or why it cannot be set), as first resolved. Bounded by QUERY_CACHE. */
+  readonly queryFields: Map<string, QueryField | string>;
+}
+
+interface QueryField {
+  /** Proto field names from the request message down. */
+  readonly path: readonly string[];
+  readonly repeated: boolean;
+  readonly encode: Encoder;
+}
+
+/** Query parameter names remembered per rule (valid ones and refusals alike); more are resolved each time. */
+const QUERY_CACHE = 64;
+
+const INT = /^[-+]?\d+$/;
+const UINT = /^\+?\d+$/;
+const DURATION = /^-?\d+(\.\d{1,9})?s$/;
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+const str: Encoder = (t) => JSON.stringify(t);
+
+function intEncoder(min: number, max: number): Encoder {
+  return (t) => {
+    if (!INT.test(t)) throw new Error(`must be an integer, got '${echo(t)}'`);
+    const n = Number(t);
+    if (n < min || n > max) throw new Error(`is out of range (${min} to ${max}), got '${echo(t)}'`);
+    return String(n);
+  };
+}
+
+/** 64-bit integers go as JSON strings (proto3 JSON), checked as digits only: the converter checks the range. */
+const int64: Encoder = (t) => {
+  if (!INT.test(t)) throw new Error(`must be an integer, got '${echo(t)}'`);
+  return JSON.stringify(t);
+};
+const uint64: Encoder = (t) => {
+  if (!UINT.test(t)) throw new Error(`must be an unsigned integer, got '${echo(t)}'`);
+  return JSON.stringify(t);
+};
+const float: Encoder = (t) => {
+  if (t === "NaN" || t === "Infinity" || t === "-Infinity") return JSON.stringify(t);
+  const n = t.trim() === "" ? NaN : Number(t);
+  if (!Number.isFinite(n)) throw new Error(`must be a number, got '${echo(t)}'`);
+  return String(n);
+};
+/** Go's strconv.ParseBool, which grpc-gateway uses. */
+const bool: Encoder = (t) => {
+  if (t === "1" || t === "t" || t === "T" || t === "true" || t === "TRUE" || t === "True") return "true";
+  if (t === "0" || t === "f" || t === "F" || t === "false" || t === "FALSE" || t === "False") return "false";
+  throw new Error(`must be true or false, got '${echo(t)}'`);
+};
+const bytes: Encoder = (t) => {
+  if (!BASE64.test(t)) throw new Error(`must be base64 (standard or URL-safe alphabet), got '${echo(t)}'`);
+  return JSON.stringify(t);
+};
+
+function scalarEncoder(t: ScalarType): Encoder {
+  switch (t) {
+    case ScalarType.STRING:
+      return str;
+    case ScalarType.BOOL:
+      return bool;
+    case ScalarType.BYTES:
+      return bytes;
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      return float;
+    case ScalarType.INT32:
+    case ScalarType.SINT32:
+    case ScalarType.SFIXED32:
+      return intEncoder(-2147483648, 2147483647);
+    case ScalarType.UINT32:
+    case ScalarType.FIXED32:
+      return intEncoder(0, 4294967295);
+    case ScalarType.UINT64:
+    case ScalarType.FIXED64:
+      return uint64;
+    default:
+      return int64;
+  }
+}
+
+/** google.protobuf.FieldMask paths as grpc-gateway takes them (comma-separated proto names) to its JSON (lowerCamel). */
+const fieldMask: Encoder = (t) =>
+  JSON.stringify(
+    t
+      .split(",")
+      .map((p) => p.trim().replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase()))
+      .join(","),
+  );
+
+const WKT_ENCODERS: Record<string, Encoder> = {
+  "google.protobuf.Timestamp": (t) => {
+    if (parseRfc3339(t) === undefined) throw new Error(`must be an RFC 3339 timestamp, got '${echo(t)}'`);
+    return JSON.stringify(t);
+  },
+  "google.protobuf.Duration": (t) => {
+    if (!DURATION.test(t)) throw new Error(`must be a duration in seconds with an s suffix (e.g. 1.5s), got '${echo(t)}'`);
+    return JSON.stringify(t);
+  },
+  "google.protobuf.FieldMask": fieldMask,
+  "google.protobuf.DoubleValue": float,
+  "google.protobuf.FloatValue": float,
+  "google.protobuf.Int64Value": int64,
+  "google.protobuf.UInt64Value": uint64,
+  "google.protobuf.Int32Value": scalarEncoder(ScalarType.INT32),
+  "google.protobuf.UInt32Value": scalarEncoder(ScalarType.UINT32),
+  "google.protobuf.BoolValue": bool,
+  "google.protobuf.StringValue": str,
+  "google.protobuf.BytesValue": bytes,
+};
+
+/** How a path or query text sets `f` (a scalar, enum or text-valued well-known type), or undefined when it cannot. */
+function encoderOf(f: DescField): Encoder | undefined {
+  const kind = f.fieldKind === "list" ? f.listKind : f.fieldKind;
+  if (kind === "scalar") return scalarEncoder(f.scalar!);
+  if (kind === "enum") {
+    const e = f.enum!;
+    return (t) => {
+      if (e.values.some((v) => v.name === t)) return JSON.stringify(t);
+      if (INT.test(t)) return intEncoder(-2147483648, 2147483647)(t);
+      throw new Error(`must be a value of ${e.typeName} (${e.values.map((v) => v.name).join(", ")}) or its number, got '${echo(t)}'`);
+    };
+  }
+  if (kind === "message") return WKT_ENCODERS[f.message!.typeName];
+  return undefined;
+}
+
+function fieldNamed(m: DescMessage, name: string): DescField | undefined {
+  return m.fields.find((f) => f.name === name) ?? m.fields.find((f) => f.jsonName === name);
+}
+
+/** Resolve a query parameter name (proto or JSON field names, dotted) to the field it sets, or why it cannot. */
+function resolveQuery(rule: Pick<TranscodeRule, "desc" | "pathFields" | "body">, key: string): QueryField | string {
+  if (rule.body === "*") return `sets nothing: the request body is the whole message (the rule's body is "*")`;
+  const names = key.split(".");
+  let m: DescMessage = rule.desc.input;
+  const path: string[] = [];
+  let f: DescField | undefined;
+  for (let i = 0; i < names.length; i++) {
+    f = fieldNamed(m, names[i]!);
+    if (!f) return `is not a field of ${m.typeName}`;
+    path.push(f.name);
+    if (i === names.length - 1) break;
+    if (f.fieldKind !== "message" || WRAPPER_OR_TEXT_WKT.has(f.message.typeName)) return `is not a field path: ${f.name} is not a message`;
+    m = f.message;
+  }
+  const dotted = path.join(".");
+  const overlaps = (other: readonly string[]): boolean => {
+    const o = other.join(".");
+    return o === dotted || o.startsWith(`${dotted}.`) || dotted.startsWith(`${o}.`);
+  };
+  if (rule.pathFields.some((p) => overlaps(p.path))) return "is set by the path";
+  if (rule.body !== "" && overlaps([rule.body])) return "is set by the request body";
+  if (f!.fieldKind === "map") return "is a map field, which query parameters do not set";
+  const encode = encoderOf(f!);
+  if (!encode) return `is a message (${f!.message!.typeName}); set its fields as ${key}.<field>`;
+  return { path, repeated: f!.fieldKind === "list", encode };
+}
+
+/** A JSON object under construction: members as JSON text, or nested objects. */
+type Tree = Map<string, Tree | string>;
+
+function put(tree: Tree, path: readonly string[], json: string): void {
+  let t = tree;
+  for (let i = 0; i < path.length - 1; i++) {
+    let next = t.get(path[i]!);
+    if (typeof next !== "object") t.set(path[i]!, (next = new Map()));
+    t = next;
+  }
+  t.set(path[path.length - 1]!, json);
+}
+
+function serialize(tree: Tree): string {
+  let out = "{";
+  for (const [k, v] of tree) {
+    if (out.length > 1) out += ",";
+    out += `${JSON.stringify(k)}:${typeof v === "string" ? v : serialize(v)}`;
+  }
+  return out + "}";
+}
+
+function badParam(name: string, problem: string): GatewayError {
+  return new GatewayError(Code.INVALID_ARGUMENT, `query parameter ${echo(name)} ${problem}`, { field: name });
+}
+
+/** The body as text; INVALID_ARGUMENT when it is not UTF-8. */
+function bodyText(body: Buffer): string {
+  const d = decodeUtf8(body);
+  if ("invalidAt" in d) throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid UTF-8 (${locateInvalidUtf8InJson(body, d.invalidAt)})`);
+  return d.text;
+}
+
+function parseBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new GatewayError(Code.INVALID_ARGUMENT, `request body is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * The request message of `rule` as proto3 JSON text, from the captured path values, the query and the body.
+ * INVALID_ARGUMENT naming the parameter or the problem for anything it cannot use (docs/transcoding.md "Request").
+ */
+export function transcodeRequest(rule: TranscodeRule, values: readonly string[], query: URLSearchParams, body: Buffer): string {
+  const tree: Tree = new Map();
+  for (let i = 0; i < rule.pathFields.length; i++) {
+    const p = rule.pathFields[i]!;
+    try {
+      put(tree, p.path, p.encode(values[i]!));
+    } catch (e) {
+      throw new GatewayError(Code.INVALID_ARGUMENT, `path variable ${p.path.join(".")} ${(e as Error).message}`, { field: p.path.join(".") });
+    }
+  }
+  let lists: Map<string, string[]> | undefined;
+  for (const [key, value] of query) {
+    let q = rule.queryFields.get(key);
+    if (q === undefined) {
+      q = resolveQuery(rule, key);
+      if (rule.queryFields.size < QUERY_CACHE) rule.queryFields.set(key, q);
+    }
+    if (typeof q === "string") throw badParam(key, q);
+    let json: string;
+    try {
+      json = q.encode(value);
+    } catch (e) {
+      throw badParam(key, (e as Error).message);
+    }
+    const dotted = q.path.join(".");
+    if (q.repeated) {
+      const list = (lists ??= new Map()).get(dotted);
+      if (list) list.push(json);
+      else {
+        lists.set(dotted, [json]);
+        put(tree, q.path, "");
+      }
+    } else {
+      if (lists?.has(dotted) || hasPath(tree, q.path)) throw badParam(key, "is given more than once (it is not a repeated field)");
+      put(tree, q.path, json);
+    }
+  }
+  if (lists) for (const [dotted, list] of lists) put(tree, dotted.split("."), `[${list.join(",")}]`);
+
+  if (rule.body === "" || body.length === 0) return serialize(tree);
+  const text = bodyText(body);
+  if (rule.body === "*") {
+    // The body is the message: passed through as it is, unless path values go into it.
+    if (tree.size === 0) return text;
+    const obj = parseBody(text);
+    if (typeof obj !== "object" || obj === null || Array.isArray(obj)) throw new GatewayError(Code.INVALID_ARGUMENT, "request body must be a JSON object");
+    merge(obj as Record<string, unknown>, tree, "");
+    return JSON.stringify(obj);
+  }
+  // One field: checked to be one JSON value, then spliced in as written.
+  parseBody(text);
+  const rest = serialize(tree);
+  return `{${JSON.stringify(rule.body)}:${text}${rest.length > 2 ? "," + rest.slice(1) : "}"}`;
+}
+
+function hasPath(tree: Tree, path: readonly string[]): boolean {
+  let t: Tree | string | undefined = tree;
+  for (const p of path) {
+    if (typeof t !== "object") return false;
+    t = t.get(p);
+  }
+  return t !== undefined;
+}
+
+/** Path values into a parsed `*` body: the path wins over what the body says. */
+function merge(obj: Record<string, unknown>, tree: Tree, where: string): void {
+  for (const [k, v] of tree) {
+    if (typeof v === "string") obj[k] = JSON.parse(v);
+    else {
+      const inner = obj[k] ?? {};
+      if (typeof inner !== "object" || inner === null || Array.isArray(inner)) throw new GatewayError(Code.INVALID_ARGUMENT, `request body field ${where}${k} must be an object`);
+      obj[k] = inner;
+      merge(inner as Record<string, unknown>, v, `${where}${k}.`);
+    }
+  }
+}
+
+/** The JSON an unset field has in a selected `response_body` (the converter omits unset fields). */
+function defaultJson(f: DescField): string {
+  switch (f.fieldKind) {
+    case "list":
+      return "[]";
+    case "map":
+    case "message":
+      return "{}";
+    case "enum":
+      return JSON.stringify(f.enum.values[0]?.name ?? 0);
+    default:
+      if (f.scalar === ScalarType.STRING || f.scalar === ScalarType.BYTES) return '""';
+      if (f.scalar === ScalarType.BOOL) return "false";
+      if (f.scalar === ScalarType.INT64 || f.scalar === ScalarType.UINT64 || f.scalar === ScalarType.SINT64 || f.scalar === ScalarType.FIXED64 || f.scalar === ScalarType.SFIXED64) return '"0"';
+      return "0";
+  }
+}
+
+/** The response body of `rule` from the converter's JSON: the whole message as given, or the `response_body` field. */
+export function transcodeResponse(rule: TranscodeRule, json: string): string {
+  const f = rule.responseField;
+  if (!f) return json;
+  const v = (JSON.parse(json) as Record<string, unknown>)[f.jsonName];
+  return v === undefined ? defaultJson(f) : JSON.stringify(v);
+}
+
+/** The error body in the rule's shape: grpc-gateway's `{code, message, details}` or Google's `{"error": {...}}`. */
+export function transcodeErrorBody(shape: TranscodingConfig["errors"], e: GatewayError): string {
+  if (shape === "google") return JSON.stringify({ error: { code: httpStatusOf(e.code), message: e.rawMessage, status: codeName(e.code), details: [] } });
+  return JSON.stringify({ code: e.code, message: e.rawMessage, details: [] });
+}
+
+/** A route the gateway serves itself, which no rule may shadow. */
+export interface ReservedRoute {
+  readonly method: string;
+  /** "/a/{param}/{rest+}" as the router writes it. */
+  readonly path: string;
+}
+
+/** The transcoding routes of every dialable backend, rebuilt on every schema change. */
+export interface TranscodeTable {
+  /** A backend's schema loaded or changed: rebuild the routes (every backend, config order, so precedence holds). */
+  sync(service: string, schema: BackendSchema): void;
+  /** The gateway's own routes; a rule that would shadow one is refused. Rebuilds. */
+  reserve(routes: readonly ReservedRoute[]): void;
+  match(httpMethod: string, path: string): MatchResult<TranscodeRule>;
+  /** The rules in the table, as "METHOD template (service method)". */
+  routes(): readonly string[];
+  /** Rules left out (conflicts, shadowed gateway routes, bad annotations), each a sentence naming them. */
+  refused(): readonly string[];
+  /** The `/health` entry, when rules were refused. */
+  health(): Record<string, HealthEntry>;
+}
+
+const DEFAULTS: TranscodingConfig = { enabled: true, prefix: "", errors: "grpc-gateway" };
+
+/** A template with the prefix's literal segments in front. */
+function prefixed(prefix: string, t: PathTemplate): PathTemplate {
+  if (prefix === "") return t;
+  const lits = prefix
+    .slice(1)
+    .split("/")
+    .map((value) => ({ kind: "literal" as const, value }));
+  const n = lits.length;
+  return {
+    text: prefix + t.text,
+    segments: [...lits, ...t.segments],
+    variables: t.variables.map((v) => ({ ...v, start: v.start + n, end: v.end + n })),
+    verb: t.verb,
+  };
+}
+
+/** A request path a gateway route would answer, to test rules against: each parameter as one "x" segment. */
+function samplePath(path: string): string {
+  return path.replace(/\{[A-Za-z_]+\+?\}/g, "x");
+}
+
+function compile(service: string, cfg: TranscodingConfig, desc: DescMethod, b: HttpBinding): TranscodeRule {
+  const template = prefixed(cfg.prefix, b.template);
+  const pathFields = template.variables.map((v) => {
+    let m: DescMessage = desc.input;
+    let f: DescField | undefined;
+    for (const name of v.fieldPath) {
+      f = m.fields.find((x) => x.name === name)!;
+      if (f.fieldKind === "message") m = f.message;
+    }
+    // http-rules.ts checked the field exists and is a scalar, enum or text-valued well-known type.
+    return { path: v.fieldPath, encode: encoderOf(f!)! };
+  });
+  return {
+    service,
+    method: `${desc.parent.typeName}/${desc.name}`,
+    desc,
+    httpMethod: b.httpMethod,
+    template,
+    label: template.text,
+    serverStreaming: desc.methodKind === "server_streaming",
+    errors: cfg.errors,
+    pathFields,
+    body: b.body,
+    responseField: b.responseBody === "" ? undefined : desc.output.fields.find((f) => f.name === b.responseBody),
+    queryFields: new Map(),
+  };
+}
+
+/** Create the table. Logs each newly refused rule once (warn), naming it and what it conflicts with. */
+export function createTranscodeTable(deps: { services: ServiceRegistry; logger: Logger }): TranscodeTable {
+  const schemas = new Map<string, BackendSchema>();
+  let reserved: readonly ReservedRoute[] = [];
+  let trie: RouteTrie<TranscodeRule> = createRouteTrie();
+  let listed: string[] = [];
+  let refused: string[] = [];
+  let logged = new Set<string>();
+
+  const rebuild = (): void => {
+    const next = createRouteTrie<TranscodeRule>();
+    const names: string[] = [];
+    const problems: string[] = [];
+    for (const svc of deps.services.dialable) {
+      const schema = schemas.get(svc.name);
+      const cfg = svc.transcoding ?? DEFAULTS;
+      if (!schema || !cfg.enabled) continue;
+      const rules = httpRulesOf(schema.registry, schema.services, cfg.apiRules);
+      for (const p of rules.problems) problems.push(`${svc.name}: ${p.method}: ${p.message}`);
+      for (const [desc, bindings] of rules.bindings) {
+        const what = `${desc.parent.typeName}.${desc.name}`;
+        if (desc.methodKind === "client_streaming" || desc.methodKind === "bidi_streaming") {
+          problems.push(`${svc.name}: ${what}: is ${desc.methodKind.replace("_", "-")}; transcoding serves unary and server-streaming methods`);
+          continue;
+        }
+        for (const b of bindings) {
+          const rule = compile(svc.name, cfg, desc, b);
+          const name = `${rule.httpMethod} ${rule.label} (${svc.name} ${what})`;
+          const shadowed = reserved.find((r) => {
+            if (r.method !== rule.httpMethod) return false;
+            const probe = createRouteTrie<true>();
+            probe.add(rule.httpMethod, rule.template, true);
+            const hit = probe.match(r.method, samplePath(r.path));
+            return hit !== undefined && "match" in hit;
+          });
+          if (shadowed) {
+            problems.push(`${name} is refused: it would shadow the gateway's own route ${shadowed.method} ${shadowed.path}`);
+            continue;
+          }
+          const held = next.add(rule.httpMethod, rule.template, rule);
+          if (held) {
+            problems.push(`${name} is refused: ${held.httpMethod} ${held.label} (${held.service} ${held.desc.parent.typeName}.${held.desc.name}) already has that method and path`);
+            continue;
+          }
+          names.push(name);
+        }
+      }
+    }
+    trie = next;
+    listed = names;
+    refused = problems;
+    const now = new Set(problems);
+    for (const p of problems) if (!logged.has(p)) deps.logger.warn({ rule: p }, "transcoding rule refused");
+    logged = now;
+  };
+
+  return {
+    sync(service, schema) {
+      schemas.set(service, schema);
+      rebuild();
+    },
+    reserve(routes) {
+      reserved = routes;
+      rebuild();
+    },
+    match: (httpMethod, path) => trie.match(httpMethod, path),
+    routes: () => listed,
+    refused: () => refused,
+    health(): Record<string, HealthEntry> {
+      if (refused.length === 0) return {};
+      return { transcoding: { status: "Degraded", description: `${refused.length} HTTP rule(s) refused: ${refused.join("; ")}` } };
+    },
+  };
+}
