@@ -325,6 +325,34 @@ const CASES: Case[] = [
     error: { code: 5, message: "book shelves/s1/books/ not found" },
   },
   {
+    name: "custom method verb (:archive) with body \"*\"",
+    source: 'HTTP_PROTO: Verb = ":" LITERAL; GW_MUX: "explicitly look for a suffix in the last component that matches a colon plus the verb"',
+    method: "POST",
+    path: "/v1/shelves/s1/books/b1:archive",
+    body: '{ "reason": "old" }',
+    status: 200,
+    grpc: { method: "ArchiveBook", type: "library.v1.ArchiveBookRequest", request: { name: "shelves/s1/books/b1", reason: "old" } },
+    response: { type: BOOK, json: { name: "shelves/s1/books/b1", title: "Dune", author: "Herbert", genre: "GENRE_FICTION", pages: 412, tags: ["sf"], archived: true } },
+  },
+  {
+    name: "response_body: the answer is the named field",
+    source: 'HTTP_PROTO HttpRule.response_body: "The name of the response field whose value is mapped to the HTTP response body."',
+    method: "GET",
+    path: "/v1/shelves/s1/titles",
+    status: 200,
+    grpc: { method: "ListTitles", type: "library.v1.ListTitlesRequest", request: { parent: "shelves/s1" } },
+    response: { json: ["Dune"] },
+  },
+  {
+    name: "server streaming: one {\"result\": ...} line per message",
+    source: 'GW_STREAM ForwardResponseStream: each message marshaled as {"result": msg} followed by the "\\n" delimiter',
+    method: "GET",
+    path: "/v1/shelves/s1/books:watch",
+    status: 200,
+    grpc: { method: "WatchBooks", type: LIST, request: { parent: "shelves/s1" } },
+    stream: { type: BOOK, lines: [{ result: { name: "shelves/s1/books/b1", title: "Dune", author: "Herbert", genre: "GENRE_FICTION", pages: 412, tags: ["sf"], archived: true } }] },
+  },
+  {
     name: "PATCH with a hidden FieldMask: update_mask filled from the body's fields",
     source: 'GW_PATCH: "If a binding is mapped to patch and the request message has exactly one FieldMask message in it ... the FieldMask is updated from the request body and set in the gRPC request message."',
     method: "PATCH",
@@ -332,7 +360,7 @@ const CASES: Case[] = [
     body: '{ "title": "Dune Messiah" }',
     status: 200,
     grpc: { method: "UpdateBook", type: "library.v1.UpdateBookRequest", request: { book: { name: "shelves/s1/books/b1", title: "Dune Messiah" }, update_mask: "title" } },
-    response: { type: BOOK, json: { name: "shelves/s1/books/b1", title: "Dune Messiah", author: "Herbert", genre: "GENRE_FICTION", pages: 412, tags: ["sf"] } },
+    response: { type: BOOK, json: { name: "shelves/s1/books/b1", title: "Dune Messiah", author: "Herbert", genre: "GENRE_FICTION", pages: 412, tags: ["sf"], archived: true } },
   },
   {
     name: "PATCH with the FieldMask in the query: left as given",
@@ -353,25 +381,6 @@ const CASES: Case[] = [
     grpc: { method: "ReplaceBook", type: "library.v1.UpdateBookRequest", request: { book: { name: "shelves/s1/books/b1", title: "Dune", author: "Frank Herbert" } } },
   },
   {
-    name: "custom method verb (:archive) with body \"*\"",
-    source: 'HTTP_PROTO: Verb = ":" LITERAL; GW_MUX: "explicitly look for a suffix in the last component that matches a colon plus the verb"',
-    method: "POST",
-    path: "/v1/shelves/s1/books/b1:archive",
-    body: '{ "reason": "old" }',
-    status: 200,
-    grpc: { method: "ArchiveBook", type: "library.v1.ArchiveBookRequest", request: { name: "shelves/s1/books/b1", reason: "old" } },
-    response: { type: BOOK, json: { name: "shelves/s1/books/b1", title: "Dune", author: "Frank Herbert", archived: true } },
-  },
-  {
-    name: "response_body: the answer is the named field",
-    source: 'HTTP_PROTO HttpRule.response_body: "The name of the response field whose value is mapped to the HTTP response body."',
-    method: "GET",
-    path: "/v1/shelves/s1/titles",
-    status: 200,
-    grpc: { method: "ListTitles", type: "library.v1.ListTitlesRequest", request: { parent: "shelves/s1" } },
-    response: { json: ["Dune"] },
-  },
-  {
     name: "custom HTTP method (PURGE), Empty answered as {}",
     source: 'HTTP_PROTO CustomHttpPattern: "The custom pattern is used for specifying an HTTP method that is not included in the `pattern` field"; google.protobuf.Empty prints as {}',
     method: "PURGE",
@@ -382,35 +391,32 @@ const CASES: Case[] = [
   },
 
   // --- query parameters ---
-  {
-    name: "query: every kind (repeated, nested, enum by name, Timestamp, Duration, FieldMask, wrapper, bytes, bool, double)",
-    source:
-      "HTTP_PROTO: \"A repeated field can be represented as multiple query parameters under the same name\", \"...?foo.a=A&foo.b=B\"; GW_QUERY parseField/parseMessage: Timestamp time.RFC3339Nano, Duration time.ParseDuration, FieldMask split on ',', wrappers by their scalar, bytes runtime.Bytes (standard or URL-safe base64); query_test.go's values",
-    method: "GET",
-    path:
-      "/v1/shelves/s1/books?page_size=10&page_token=t&genre=GENRE_HISTORY&tags=a&tags=b&published_after=2016-12-15T12:23:32Z&read_mask=title,author&min_pages=100&filter.author=Ann&filter.pages.min=10&filter.pages.max=500&max_age=13h&include_archived=true&ids=1&ids=2&min_rating=4.5&cursor=YWJjMTIzIT8kKiYoKSctPUB-",
-    status: 200,
-    grpc: {
-      method: "ListBooks",
-      type: LIST,
-      request: {
-        parent: "shelves/s1",
-        page_size: 10,
-        page_token: "t",
-        genre: "GENRE_HISTORY",
-        tags: ["a", "b"],
-        published_after: "2016-12-15T12:23:32Z",
-        read_mask: "title,author",
-        min_pages: 100,
-        filter: { author: "Ann", pages: { min: 10, max: 500 } },
-        max_age: "46800s",
-        include_archived: true,
-        ids: ["1", "2"],
-        min_rating: 4.5,
-        cursor: "YWJjMTIzIT8kKiYoKSctPUB+",
-      },
-    },
-  },
+  ...(
+    [
+      // [what, query, the fields it sets, the source's wording]
+      ["scalars (int32, string)", "page_size=10&page_token=t", { page_size: 10, page_token: "t" }, 'HTTP_PROTO rule 1: "All other fields are passed via the URL query parameters, and the parameter name is the field path in the request message"'],
+      ["a repeated field, repeated", "tags=a&tags=b", { tags: ["a", "b"] }, 'HTTP_PROTO: "A repeated field can be represented as multiple query parameters under the same name"; "...?param=A&param=B"'],
+      ["repeated int64", "ids=1&ids=2", { ids: ["1", "2"] }, "GW_QUERY populateRepeatedField (query_test.go repeated_value {\"a\", \"b\", \"c\"})"],
+      ["nested message fields", "filter.author=Ann&filter.pages.min=10&filter.pages.max=500", { filter: { author: "Ann", pages: { min: 10, max: 500 } } }, 'HTTP_PROTO: "each field of the message is mapped to a separate parameter, such as ...?foo.a=A&foo.b=B&foo.c=C"'],
+      ["an enum by name", "genre=GENRE_HISTORY", { genre: "GENRE_HISTORY" }, 'GW_QUERY parseField: "Look for enum by name"'],
+      ["a Timestamp (RFC 3339)", "published_after=2016-12-15T12:23:32Z", { published_after: "2016-12-15T12:23:32Z" }, "GW_QUERY parseMessage: google.protobuf.Timestamp by time.Parse(time.RFC3339Nano) (query_test.go timeStr)"],
+      ["a Duration in Go's form", "max_age=13h", { max_age: "46800s" }, "GW_QUERY parseMessage: google.protobuf.Duration by time.ParseDuration (query_test.go durationStr = (13 * time.Hour).String() = \"13h0m0s\")"],
+      ["a FieldMask", "read_mask=title,author", { read_mask: "title,author" }, "GW_QUERY parseMessage: google.protobuf.FieldMask, the value split on ',' (query_test.go fieldmaskStr \"float_value,double_value\")"],
+      ["a wrapper", "min_pages=100", { min_pages: 100 }, "GW_QUERY parseMessage: google.protobuf.Int32Value by strconv.ParseInt (query_test.go wrapper_int32_value)"],
+      ["bool and double", "include_archived=true&min_rating=4.5", { include_archived: true, min_rating: 4.5 }, "GW_QUERY parseField: strconv.ParseBool, strconv.ParseFloat (query_test.go bool_value, double_value)"],
+      ["bytes in URL-safe base64", "cursor=YWJjMTIzIT8kKiYoKSctPUB-", { cursor: "YWJjMTIzIT8kKiYoKSctPUB+" }, 'GW_QUERY: bytes by runtime.Bytes, standard base64 then URL-safe (query_test.go bytes_value "YWJjMTIzIT8kKiYoKSctPUB-")'],
+      ["bytes in standard base64, '+' percent-encoded", "cursor=YWJjMTIzIT8kKiYoKSctPUB%2B", { cursor: "YWJjMTIzIT8kKiYoKSctPUB+" }, "GW_QUERY: bytes by runtime.Bytes (base64.StdEncoding first)"],
+    ] as Array<[string, string, Record<string, JsonValue>, string]>
+  ).map(
+    ([what, query, fields, source]): Case => ({
+      name: `query: ${what}`,
+      source,
+      method: "GET",
+      path: `/v1/shelves/s1/books?${query}`,
+      status: 200,
+      grpc: { method: "ListBooks", type: LIST, request: { parent: "shelves/s1", ...fields } },
+    }),
+  ),
   {
     name: "query: enum by number",
     source: 'GW_QUERY parseField: "Look for enum by name", then strconv.Atoi and "Look for enum by number" (query_test.go: repeated_enum {"1", "2", "0"})',
@@ -501,15 +507,6 @@ const CASES: Case[] = [
 
   // --- server streaming ---
   {
-    name: "server streaming: one {\"result\": ...} line per message",
-    source: 'GW_STREAM ForwardResponseStream: each message marshaled as {"result": msg} followed by the "\\n" delimiter',
-    method: "GET",
-    path: "/v1/shelves/s1/books:watch",
-    status: 200,
-    grpc: { method: "WatchBooks", type: LIST, request: { parent: "shelves/s1" } },
-    stream: { type: BOOK, lines: [{ result: { name: "shelves/s1/books/b1", title: "Dune", author: "Frank Herbert", archived: true } }] },
-  },
-  {
     name: "server streaming: an error before the first message sets the status, one {\"error\": ...} line",
     // Envoy answers a streamed response as one JSON array instead of lines.
     source: "GW_STREAM handleForwardResponseStreamError: !wroteHeader -> WriteHeader(HTTPStatusFromCode(code)); errorChunk {\"error\": status}",
@@ -565,24 +562,13 @@ const BOOKSTORE_CASES: Case[] = [
   },
   {
     api: "bookstore",
-    name: "bookstore: query parameters under the body field are not read",
-    // Envoy binds them (ENVOY_IT QueryParams 1: POST /shelf?shelf.theme=Children -> shelf { theme: "Children" }).
-    source: "GW template.go QueryParamFilter: the body field's path and the path parameters are filtered out of the query (grpc-gateway v2); an empty body leaves `shelf` unset",
-    method: "POST",
-    path: "/shelf?shelf.theme=Poetry",
-    status: 200,
-    grpc: { method: "CreateShelf", type: "bookstore.v1.CreateShelfRequest", request: {} },
-    response: { type: SHELF, json: { id: "2" } },
-  },
-  {
-    api: "bookstore",
     name: "bookstore: GET with an Empty request",
     source: 'ENVOY_IT UnaryGet: GET /shelves -> ListShelves(Empty), answered {"shelves":[{"id":"20","theme":"Children"},{"id":"1","theme":"Foo"}]}',
     method: "GET",
     path: "/shelves",
     status: 200,
     grpc: { method: "ListShelves", type: "google.protobuf.Empty", request: {} },
-    response: { type: "bookstore.v1.ListShelvesResponse", json: { shelves: [{ id: "1", theme: "Children" }, { id: "2" }] } },
+    response: { type: "bookstore.v1.ListShelvesResponse", json: { shelves: [{ id: "1", theme: "Children" }] } },
   },
   {
     api: "bookstore",
@@ -606,18 +592,6 @@ const BOOKSTORE_CASES: Case[] = [
   },
   {
     api: "bookstore",
-    name: "bookstore: PUT with body \"book\": the rest of the body field is not taken from the query",
-    // Envoy binds book.title from the query too (ENVOY_IT QueryParams 3: the book gets title "War and Peace").
-    source: "GW template.go QueryParamFilter (the body field `book` is filtered out of the query); ENVOY_IT QueryParams 3's request: PUT /shelves/1/books?book.title=War%20and%20Peace {\"author\" : \"Leo Tolstoy\"}",
-    method: "PUT",
-    path: "/shelves/1/books?book.title=War%20and%20Peace",
-    body: '{"author" : "Leo Tolstoy"}',
-    status: 200,
-    grpc: { method: "CreateBook", type: "bookstore.v1.CreateBookRequest", request: { shelf: "1", book: { author: "Leo Tolstoy" } } },
-    response: { type: BS_BOOK, json: { id: "1", author: "Leo Tolstoy" } },
-  },
-  {
-    api: "bookstore",
     name: "bookstore: PUT with body \"book\", repeated field in the body",
     source: 'ENVOY_IT QueryParams 7\'s body: {"id":"999","author":"George R.R. Martin","title":"A Game of Thrones","quotes":[...]} -> shelf: 1 book { ... quotes ... }',
     method: "PUT",
@@ -625,18 +599,7 @@ const BOOKSTORE_CASES: Case[] = [
     body: '{"author":"George R.R. Martin","title":"A Game of Thrones","quotes":["A girl has no name"]}',
     status: 200,
     grpc: { method: "CreateBook", type: "bookstore.v1.CreateBookRequest", request: { shelf: "1", book: { author: "George R.R. Martin", title: "A Game of Thrones", quotes: ["A girl has no name"] } } },
-    response: { type: BS_BOOK, json: { id: "2", author: "George R.R. Martin", title: "A Game of Thrones", quotes: ["A girl has no name"] } },
-  },
-  {
-    api: "bookstore",
-    name: "bookstore: a nested path variable {book.id} wins over the body's id",
-    source: 'HTTP_PROTO: "FieldPath = IDENT { "." IDENT }" (the bookstore\'s patch: "/shelves/{shelf}/books/{book.id}" body: "book"); GW generated handlers decode the body, then PopulateFieldFromPath(book.id)',
-    method: "PATCH",
-    path: "/shelves/1/books/2",
-    body: '{"id":"99","title":"A Clash of Kings"}',
-    status: 200,
-    grpc: { method: "UpdateBook", type: "bookstore.v1.UpdateBookRequest", request: { shelf: "1", book: { id: "2", title: "A Clash of Kings" } } },
-    response: { type: BS_BOOK, json: { id: "2", author: "George R.R. Martin", title: "A Clash of Kings", quotes: ["A girl has no name"] } },
+    response: { type: BS_BOOK, json: { id: "1", author: "George R.R. Martin", title: "A Game of Thrones", quotes: ["A girl has no name"] } },
   },
   {
     api: "bookstore",
@@ -650,8 +613,19 @@ const BOOKSTORE_CASES: Case[] = [
     grpc: { method: "ListBooks", type: "bookstore.v1.ListBooksRequest", request: { shelf: "1" } },
     stream: {
       type: BS_BOOK,
-      lines: [{ result: { id: "1", author: "Leo Tolstoy" } }, { result: { id: "2", author: "George R.R. Martin", title: "A Clash of Kings", quotes: ["A girl has no name"] } }],
+      lines: [{ result: { id: "1", author: "George R.R. Martin", title: "A Game of Thrones", quotes: ["A girl has no name"] } }],
     },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: a nested path variable {book.id} wins over the body's id",
+    source: 'HTTP_PROTO: "FieldPath = IDENT { "." IDENT }" (the bookstore\'s patch: "/shelves/{shelf}/books/{book.id}" body: "book"); GW generated handlers decode the body, then PopulateFieldFromPath(book.id)',
+    method: "PATCH",
+    path: "/shelves/1/books/1",
+    body: '{"id":"99","title":"A Clash of Kings"}',
+    status: 200,
+    grpc: { method: "UpdateBook", type: "bookstore.v1.UpdateBookRequest", request: { shelf: "1", book: { id: "1", title: "A Clash of Kings" } } },
+    response: { type: BS_BOOK, json: { id: "1", author: "George R.R. Martin", title: "A Clash of Kings", quotes: ["A girl has no name"] } },
   },
   {
     api: "bookstore",
@@ -682,6 +656,29 @@ const BOOKSTORE_CASES: Case[] = [
     status: 200,
     grpc: { method: "GetAuthor", type: "bookstore.v1.GetAuthorRequest", request: { author: "7" } },
     response: { json: { id: "7", gender: "GENDER_FEMALE", firstName: "Ursula", lname: "Le Guin" } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: query parameters under the body field are not read",
+    // Envoy binds them (ENVOY_IT QueryParams 1: POST /shelf?shelf.theme=Children -> shelf { theme: "Children" }).
+    source: "GW template.go QueryParamFilter: the body field's path and the path parameters are filtered out of the query (grpc-gateway v2); an empty body leaves `shelf` unset",
+    method: "POST",
+    path: "/shelf?shelf.theme=Poetry",
+    status: 200,
+    grpc: { method: "CreateShelf", type: "bookstore.v1.CreateShelfRequest", request: {} },
+    response: { type: SHELF, json: { id: "2" } },
+  },
+  {
+    api: "bookstore",
+    name: "bookstore: PUT with body \"book\": the rest of the body field is not taken from the query",
+    // Envoy binds book.title from the query too (ENVOY_IT QueryParams 3: the book gets title "War and Peace").
+    source: "GW template.go QueryParamFilter (the body field `book` is filtered out of the query); ENVOY_IT QueryParams 3's request: PUT /shelves/1/books?book.title=War%20and%20Peace {\"author\" : \"Leo Tolstoy\"}",
+    method: "PUT",
+    path: "/shelves/1/books?book.title=War%20and%20Peace",
+    body: '{"author" : "Leo Tolstoy"}',
+    status: 200,
+    grpc: { method: "CreateBook", type: "bookstore.v1.CreateBookRequest", request: { shelf: "1", book: { author: "Leo Tolstoy" } } },
+    response: { type: BS_BOOK, json: { id: "2", author: "Leo Tolstoy" } },
   },
   {
     api: "bookstore",
