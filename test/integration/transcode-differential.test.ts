@@ -96,6 +96,8 @@ interface Case {
   response?: { type?: string; json: JsonValue };
   /** The grpc-gateway error body `{code, message, details}`: its gRPC code, and its message when given. */
   error?: { code: number; message?: string };
+  /** Response headers that must have these values. */
+  headers?: Record<string, string>;
   /** NDJSON stream lines, each compared as below: `result` as a message of `type`, `error` as an error body. */
   stream?: { type: string; lines: Array<{ result: JsonValue } | { error: { code: number; message?: string } }> };
 }
@@ -538,6 +540,15 @@ const CASES: Case[] = [
       error: { code, message: `failed as asked by shelves/s1/books/fail-${name}` },
     }),
   ),
+  {
+    name: "UNAUTHENTICATED carries the message in WWW-Authenticate",
+    source: 'GW_ERRORS DefaultHTTPErrorHandler: "if s.Code() == codes.Unauthenticated { w.Header().Set("WWW-Authenticate", s.Message()) }"',
+    method: "GET",
+    path: "/v1/shelves/s1/books/fail-UNAUTHENTICATED",
+    status: 401,
+    headers: { "www-authenticate": "failed as asked by shelves/s1/books/fail-UNAUTHENTICATED" },
+    error: { code: 16 },
+  },
 ];
 
 const SHELF = "bookstore.v1.Shelf";
@@ -757,6 +768,7 @@ describe("transcoding against the documented examples (google/api/http.proto, gr
       const r = await request(gw.http, c.method, c.path, c.body);
       const where = `${c.method} ${c.path} (source: ${c.source}) answered ${r.status} ${r.body.slice(0, 400)}`;
       assert.equal(r.status, c.status, where);
+      for (const [k, v] of Object.entries(c.headers ?? {})) assert.equal(r.headers[k], v, `header ${k}: ${where}`);
       const made = calls.slice(before);
       if (c.noCall) assert.deepEqual(made, [], `the backend must not be called: ${where}`);
       if (c.grpc) {
