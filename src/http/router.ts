@@ -460,9 +460,7 @@ export async function startRestServer(host: string, port: number, routes: Route[
       const run = (body: Buffer): void => {
         route.handler(createRestRequest(method, path, decision.params, query, headers, body, ac.signal)).then(send, fail);
       };
-      // A custom method (a transcoding rule's `custom` kind) has a body when it says so.
-      const hasBody = BODY_METHODS.has(method) || (method !== "GET" && method !== "HEAD" && ((headers["content-length"] ?? "0") !== "0" || headers["transfer-encoding"] !== undefined));
-      if (!hasBody) return run(Buffer.alloc(0));
+      if (!BODY_METHODS.has(method)) return run(Buffer.alloc(0));
       const declared = Number(headers["content-length"] ?? NaN);
       const tooLarge = (what: string): void =>
         send({ status: 413, body: errorBody(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body ${what}exceeds the limit of ${deps.maxBodyBytes} bytes`)) }, true);

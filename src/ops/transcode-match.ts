@@ -143,7 +143,7 @@ export function createRouteTrie<T>(): RouteTrie<T> {
     // A last segment "x:verb" is first tried as segment "x" with that verb, then whole without one.
     const last = parts[parts.length - 1]!;
     const colon = last.lastIndexOf(":");
-    if (colon > 0) {
+    if (colon > 0 && colon < last.length - 1) {
       const split = parts.slice();
       split[split.length - 1] = last.slice(0, colon);
       if (tryParts(split, last.slice(colon + 1))) return { match: found! };

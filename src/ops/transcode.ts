@@ -294,8 +294,18 @@ export function transcodeRequest(rule: TranscodeRule, values: readonly string[],
     merge(obj as Record<string, unknown>, tree, "");
     return JSON.stringify(obj);
   }
-  // One field: checked to be one JSON value, then spliced in as written.
-  parseBody(text);
+  const value = parseBody(text);
+  const under = tree.get(rule.body);
+  if (under !== undefined) {
+    // The path sets fields inside the body's field ({book.name=...} with body "book"): merged, the path winning.
+    if (typeof value !== "object" || value === null || Array.isArray(value) || typeof under !== "object") {
+      throw new GatewayError(Code.INVALID_ARGUMENT, `request body must be a JSON object (it is the request's ${rule.body} field)`);
+    }
+    merge(value as Record<string, unknown>, under, `${rule.body}.`);
+    tree.set(rule.body, JSON.stringify(value));
+    return serialize(tree);
+  }
+  // Checked to be one JSON value, then spliced in as written.
   const rest = serialize(tree);
   return `{${JSON.stringify(rule.body)}:${text}${rest.length > 2 ? "," + rest.slice(1) : "}"}`;
 }
@@ -376,6 +386,9 @@ export interface TranscodeTable {
   health(): Record<string, HealthEntry>;
 }
 
+/** The request methods uWebSockets.js parses; it drops a connection whose request has any other (e.g. PURGE). */
+const SERVED_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]);
+
 const DEFAULTS: TranscodingConfig = { enabled: true, prefix: "", errors: "grpc-gateway" };
 
 /** A template with the prefix's literal segments in front. */
@@ -397,6 +410,38 @@ function prefixed(prefix: string, t: PathTemplate): PathTemplate {
 /** A request path a gateway route would answer, to test rules against: each parameter as one "x" segment. */
 function samplePath(path: string): string {
   return path.replace(/\{[A-Za-z_]+\+?\}/g, "x");
+}
+
+/** A request path a template would answer: each `*` and `**` as one "x" segment. */
+function sampleOfTemplate(t: PathTemplate): string {
+  const segs = t.segments.map((s) => (s.kind === "literal" ? s.value : "x"));
+  return `/${segs.join("/")}${t.verb ? `:${t.verb}` : ""}`;
+}
+
+/** Whether a gateway route ("/a/{p}/{rest+}") answers `path`. */
+function reservedMatches(route: string, path: string): boolean {
+  const want = route.split("/").slice(1);
+  const got = path.split("/").slice(1);
+  for (let i = 0; i < want.length; i++) {
+    const w = want[i]!;
+    if (w.endsWith("+}")) return got.length > i && got.slice(i).every((p) => p !== "");
+    if (got[i] === undefined || (w.startsWith("{") ? got[i] === "" : got[i] !== w)) return false;
+  }
+  return got.length === want.length;
+}
+
+/** Whether a rule and a gateway route answer a common path (checked on a sample of each: a heuristic, not a proof). */
+function overlaps(rule: TranscodeRule, route: ReservedRoute): boolean {
+  if (route.method !== rule.httpMethod) return false;
+  if (reservedMatches(route.path, sampleOfTemplate(rule.template))) return true;
+  const probe = createRouteTrie<true>();
+  probe.add(rule.httpMethod, rule.template, true);
+  try {
+    const hit = probe.match(route.method, samplePath(route.path));
+    return hit !== undefined && "match" in hit;
+  } catch {
+    return false;
+  }
 }
 
 function compile(service: string, cfg: TranscodingConfig, desc: DescMethod, b: HttpBinding): TranscodeRule {
@@ -455,13 +500,11 @@ export function createTranscodeTable(deps: { services: ServiceRegistry; logger: 
         for (const b of bindings) {
           const rule = compile(svc.name, cfg, desc, b);
           const name = `${rule.httpMethod} ${rule.label} (${svc.name} ${what})`;
-          const shadowed = reserved.find((r) => {
-            if (r.method !== rule.httpMethod) return false;
-            const probe = createRouteTrie<true>();
-            probe.add(rule.httpMethod, rule.template, true);
-            const hit = probe.match(r.method, samplePath(r.path));
-            return hit !== undefined && "match" in hit;
-          });
+          if (!SERVED_METHODS.has(rule.httpMethod)) {
+            problems.push(`${name} is refused: the HTTP server (uWebSockets.js) receives only ${[...SERVED_METHODS].join(", ")}`);
+            continue;
+          }
+          const shadowed = reserved.find((r) => overlaps(rule, r));
           if (shadowed) {
             problems.push(`${name} is refused: it would shadow the gateway's own route ${shadowed.method} ${shadowed.path}`);
             continue;

@@ -1,0 +1,163 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Code } from "../../src/shared/code.js";
+import { GatewayError } from "../../src/shared/gateway-error.js";
+import { parseTemplate } from "../../src/backends/http-rules.js";
+import { buildSchema } from "../../src/backends/schema.js";
+import { createServiceRegistry } from "../../src/config/services.js";
+import { createLogger } from "../../src/observe/logger.js";
+import { createRouteTrie, type MatchResult } from "../../src/ops/transcode-match.js";
+import { createTranscodeTable, transcodeRequest, transcodeResponse } from "../../src/ops/transcode.js";
+import { createAuthenticator } from "../../src/ops/auth.js";
+import { createRouteTable, json, type DynamicRoutes } from "../../src/http/router.js";
+import { encodedFileDescriptorProtos, LIBRARY_PROTO } from "../support/protos/descriptors.js";
+
+function trie(rules: Array<[string, string]>) {
+  const t = createRouteTrie<string>();
+  for (const [m, p] of rules) assert.equal(t.add(m, parseTemplate(p), `${m} ${p}`), undefined, `${m} ${p} added`);
+  return t;
+}
+
+const hit = (r: MatchResult<string>): { entry: string; values: readonly string[] } => {
+  assert.ok(r && "match" in r, `expected a match, got ${JSON.stringify(r)}`);
+  return r.match;
+};
+
+test("literal segments beat variables, and * beats **, at every segment", () => {
+  const t = trie([
+    ["GET", "/v1/books/{id}"],
+    ["GET", "/v1/books/special"],
+    ["GET", "/v1/{rest=**}"],
+    ["GET", "/v1/books/{id}/pages/{page}"],
+    ["GET", "/v1/{a}/{b}/pages/7"],
+  ]);
+  assert.deepEqual(hit(t.match("GET", "/v1/books/special")), { entry: "GET /v1/books/special", values: [] });
+  assert.deepEqual(hit(t.match("GET", "/v1/books/42")), { entry: "GET /v1/books/{id}", values: ["42"] });
+  assert.deepEqual(hit(t.match("GET", "/v1/shelves/1/books")), { entry: "GET /v1/{rest=**}", values: ["shelves/1/books"] });
+  assert.deepEqual(hit(t.match("GET", "/v1/books/1/pages/7")), { entry: "GET /v1/books/{id}/pages/{page}", values: ["1", "7"] });
+  // Backtracking: the literal branch fails deeper, the variable branch matches.
+  assert.deepEqual(hit(t.match("GET", "/v1/x/y/pages/7")), { entry: "GET /v1/{a}/{b}/pages/7", values: ["x", "y"] });
+  assert.deepEqual(hit(t.match("GET", "/v1")), { entry: "GET /v1/{rest=**}", values: [""] });
+});
+
+test("a :verb rule is tried first; without one the colon is part of the segment", () => {
+  const t = trie([
+    ["POST", "/v1/{name=books/*}:archive"],
+    ["POST", "/v1/{name=books/*}"],
+    ["GET", "/v1/{name=books/*}"],
+  ]);
+  assert.deepEqual(hit(t.match("POST", "/v1/books/1:archive")), { entry: "POST /v1/{name=books/*}:archive", values: ["books/1"] });
+  assert.deepEqual(hit(t.match("POST", "/v1/books/1:other")), { entry: "POST /v1/{name=books/*}", values: ["books/1:other"] });
+  assert.deepEqual(hit(t.match("GET", "/v1/books/1:archive")), { entry: "GET /v1/{name=books/*}", values: ["books/1:archive"] });
+  assert.deepEqual(hit(t.match("POST", "/v1/books/1:")), { entry: "POST /v1/{name=books/*}", values: ["books/1:"] });
+});
+
+test("percent-decoding: a single-segment variable decodes everything, a multi-segment one keeps %2F; bad encoding is INVALID_ARGUMENT", () => {
+  const t = trie([
+    ["GET", "/v1/one/{id}"],
+    ["GET", "/v1/many/{path=**}"],
+    ["GET", "/v1/{name=shelves/*}/x"],
+  ]);
+  assert.deepEqual(hit(t.match("GET", "/v1/one/a%2Fb%20c")).values, ["a/b c"]);
+  assert.deepEqual(hit(t.match("GET", "/v1/many/a%2Fb/c%2fd/%C3%A9")).values, ["a%2Fb/c%2fd/é"]);
+  assert.deepEqual(hit(t.match("GET", "/v1/shelves/s%201/x")).values, ["shelves/s 1"]);
+  // Literals compare with the raw segment: an encoded literal is another segment.
+  assert.equal(t.match("GET", "/v1/%6Fne/1"), undefined);
+  assert.throws(
+    () => t.match("GET", "/v1/one/%E0%A4%A"),
+    (e: unknown) => e instanceof GatewayError && e.code === Code.INVALID_ARGUMENT,
+  );
+});
+
+test("trailing slash as grpc-gateway: one more, empty, segment", () => {
+  const t = trie([
+    ["GET", "/v1/books"],
+    ["GET", "/v1/shelves/{id}"],
+  ]);
+  assert.equal(t.match("GET", "/v1/books/"), undefined);
+  assert.deepEqual(hit(t.match("GET", "/v1/shelves/")).values, [""]);
+});
+
+test("another method on a matching path is 405 with the methods it has; the same shape twice is a conflict", () => {
+  const t = trie([
+    ["GET", "/v1/{name=books/*}"],
+    ["DELETE", "/v1/{name=books/*}"],
+  ]);
+  assert.deepEqual(t.match("POST", "/v1/books/1"), { allowed: ["GET", "DELETE"] });
+  assert.equal(t.add("GET", parseTemplate("/v1/{other=books/*}"), "second"), "GET /v1/{name=books/*}");
+  assert.equal(t.add("GET", parseTemplate("/v1/{name=books/*}:verb"), "with verb"), undefined);
+  assert.equal(t.add("PATCH", parseTemplate("/v1/{book.name=books/*}"), "patch"), undefined);
+  assert.equal(t.size, 4);
+});
+
+function libraryTable() {
+  const files = encodedFileDescriptorProtos(LIBRARY_PROTO);
+  const schema = buildSchema(files, ["library.v1.Messaging", "library.v1.Library"], "library");
+  const table = createTranscodeTable({ services: createServiceRegistry([{ name: "library", grpc: { host: "127.0.0.1", port: 1 } }], "pubsub"), logger: createLogger("silent") });
+  table.sync("library", schema);
+  return { table, schema };
+}
+
+function request(method: string, path: string, body = ""): unknown {
+  const { table } = libraryTable();
+  const q = path.indexOf("?");
+  const m = table.match(method, q < 0 ? path : path.slice(0, q));
+  assert.ok(m && "match" in m, `${method} ${path} matches`);
+  return JSON.parse(transcodeRequest(m.match.entry, m.match.values, new URLSearchParams(q < 0 ? "" : path.slice(q + 1)), Buffer.from(body)));
+}
+
+test("query parameters become typed JSON: ints, 64-bit as strings, bools as Go parses them, enums, repeated, nested, WKTs", () => {
+  assert.deepEqual(request("GET", "/v1/shelves/s/books?page_size=%2B5&include_archived=T&ids=-1&ids=2&min_rating=1e3&genre=3&filter.pages.max=9&minPages=4"), {
+    parent: "shelves/s",
+    page_size: 5,
+    include_archived: true,
+    ids: ["-1", "2"],
+    min_rating: 1000,
+    genre: 3,
+    filter: { pages: { max: 9 } },
+    min_pages: 4,
+  });
+  assert.deepEqual(request("GET", "/v1/shelves/s/books?max_age=-0.5s&read_mask=a_b.c_d,e&cursor=_-8%3D"), { parent: "shelves/s", max_age: "-0.5s", read_mask: "aB.cD,e", cursor: "_-8=" });
+  assert.throws(() => request("GET", "/v1/shelves/s/books?page_size=2147483648"), /query parameter page_size is out of range/);
+  assert.throws(() => request("GET", "/v1/shelves/s/books?ids=1.5"), /query parameter ids must be an integer/);
+  assert.throws(() => request("GET", "/v1/shelves/s/books?min_rating=abc"), /query parameter min_rating must be a number/);
+  assert.throws(() => request("GET", "/v1/shelves/s/books?filter.nope=1"), /query parameter filter.nope is not a field of library.v1.Filter/);
+  assert.throws(() => request("GET", "/v1/shelves/s/books?tags.x=1"), /query parameter tags.x is not a field path: tags is not a message/);
+  assert.throws(() => request("GET", "/v1/shelves/s/books?max_age=5m"), /must be a duration/);
+});
+
+test("bodies: field spliced as written, * passed through or merged with the path, query refused on a * rule", () => {
+  assert.deepEqual(request("POST", "/v1/shelves/s/books?request_id=r", '{"title":"T"}'), { book: { title: "T" }, parent: "shelves/s", request_id: "r" });
+  assert.deepEqual(request("PATCH", "/v1/shelves/s/books/b", '{"title":"T","name":"other"}'), { book: { title: "T", name: "shelves/s/books/b" } });
+  assert.deepEqual(request("PATCH", "/v4/messages/m", '{"text":"x","message_id":"body"}'), { text: "x", message_id: "m" });
+  assert.throws(() => request("POST", "/v1/shelves/s/books/b:archive?reason=x", "{}"), /query parameter reason sets nothing: the request body is the whole message/);
+  assert.throws(() => request("POST", "/v1/shelves/s/books", "[1,"), /request body is not valid JSON/);
+  assert.throws(() => request("POST", "/v1/shelves/s/books?book.title=x", "{}"), /query parameter book.title is set by the request body/);
+});
+
+test("response_body selects one field, with its default when the backend left it unset", () => {
+  const { table } = libraryTable();
+  const m = table.match("GET", "/v1/shelves/s/titles");
+  assert.ok(m && "match" in m);
+  assert.equal(transcodeResponse(m.match.entry, '{"titles":["a"],"count":1}'), '["a"]');
+  assert.equal(transcodeResponse(m.match.entry, '{"count":0}'), "[]");
+});
+
+test("a rule that would shadow a gateway route is refused; the router asks the table only after its own routes", () => {
+  const { table } = libraryTable();
+  table.reserve([{ method: "GET", path: "/v1/{name+}" }]);
+  assert.ok(table.refused().some((p) => p.startsWith("GET /v1/files/{path=**} (library library.v1.Library.GetFile) is refused: it would shadow the gateway's own route GET /v1/{name+}")), table.refused().join("\n"));
+  table.reserve([{ method: "GET", path: "/v1/gateway/list-services" }]);
+  const dynamic: DynamicRoutes = {
+    resolve(method, path) {
+      const m = table.match(method, path);
+      if (m === undefined || "allowed" in m) return m;
+      return { route: { method: "GET", path: m.match.entry.label, handler: async () => json({}) }, params: {} };
+    },
+  };
+  const resolve = createRouteTable([{ method: "GET", path: "/v1/gateway/list-services", handler: async () => json({}) }], { auth: createAuthenticator([]), isClosing: () => false, dynamic });
+  assert.equal(resolve("GET", "/v1/gateway/list-services", {}).route?.path, "/v1/gateway/list-services");
+  assert.equal(resolve("GET", "/v1/shelves/1/books/2", {}).route?.path, "/v1/{name=shelves/*/books/*}");
+  assert.equal(resolve("POST", "/v1/shelves/1/books/2", {}).reply?.status, 405);
+  assert.equal(resolve("GET", "/nowhere", {}).reply?.status, 404);
+});
