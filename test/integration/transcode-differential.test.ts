@@ -593,6 +593,19 @@ const BOOKSTORE_CASES: Case[] = [
   },
   {
     api: "bookstore",
+    name: "bookstore: a literal segment beside a variable one",
+    // grpc-gateway v2 picks the last registered pattern that matches (ServeMux.Handle prepends), so with GetShelf
+    // declared first both it and Envoy (literal before variable) route here; the gateway routes literals first whatever
+    // the order.
+    source: "GW_MUX ServeMux.Handle (`append([]handler{{pat: pat, h: h}}, s.handlers[meth]...)`, the later rule first); ENVOY's path matcher (literal segments before variables)",
+    method: "GET",
+    path: "/shelves/featured",
+    status: 200,
+    grpc: { method: "GetFeaturedShelf", type: "google.protobuf.Empty", request: {} },
+    response: { type: SHELF, json: { id: "0", theme: "Featured" } },
+  },
+  {
+    api: "bookstore",
     name: "bookstore: an int64 path variable that is not a number is INVALID_ARGUMENT",
     source: 'GW template.go: a path parameter that does not convert -> status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v"); GW_ERRORS -> 400',
     method: "GET",

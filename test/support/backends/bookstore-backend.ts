@@ -24,7 +24,7 @@ const SERVICE = "bookstore.v1.Bookstore";
 /**
  * The backend of test/support/protos/bookstore/v1/bookstore.proto (Envoy's transcoder bookstore example), served with
  * reflection; every request is recorded in `calls`. Shelves and books live in memory: CreateShelf numbers shelves
- * from 1 unless the shelf carries an id; GetShelf answers NOT_FOUND for an unknown id; CreateBook numbers books per
+ * from 1 unless the shelf carries an id; GetShelf answers NOT_FOUND for an unknown id; GetFeaturedShelf a fixed shelf 0; CreateBook numbers books per
  * store from 1; UpdateBook merges the given fields (NOT_FOUND when absent); ListBooks streams a shelf's books;
  * DeleteBook and ShelfOptions answer Empty; GetAuthor answers a fixed author with the asked id.
  */
@@ -68,6 +68,7 @@ export async function startBookstoreBackend(): Promise<BookstoreBackend> {
         return shelf;
       },
     ],
+    ["GetFeaturedShelf", "google.protobuf.Empty", "Shelf", () => ({ id: "0", theme: "Featured" })],
     [
       "CreateBook",
       "CreateBookRequest",
