@@ -35,6 +35,7 @@ import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceConfig } from "../../src/config/services.js";
 import { startLibraryBackend, type LibraryBackend } from "../support/backends/library-backend.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
+import { until } from "../support/transcode.js";
 import { startBookstoreBackend, type BookstoreBackend } from "../support/backends/bookstore-backend.js";
 import { BOOKSTORE_PROTO, fileDescriptorProtos, LIBRARY_PROTO } from "../support/protos/descriptors.js";
 
@@ -742,13 +743,8 @@ function assertJson(api: Api, got: unknown, want: { type?: string; json: JsonVal
  * first comes up). Bounded to 15 s.
  */
 async function routesServed(gw: TestGateway, paths: string[]): Promise<void> {
-  const end = Date.now() + 15_000;
-  for (;;) {
-    const replies = await Promise.all(paths.map((p) => request(gw.http, "GET", p)));
-    if (replies.every((r) => r.status === 200)) return;
-    if (Date.now() > end) throw new Error(`the annotated routes did not appear within 15 s: ${replies.map((r, i) => `${paths[i]} ${r.status} ${r.body.slice(0, 100)}`).join("; ")}`);
-    await new Promise((res) => setTimeout(res, 100));
-  }
+  const served = async (): Promise<boolean> => (await Promise.all(paths.map((p) => request(gw.http, "GET", p)))).every((r) => r.status === 200);
+  await until(`the annotated routes ${paths.join(", ")}`, served, 15_000);
 }
 
 describe("transcoding against the documented examples (google/api/http.proto, grpc-gateway, Envoy)", () => {
