@@ -1,14 +1,17 @@
 /**
  * InvokeJson through the gateway against a direct grpc-js call to the same backend, in the same run: concurrency 1
  * and 64, 1 KB and 64 KB messages; added p50/p99 latency and the throughput ratio. Also REST invoke-json against
- * gRPC InvokeJson. Backend and gateway run in child processes. The load comes from several load processes
+ * gRPC InvokeJson, and the same call on an HTTP rule (`POST /v1/orders`, body `*`, the google.api.http transcoding)
+ * against REST invoke-json: gateway CPU per call and throughput as a ratio in the same run. Backend and gateway run in
+ * child processes. The load comes from several load processes
  * (bench/invoke/load-child.ts: raw node:http2 streams for gRPC, raw keep-alive HTTP/1.1 sockets for REST; 2 by default,
  * INVOKE_LOAD_PROCS=N) so the client is not the bottleneck it measures; each figure set reports the load client's CPU
  * per call beside the gateway's. This process only orchestrates.
  *
  *   npx tsx bench/invoke.ts [--quick | --dry-run]
  *
- * Targets: added p50 at concurrency 1 under 150 us for 1 KB; throughput at 64 at least 0.45 of direct.
+ * Targets: added p50 at concurrency 1 under 150 us for 1 KB; throughput at 64 at least 0.45 of direct; the HTTP rule's
+ * gateway CPU per call at concurrency 64 at most 1.10 of invoke-json's.
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -152,6 +155,21 @@ async function measureInterleaved(proc: LoadProc, targets: string[], count: numb
   }));
 }
 
+/**
+ * Resolve once the HTTP rule answers 200: its route exists once the backend's schema is loaded (when its channel
+ * first comes up). Bounded to 15 s.
+ */
+async function ruleServed(port: number, json: string): Promise<void> {
+  const end = Date.now() + 15_000;
+  for (;;) {
+    const r = await fetch(`http://127.0.0.1:${port}/v1/orders`, { method: "POST", headers: { "content-type": "application/json" }, body: json, signal: AbortSignal.timeout(5000) });
+    await r.arrayBuffer();
+    if (r.status === 200) return;
+    if (Date.now() > end) throw new Error(`POST /v1/orders still answers ${r.status} after 15 s`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
 const us = (v: number): string => (Number.isFinite(v) ? `${v.toFixed(0)} us` : "n/a");
 
 /** Run the benchmark and return its figures (microseconds for latency, req/s for throughput). */
@@ -187,21 +205,23 @@ export async function runInvokeBench(opts: InvokeBenchOptions = {}): Promise<Fig
         { name: "direct", kind: "grpc", port: bPort, path: putOrder.path, body: framed(putOrder.requestSerialize(order)), check: "none" },
         { name: "grpc", kind: "grpc", port: gPort, path: invokeJson.path, body: framed(invokeJson.requestSerialize({ service: "orders", method: "PutOrder", request_data: json })), check: "invoke" },
         { name: "rest", kind: "rest", port: hPort, path: "/v1/gateway/invoke-json", body: Buffer.from(JSON.stringify({ service: "orders", method: "PutOrder", request_data: json })).toString("base64"), check: "rest-invoke" },
+        { name: "rule", kind: "rest", port: hPort, path: "/v1/orders", body: Buffer.from(json).toString("base64"), check: "none" },
       ];
       const procs = await Promise.all(Array.from({ length: nProcs }, () => startLoadProc(targets)));
       try {
         // Warm up every path in every load process (JIT, schema fetch, connections).
-        for (const t of ["direct", "grpc", "rest"]) await measure(procs, t, 8 * nProcs, warmup, undefined);
+        await ruleServed(hPort, json);
+        for (const t of ["direct", "grpc", "rest", "rule"]) await measure(procs, t, 8 * nProcs, warmup, undefined);
 
         for (const concurrency of [1, 64]) {
           if (opts.signal?.aborted) break;
           const count = concurrency === 1 ? n1 : n64;
           const scaled = size > 4096 ? Math.max(10, Math.round(count / 8)) : count;
-          let d: Measured, g: Measured, r: Measured;
+          let d: Measured, g: Measured, r: Measured, h: Measured;
           if (concurrency === 1) {
-            // Interleaved call by call in one load process, so a noisy neighbour hits all three paths alike.
-            log(`invoke ${kb} c=1: direct / gateway gRPC / gateway REST, interleaved`);
-            [d, g, r] = (await measureInterleaved(procs[0]!, ["direct", "grpc", "rest"], scaled)) as [Measured, Measured, Measured];
+            // Interleaved call by call in one load process, so a noisy neighbour hits all four paths alike.
+            log(`invoke ${kb} c=1: direct / gateway gRPC / gateway REST / HTTP rule, interleaved`);
+            [d, g, r, h] = (await measureInterleaved(procs[0]!, ["direct", "grpc", "rest", "rule"], scaled)) as [Measured, Measured, Measured, Measured];
           } else {
             log(`invoke ${kb} c=${concurrency}: direct, ${nProcs} load processes`);
             d = await measure(procs, "direct", concurrency, scaled, undefined);
@@ -209,6 +229,8 @@ export async function runInvokeBench(opts: InvokeBenchOptions = {}): Promise<Fig
             g = await measure(procs, "grpc", concurrency, scaled, gwPid);
             log(`invoke ${kb} c=${concurrency}: gateway REST invoke-json`);
             r = await measure(procs, "rest", concurrency, scaled, gwPid);
+            log(`invoke ${kb} c=${concurrency}: gateway HTTP rule POST /v1/orders`);
+            h = await measure(procs, "rule", concurrency, scaled, gwPid);
           }
           const id = `${kb}-c${concurrency}`;
           const p50Added = g.latency.p50 - d.latency.p50;
@@ -264,12 +286,44 @@ export async function runInvokeBench(opts: InvokeBenchOptions = {}): Promise<Fig
             baseline: { label: "gRPC InvokeJson", value: g.rps },
             ratio: r.rps / g.rps,
           });
+          figures.push({
+            id: `rule-vs-rest-p50-${id}`,
+            label: `HTTP rule POST /v1/orders p50 vs REST invoke-json, ${kb}, concurrency ${concurrency}`,
+            value: h.latency.p50,
+            unit: "us",
+            better: "lower",
+            baseline: { label: "REST invoke-json p50", value: r.latency.p50 },
+            ratio: h.latency.p50 / r.latency.p50,
+            note: `HTTP rule p99 ${h.latency.p99.toFixed(0)} us`,
+          });
+          figures.push({
+            id: `rule-vs-rest-throughput-${id}`,
+            label: `HTTP rule POST /v1/orders throughput vs REST invoke-json, ${kb}, concurrency ${concurrency}`,
+            value: h.rps,
+            unit: "req/s",
+            better: "higher",
+            baseline: { label: "REST invoke-json", value: r.rps },
+            ratio: h.rps / r.rps,
+          });
+          if (Number.isFinite(h.gatewayCpuUs) && Number.isFinite(r.gatewayCpuUs)) {
+            const cpuRatio = h.gatewayCpuUs / r.gatewayCpuUs;
+            figures.push({
+              id: `rule-vs-rest-cpu-${id}`,
+              label: `Gateway CPU per call, HTTP rule POST /v1/orders vs REST invoke-json, ${kb}, concurrency ${concurrency}`,
+              value: h.gatewayCpuUs,
+              unit: "us",
+              better: "lower",
+              baseline: { label: "REST invoke-json gateway CPU per call", value: r.gatewayCpuUs },
+              ratio: cpuRatio,
+              target: { text: "ratio <= 1.10", met: cpuRatio <= 1.1 },
+            });
+          }
           // Bench honesty: what the load client spends per call, beside what the gateway spends. A client
           // that costs as much as the gateway per call measures itself.
-          for (const [path, m] of [["direct", d], ["gRPC InvokeJson", g], ["REST invoke-json", r]] as const) {
+          for (const [path, m] of [["direct", d], ["gRPC InvokeJson", g], ["REST invoke-json", r], ["HTTP rule", h]] as const) {
             figures.push({
               id: `client-cpu-${path.split(" ")[0]!.toLowerCase()}-${id}`,
-              label: `Load-client CPU per call, ${path}, ${kb}, concurrency ${concurrency} (${concurrency === 1 ? "1 process, interleaved: the mean over the three paths" : `${nProcs} process${nProcs === 1 ? "" : "es"}`})`,
+              label: `Load-client CPU per call, ${path}, ${kb}, concurrency ${concurrency} (${concurrency === 1 ? "1 process, interleaved: the mean over the four paths" : `${nProcs} process${nProcs === 1 ? "" : "es"}`})`,
               value: m.clientCpuUs,
               unit: "us",
               better: "lower",

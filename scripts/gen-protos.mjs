@@ -14,6 +14,7 @@
 //   test/support/protos/gen/kinds.binpb `buf build` of kinds/v1/kinds.proto (every field kind, fast-codec test)
 //   test/support/protos/gen/library.binpb `buf build` of library/v1/library.proto (google.api.http annotations, with
 //                       source info), googleapis' annotations.proto and http.proto taken from google-proto-files
+//   test/support/protos/gen/bookstore.binpb the same for bookstore/v1/bookstore.proto (Envoy's transcoder examples)
 //
 // Usage: node scripts/gen-protos.mjs [--force]
 import { execFileSync } from "node:child_process";
@@ -75,7 +76,7 @@ function inputsHash() {
   return h.digest("hex");
 }
 
-const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), join(out, "reflection"), ...(withTests ? [join(testOut, "shop.binpb"), join(testOut, "kinds.binpb"), join(testOut, "library.binpb")] : [])];
+const outputs = [join(out, "protos.ts"), join(out, "gateway"), join(out, "dapr"), join(out, "reflection"), ...(withTests ? [join(testOut, "shop.binpb"), join(testOut, "kinds.binpb"), join(testOut, "library.binpb"), join(testOut, "bookstore.binpb")] : [])];
 const hash = inputsHash();
 if (!process.argv.includes("--force") && existsSync(stampFile) && readFileSync(stampFile, "utf8") === hash && outputs.every((p) => existsSync(p))) {
   process.exit(0);
@@ -168,6 +169,7 @@ if (withTests) {
   writeFileSync(join(testOut, "shop.binpb"), bufBuild(testProtoDir, ["shop/v1/shop.proto"]));
   writeFileSync(join(testOut, "kinds.binpb"), bufBuild(testProtoDir, ["kinds/v1/kinds.proto"]));
   writeFileSync(join(testOut, "library.binpb"), annotatedBuild("library/v1/library.proto"));
+  writeFileSync(join(testOut, "bookstore.binpb"), annotatedBuild("bookstore/v1/bookstore.proto"));
 }
 writeFileSync(
   join(out, "protos.ts"),

@@ -27,10 +27,14 @@ export const KINDS_PROTO = "kinds/v1/kinds.proto";
  */
 export const LIBRARY_PROTO = "library/v1/library.proto";
 
+/** Envoy's transcoder bookstore example as an annotated API (bookstore/v1/bookstore.proto): the differential test's. */
+export const BOOKSTORE_PROTO = "bookstore/v1/bookstore.proto";
+
 const builtSets: Record<string, string> = {
   [SHOP_PROTO]: join(protosDir, "gen", "shop.binpb"),
   [KINDS_PROTO]: join(protosDir, "gen", "kinds.binpb"),
   [LIBRARY_PROTO]: join(protosDir, "gen", "library.binpb"),
+  [BOOKSTORE_PROTO]: join(protosDir, "gen", "bookstore.binpb"),
 };
 
 let cache: Map<string, FileDescriptorProto[]> | undefined;
