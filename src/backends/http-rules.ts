@@ -11,6 +11,7 @@ import { getExtension, hasExtension, type DescExtension, type DescField, type De
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { echo } from "../shared/echo.js";
+import { WRAPPER_TYPE_NAMES } from "../workers/fast-codec/common.js";
 
 /** One segment of a parsed template. */
 export type TemplateSegment = { kind: "literal"; value: string } | { kind: "*" } | { kind: "**" };
@@ -156,20 +157,7 @@ function checkBinding(method: DescMethod, b: HttpBinding): void {
 }
 
 /** Well-known message types whose JSON form is one string or scalar, so a path or query value can set them. */
-export const WRAPPER_OR_TEXT_WKT: ReadonlySet<string> = new Set([
-  "google.protobuf.Timestamp",
-  "google.protobuf.Duration",
-  "google.protobuf.FieldMask",
-  "google.protobuf.DoubleValue",
-  "google.protobuf.FloatValue",
-  "google.protobuf.Int64Value",
-  "google.protobuf.UInt64Value",
-  "google.protobuf.Int32Value",
-  "google.protobuf.UInt32Value",
-  "google.protobuf.BoolValue",
-  "google.protobuf.StringValue",
-  "google.protobuf.BytesValue",
-]);
+export const WRAPPER_OR_TEXT_WKT: ReadonlySet<string> = new Set(["google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.FieldMask", ...WRAPPER_TYPE_NAMES]);
 
 /** A method whose annotation could not be used, and why. */
 export interface RuleProblem {
