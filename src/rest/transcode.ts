@@ -12,6 +12,9 @@ import type { DynamicRoutes, RestReply, RestRequest, RestStream, Route } from ".
 
 const NDJSON = "application/x-ndjson";
 
+/** Characters that would split a header line. */
+const CONTROL = /[\x00-\x1f\x7f]/g;
+
 /**
  * An error reply in the rule's shape, with grpc-gateway's HTTP status for the code. UNAUTHENTICATED also carries the
  * message as `WWW-Authenticate`, as grpc-gateway's DefaultHTTPErrorHandler sets it (control characters, which would
@@ -23,9 +26,6 @@ function errorReply(rule: TranscodeRule, e: unknown): RestReply {
   if (err.code === Code.UNAUTHENTICATED) reply.headers = { "www-authenticate": echo(err.rawMessage, MAX_ERROR_MESSAGE_CHARS).replace(CONTROL, " ") };
   return reply;
 }
-
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\x00-\x1f\x7f]/g;
 
 /**
  * The REST transcoding routes (docs/transcoding.md) for the router, answered on the thread that took the request:
