@@ -232,7 +232,8 @@ for (const threads of [1, 2]) {
     test("a two-segment OPTIONS that is not a CORS preflight for a routed service reaches the REST router", async () => {
       // Not a preflight (no Origin), or one for a path that is no RPC service: the router's answer, 405 with Allow
       // (the path has a GET route) in its error body, never browser RPC's preflight reply.
-      for (const headers of [{ "x-api-key": KEY }, { "x-api-key": KEY, origin: ORIGIN, "access-control-request-method": "GET" }]) {
+      const asked: Array<Record<string, string>> = [{ "x-api-key": KEY }, { "x-api-key": KEY, origin: ORIGIN, "access-control-request-method": "GET" }];
+      for (const headers of asked) {
         const r = await fetch(`${gw.http}/v1/openapi.json`, { method: "OPTIONS", headers });
         assert.equal(r.status, 405, JSON.stringify(headers));
         assert.equal(r.headers.get("allow"), "GET");
