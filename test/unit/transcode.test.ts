@@ -103,7 +103,11 @@ function libraryTable() {
 }
 
 function request(method: string, path: string, body = ""): unknown {
-  const { table } = libraryTable();
+  return requestOn(libraryTable().table, method, path, body);
+}
+
+/** The request message JSON `table` makes of an HTTP request. */
+function requestOn(table: ReturnType<typeof createTranscodeTable>, method: string, path: string, body: string): unknown {
   const q = path.indexOf("?");
   const m = table.match(method, q < 0 ? path : path.slice(0, q));
   assert.ok(m && "match" in m, `${method} ${path} matches`);
@@ -242,12 +246,7 @@ function patchTable() {
   const table = createTranscodeTable({ services, logger: createLogger("silent") });
   table.sync("patch", schema);
   assert.deepEqual(table.refused(), []);
-  return (method: string, path: string, body: string): Record<string, unknown> => {
-    const q = path.indexOf("?");
-    const m = table.match(method, q < 0 ? path : path.slice(0, q));
-    assert.ok(m && "match" in m, `${method} ${path} matches`);
-    return JSON.parse(transcodeRequest(m.match.entry, m.match.values, new URLSearchParams(q < 0 ? "" : path.slice(q + 1)), Buffer.from(body))) as Record<string, unknown>;
-  };
+  return (method: string, path: string, body: string) => requestOn(table, method, path, body) as Record<string, unknown>;
 }
 
 test("PATCH fills an unset FieldMask from the body's keys, as grpc-gateway's FieldMaskFromRequestBody", () => {
