@@ -207,7 +207,7 @@ export const OUTCOMES: readonly OutcomeRoute[] = [
     outcomes: { unauthenticated, forbidden: status("PERMISSION_DENIED"), malformed: invalid, invalid, missing: status("UNIMPLEMENTED", 404), upstream: upstreamStatus },
     note: "as Connect unary answers, with Connect's error JSON ({code: \"unauthenticated\", ...}); Connect streaming answers HTTP 200 with the code in its end-of-stream message, gRPC-Web with grpc-status",
   },
-  { front: "rest", route: "OPTIONS /:service/:method", outcomes: { unauthenticated: none, forbidden: status("PERMISSION_DENIED") }, note: "CORS preflight: 204 or a bare 403" },
+  { front: "rest", route: "OPTIONS /:service/:method", outcomes: { unauthenticated: none, forbidden: status("PERMISSION_DENIED") }, note: "CORS preflight for a routed service: 204 or a bare 403; any other OPTIONS goes on to the REST routes" },
   {
     front: "rest",
     route: "GET /dapr/subscribe",

@@ -38,6 +38,11 @@ export interface TranscodeRule {
   readonly pathFields: ReadonlyArray<{ readonly path: readonly string[]; readonly encode: Encoder }>;
   /** "" (no body), "*" or the top-level request field the body sets. */
   readonly body: string;
+  /**
+   * The request's one top-level google.protobuf.FieldMask field (proto name) that a PATCH with a message body field
+   * fills from the body's keys when the request leaves it unset (grpc-gateway's patch feature); else undefined.
+   */
+  readonly patchMask: string | undefined;
   /** The response field `response_body` selects, as JSON names it. */
   readonly responseField: DescField | undefined;
   /** Query parameter name -> its field (or why it cannot be set), as first resolved. Bounded by QUERY_CACHE. */
@@ -122,6 +127,39 @@ function scalarEncoder(t: ScalarType): Encoder {
   }
 }
 
+/** Nanoseconds per unit of Go's time.ParseDuration (µ as U+00B5 and U+03BC both, as Go takes them). */
+const GO_UNITS: Record<string, bigint> = { ns: 1n, us: 1_000n, "\u00b5s": 1_000n, "\u03bcs": 1_000n, ms: 1_000_000n, s: 1_000_000_000n, m: 60_000_000_000n, h: 3_600_000_000_000n };
+const GO_DURATION = /^[-+]?(?:\d*(?:\.\d*)?(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+$/;
+const GO_PART = /(\d*)(?:\.(\d*))?(ns|us|\u00b5s|\u03bcs|ms|s|m|h)/g;
+/** Go's limit: a time.Duration is an int64 of nanoseconds. */
+const GO_MAX_NANOS = 2n ** 63n - 1n;
+
+/**
+ * A duration in Go's form (time.ParseDuration, which grpc-gateway reads query and path Durations with: `13h`,
+ * `1h30m`, `1.5s`, `300ms`, `-5m`, `0`) as proto3 JSON's (`46800s`, `0.300s`), or undefined when it is not one.
+ * Computed in whole nanoseconds, a fraction below that cut off as Go cuts it.
+ */
+function goDuration(t: string): string | undefined {
+  if (t === "0" || t === "+0" || t === "-0") return "0s";
+  if (!GO_DURATION.test(t)) return undefined;
+  let nanos = 0n;
+  for (const [, whole, frac, unit] of t.matchAll(GO_PART)) {
+    // Each part needs a digit before or after its point ("." alone or "s" alone is no number).
+    if (whole === "" && (frac === undefined || frac === "")) return undefined;
+    const per = GO_UNITS[unit!]!;
+    nanos += BigInt(whole || "0") * per;
+    if (frac) nanos += (BigInt(frac) * per) / 10n ** BigInt(frac.length);
+    if (nanos > GO_MAX_NANOS) return undefined;
+  }
+  const sign = t.startsWith("-") && nanos > 0n ? "-" : "";
+  const seconds = nanos / 1_000_000_000n;
+  const rest = nanos % 1_000_000_000n;
+  if (rest === 0n) return `${sign}${seconds}s`;
+  // proto3 JSON writes 3, 6 or 9 fractional digits.
+  const digits = rest % 1_000_000n === 0n ? 3 : rest % 1_000n === 0n ? 6 : 9;
+  return `${sign}${seconds}.${rest.toString().padStart(9, "0").slice(0, digits)}s`;
+}
+
 /** google.protobuf.FieldMask paths as grpc-gateway takes them (comma-separated proto names) to its JSON (lowerCamel). */
 const fieldMask: Encoder = (t) =>
   JSON.stringify(
@@ -137,8 +175,10 @@ const WKT_ENCODERS: Record<string, Encoder> = {
     return JSON.stringify(t);
   },
   "google.protobuf.Duration": (t) => {
-    if (!DURATION.test(t)) throw new Error(`must be a duration in seconds with an s suffix (e.g. 1.5s), got '${echo(t)}'`);
-    return JSON.stringify(t);
+    if (DURATION.test(t)) return JSON.stringify(t);
+    const json = goDuration(t);
+    if (json === undefined) throw new Error(`must be a duration (1.5s as proto3 JSON writes it, or Go's form such as 1h30m or 300ms), got '${echo(t)}'`);
+    return JSON.stringify(json);
   },
   "google.protobuf.FieldMask": fieldMask,
   "google.protobuf.DoubleValue": float,
@@ -160,7 +200,8 @@ function encoderOf(f: DescField): Encoder | undefined {
     const e = f.enum!;
     return (t) => {
       if (e.values.some((v) => v.name === t)) return JSON.stringify(t);
-      if (INT.test(t)) return intEncoder(-2147483648, 2147483647)(t);
+      // A number only when the enum has it (grpc-gateway's parseField: "%q is not a valid value").
+      if (INT.test(t) && e.values.some((v) => v.number === Number(t))) return String(Number(t));
       throw new Error(`must be a value of ${e.typeName} (${e.values.map((v) => v.name).join(", ")}) or its number, got '${echo(t)}'`);
     };
   }
@@ -295,6 +336,12 @@ export function transcodeRequest(rule: TranscodeRule, values: readonly string[],
     return JSON.stringify(obj);
   }
   const value = parseBody(text);
+  // Before the path values are merged in: the mask names what the client's body sets.
+  if (rule.patchMask !== undefined && !maskGiven(tree, rule.patchMask)) {
+    const paths: string[] = [];
+    maskPaths(rule.desc.input.fields.find((f) => f.name === rule.body)!.message!, value, "", paths);
+    if (paths.length > 0) tree.set(rule.patchMask, fieldMask(paths.sort().join(",")));
+  }
   const under = tree.get(rule.body);
   if (under !== undefined) {
     // The path sets fields inside the body's field ({book.name=...} with body "book"): merged, the path winning.
@@ -308,6 +355,46 @@ export function transcodeRequest(rule: TranscodeRule, values: readonly string[],
   // Checked to be one JSON value, then spliced in as written.
   const rest = serialize(tree);
   return `{${JSON.stringify(rule.body)}:${text}${rest.length > 2 ? "," + rest.slice(1) : "}"}`;
+}
+
+/** Whether the query set the FieldMask field to a mask with paths (grpc-gateway fills a missing or empty one). */
+function maskGiven(tree: Tree, field: string): boolean {
+  const v = tree.get(field);
+  return v !== undefined && v !== '""';
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * The field mask paths (proto names) of a PATCH body of message `m`, as grpc-gateway's FieldMaskFromRequestBody
+ * makes them: every key down to a leaf (a non-object value, or an empty object); a repeated or map field ends its path
+ * (never one path per element); a Struct or Value field is followed by its JSON keys; an Any field ends its path and
+ * needs its "@type". A key the message does not have is skipped: the converter refuses the body for it.
+ */
+function maskPaths(m: DescMessage, node: unknown, prefix: string, out: string[]): void {
+  if (!isObject(node)) return;
+  for (const [k, v] of Object.entries(node)) {
+    const f = fieldNamed(m, k);
+    if (!f) continue;
+    const path = prefix + f.name;
+    const type = f.fieldKind === "message" ? f.message.typeName : undefined;
+    if (f.fieldKind === "list" || f.fieldKind === "map") out.push(path);
+    else if (type === "google.protobuf.Struct" || type === "google.protobuf.Value") blindPaths(path, v, out);
+    else if (type === "google.protobuf.Any") {
+      if (!isObject(v) || !("@type" in v)) throw new GatewayError(Code.INVALID_ARGUMENT, `request body field ${path} (google.protobuf.Any) has no "@type"`, { field: path });
+      out.push(path);
+    } else if (f.fieldKind === "message" && isObject(v) && Object.keys(v).length > 0) maskPaths(f.message, v, `${path}.`, out);
+    else out.push(path);
+  }
+}
+
+/** Paths under a Struct or Value field: its JSON keys as they are, down to each non-object value. */
+function blindPaths(path: string, node: unknown, out: string[]): void {
+  if (!isObject(node)) return void out.push(path);
+  for (const [k, v] of Object.entries(node)) {
+    if (isObject(v)) blindPaths(`${path}.${k}`, v, out);
+    else out.push(`${path}.${k}`);
+  }
 }
 
 function hasPath(tree: Tree, path: readonly string[]): boolean {
@@ -457,6 +544,18 @@ function overlaps(rule: TranscodeRule, route: ReservedRoute): boolean {
   }
 }
 
+/**
+ * The FieldMask field grpc-gateway's patch feature fills for a binding: PATCH, a body that is one message field, and
+ * exactly one FieldMask field at the top of the request (with two, it cannot tell which one to fill).
+ */
+function patchMaskOf(input: DescMessage, b: HttpBinding): string | undefined {
+  if (b.httpMethod !== "PATCH" || b.body === "" || b.body === "*") return undefined;
+  const body = input.fields.find((f) => f.name === b.body);
+  if (body?.fieldKind !== "message") return undefined;
+  const masks = input.fields.filter((f) => (f.fieldKind === "message" || f.fieldKind === "list") && f.message?.typeName === "google.protobuf.FieldMask");
+  return masks.length === 1 && masks[0]!.fieldKind === "message" && masks[0] !== body ? masks[0]!.name : undefined;
+}
+
 function compile(service: string, cfg: TranscodingConfig, desc: DescMethod, b: HttpBinding): TranscodeRule {
   const template = prefixed(cfg.prefix, b.template);
   const pathFields = template.variables.map((v) => {
@@ -480,6 +579,7 @@ function compile(service: string, cfg: TranscodingConfig, desc: DescMethod, b: H
     errors: cfg.errors,
     pathFields,
     body: b.body,
+    patchMask: patchMaskOf(desc.input, b),
     responseField: b.responseBody === "" ? undefined : desc.output.fields.find((f) => f.name === b.responseBody),
     queryFields: new Map(),
   };

@@ -1,7 +1,9 @@
 import { Code, httpStatusOf } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { echo, MAX_ERROR_MESSAGE_CHARS } from "../shared/echo.js";
 import { onAbort } from "../shared/signals.js";
 import { statusError } from "../shared/status.js";
+import { httpServerSpan, type ServerSpanInfo } from "../observe/span.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { DispatchOps } from "../ops/dispatch.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
@@ -10,10 +12,19 @@ import type { DynamicRoutes, RestReply, RestRequest, RestStream, Route } from ".
 
 const NDJSON = "application/x-ndjson";
 
-/** An error reply in the rule's shape, with grpc-gateway's HTTP status for the code. */
+/** Characters that would split a header line. */
+const CONTROL = /[\x00-\x1f\x7f]/g;
+
+/**
+ * An error reply in the rule's shape, with grpc-gateway's HTTP status for the code. UNAUTHENTICATED also carries the
+ * message as `WWW-Authenticate`, as grpc-gateway's DefaultHTTPErrorHandler sets it (control characters, which would
+ * split the header, as spaces).
+ */
 function errorReply(rule: TranscodeRule, e: unknown): RestReply {
   const err = GatewayError.from(e);
-  return { status: httpStatusOf(err.code), raw: transcodeErrorBody(rule.errors, err) };
+  const reply: RestReply = { status: httpStatusOf(err.code), raw: transcodeErrorBody(rule.errors, err) };
+  if (err.code === Code.UNAUTHENTICATED) reply.headers = { "www-authenticate": echo(err.rawMessage, MAX_ERROR_MESSAGE_CHARS).replace(CONTROL, " ") };
+  return reply;
 }
 
 /**
@@ -26,8 +37,15 @@ export function transcodeRoutes(table: TranscodeTable, ops: DispatchOps, streamD
   // One Route per rule (the metrics label is the rule's template), made on its first request.
   const routes = new WeakMap<TranscodeRule, Route>();
 
-  const unary = async (rule: TranscodeRule, req: RestRequest, request: string): Promise<RestReply> => {
-    const r = await ops.invoke({ service: rule.service, method: rule.method, requestData: request, metadata: filter.fromHeaders(req.headers), signal: req.signal });
+  const unary = async (rule: TranscodeRule, req: RestRequest, request: string, span: ServerSpanInfo): Promise<RestReply> => {
+    const r = await ops.invoke({
+      service: rule.service,
+      method: rule.method,
+      requestData: request,
+      metadata: filter.fromHeaders(req.headers),
+      signal: req.signal,
+      trace: filter.traceOfHeaders(req.headers, span),
+    });
     const failed = statusError(r);
     if (failed) return errorReply(rule, failed);
     try {
@@ -94,7 +112,8 @@ export function transcodeRoutes(table: TranscodeTable, ops: DispatchOps, streamD
   const routeOf = (rule: TranscodeRule): Route => {
     let r = routes.get(rule);
     if (!r) {
-      const run = rule.serverStreaming ? streaming : unary;
+      // The server span is named with the rule's template, as the route label ("GET /v1/{name=shelves/*}").
+      const span = httpServerSpan(rule.httpMethod, rule.label);
       // The router's Route names only the gateway's own methods; a rule may have PATCH or a custom kind.
       r = {
         method: rule.httpMethod as Route["method"],
@@ -106,7 +125,7 @@ export function transcodeRoutes(table: TranscodeTable, ops: DispatchOps, streamD
           } catch (e) {
             return errorReply(rule, e);
           }
-          return run(rule, req, request);
+          return rule.serverStreaming ? streaming(rule, req, request) : unary(rule, req, request, span);
         },
       };
       routes.set(rule, r);

@@ -6,6 +6,7 @@ import type { MethodEntry } from "../backends/schema.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { echo } from "../shared/echo.js";
+import { httpServerSpan } from "../observe/span.js";
 import { apiKeyRefusal } from "../ops/auth.js";
 import { kindOf, type DispatchOps } from "../ops/dispatch.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
@@ -20,6 +21,9 @@ import { compressionRefusal, connectEndStream, connectErrorJson, connectHttpStat
 export const RPC_WEB_ROUTE = "/:service/:method";
 /** The route's label in the request metrics. */
 const METRIC_ROUTE = "/{service}/{method}";
+
+/** The server span of a Connect unary JSON call, named with the route label like the REST routes' spans. */
+const CONNECT_JSON_SPAN = httpServerSpan("POST", METRIC_ROUTE);
 
 /** Response headers a cross-origin page may read (the statuses and encodings both protocols send as headers). */
 const EXPOSED_HEADERS = "grpc-status, grpc-message, grpc-status-details-bin, grpc-encoding, connect-content-encoding, content-encoding";
@@ -81,7 +85,8 @@ export interface RpcWebDeps {
  * Connect and gRPC-Web on the HTTP port: `POST /{service}/{method}` for every unary and server-streaming method of the
  * registered backends, routed by service as the transparent gRPC proxy routes it, key in `x-api-key`, the metadata
  * allow-list and the request size limit as on REST, CORS by `--cors-origin`. A POST to a two-segment path that is
- * neither a routed service nor in one of the protocols' content types is left to the REST routes (uWS yield).
+ * neither a routed service nor in one of the protocols' content types is left to the REST routes (uWS yield), and so is
+ * an OPTIONS that is not a CORS preflight for a routed service.
  * docs/browser-rpc.md.
  */
 export function rpcWebHook(deps: RpcWebDeps): AppHook {
@@ -89,6 +94,12 @@ export function rpcWebHook(deps: RpcWebDeps): AppHook {
   return (app, rest) => {
     const preflight: PreflightPolicy = { allowed: (o, host) => deps.origins.allowed(o, host), methods: "POST", headers: allowHeaders, maxAgeSeconds: 7200 };
     app.options(RPC_WEB_ROUTE, (res, req) => {
+      // Only a CORS preflight for a routed service is browser RPC's: any other two-segment OPTIONS (a transcoded
+      // `custom` OPTIONS rule, a preflight for some other route) goes on to the REST routes.
+      if (req.getHeader("origin") === "" || req.getHeader("access-control-request-method") === "" || deps.route(req.getParameter(0) ?? "") === undefined) {
+        req.setYield(true);
+        return;
+      }
       rest.requests.inc({ route: METRIC_ROUTE, method: "OPTIONS", status: answerPreflight(res, req, preflight) });
     });
     app.post(RPC_WEB_ROUTE, (res, req) => {
@@ -207,7 +218,7 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
         const r = await target.ops.invokeBytes({ ...common, request: body, deadline });
         return r.code === Code.OK ? reply(200, w.contentType, {}, r.response) : fail(new GatewayError(r.code, r.message));
       }
-      const r = await target.ops.invoke({ ...common, requestData: body.toString("utf8"), deadline });
+      const r = await target.ops.invoke({ ...common, requestData: body.toString("utf8"), deadline, trace: deps.filter.traceOfHeaders(headers, CONNECT_JSON_SPAN) });
       return r.code === Code.OK ? reply(200, w.contentType, {}, r.responseData) : fail(new GatewayError(r.code, r.message));
     }
     const message = singleMessage(parseEnvelopes(w.text ? decodeBase64Body(body) : body));

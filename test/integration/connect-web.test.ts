@@ -229,6 +229,24 @@ for (const threads of [1, 2]) {
       assert.equal(backend.received.length, before);
     });
 
+    test("a two-segment OPTIONS that is not a CORS preflight for a routed service reaches the REST router", async () => {
+      // Not a preflight (no Origin), or one for a path that is no RPC service: the router's answer, 405 with Allow
+      // (the path has a GET route) in its error body, never browser RPC's preflight reply.
+      const asked: Array<Record<string, string>> = [{ "x-api-key": KEY }, { "x-api-key": KEY, origin: ORIGIN, "access-control-request-method": "GET" }];
+      for (const headers of asked) {
+        const r = await fetch(`${gw.http}/v1/openapi.json`, { method: "OPTIONS", headers });
+        assert.equal(r.status, 405, JSON.stringify(headers));
+        assert.equal(r.headers.get("allow"), "GET");
+        assert.equal(r.headers.get("access-control-allow-origin"), null);
+        assert.equal(((await r.json()) as { code: number }).code, 12);
+      }
+      // A routed service's path without Access-Control-Request-Method is no preflight either: the router has no route.
+      const r = await fetch(`${gw.http}/shop.v1.OrderService/GetOrder`, { method: "OPTIONS", headers: { "x-api-key": KEY, origin: ORIGIN } });
+      assert.equal(r.status, 404);
+      assert.equal(r.headers.get("access-control-allow-methods"), null);
+      assert.equal(((await r.json()) as { code: number }).code, 5);
+    });
+
     test("refusals in the protocols' shapes: compression, client streaming, wrong content type, REST routes untouched", async () => {
       const gz = await fetch(`${gw.http}/shop.v1.OrderService/GetOrder`, { method: "POST", headers: { "content-type": "application/json", "content-encoding": "gzip", "connect-protocol-version": "1", "x-api-key": KEY }, body: "{}" });
       assert.equal(gz.status, 501);

@@ -2,7 +2,8 @@
  * The console's API view in headless Chromium over a real gateway and the annotated library backend: sign in, the
  * operations of /v1/openapi.json grouped by service with the proto comments as summaries, an operation's parameters,
  * body skeleton and responses, and its try-it form. The request the form sends is read off the wire with puppeteer's
- * request interception (method, URL, key header, body) and then continues to the gateway, whose reply the page shows.
+ * request interception (method, URL, key header, body) and then continues to the gateway, whose reply (status and the
+ * backend's answer) the page shows.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -88,9 +89,10 @@ describe("console API view in headless Chromium", () => {
     assert.match(await text(page, "pre.cmd"), /curl -sS -i -X GET '.*\/v1\/shelves\/fiction\/books\/dune%201' \\\n {2}-H "x-api-key: \$GATEWAY_API_KEY"$/);
     assert.doesNotMatch(await text(page, ".detail"), new RegExp(KEY), "the key is never printed");
     await page.click("form.try button[type=submit]");
-    // The reply of the gateway is shown with its status and headers, whatever the transcoding routes answer.
-    await waitText(page, "form.try .status", /^HTTP \d{3}/);
+    // The gateway's reply is shown with its status, headers and body: the backend has no such book.
+    await waitText(page, "form.try .status", /^HTTP 404 /);
     assert.match(await text(page, "pre.reply.headers"), /content-type: application\/json/);
+    assert.deepEqual(JSON.parse(await text(page, "pre.reply:not(.headers)")), { code: 5, message: "book shelves/fiction/books/dune 1 not found", details: [] });
     assert.deepEqual(sent, [{ method: "GET", url: "/v1/shelves/fiction/books/dune%201", key: KEY, body: undefined }]);
 
     // A POST with a body field: the body is prefilled from the Book schema and sent as JSON; a query parameter too.
@@ -103,7 +105,10 @@ describe("console API view in headless Chromium", () => {
     await page.type("form.try input[name='query:requestId']", "r1");
     await page.$eval("form.try textarea[name=body]", (t) => ((t as any).value = '{"title": "Dune"}'));
     await page.click("form.try button[type=submit]");
-    await waitText(page, "form.try .status", /^HTTP \d{3}/);
+    await waitText(page, "form.try .status", /^HTTP 200 /);
+    const created = JSON.parse(await text(page, "pre.reply:not(.headers)")) as Record<string, unknown>;
+    assert.equal(created["name"], "shelves/fiction/books/r1");
+    assert.equal(created["title"], "Dune");
     assert.deepEqual(sent[1], { method: "POST", url: "/v1/shelves/fiction/books?requestId=r1", key: KEY, body: '{"title": "Dune"}' });
 
     assert.deepEqual(errors, []);

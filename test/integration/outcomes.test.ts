@@ -620,8 +620,9 @@ describe("route-by-outcome table", () => {
       upstream: () => connectUnary("/shop.v1.OrderService/GetOrder", { orderId: failOrder }),
     },
     "OPTIONS /:service/:method": {
-      unauthenticated: () => http("OPTIONS", "/shop.v1.OrderService/GetOrder", { key: false, headers: { origin: gw.http } }),
-      forbidden: () => http("OPTIONS", "/shop.v1.OrderService/GetOrder", { key: false, headers: { origin: EVIL_ORIGIN } }),
+      // A CORS preflight (Origin and Access-Control-Request-Method): any other OPTIONS goes on to the REST routes.
+      unauthenticated: () => http("OPTIONS", "/shop.v1.OrderService/GetOrder", { key: false, headers: { origin: gw.http, "access-control-request-method": "POST" } }),
+      forbidden: () => http("OPTIONS", "/shop.v1.OrderService/GetOrder", { key: false, headers: { origin: EVIL_ORIGIN, "access-control-request-method": "POST" } }),
     },
     "OPTIONS /v1/pubsub/events": {
       unauthenticated: () => http("OPTIONS", "/v1/pubsub/events", { key: false, headers: { origin: gw.http } }),

@@ -2,6 +2,8 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
+import { startLibraryBackend, type LibraryBackend } from "../support/backends/library-backend.js";
+import { routesLoaded } from "../support/transcode.js";
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { httpRequest } from "../support/http-request.js";
 import { startGatewayProcess } from "../support/cli.js";
@@ -184,6 +186,64 @@ describe("tracing: invoke over OTLP/HTTP", () => {
     assert.equal(spans.length, 1, "only the server span: nothing was resolved or called");
     assert.equal(spans[0]!.attributes["rpc.grpc.status_code"], 5);
     assert.equal(spans[0]!.status.code, 0, "NOT_FOUND is the caller's error, not the server's");
+  });
+});
+
+describe("tracing: a transcoded REST call", () => {
+  let backend: LibraryBackend;
+  let receiver: OtlpReceiver;
+  let gw: TestGateway;
+
+  before(async () => {
+    backend = await startLibraryBackend();
+    receiver = await startOtlpReceiver();
+    gw = await startTestGateway({ services: [{ name: "library", grpc: { host: "127.0.0.1", port: backend.port } }], otlpTracesEndpoint: receiver.url, traceExportDelayMs: 20 });
+    // The routes exist once the backend's schema is loaded.
+    await routesLoaded(gw.http);
+  });
+  after(async () => {
+    await gw?.close();
+    await receiver?.close();
+    backend?.close();
+  });
+
+  it("a transcoded GET is one trace: the server span named with the rule's template, the backend client span whose id the backend sees", async () => {
+    const trace = "ab".repeat(16);
+    const r = await httpRequest(gw.http, "GET", "/v1/shelves/t1/books?page_size=3", undefined, { traceparent: `00-${trace}-${CALLER_SPAN}-01` });
+    assert.equal(r.status, 200, r.body);
+    const spans = await spansOf(receiver, trace, SPANS_PER_INVOKE);
+    const server = named(spans, "GET /v1/{parent=shelves/*}/books");
+    assert.equal(server.kind, SpanKind.SERVER);
+    assert.equal(server.parentSpanId, CALLER_SPAN);
+    assert.equal(server.attributes["http.request.method"], "GET");
+    assert.equal(server.attributes["http.route"], "/v1/{parent=shelves/*}/books");
+    assert.equal(server.attributes["gateway.service"], "library");
+    const client = named(spans, "library.v1.Library/ListBooks");
+    assert.equal(client.kind, SpanKind.CLIENT);
+    assert.equal(client.parentSpanId, server.spanId);
+    assert.equal(client.attributes["rpc.grpc.status_code"], 0);
+    const call = backend.calls.at(-1)!;
+    assert.equal(call.method, "ListBooks");
+    assert.deepEqual(call.request, { parent: "shelves/t1", page_size: 3 });
+    assert.equal(call.metadata["traceparent"], `00-${trace}-${client.spanId}-01`, "the backend sees the client span's id");
+  });
+
+  it("a Connect unary JSON call is one trace too, its server span named with the browser RPC route", async () => {
+    const trace = "cd".repeat(16);
+    const r = await fetch(`${gw.http}/library.v1.Library/ListBooks`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-protocol-version": "1", traceparent: `00-${trace}-${CALLER_SPAN}-01` },
+      body: JSON.stringify({ parent: "shelves/t2" }),
+    });
+    assert.equal(r.status, 200, await r.clone().text());
+    await r.arrayBuffer();
+    const spans = await spansOf(receiver, trace, SPANS_PER_INVOKE);
+    const server = named(spans, "POST /{service}/{method}");
+    assert.equal(server.kind, SpanKind.SERVER);
+    assert.equal(server.parentSpanId, CALLER_SPAN);
+    const client = named(spans, "library.v1.Library/ListBooks");
+    assert.equal(client.parentSpanId, server.spanId);
+    assert.equal(backend.calls.at(-1)!.metadata["traceparent"], `00-${trace}-${client.spanId}-01`);
   });
 });
 

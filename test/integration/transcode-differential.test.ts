@@ -7,7 +7,9 @@
  *
  * Where the references disagree the gateway follows grpc-gateway v2 (its current docs and runtime: query.go,
  * mux.go, errors.go, handler.go at github.com/grpc-ecosystem/grpc-gateway), and the case says what Envoy's
- * gRPC-JSON transcoder or grpc-gateway 1.x does instead. Response JSON is compared as proto3 JSON (parsed into the
+ * gRPC-JSON transcoder or grpc-gateway 1.x does instead. A few cases assert the gateway's own documented choice
+ * where it differs from grpc-gateway on purpose (docs/transcoding.md "Differences from grpc-gateway and Envoy"):
+ * each keeps its source, and its comment says what grpc-gateway does and why the gateway differs. Response JSON is compared as proto3 JSON (parsed into the
  * response message and compared as messages, so `"0"` and an omitted zero are equal); the one case on the exact
  * printed form says so.
  *
@@ -179,13 +181,18 @@ const CASES: Case[] = [
     grpc: { method: "UpdateMessageFields", type: MESSAGE, request: { message_id: "123456", text: "Hi!" } },
   },
   {
-    name: 'body "*": no query parameters',
-    source: 'HTTP_PROTO rule 2: "If HttpRule.body is \\"*\\", there is no URL query parameter, all fields are passed via URL path and HTTP request body" (GW generated handlers do not read the query for body "*")',
+    name: 'body "*": no query parameters, so one is refused',
+    // The gateway's choice: grpc-gateway's generated handlers do not read the query for body "*" and drop it; the
+    // gateway answers 400 naming the parameter, since a dropped parameter reads as a different request. Envoy does not
+    // transcode a request with a parameter it cannot bind either (ENVOY: ignore_unknown_query_parameters, "Defaults
+    // to false").
+    source: 'HTTP_PROTO rule 2: "If HttpRule.body is \\"*\\", there is no URL query parameter, all fields are passed via URL path and HTTP request body"',
     method: "PATCH",
     path: "/v4/messages/123456?text=fromquery&revision=9",
     body: '{ "text": "Hi!" }',
-    status: 200,
-    grpc: { method: "UpdateMessageFields", type: MESSAGE, request: { message_id: "123456", text: "Hi!" } },
+    status: 400,
+    noCall: true,
+    error: { code: 3, message: 'query parameter text sets nothing: the request body is the whole message (the rule\'s body is "*")' },
   },
   {
     name: "body field names in lowerCamelCase are accepted",
@@ -197,14 +204,17 @@ const CASES: Case[] = [
     grpc: { method: "UpdateMessageFields", type: MESSAGE, request: { message_id: "123456", user_id: "u1", text: "Hi!" } },
   },
   {
-    name: "unknown body fields are ignored",
-    // Envoy's transcoder refuses a body field the message does not have (400); grpc-gateway v2 discards it.
+    name: "an unknown body field is refused, naming it",
+    // The gateway's choice: grpc-gateway v2 discards an unknown body field (below), and Envoy's transcoder drops it as
+    // well; the gateway answers 400 naming the field, as POST /v1/gateway/invoke-json does, so a misspelt field is
+    // not silently lost.
     source: "GW_MARSHAL: defaultMarshaler UnmarshalOptions{DiscardUnknown: true}",
     method: "PATCH",
     path: "/v4/messages/123456",
     body: '{ "text": "Hi!", "no_such_field": 1 }',
-    status: 200,
-    grpc: { method: "UpdateMessageFields", type: MESSAGE, request: { message_id: "123456", text: "Hi!" } },
+    status: 400,
+    noCall: true,
+    error: { code: 3, message: 'field "no_such_field" is not a field of library.v1.Message' },
   },
   {
     name: "a body that is not JSON is INVALID_ARGUMENT",
@@ -235,12 +245,15 @@ const CASES: Case[] = [
     response: { type: MESSAGE, json: { message_id: "123456", user_id: "me" } },
   },
   {
-    name: "the printed response: lowerCamelCase names, unpopulated fields emitted, int64 as a string",
-    source: "GW_MARSHAL: defaultMarshaler is protojson with MarshalOptions{EmitUnpopulated: true} (UseProtoNames false); proto3 JSON prints int64 as a string",
+    name: "the printed response: lowerCamelCase names, unpopulated fields omitted",
+    // The gateway's choice: grpc-gateway v2 prints unpopulated fields (EmitUnpopulated: true, below); the gateway
+    // omits them, as proto3 JSON does by default, as Envoy does by default (ENVOY PrintOptions
+    // always_print_primitive_fields: "Defaults to false") and as every other gateway route answers.
+    source: "GW_MARSHAL: defaultMarshaler is protojson with MarshalOptions{EmitUnpopulated: true} (UseProtoNames false)",
     method: "GET",
     path: "/v5/messages/7",
     status: 200,
-    response: { json: { messageId: "7", text: "", name: "", userId: "", revision: "0", subfield: "" } },
+    response: { json: { messageId: "7" } },
   },
 
   // --- path matching and decoding ---
@@ -289,13 +302,17 @@ const CASES: Case[] = [
     error: { code: 5 },
   },
   {
-    name: "known path, wrong method: 501 UNIMPLEMENTED",
+    name: "known path, wrong method: 405 with Allow",
+    // The gateway's choice: grpc-gateway v2 turns the 405 into UNIMPLEMENTED and answers 501; the gateway answers 405
+    // with Allow (HTTP semantics, as grpc-gateway 1.x and every other gateway route do), the body still
+    // {code: 12 (UNIMPLEMENTED), message, details}.
     source: 'GW_MUX: a handler of another method matches -> routingErrorHandler(405); GW_ERRORS DefaultRoutingErrorHandler: MethodNotAllowed -> codes.Unimplemented ("Method Not Allowed"), HTTPStatusFromCode -> 501',
     method: "DELETE",
     path: "/v1/shelves/s1/books",
-    status: 501,
+    status: 405,
     noCall: true,
-    error: { code: 12 },
+    headers: { allow: "GET, POST" },
+    error: { code: 12, message: "method DELETE is not allowed on /v1/shelves/s1/books; allowed: GET, POST" },
   },
 
   // --- Library: create, read, the verbs ---
@@ -383,15 +400,6 @@ const CASES: Case[] = [
     status: 200,
     grpc: { method: "ReplaceBook", type: "library.v1.UpdateBookRequest", request: { book: { name: "shelves/s1/books/b1", title: "Dune", author: "Frank Herbert" } } },
   },
-  {
-    name: "custom HTTP method (PURGE), Empty answered as {}",
-    source: 'HTTP_PROTO CustomHttpPattern: "The custom pattern is used for specifying an HTTP method that is not included in the `pattern` field"; google.protobuf.Empty prints as {}',
-    method: "PURGE",
-    path: "/v1/shelves/s1/cache",
-    status: 200,
-    grpc: { method: "PurgeShelf", type: "library.v1.PurgeShelfRequest", request: { name: "shelves/s1" } },
-    response: { json: {} },
-  },
 
   // --- query parameters ---
   ...(
@@ -464,21 +472,28 @@ const CASES: Case[] = [
     grpc: { method: "ListBooks", type: LIST, request: { parent: "shelves/s1", max_age: "1.5s" } },
   },
   {
-    name: "query: a parameter naming no field is ignored",
-    // Envoy answers 400 unless ignore_unknown_query_parameters is set; grpc-gateway ignores it.
+    name: "query: a parameter naming no field is refused, naming it",
+    // The gateway's choice: grpc-gateway ignores it (below); the gateway answers 400 naming the parameter, since a
+    // silently dropped typo (?pagesize=5) reads as a different request. Envoy's default refuses it too: "By default,
+    // the transcoder filter will not transcode a request if there are any unknown/invalid query parameters"
+    // (ENVOY ignored_query_parameters; ignore_unknown_query_parameters "Defaults to false").
     source: 'GW_QUERY populateFieldValueFromPath: "We\'re not returning an error here because this could just be an extra query parameter that isn\'t part of the request."',
     method: "GET",
     path: "/v1/shelves/s1/books?utm_source=mail&page_size=2",
-    status: 200,
-    grpc: { method: "ListBooks", type: LIST, request: { parent: "shelves/s1", page_size: 2 } },
+    status: 400,
+    noCall: true,
+    error: { code: 3, message: "query parameter utm_source is not a field of library.v1.ListBooksRequest" },
   },
   {
-    name: "query: a field bound by the path is not taken from the query",
+    name: "query: a field bound by the path is refused in the query",
+    // The gateway's choice: grpc-gateway skips the parameter (below) and the path's value is used; the gateway answers
+    // 400 naming it, since a parameter that is silently not used reads as a different request.
     source: "GW generated handlers: PopulateQueryParameters with the rule's filter (the path's fields); query.go skips a parameter whose path the filter holds",
     method: "GET",
     path: "/v1/shelves/s1/books?parent=shelves/other",
-    status: 200,
-    grpc: { method: "ListBooks", type: LIST, request: { parent: "shelves/s1" } },
+    status: 400,
+    noCall: true,
+    error: { code: 3, message: "query parameter parent is set by the path" },
   },
   {
     name: "query: two values for a singular field is INVALID_ARGUMENT",
@@ -684,26 +699,30 @@ const BOOKSTORE_CASES: Case[] = [
   },
   {
     api: "bookstore",
-    name: "bookstore: query parameters under the body field are not read",
-    // Envoy binds them (ENVOY_IT QueryParams 1: POST /shelf?shelf.theme=Children -> shelf { theme: "Children" }).
-    source: "GW template.go QueryParamFilter: the body field's path and the path parameters are filtered out of the query (grpc-gateway v2); an empty body leaves `shelf` unset",
+    name: "bookstore: a query parameter under the body field is refused",
+    // The gateway's choice: grpc-gateway v2 filters the body field out of the query and drops the parameter (below);
+    // Envoy binds it (ENVOY_IT QueryParams 1: POST /shelf?shelf.theme=Children -> shelf { theme: "Children" }). The
+    // gateway answers 400 naming it: the body sets the whole field, and a parameter silently not used reads as a
+    // different request.
+    source: "GW template.go QueryParamFilter: the body field's path and the path parameters are filtered out of the query (grpc-gateway v2)",
     method: "POST",
     path: "/shelf?shelf.theme=Poetry",
-    status: 200,
-    grpc: { method: "CreateShelf", type: "bookstore.v1.CreateShelfRequest", request: {} },
-    response: { type: SHELF, json: { id: "2" } },
+    status: 400,
+    noCall: true,
+    error: { code: 3, message: "query parameter shelf.theme is set by the request body" },
   },
   {
     api: "bookstore",
-    name: "bookstore: PUT with body \"book\": the rest of the body field is not taken from the query",
-    // Envoy binds book.title from the query too (ENVOY_IT QueryParams 3: the book gets title "War and Peace").
+    name: "bookstore: PUT with body \"book\": a query parameter under the body field is refused",
+    // The gateway's choice, as above: grpc-gateway drops book.title, Envoy binds it (ENVOY_IT QueryParams 3: the
+    // book gets title "War and Peace"); the gateway answers 400 naming it.
     source: "GW template.go QueryParamFilter (the body field `book` is filtered out of the query); ENVOY_IT QueryParams 3's request: PUT /shelves/1/books?book.title=War%20and%20Peace {\"author\" : \"Leo Tolstoy\"}",
     method: "PUT",
     path: "/shelves/1/books?book.title=War%20and%20Peace",
     body: '{"author" : "Leo Tolstoy"}',
-    status: 200,
-    grpc: { method: "CreateBook", type: "bookstore.v1.CreateBookRequest", request: { shelf: "1", book: { author: "Leo Tolstoy" } } },
-    response: { type: BS_BOOK, json: { id: "2", author: "Leo Tolstoy" } },
+    status: 400,
+    noCall: true,
+    error: { code: 3, message: "query parameter book.title is set by the request body" },
   },
   {
     api: "bookstore",
@@ -767,6 +786,25 @@ describe("transcoding against the documented examples (google/api/http.proto, gr
     await gw?.close();
     backend?.close();
     bookstore?.close();
+  });
+
+  it("custom HTTP method (PURGE) the HTTP server cannot receive: refused, named in /health and the OpenAPI document", async () => {
+    // The gateway's choice: HTTP_PROTO CustomHttpPattern ("The custom pattern is used for specifying an HTTP method
+    // that is not included in the `pattern` field") lets a rule use any method, and grpc-gateway serves PURGE; the
+    // gateway's HTTP server (uWebSockets.js) drops a request whose method it does not parse, so the rule is refused at
+    // registration and said so where an operator and a client look (a request would only see its connection closed).
+    const health = await request(gw.http, "GET", "/health");
+    const entry = (JSON.parse(health.body) as { entries: Record<string, { status: string; description: string }> }).entries["transcoding"];
+    assert.equal(entry?.status, "Degraded", health.body);
+    assert.match(entry.description, /PURGE \/v1\/\{name=shelves\/\*\}\/cache \(library library\.v1\.Library\.PurgeShelf\) is refused: the HTTP server \(uWebSockets\.js\) receives only GET/);
+    const doc = await request(gw.http, "GET", "/v1/grpc/library/openapi.json");
+    assert.equal(doc.status, 200, doc.body);
+    const problems = (JSON.parse(doc.body) as { "x-problems"?: Array<{ method: string; message: string }> })["x-problems"] ?? [];
+    const purge = problems.find((p) => p.method === "library.v1.Library.PurgeShelf");
+    assert.match(purge?.message ?? "", /^PURGE \/v1\/\{name=shelves\/\*\}\/cache is refused: the HTTP server \(uWebSockets\.js\) receives only GET/, doc.body.slice(0, 400));
+    const paths = Object.keys((JSON.parse(doc.body) as { paths: Record<string, unknown> }).paths);
+    assert.ok(!paths.some((p) => p.endsWith("/cache")), `no path for the refused rule in the document: ${paths.join(", ")}`);
+    assert.ok(paths.length > 0, "the document has the served paths");
   });
 
   for (const c of [...CASES, ...BOOKSTORE_CASES]) {

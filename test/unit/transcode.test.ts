@@ -1,5 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { FieldDescriptorProto_Label, FieldDescriptorProto_Type, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { parseTemplate } from "../../src/backends/http-rules.js";
@@ -10,7 +12,7 @@ import { createRouteTrie, type MatchResult } from "../../src/ops/transcode-match
 import { createTranscodeTable, transcodeRequest, transcodeResponse } from "../../src/ops/transcode.js";
 import { createAuthenticator } from "../../src/ops/auth.js";
 import { createRouteTable, json, type DynamicRoutes } from "../../src/http/router.js";
-import { encodedFileDescriptorProtos, LIBRARY_PROTO } from "../support/protos/descriptors.js";
+import { encodedFileDescriptorProtos, fileDescriptorProtos, LIBRARY_PROTO, SHOP_PROTO } from "../support/protos/descriptors.js";
 import { HELP, parseCli } from "../../src/main/cli-args.js";
 import { validateGatewayOptions } from "../../src/config/options.js";
 
@@ -101,7 +103,11 @@ function libraryTable() {
 }
 
 function request(method: string, path: string, body = ""): unknown {
-  const { table } = libraryTable();
+  return requestOn(libraryTable().table, method, path, body);
+}
+
+/** The request message JSON `table` makes of an HTTP request. */
+function requestOn(table: ReturnType<typeof createTranscodeTable>, method: string, path: string, body: string): unknown {
   const q = path.indexOf("?");
   const m = table.match(method, q < 0 ? path : path.slice(0, q));
   assert.ok(m && "match" in m, `${method} ${path} matches`);
@@ -125,12 +131,13 @@ test("query parameters become typed JSON: ints, 64-bit as strings, bools as Go p
   assert.throws(() => request("GET", "/v1/shelves/s/books?min_rating=abc"), /query parameter min_rating must be a number/);
   assert.throws(() => request("GET", "/v1/shelves/s/books?filter.nope=1"), /query parameter filter.nope is not a field of library.v1.Filter/);
   assert.throws(() => request("GET", "/v1/shelves/s/books?tags.x=1"), /query parameter tags.x is not a field path: tags is not a message/);
-  assert.throws(() => request("GET", "/v1/shelves/s/books?max_age=5m"), /must be a duration/);
+  assert.throws(() => request("GET", "/v1/shelves/s/books?max_age=5x"), /must be a duration/);
 });
 
 test("bodies: field spliced as written, * passed through or merged with the path, query refused on a * rule", () => {
   assert.deepEqual(request("POST", "/v1/shelves/s/books?request_id=r", '{"title":"T"}'), { book: { title: "T" }, parent: "shelves/s", request_id: "r" });
-  assert.deepEqual(request("PATCH", "/v1/shelves/s/books/b", '{"title":"T","name":"other"}'), { book: { title: "T", name: "shelves/s/books/b" } });
+  // The FieldMask names what the body set (grpc-gateway's patch feature), the path-bound name included.
+  assert.deepEqual(request("PATCH", "/v1/shelves/s/books/b", '{"title":"T","name":"other"}'), { book: { title: "T", name: "shelves/s/books/b" }, update_mask: "name,title" });
   assert.deepEqual(request("PATCH", "/v4/messages/m", '{"text":"x","message_id":"body"}'), { text: "x", message_id: "m" });
   assert.throws(() => request("POST", "/v1/shelves/s/books/b:archive?reason=x", "{}"), /query parameter reason sets nothing: the request body is the whole message/);
   assert.throws(() => request("POST", "/v1/shelves/s/books", "[1,"), /request body is not valid JSON/);
@@ -170,4 +177,97 @@ test("--schema-refresh-interval / GATEWAY_SCHEMA_REFRESH_INTERVAL_MS: periodic r
   assert.equal(validateGatewayOptions({}).schemaRefreshIntervalMs, 0);
   assert.throws(() => validateGatewayOptions({ schemaRefreshIntervalMs: -1 }), /schemaRefreshIntervalMs/);
   assert.match(HELP, /--schema-refresh-interval <ms> .*\n.* GATEWAY_SCHEMA_REFRESH_INTERVAL_MS \(default 0: on reconnect only\)/);
+});
+
+test("query and path values: Durations in Go's form too, enum numbers only when the enum has them", () => {
+  const age = (v: string): unknown => (request("GET", `/v1/shelves/s/books?max_age=${encodeURIComponent(v)}`) as Record<string, unknown>)["max_age"];
+  // Go's time.ParseDuration forms, as grpc-gateway reads them, to proto3 JSON's.
+  assert.equal(age("13h"), "46800s");
+  assert.equal(age("13h0m0s"), "46800s");
+  assert.equal(age("1h30m"), "5400s");
+  assert.equal(age("300ms"), "0.300s");
+  assert.equal(age("2us"), "0.000002s");
+  assert.equal(age("2\u00b5s"), "0.000002s");
+  assert.equal(age("1ns"), "0.000000001s");
+  assert.equal(age("-5m"), "-300s");
+  assert.equal(age("+1.5h"), "5400s");
+  assert.equal(age(".5s"), "0.500s");
+  assert.equal(age("0"), "0s");
+  // proto3 JSON's own form passes as written.
+  assert.equal(age("-0.5s"), "-0.5s");
+  for (const bad of ["", "5", "1d", "h", ".s", "1h 2m", "9999999999h", "1.5"]) {
+    assert.throws(() => request("GET", `/v1/shelves/s/books?max_age=${encodeURIComponent(bad)}`), /query parameter max_age must be a duration/, JSON.stringify(bad));
+  }
+  assert.equal((request("GET", "/v1/shelves/s/books?genre=2") as Record<string, unknown>)["genre"], 2);
+  assert.equal((request("GET", "/v1/shelves/s/books?genre=0") as Record<string, unknown>)["genre"], 0);
+  assert.throws(() => request("GET", "/v1/shelves/s/books?genre=7"), /query parameter genre must be a value of library.v1.Genre \(GENRE_UNSPECIFIED, GENRE_FICTION, GENRE_HISTORY, GENRE_POETRY\) or its number, got '7'/);
+  assert.throws(() => request("GET", "/v1/shelves/s/books?genre=-1"), /query parameter genre must be a value of library.v1.Genre/);
+});
+
+/**
+ * A backend whose PATCH body is a message with every kind of field (nested message, repeated, map, Struct, Any,
+ * Timestamp, Empty) and a request with one FieldMask: hand-built descriptors, the well-known types from the shop set.
+ */
+function patchTable() {
+  const wkt = fileDescriptorProtos(SHOP_PROTO).filter((f) => f.name.startsWith("google/protobuf/"));
+  const T = FieldDescriptorProto_Type;
+  const L = FieldDescriptorProto_Label;
+  const field = (name: string, number: number, type: FieldDescriptorProto_Type, typeName = "", label = L.OPTIONAL) => ({ name, number, type, typeName, label, jsonName: name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase()) });
+  const file = create(FileDescriptorProtoSchema, {
+    name: "patch/v1/patch.proto",
+    package: "patch.v1",
+    syntax: "proto3",
+    dependency: ["google/protobuf/struct.proto", "google/protobuf/any.proto", "google/protobuf/timestamp.proto", "google/protobuf/field_mask.proto", "google/protobuf/empty.proto"],
+    messageType: [
+      { name: "Inner", field: [field("a_b", 1, T.STRING), field("n", 2, T.INT32), field("deeper", 3, T.MESSAGE, ".patch.v1.Inner")] },
+      {
+        name: "Outer",
+        field: [
+          field("title", 1, T.STRING),
+          field("inner", 2, T.MESSAGE, ".patch.v1.Inner"),
+          field("list", 3, T.MESSAGE, ".patch.v1.Inner", L.REPEATED),
+          field("labels", 4, T.MESSAGE, ".patch.v1.Outer.LabelsEntry", L.REPEATED),
+          field("meta", 5, T.MESSAGE, ".google.protobuf.Struct"),
+          field("any", 6, T.MESSAGE, ".google.protobuf.Any"),
+          field("at", 7, T.MESSAGE, ".google.protobuf.Timestamp"),
+          field("nothing", 8, T.MESSAGE, ".google.protobuf.Empty"),
+        ],
+        nestedType: [{ name: "LabelsEntry", field: [field("key", 1, T.STRING), field("value", 2, T.STRING)], options: { mapEntry: true } }],
+      },
+      { name: "PatchRequest", field: [field("id", 1, T.STRING), field("outer", 2, T.MESSAGE, ".patch.v1.Outer"), field("update_mask", 3, T.MESSAGE, ".google.protobuf.FieldMask")] },
+    ],
+    service: [{ name: "Patcher", method: [{ name: "Patch", inputType: ".patch.v1.PatchRequest", outputType: ".patch.v1.Outer" }] }],
+  });
+  const files = [...wkt, file].map((f) => toBinary(FileDescriptorProtoSchema, f));
+  const schema = buildSchema(files, ["patch.v1.Patcher"], "patch");
+  const rule = (httpMethod: string) => ({ httpMethod, path: "/v1/things/{id}", body: "outer", responseBody: "", additionalBindings: [] });
+  const apiRules = new Map([["patch.v1.Patcher.Patch", { ...rule("PATCH"), additionalBindings: [rule("PUT")] }]]);
+  const services = createServiceRegistry([{ name: "patch", grpc: { host: "127.0.0.1", port: 1 }, transcoding: { enabled: true, prefix: "", errors: "grpc-gateway", apiRules } }], "pubsub");
+  const table = createTranscodeTable({ services, logger: createLogger("silent") });
+  table.sync("patch", schema);
+  assert.deepEqual(table.refused(), []);
+  return (method: string, path: string, body: string) => requestOn(table, method, path, body) as Record<string, unknown>;
+}
+
+test("PATCH fills an unset FieldMask from the body's keys, as grpc-gateway's FieldMaskFromRequestBody", () => {
+  const call = patchTable();
+  const mask = (body: string, path = "/v1/things/1"): unknown => call("PATCH", path, body)["update_mask"];
+  // Leaves by proto name (a JSON name is taken too), nested messages followed down, sorted; the mask is written in
+  // proto3 JSON's FieldMask form (lowerCamel: inner.a_b is inner.aB), which the converter reads back to proto names.
+  assert.equal(mask('{"title":"t","inner":{"aB":"x","deeper":{"n":1}}}'), "inner.aB,inner.deeper.n,title");
+  // A repeated or map field ends its path; an empty object or a non-object value (a Timestamp, null) is a leaf.
+  assert.equal(mask('{"list":[{"n":1}],"labels":{"k":"v"},"inner":{},"at":"2024-01-01T00:00:00Z","nothing":{},"title":null}'), "at,inner,labels,list,nothing,title");
+  // Struct: its JSON keys, as they are, down to each non-object value; Any ends its path and needs "@type".
+  assert.equal(mask('{"meta":{"a":1,"b":{"c_d":true,"e":{}}},"any":{"@type":"type.googleapis.com/google.protobuf.Empty"}}'), "any,meta.a,meta.b.cD");
+  assert.throws(() => mask('{"any":{"value":1}}'), (e: unknown) => e instanceof GatewayError && e.code === Code.INVALID_ARGUMENT && /request body field any \(google.protobuf.Any\) has no "@type"/.test(e.message));
+  // A key the message does not have adds nothing (the converter refuses the body for it).
+  assert.equal(mask('{"title":"t","nope":1}'), "title");
+  // Given in the query: left as given; given empty: filled.
+  assert.equal(mask('{"title":"t"}', "/v1/things/1?update_mask=inner.n"), "inner.n");
+  assert.equal(mask('{"title":"t"}', "/v1/things/1?update_mask="), "title");
+  // No keys, or not an object: no mask.
+  assert.equal(mask("{}"), undefined);
+  assert.equal(mask("[1]"), undefined);
+  // Only PATCH: a PUT binding of the same method leaves the mask alone.
+  assert.equal(call("PUT", "/v1/things/1", '{"title":"t"}')["update_mask"], undefined);
 });
