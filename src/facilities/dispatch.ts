@@ -24,7 +24,7 @@ import type { WorkerSlots } from "../workers/worker-slots.js";
 import type { SchemaSource } from "../backends/backend.js";
 import type { ReflectionResult } from "../backends/reflection-client.js";
 import type { BackendSchema } from "../backends/schema.js";
-import { createTranscodeTable, type ReservedRoute } from "../ops/transcode.js";
+import { createTranscodeTable, type ReservedRoute } from "../ops/transcode/table.js";
 import { transcodeRoutes } from "../rest/transcode.js";
 import type { DynamicRoutes } from "../http/router.js";
 

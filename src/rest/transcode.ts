@@ -7,7 +7,10 @@ import { httpServerSpan, type ServerSpanInfo } from "../observe/span.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { DispatchOps } from "../ops/dispatch.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
-import { transcodeErrorBody, transcodeRequest, transcodeResponse, type TranscodeRule, type TranscodeTable } from "../ops/transcode.js";
+import { transcodeRequest } from "../ops/transcode/request.js";
+import { transcodeErrorBody, transcodeResponse } from "../ops/transcode/response.js";
+import type { TranscodeRule } from "../ops/transcode/rule.js";
+import type { TranscodeTable } from "../ops/transcode/table.js";
 import type { DynamicRoutes, RestReply, RestRequest, RestStream, Route } from "../http/router.js";
 
 const NDJSON = "application/x-ndjson";

@@ -18,7 +18,7 @@ export interface OpenApiDeps {
   backends: BackendRegistry;
   /** Whether the gateway requires x-api-key (the document then declares and requires the scheme). */
   apiKey: boolean;
-  /** What the transcoding table serves for a backend (src/ops/transcode.ts `servedBy`): the document describes exactly that. */
+  /** What the transcoding table serves for a backend (src/ops/transcode/table.ts `servedBy`): the document describes exactly that. */
   bindingsOf: BindingsOf;
   /** How long the combined document waits for a backend whose schema is not loaded yet, ms (default 3000). */
   loadTimeoutMs?: number;

@@ -10,10 +10,10 @@
  * `/` are the path's own. A trailing slash is one more, empty, segment: `/v1/books/` does not match `/v1/books`, and a
  * `*` matches an empty segment (grpc-gateway's behaviour).
  */
-import { Code } from "../shared/code.js";
-import { GatewayError } from "../shared/gateway-error.js";
-import { echo } from "../shared/echo.js";
-import type { PathTemplate } from "../backends/http-rules.js";
+import { Code } from "../../shared/code.js";
+import { GatewayError } from "../../shared/gateway-error.js";
+import { echo } from "../../shared/echo.js";
+import type { PathTemplate } from "../../backends/http-rules.js";
 
 /** What a matched path gives: each template variable's decoded value, in the template's variable order. */
 export interface PathMatch<T> {
