@@ -19,6 +19,11 @@ export type SpanAttributes = Record<string, string | number | boolean>;
 export interface ServerSpanInfo {
   readonly name: string;
   readonly attributes: SpanAttributes;
+  /**
+   * Default "server". "consumer": the span of an event's delivery (under the context the event carries);
+   * "internal": work the gateway starts itself (a trigger firing).
+   */
+  readonly kind?: "server" | "consumer" | "internal";
 }
 
 /** The server span of an HTTP route (HTTP semantic conventions: "METHOD /route"). */
@@ -56,8 +61,11 @@ export interface TraceHeaders {
 
 /** One span (sampled or not: an unsampled span records nothing but still propagates its context). */
 export interface TraceSpan {
-  /** A span under this one. */
-  child(name: string, kind: "internal" | "client", attributes?: SpanAttributes): TraceSpan;
+  /**
+   * A span under this one. "producer": a publish whose context goes into the event. `link`: a W3C `traceparent`
+   * the span is linked to (an event's own context, kept as it came); a malformed one is not linked.
+   */
+  child(name: string, kind: "internal" | "client" | "producer", attributes?: SpanAttributes, link?: string): TraceSpan;
   /** Set an attribute (on a handle of another thread's span: ignored, that thread sets its own). */
   set(key: string, value: string | number | boolean): void;
   event(name: string, attributes?: SpanAttributes): void;

@@ -2,6 +2,7 @@ import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type End
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
+import type { TraceSpan } from "../observe/span.js";
 import { formatPosition, isOwnPosition, parsePosition, type Position, type PositionScheme } from "./positions.js";
 
 export type { Position, PositionScheme } from "./positions.js";
@@ -144,6 +145,11 @@ export interface WebHubOptions {
   /** Called per event with the deliveries of each transport, and per history change. */
   onDeliver?(transport: string, n: number): void;
   onHistory?(events: number): void;
+  /**
+   * Tracing on (the main hub): the fan-out span of one event (ops/pubsub.ts fanoutTracer), given the deliveries by
+   * transport and ended once every outlet has been handed the event. Absent: no span, nothing allocated.
+   */
+  traceFanout?(topic: string, event: CloudEvent | undefined): TraceSpan;
   now?: () => number;
 }
 
@@ -233,7 +239,8 @@ export function createWebHub(options: WebHubOptions): WebHub {
   const bounds = { maxEvents: options.historyEvents, maxAgeMs: options.historyAgeMs };
   let historyTotal = 0;
   const topics = new Map<string, WebTopic>();
-  const fanouts: Array<{ transport: string; fanout: TopicFanout }> = [];
+  /** `counted`: the fan-out span's attribute with this transport's deliveries, named once. */
+  const fanouts: Array<{ transport: string; fanout: TopicFanout; counted: string }> = [];
   let closed = false;
 
   const historyChanged = (before: number, after: number): void => {
@@ -254,10 +261,14 @@ export function createWebHub(options: WebHubOptions): WebHub {
     const before = t.history.size;
     t.history.push(event.seq, now(), event);
     historyChanged(before, t.history.size);
-    for (const { transport, fanout } of fanouts) {
+    // One span per event, not per subscriber: the outlets report how many deliveries they made.
+    const span = options.traceFanout?.(event.topic, event.event);
+    for (const { transport, fanout, counted } of fanouts) {
       const n = fanout.deliver(event);
       if (n > 0) options.onDeliver?.(transport, n);
+      span?.set(counted, n);
     }
+    span?.end();
   }
 
   function drop(t: WebTopic): void {
@@ -482,7 +493,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
     history: (topic, since) => upstream.history?.(topic, since, options.historyEvents),
     parsePosition: (field, text) => parsePosition(scheme, field, text),
     addFanout(transport, fanout) {
-      fanouts.push({ transport, fanout });
+      fanouts.push({ transport, fanout, counted: `gateway.deliveries.${transport}` });
     },
     acquire,
     release(name) {

@@ -29,6 +29,11 @@ export function toDaprEnvelope(event: CloudEvent): Record<string, unknown> {
     delete out["data"];
     out["data_base64"] = Buffer.from(event.text_data ?? "", "utf8").toString("base64");
   }
+  // daprd fills in `traceparent`, `traceid` and `tracestate` from its own span whenever the event has no `traceid`
+  // (contrib `pubsub/envelope.go` FromCloudEvent, called by dapr `pkg/api/grpc/grpc.go` PublishEvent): the event's
+  // `traceparent` (the gateway's publish span, or its producer's) survives only with a `traceid` beside it, which is
+  // the same value in Dapr's envelopes.
+  if (typeof out["traceparent"] === "string" && out["traceparent"] !== "" && out["traceid"] === undefined) out["traceid"] = out["traceparent"];
   return out;
 }
 
