@@ -100,7 +100,7 @@ function stringAttribute(e: CloudEvent, name: string): string | undefined {
  * the delivery side continues it. An event that already carries a `traceparent` keeps it (its producer's context is
  * the one the event belongs to): the span is linked to it instead.
  */
-function producerSpan(parent: TraceSpan, topic: string, e: CloudEvent): { span: TraceSpan; event: CloudEvent } {
+export function producerSpan(parent: TraceSpan, topic: string, e: CloudEvent): { span: TraceSpan; event: CloudEvent } {
   const own = stringAttribute(e, "traceparent");
   const attributes = { "messaging.operation.type": "send", "messaging.destination.name": topic, "messaging.message.id": e.id };
   const span = parent.child(`publish ${topic}`, "producer", attributes, own);
