@@ -130,3 +130,16 @@ export function fanoutTracer(tracer: Tracer | undefined): ((topic: string, event
     });
   };
 }
+
+/**
+ * The span of a subscription's start (tracing on; undefined off): from the request to live, which takes the topics'
+ * upstream subscriptions (the runtime's, on a topic's first subscriber) and any resume. The caller ends it.
+ */
+export function subscribeTracer(tracer: Tracer | undefined): ((trace: TraceIncoming, topics: number) => TraceSpan) | undefined {
+  if (tracer?.on !== true) return undefined;
+  return (trace, topics) => {
+    const span = tracer.start(trace);
+    span.set("gateway.topics", topics);
+    return span;
+  };
+}

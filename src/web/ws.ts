@@ -3,7 +3,7 @@ import type { EndReason } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { cloudEventFromJson } from "../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
-import { statusError } from "../shared/status.js";
+import { statusError, statusOf } from "../shared/status.js";
 import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type Backfill, type TopicFanout, type WebEvent } from "./hub.js";
@@ -13,6 +13,7 @@ import type { ServerSpanInfo } from "../observe/span.js";
 
 /** The server span of a publish sent over a WebSocket (its route and the message's op). */
 const WS_PUBLISH_SPAN: ServerSpanInfo = Object.freeze({ name: "WebSocket publish", attributes: Object.freeze({ "http.route": "/v1/pubsub/ws", "gateway.ws.op": "publish" }) });
+const WS_SUBSCRIBE_SPAN: ServerSpanInfo = Object.freeze({ name: "WebSocket subscribe", attributes: Object.freeze({ "http.route": "/v1/pubsub/ws", "gateway.ws.op": "subscribe" }) });
 
 /** WebSocket close codes the gateway sends (4000-4999 is the private range). */
 export const CLOSE = { slow: 4008, tokenExpired: 4001, upstreamFailed: 4002, shutdown: 1001 } as const;
@@ -154,8 +155,15 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     }
     data.pending = data.pending ? [...data.pending, ...fresh] : fresh;
     let backfill: Backfill | undefined;
+    // A WebSocket message has no headers: a subscribe's span starts a trace of its own.
+    const span = deps.traceSubscribe?.({ traceparent: undefined, tracestate: undefined, server: WS_SUBSCRIBE_SPAN }, fresh.length);
     try {
       backfill = await hub.acquire(fresh, undefined, since);
+      span?.end();
+    } catch (e) {
+      const s = statusOf(e);
+      span?.end(s.code, s.message);
+      throw e;
     } finally {
       const rest = data.pending.filter((t) => !fresh.includes(t));
       data.pending = rest.length > 0 ? rest : null;

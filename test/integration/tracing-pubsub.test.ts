@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { httpRequest } from "../support/http-request.js";
 import { runtimeFixtures, useGatewayOn } from "../support/runtimes.js";
-import { ceJson, connectWs, type WsTestClient } from "../support/web.js";
+import { ceJson, connectSse, connectWs, type WsTestClient } from "../support/web.js";
 import { SpanKind, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
 import type { GatewayOptions } from "../../src/config/options.js";
 
@@ -125,6 +125,29 @@ for (const fixture of runtimeFixtures) {
       const server = named(spans, "WebSocket publish");
       assert.equal(server.parentSpanId, "");
       assertPublishTree(spans, server, "wspub", carried);
+    });
+
+    it("a subscription's start is a span: SSE under the request's traceparent, a WebSocket subscribe on its own; an SSE subscriber counts in the fan-out", async () => {
+      const parent = "5555555555555555";
+      const sse = await connectSse(gw().http, "topic=ssetopic", { "x-api-key": KEY, traceparent: `00-${CALLER_TRACE}-${parent}-01` });
+      try {
+        assert.equal(sse.status, 200);
+        const start = (await spansOf(receiver, CALLER_TRACE, ["GET /v1/pubsub/events"])).find((s) => s.parentSpanId === parent);
+        assert.ok(start, "the SSE start span is a child of the request's traceparent");
+        assert.equal(start!.kind, SpanKind.SERVER);
+        assert.equal(start!.attributes["gateway.topics"], 1);
+        const c = await subscribe(gw(), "ssetopic");
+        open.push(c);
+        await waitFor(() => receiver.spans.some((s) => s.name === "WebSocket subscribe"), "a WebSocket subscribe span", 10_000);
+        await restPublish(gw(), "ssetopic", ceJson(5));
+        await waitFor(() => sse.events().length === 1, "the SSE event", 5_000);
+        const carried = split(sse.events()[0].cloudevent.traceparent);
+        const fanout = named(await spansOf(receiver, carried.traceId, ["deliver ssetopic"]), "deliver ssetopic");
+        assert.equal(fanout.attributes["gateway.deliveries.sse"], 1);
+        assert.equal(fanout.attributes["gateway.deliveries.websocket"], 1);
+      } finally {
+        sse.abort();
+      }
     });
   });
 }
