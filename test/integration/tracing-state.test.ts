@@ -1,6 +1,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { unary, waitFor, withKey } from "../support/gateway.js";
+import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { httpRequest } from "../support/http-request.js";
 import { runtimeFixtures, useGatewayOn } from "../support/runtimes.js";
 import { connectWs, type WsTestClient } from "../support/web.js";
@@ -104,3 +104,33 @@ for (const fixture of runtimeFixtures) {
     });
   });
 }
+
+describe("tracing: state saved through a uWS worker thread (--threads 2)", () => {
+  let receiver: OtlpReceiver;
+  let gw: TestGateway;
+  before(async () => {
+    receiver = await startOtlpReceiver();
+    gw = await startTestGateway({
+      apiKeys: [KEY],
+      threads: 2,
+      otlpTracesEndpoint: receiver.url,
+      traceExportDelayMs: 20,
+      services: [{ name: "orders", state: { storeName: "orders-store", keys: [] } }],
+    });
+  });
+  after(async () => {
+    await gw?.close();
+    await receiver?.close();
+  });
+
+  it("the forwarded request keeps its traceparent: the main thread's spans continue the caller's", async () => {
+    // Several requests: the kernel spreads connections over the threads, and each must keep the caller's context.
+    for (let i = 0; i < 4; i++) {
+      const parent = `${i + 1}`.repeat(16);
+      const r = await httpRequest(gw.http, "POST", "/v1/state/save-state", { service: "orders", key: `t-${i}`, value: "v" }, { "x-api-key": KEY, traceparent: `00-${CALLER_TRACE}-${parent}-01` });
+      assert.equal(r.status, 200, r.body);
+      const server = (await spansWhere(receiver, (s) => s.parentSpanId === parent && s.name === "POST /v1/state/save-state", 1, `the save span under ${parent}`))[0]!;
+      await spansWhere(receiver, (s) => s.parentSpanId === server.spanId && s.name === "state.save orders-store", 1, "its runtime span");
+    }
+  });
+});
