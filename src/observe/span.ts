@@ -1,3 +1,5 @@
+import { statusOf } from "../shared/status.js";
+
 /**
  * The tracing interface the operations use (src/ops): spans without the OpenTelemetry SDK, so ops stay free of it and
  * a gateway with tracing off pays one boolean check per call (the fronts hand ops no TraceIncoming then).
@@ -86,6 +88,21 @@ export interface Tracer {
   start(incoming: TraceIncoming): TraceSpan;
   /** Flush queued spans (bounded by the exporter's timeout) and stop. Safe to call twice. */
   close(): Promise<void>;
+}
+
+/** End `span` with the outcome of `work` (its code on a rejection) and pass the outcome on. */
+export function endWith<R>(span: TraceSpan, work: Promise<R>): Promise<R> {
+  return work.then(
+    (r) => {
+      span.end();
+      return r;
+    },
+    (e: unknown) => {
+      const s = statusOf(e);
+      span.end(s.code, s.message);
+      throw e;
+    },
+  );
 }
 
 /** Tracing off: nothing is made, nothing is sent. */

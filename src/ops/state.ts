@@ -1,7 +1,7 @@
 import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import type { QueryResult, StatePort, StoredItem } from "../runtime/state-port.js";
-import type { TraceIncoming, TraceSpan } from "../observe/span.js";
+import { endWith, type TraceIncoming, type TraceSpan } from "../observe/span.js";
 import { parseQueryJson, queryOf } from "../runtime/embedded/query/index.js";
 import { isAbsoluteUri } from "./cloudevent-validate.js";
 import type { GatewayContext } from "./context.js";
@@ -36,21 +36,6 @@ export interface StateOps {
 }
 
 type UntracedStateOps = Omit<StateOps, "tracing">;
-
-/** End a span with the outcome of a promise and pass the outcome on. */
-function endWith<R>(span: TraceSpan, p: Promise<R>): Promise<R> {
-  return p.then(
-    (r) => {
-      span.end();
-      return r;
-    },
-    (e: unknown) => {
-      const ge = GatewayError.from(e);
-      span.end(ge.code, ge.rawMessage);
-      throw e;
-    },
-  );
-}
 
 /**
  * The state port with a client span per runtime call under `span` ("state.get <store>"; database conventions: the

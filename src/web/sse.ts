@@ -2,12 +2,11 @@ import type uws from "uWebSockets.js";
 import type { EndReason } from "../broker/index.js";
 import { invalidArgument } from "../shared/gateway-error.js";
 import { authenticate, checkTopics, webAdmission, type Grant } from "./access.js";
-import { subscribeError, type Backfill, type TopicFanout, type WebEvent } from "./hub.js";
-import { statusOf } from "../shared/status.js";
+import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../http/router.js";
 import { answerPreflight, type PreflightPolicy } from "../http/preflight.js";
 import { overConnectionBound, refuse, type WebDeps } from "./web-deps.js";
-import { httpServerSpan } from "../observe/span.js";
+import { endWith, httpServerSpan } from "../observe/span.js";
 
 /** The span of an SSE subscription's start, under the request's trace context. */
 const SSE_SPAN = httpServerSpan("GET", "/v1/pubsub/events");
@@ -178,15 +177,8 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;
       const since = sinceText ? hub.parsePosition(lastEventIdHeader ? "Last-Event-ID" : "lastEventId", sinceText) : undefined;
       const span = deps.traceSubscribe?.({ traceparent: headers["traceparent"], tracestate: headers["tracestate"], server: SSE_SPAN }, topics.length);
-      let backfill: Backfill | undefined;
-      try {
-        backfill = await hub.acquire(topics, undefined, since);
-        span?.end();
-      } catch (e) {
-        const st = statusOf(e);
-        span?.end(st.code, st.message);
-        throw e;
-      }
+      const acquiring = hub.acquire(topics, undefined, since);
+      const backfill = await (span ? endWith(span, acquiring) : acquiring);
       if (aborted) {
         for (const t of topics) hub.release(t);
         return;

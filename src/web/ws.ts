@@ -3,13 +3,13 @@ import type { EndReason } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { cloudEventFromJson } from "../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
-import { statusError, statusOf } from "../shared/status.js";
+import { statusError } from "../shared/status.js";
 import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type Backfill, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../http/router.js";
 import { overConnectionBound, refuse, uwsFrameLimit, type WebDeps } from "./web-deps.js";
-import type { ServerSpanInfo } from "../observe/span.js";
+import { endWith, type ServerSpanInfo } from "../observe/span.js";
 
 /** The server span of a publish sent over a WebSocket (its route and the message's op). */
 const WS_PUBLISH_SPAN: ServerSpanInfo = Object.freeze({ name: "WebSocket publish", attributes: Object.freeze({ "http.route": "/v1/pubsub/ws", "gateway.ws.op": "publish" }) });
@@ -158,12 +158,8 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     // A WebSocket message has no headers: a subscribe's span starts a trace of its own.
     const span = deps.traceSubscribe?.({ traceparent: undefined, tracestate: undefined, server: WS_SUBSCRIBE_SPAN }, fresh.length);
     try {
-      backfill = await hub.acquire(fresh, undefined, since);
-      span?.end();
-    } catch (e) {
-      const s = statusOf(e);
-      span?.end(s.code, s.message);
-      throw e;
+      const acquiring = hub.acquire(fresh, undefined, since);
+      backfill = await (span ? endWith(span, acquiring) : acquiring);
     } finally {
       const rest = data.pending.filter((t) => !fresh.includes(t));
       data.pending = rest.length > 0 ? rest : null;

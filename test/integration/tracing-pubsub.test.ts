@@ -1,11 +1,11 @@
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
+import { waitFor, type TestGateway } from "../support/gateway.js";
 import { httpRequest } from "../support/http-request.js";
-import { runtimeFixtures, useGatewayOn } from "../support/runtimes.js";
+import { runtimeFixtures } from "../support/runtimes.js";
+import { EMBEDDED, useTracedGatewayOn } from "../support/traced-gateway.js";
 import { ceJson, connectSse, connectWs, type WsTestClient } from "../support/web.js";
-import { SpanKind, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
-import type { GatewayOptions } from "../../src/config/options.js";
+import { SpanKind, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
 
 const KEY = "trace-key";
 const CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -67,18 +67,7 @@ function assertPublishTree(spans: ReceivedSpan[], server: ReceivedSpan, topic: s
 
 for (const fixture of runtimeFixtures) {
   describe(`tracing: pub/sub on ${fixture.name}`, () => {
-    let receiver: OtlpReceiver;
-    const options: GatewayOptions = { apiKeys: [KEY], traceExportDelayMs: 20 };
-    const open: WsTestClient[] = [];
-    before(async () => {
-      receiver = await startOtlpReceiver();
-      options.otlpTracesEndpoint = receiver.url;
-    });
-    const gw = useGatewayOn(fixture, options);
-    after(async () => {
-      for (const c of open) c.ws.terminate();
-      await receiver?.close();
-    });
+    const { gw, receiver: rx, sockets: open } = useTracedGatewayOn(fixture, { apiKeys: [KEY] });
 
     it("a REST publish reaches a WebSocket subscriber with the publish span's traceparent; the fan-out span continues it", async () => {
       const c = await subscribe(gw(), "traced");
@@ -89,13 +78,13 @@ for (const fixture of runtimeFixtures) {
       assert.equal(carried.traceId, CALLER_TRACE, "the event continues the caller's trace");
       assert.equal(carried.flags, "01");
       assert.equal(ev.cloudevent.tracestate, "vendor=abc");
-      const spans = await spansOf(receiver, CALLER_TRACE, ["POST /v1/pubsub/{topic}", "publish traced", "deliver traced"]);
+      const spans = await spansOf(rx(), CALLER_TRACE, ["POST /v1/pubsub/{topic}", "publish traced", "deliver traced"]);
       const server = named(spans, "POST /v1/pubsub/{topic}");
       assert.equal(server.kind, SpanKind.SERVER);
       assert.equal(server.parentSpanId, CALLER_SPAN);
       assert.equal(server.attributes["rpc.grpc.status_code"], 0);
       assertPublishTree(spans, server, "traced", carried);
-      assert.deepEqual(receiver.rejected, []);
+      assert.deepEqual(rx().rejected, []);
     });
 
     it("an event that carries its own traceparent keeps it: the publish span is linked to it", async () => {
@@ -105,11 +94,11 @@ for (const fixture of runtimeFixtures) {
       await restPublish(gw(), "own", ceJson(2, { traceparent: own }), { traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01` });
       const ev = await c.next((f) => f.op === "event", "the event");
       assert.equal(ev.cloudevent.traceparent, own, "never overwritten");
-      const spans = await spansOf(receiver, CALLER_TRACE, ["publish own"]);
+      const spans = await spansOf(rx(), CALLER_TRACE, ["publish own"]);
       const producer = named(spans, "publish own");
       assert.deepEqual(producer.links, [{ traceId: OWN_TRACE, spanId: OWN_SPAN }]);
       // The delivery continues the context the event carries: its producer's.
-      const fanout = named(await spansOf(receiver, OWN_TRACE, ["deliver own"]), "deliver own");
+      const fanout = named(await spansOf(rx(), OWN_TRACE, ["deliver own"]), "deliver own");
       assert.equal(fanout.parentSpanId, OWN_SPAN);
       assert.equal(fanout.attributes["gateway.deliveries.websocket"], 1);
     });
@@ -121,7 +110,7 @@ for (const fixture of runtimeFixtures) {
       await c.next((f) => f.op === "published", "published");
       const ev = await c.next((f) => f.op === "event", "the event");
       const carried = split(ev.cloudevent.traceparent);
-      const spans = await spansOf(receiver, carried.traceId, ["WebSocket publish", "publish wspub", "deliver wspub"]);
+      const spans = await spansOf(rx(), carried.traceId, ["WebSocket publish", "publish wspub", "deliver wspub"]);
       const server = named(spans, "WebSocket publish");
       assert.equal(server.parentSpanId, "");
       assertPublishTree(spans, server, "wspub", carried);
@@ -132,17 +121,17 @@ for (const fixture of runtimeFixtures) {
       const sse = await connectSse(gw().http, "topic=ssetopic", { "x-api-key": KEY, traceparent: `00-${CALLER_TRACE}-${parent}-01` });
       try {
         assert.equal(sse.status, 200);
-        const start = (await spansOf(receiver, CALLER_TRACE, ["GET /v1/pubsub/events"])).find((s) => s.parentSpanId === parent);
+        const start = (await spansOf(rx(), CALLER_TRACE, ["GET /v1/pubsub/events"])).find((s) => s.parentSpanId === parent);
         assert.ok(start, "the SSE start span is a child of the request's traceparent");
         assert.equal(start!.kind, SpanKind.SERVER);
         assert.equal(start!.attributes["gateway.topics"], 1);
         const c = await subscribe(gw(), "ssetopic");
         open.push(c);
-        await waitFor(() => receiver.spans.some((s) => s.name === "WebSocket subscribe"), "a WebSocket subscribe span", 10_000);
+        await waitFor(() => rx().spans.some((s) => s.name === "WebSocket subscribe"), "a WebSocket subscribe span", 10_000);
         await restPublish(gw(), "ssetopic", ceJson(5));
         await waitFor(() => sse.events().length === 1, "the SSE event", 5_000);
         const carried = split(sse.events()[0].cloudevent.traceparent);
-        const fanout = named(await spansOf(receiver, carried.traceId, ["deliver ssetopic"]), "deliver ssetopic");
+        const fanout = named(await spansOf(rx(), carried.traceId, ["deliver ssetopic"]), "deliver ssetopic");
         assert.equal(fanout.attributes["gateway.deliveries.sse"], 1);
         assert.equal(fanout.attributes["gateway.deliveries.websocket"], 1);
       } finally {
@@ -153,29 +142,18 @@ for (const fixture of runtimeFixtures) {
 }
 
 describe("tracing: a WebSocket publish on a uWS worker thread (--threads 2)", () => {
-  let receiver: OtlpReceiver;
-  let gw: TestGateway;
-  const open: WsTestClient[] = [];
-  before(async () => {
-    receiver = await startOtlpReceiver();
-    gw = await startTestGateway({ apiKeys: [KEY], threads: 2, otlpTracesEndpoint: receiver.url, traceExportDelayMs: 20 });
-  });
-  after(async () => {
-    for (const c of open) c.ws.terminate();
-    await gw?.close();
-    await receiver?.close();
-  });
+  const { gw, receiver, sockets: open } = useTracedGatewayOn(EMBEDDED, { apiKeys: [KEY], threads: 2 });
 
   it("the publish crosses the bridge with its context: one trace from the thread's socket to the subscriber", async () => {
     // Two sockets: the kernel spreads connections over the threads, so publisher and subscriber may sit on different ones.
-    const sub = await subscribe(gw, "threaded");
-    const pub = await connectWs(gw.http, { key: KEY });
+    const sub = await subscribe(gw(), "threaded");
+    const pub = await connectWs(gw().http, { key: KEY });
     open.push(sub, pub);
     pub.send({ op: "publish", topic: "threaded", cloudevent: ceJson(4), id: 1 });
     await pub.next((f) => f.op === "published", "published");
     const ev = await sub.next((f) => f.op === "event", "the event");
     const carried = split(ev.cloudevent.traceparent);
-    const spans = await spansOf(receiver, carried.traceId, ["WebSocket publish", "publish threaded", "deliver threaded"]);
+    const spans = await spansOf(receiver(), carried.traceId, ["WebSocket publish", "publish threaded", "deliver threaded"]);
     const server = named(spans, "WebSocket publish");
     const producer = named(spans, "publish threaded");
     assert.equal(producer.parentSpanId, server.spanId);

@@ -1,11 +1,11 @@
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
+import { unary, waitFor, withKey } from "../support/gateway.js";
 import { httpRequest } from "../support/http-request.js";
-import { runtimeFixtures, useGatewayOn } from "../support/runtimes.js";
-import { connectWs, type WsTestClient } from "../support/web.js";
-import { SpanKind, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
-import type { GatewayOptions } from "../../src/config/options.js";
+import { runtimeFixtures } from "../support/runtimes.js";
+import { EMBEDDED, useTracedGatewayOn } from "../support/traced-gateway.js";
+import { connectWs } from "../support/web.js";
+import { SpanKind, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
 
 const KEY = "trace-key";
 const CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -23,22 +23,7 @@ function named(spans: ReceivedSpan[], name: string): ReceivedSpan {
 
 for (const fixture of runtimeFixtures) {
   describe(`tracing: state and triggers on ${fixture.name}`, () => {
-    let receiver: OtlpReceiver;
-    const options: GatewayOptions = {
-      apiKeys: [KEY],
-      traceExportDelayMs: 20,
-      services: [{ name: "orders", state: { storeName: "orders-store", keys: [] } }],
-    };
-    const open: WsTestClient[] = [];
-    before(async () => {
-      receiver = await startOtlpReceiver();
-      options.otlpTracesEndpoint = receiver.url;
-    });
-    const gw = useGatewayOn(fixture, options);
-    after(async () => {
-      for (const c of open) c.ws.terminate();
-      await receiver?.close();
-    });
+    const { gw, receiver: rx, sockets: open } = useTracedGatewayOn(fixture, { apiKeys: [KEY], services: [{ name: "orders", state: { storeName: "orders-store", keys: [] } }] });
     const traceparent = (span: string): Record<string, string> => ({ "x-api-key": KEY, traceparent: `00-${CALLER_TRACE}-${span}-01` });
 
     it("REST save and get: a server span each, with the runtime call as its client child", async () => {
@@ -48,8 +33,8 @@ for (const fixture of runtimeFixtures) {
       assert.equal(saved.status, 200, saved.body);
       const got = await httpRequest(gw().http, "GET", "/v1/state/orders/o-1", undefined, traceparent(getParent));
       assert.equal(got.status, 200, got.body);
-      const spans = await spansWhere(receiver, (s) => s.traceId === CALLER_TRACE && s.name.startsWith("state."), 2, "two runtime spans");
-      const all = receiver.spans.filter((s) => s.traceId === CALLER_TRACE);
+      const spans = await spansWhere(rx(), (s) => s.traceId === CALLER_TRACE && s.name.startsWith("state."), 2, "two runtime spans");
+      const all = rx().spans.filter((s) => s.traceId === CALLER_TRACE);
       const save = all.find((s) => s.name === "POST /v1/state/save-state" && s.parentSpanId === saveParent);
       const get = all.find((s) => s.name === "GET /v1/state/{service}/{key+}" && s.parentSpanId === getParent);
       assert.ok(save && get, all.map((s) => `${s.name}<-${s.parentSpanId}`).join(", "));
@@ -69,15 +54,15 @@ for (const fixture of runtimeFixtures) {
       const md = withKey(KEY);
       md.set("traceparent", `00-${CALLER_TRACE}-3333333333333333-01`);
       await unary(gw().client("platform.State"), "GetState", { service: "orders", key: "o-1" }, md);
-      const grpcServer = (await spansWhere(receiver, (s) => s.name === "platform.State/GetState" && s.parentSpanId === "3333333333333333", 1, "GetState span"))[0]!;
+      const grpcServer = (await spansWhere(rx(), (s) => s.name === "platform.State/GetState" && s.parentSpanId === "3333333333333333", 1, "GetState span"))[0]!;
       assert.equal(grpcServer.attributes["rpc.system"], "grpc");
-      await spansWhere(receiver, (s) => s.parentSpanId === grpcServer.spanId && s.name === "state.get orders-store", 1, "its runtime span");
+      await spansWhere(rx(), (s) => s.parentSpanId === grpcServer.spanId && s.name === "state.get orders-store", 1, "its runtime span");
       // A stale etag: the runtime refuses (ABORTED), the client span is an error, the server span records the code.
       const r = await httpRequest(gw().http, "POST", "/v1/state/save-state", { service: "orders", key: "o-1", value: "w", etag: "999999" }, traceparent("4444444444444444"));
       assert.notEqual(r.status, 200, r.body);
-      const server = (await spansWhere(receiver, (s) => s.parentSpanId === "4444444444444444", 1, "the failed save's span"))[0]!;
+      const server = (await spansWhere(rx(), (s) => s.parentSpanId === "4444444444444444", 1, "the failed save's span"))[0]!;
       assert.equal(server.attributes["rpc.grpc.status_code"], 10);
-      const call = (await spansWhere(receiver, (s) => s.parentSpanId === server.spanId, 1, "its runtime span"))[0]!;
+      const call = (await spansWhere(rx(), (s) => s.parentSpanId === server.spanId, 1, "its runtime span"))[0]!;
       assert.equal(call.attributes["rpc.grpc.status_code"], 10);
       assert.equal(call.status.code, 2, "a failed runtime call is an error span");
     });
@@ -92,7 +77,7 @@ for (const fixture of runtimeFixtures) {
       const ev = await c.next((f) => f.op === "event", "the trigger's event", 15_000);
       const [, traceId, spanId] = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/.exec(String(ev.cloudevent.traceparent)) ?? [];
       assert.ok(traceId, `the trigger event carries a traceparent (got ${String(ev.cloudevent.traceparent)})`);
-      const spans = await spansWhere(receiver, (s) => s.traceId === traceId, 3, "the firing's spans");
+      const spans = await spansWhere(rx(), (s) => s.traceId === traceId, 3, "the firing's spans");
       const firing = named(spans, "trigger fire");
       assert.equal(firing.parentSpanId, "", "a firing starts a trace");
       assert.equal(firing.attributes["gateway.trigger.name"], "traced-once");
@@ -106,31 +91,16 @@ for (const fixture of runtimeFixtures) {
 }
 
 describe("tracing: state saved through a uWS worker thread (--threads 2)", () => {
-  let receiver: OtlpReceiver;
-  let gw: TestGateway;
-  before(async () => {
-    receiver = await startOtlpReceiver();
-    gw = await startTestGateway({
-      apiKeys: [KEY],
-      threads: 2,
-      otlpTracesEndpoint: receiver.url,
-      traceExportDelayMs: 20,
-      services: [{ name: "orders", state: { storeName: "orders-store", keys: [] } }],
-    });
-  });
-  after(async () => {
-    await gw?.close();
-    await receiver?.close();
-  });
+  const { gw, receiver } = useTracedGatewayOn(EMBEDDED, { apiKeys: [KEY], threads: 2, services: [{ name: "orders", state: { storeName: "orders-store", keys: [] } }] });
 
   it("the forwarded request keeps its traceparent: the main thread's spans continue the caller's", async () => {
     // Several requests: the kernel spreads connections over the threads, and each must keep the caller's context.
     for (let i = 0; i < 4; i++) {
       const parent = `${i + 1}`.repeat(16);
-      const r = await httpRequest(gw.http, "POST", "/v1/state/save-state", { service: "orders", key: `t-${i}`, value: "v" }, { "x-api-key": KEY, traceparent: `00-${CALLER_TRACE}-${parent}-01` });
+      const r = await httpRequest(gw().http, "POST", "/v1/state/save-state", { service: "orders", key: `t-${i}`, value: "v" }, { "x-api-key": KEY, traceparent: `00-${CALLER_TRACE}-${parent}-01` });
       assert.equal(r.status, 200, r.body);
-      const server = (await spansWhere(receiver, (s) => s.parentSpanId === parent && s.name === "POST /v1/state/save-state", 1, `the save span under ${parent}`))[0]!;
-      await spansWhere(receiver, (s) => s.parentSpanId === server.spanId && s.name === "state.save orders-store", 1, "its runtime span");
+      const server = (await spansWhere(receiver(), (s) => s.parentSpanId === parent && s.name === "POST /v1/state/save-state", 1, `the save span under ${parent}`))[0]!;
+      await spansWhere(receiver(), (s) => s.parentSpanId === server.spanId && s.name === "state.save orders-store", 1, "its runtime span");
     }
   });
 });
