@@ -1,4 +1,4 @@
-import type { Broker } from "../broker/index.js";
+import type { Broker, FanoutTrace } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { attributeToValue, type CloudEvent } from "../shared/cloudevent.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
@@ -113,21 +113,39 @@ export function producerSpan(parent: TraceSpan, topic: string, e: CloudEvent): {
 }
 
 /**
+ * One event's fan-out span: its deliveries by transport, kept until the end (the outlets report as they go) and then
+ * set as `gateway.deliveries.<transport>`.
+ */
+class FanoutSpan implements FanoutTrace {
+  private readonly counts = new Map<string, number>();
+  constructor(private readonly span: TraceSpan) {}
+  count(transport: string, deliveries: number): void {
+    this.counts.set(transport, (this.counts.get(transport) ?? 0) + deliveries);
+  }
+  end(): void {
+    for (const [transport, n] of this.counts) this.span.set(`gateway.deliveries.${transport}`, n);
+    this.span.end();
+  }
+}
+
+/**
  * The fan-out span of one event (tracing on; undefined off): one span per event, whatever the number of subscribers,
  * under the context the event carries (the publish span's, or its producer's), so an event's delivery joins its
- * publish's trace. The deliverer sets the subscriber counts by transport on it and ends it.
+ * publish's trace. The broker makes it as the event arrives; each outlet counts its deliveries in it.
  */
-export function fanoutTracer(tracer: Tracer | undefined): ((topic: string, event: CloudEvent | undefined) => TraceSpan) | undefined {
+export function fanoutTracer(tracer: Tracer | undefined): ((topic: string, event: CloudEvent) => FanoutTrace) | undefined {
   if (tracer?.on !== true) return undefined;
   return (topic, event) => {
-    const traceparent = event ? stringAttribute(event, "traceparent") : undefined;
+    const traceparent = stringAttribute(event, "traceparent");
     const attributes: Record<string, string> = { "messaging.operation.type": "process", "messaging.destination.name": topic };
-    if (event?.id) attributes["messaging.message.id"] = event.id;
-    return tracer.start({
-      traceparent,
-      tracestate: traceparent !== undefined ? stringAttribute(event!, "tracestate") : undefined,
-      server: { name: `deliver ${topic}`, kind: "consumer", attributes },
-    });
+    if (event.id) attributes["messaging.message.id"] = event.id;
+    return new FanoutSpan(
+      tracer.start({
+        traceparent,
+        tracestate: traceparent !== undefined ? stringAttribute(event, "tracestate") : undefined,
+        server: { name: `deliver ${topic}`, kind: "consumer", attributes },
+      }),
+    );
   };
 }
 

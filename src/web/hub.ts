@@ -1,8 +1,7 @@
-import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type EndReason } from "../broker/index.js";
+import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type EndReason, type FanoutTrace } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
-import type { TraceSpan } from "../observe/span.js";
 import { formatPosition, isOwnPosition, parsePosition, type Position, type PositionScheme } from "./positions.js";
 
 export type { Position, PositionScheme } from "./positions.js";
@@ -96,7 +95,8 @@ export interface HubUpstream {
 
 /** Where an upstream delivers one followed topic. */
 export interface UpstreamSink {
-  event(e: WebEvent): void;
+  /** One event; `trace` (tracing on, the main hub): its fan-out record, where each transport counts its deliveries. */
+  event(e: WebEvent, trace?: FanoutTrace): void;
   end(reason: EndReason): void;
 }
 
@@ -145,11 +145,6 @@ export interface WebHubOptions {
   /** Called per event with the deliveries of each transport, and per history change. */
   onDeliver?(transport: string, n: number): void;
   onHistory?(events: number): void;
-  /**
-   * Tracing on (the main hub): the fan-out span of one event (ops/pubsub.ts fanoutTracer), given the deliveries by
-   * transport and ended once every outlet has been handed the event. Absent: no span, nothing allocated.
-   */
-  traceFanout?(topic: string, event: CloudEvent | undefined): TraceSpan;
   now?: () => number;
 }
 
@@ -239,8 +234,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
   const bounds = { maxEvents: options.historyEvents, maxAgeMs: options.historyAgeMs };
   let historyTotal = 0;
   const topics = new Map<string, WebTopic>();
-  /** `counted`: the fan-out span's attribute with this transport's deliveries, named once. */
-  const fanouts: Array<{ transport: string; fanout: TopicFanout; counted: string }> = [];
+  const fanouts: Array<{ transport: string; fanout: TopicFanout }> = [];
   let closed = false;
 
   const historyChanged = (before: number, after: number): void => {
@@ -249,7 +243,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
     options.onHistory?.(historyTotal);
   };
 
-  function onEvent(t: WebTopic, event: WebEvent): void {
+  function onEvent(t: WebTopic, event: WebEvent, trace: FanoutTrace | undefined): void {
     if (t.state !== "open") {
       if (t.state === "opening") {
         const early = (t.early ??= []);
@@ -261,14 +255,11 @@ export function createWebHub(options: WebHubOptions): WebHub {
     const before = t.history.size;
     t.history.push(event.seq, now(), event);
     historyChanged(before, t.history.size);
-    // One span per event, not per subscriber: the outlets report how many deliveries they made.
-    const span = options.traceFanout?.(event.topic, event.event);
-    for (const { transport, fanout, counted } of fanouts) {
+    for (const { transport, fanout } of fanouts) {
       const n = fanout.deliver(event);
       if (n > 0) options.onDeliver?.(transport, n);
-      span?.set(counted, n);
+      trace?.count(transport, n);
     }
-    span?.end();
   }
 
   function drop(t: WebTopic): void {
@@ -309,7 +300,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
     topics.set(name, t);
     t.opening = upstream
       .follow(name, {
-        event: (e) => onEvent(t, e),
+        event: (e, trace) => onEvent(t, e, trace),
         end: (reason) => {
           // Ended upstream: nothing to hand back there.
           t.following = null;
@@ -493,7 +484,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
     history: (topic, since) => upstream.history?.(topic, since, options.historyEvents),
     parsePosition: (field, text) => parsePosition(scheme, field, text),
     addFanout(transport, fanout) {
-      fanouts.push({ transport, fanout, counted: `gateway.deliveries.${transport}` });
+      fanouts.push({ transport, fanout });
     },
     acquire,
     release(name) {

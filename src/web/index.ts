@@ -3,7 +3,7 @@ import type { Broker } from "../broker/index.js";
 import type { Authenticator } from "../ops/auth.js";
 import type { GatewayContext } from "../ops/context.js";
 import type { HealthEntry } from "../observe/health.js";
-import { fanoutTracer, subscribeTracer, type PubsubOps } from "../ops/pubsub.js";
+import { subscribeTracer, type PubsubOps } from "../ops/pubsub.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { errorBody, json, type Route } from "../http/router.js";
@@ -53,14 +53,11 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubUpstrea
   const historyGauge = m.gauge("platform_pubsub_history_events", "Events held in the per-topic resume histories (bounded by count and age per topic)", []);
   const onDeliver = (transport: string, n: number): void => metrics.deliveries.inc({ transport }, n);
   const onThread = "follow" in source;
-  // The main hub alone traces: a thread's hub gets the events the main hub already counted under "threads".
-  const traceFanout = onThread ? undefined : fanoutTracer(ctx.tracer);
   const hub = createWebHub({
     upstream: onThread ? source : brokerUpstream(source, ctx.logger, { positions: ctx.runtime.pubsub.positions, marks: ctx.runtime.kind === "dapr" }),
     historyEvents: o.pubsubHistoryEvents,
     historyAgeMs: o.pubsubHistoryAgeMs,
     onDeliver,
-    ...(traceFanout ? { traceFanout } : {}),
     // A thread's history mirrors the main hub's, which the main thread reports (/metrics sums the threads' gauges).
     ...(onThread ? {} : { onHistory: (n: number) => historyGauge.set({}, n) }),
   });

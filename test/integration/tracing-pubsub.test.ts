@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { waitFor, type TestGateway } from "../support/gateway.js";
+import { waitFor, withKey, type TestGateway } from "../support/gateway.js";
+import { subscribe as grpcSubscribe } from "./pubsub-support.js";
 import { httpRequest } from "../support/http-request.js";
 import { runtimeFixtures } from "../support/runtimes.js";
 import { EMBEDDED, useTracedGatewayOn } from "../support/traced-gateway.js";
@@ -72,18 +73,24 @@ for (const fixture of runtimeFixtures) {
     it("a REST publish reaches a WebSocket subscriber with the publish span's traceparent; the fan-out span continues it", async () => {
       const c = await subscribe(gw(), "traced");
       open.push(c);
+      // A gRPC Subscribe stream too: the broker's own subscribers count in the same span.
+      const grpcSub = grpcSubscribe(gw().client("io.cloudevents.v1.Pubsub"), ["traced"], withKey(KEY));
+      await grpcSub.ready();
       await restPublish(gw(), "traced", ceJson(1), { traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01`, tracestate: "vendor=abc" });
       const ev = await c.next((f) => f.op === "event", "the event");
       const carried = split(ev.cloudevent.traceparent);
       assert.equal(carried.traceId, CALLER_TRACE, "the event continues the caller's trace");
       assert.equal(carried.flags, "01");
       assert.equal(ev.cloudevent.tracestate, "vendor=abc");
+      await grpcSub.count(1);
+      grpcSub.call.cancel();
       const spans = await spansOf(rx(), CALLER_TRACE, ["POST /v1/pubsub/{topic}", "publish traced", "deliver traced"]);
       const server = named(spans, "POST /v1/pubsub/{topic}");
       assert.equal(server.kind, SpanKind.SERVER);
       assert.equal(server.parentSpanId, CALLER_SPAN);
       assert.equal(server.attributes["rpc.grpc.status_code"], 0);
       assertPublishTree(spans, server, "traced", carried);
+      assert.equal(named(spans, "deliver traced").attributes["gateway.deliveries.grpc"], 1);
       assert.deepEqual(rx().rejected, []);
     });
 
