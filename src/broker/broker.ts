@@ -137,14 +137,25 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
 
   function fanOut(entry: TopicEntry, event: E, seq: number | undefined): void {
     if (entry.state !== "open") return;
-    for (const f of entry.fanouts) f.event(entry.topic, event, seq);
-    if (entry.subs.size === 0) return;
+    const trace = options.traceFanout?.(entry.topic, event);
+    for (const f of entry.fanouts) f.event(entry.topic, event, seq, trace);
+    if (trace === undefined) {
+      deliver(entry, event);
+      return;
+    }
+    trace.count("grpc", deliver(entry, event));
+    trace.end();
+  }
+
+  /** Hand one event to the topic's own subscribers (gRPC Subscribe streams); returns the deliveries made. */
+  function deliver(entry: TopicEntry, event: E): number {
+    if (entry.subs.size === 0) return 0;
     let bytes: Uint8Array;
     try {
       bytes = encode(entry.topic, event);
     } catch (e) {
       options.onError?.("encode", entry.topic, e);
-      return;
+      return 0;
     }
     let n = 0;
     // Reaping inside the loop deletes from the Set being iterated: Set iteration allows that.
@@ -161,6 +172,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
       }
     }
     obs.fannedOut?.(entry.topic, n);
+    return n;
   }
 
   function upstreamFailed(entry: TopicEntry, error: Error): void {

@@ -54,10 +54,22 @@ export interface SubscriberSink {
  * so the topic's one upstream subscription is shared with the broker's own subscribers.
  */
 export interface FanoutSink<E> {
-  /** One event of the topic, in arrival order, with the upstream's position number when it has one. Must not throw. */
-  event(topic: string, event: E, seq?: number): void;
+  /**
+   * One event of the topic, in arrival order, with the upstream's position number when it has one, and (tracing on)
+   * its fan-out record to count deliveries in. Must not throw.
+   */
+  event(topic: string, event: E, seq: number | undefined, trace: FanoutTrace | undefined): void;
   /** The broker ended this attachment (upstream failed, shutdown); never called after the owner's own `close()`. */
   end(reason: EndReason): void;
+}
+
+/**
+ * Tracing on: the record of one event's fan-out (one span per event, however many subscribers: ops/pubsub.ts
+ * fanoutTracer). Each outlet adds the deliveries it made; `end` once every outlet has had the event.
+ */
+export interface FanoutTrace {
+  count(transport: string, deliveries: number): void;
+  end(): void;
 }
 
 /** The owner's handle on an attached FanoutSink. */
@@ -98,6 +110,8 @@ export interface BrokerOptions<E> {
   newId?: () => string;
   /** Metrics hooks. */
   observer?: BrokerObserver;
+  /** Tracing on: the fan-out record of one event; absent off (nothing is made per event). */
+  traceFanout?(topic: string, event: E): FanoutTrace;
   /** Called when encoding an event (the event is dropped) or closing an upstream fails: for logging. */
   onError?(what: "encode" | "upstream-close", topic: string, error: unknown): void;
 }

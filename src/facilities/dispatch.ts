@@ -175,6 +175,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     invocations: ctx.metrics.counter("platform_gateway_stream_invocations_total", "Streamed invocations (InvokeStream, invoke-stream, invoke-ws) by method kind and outcome code name", ["kind", "code"]),
     duration: ctx.metrics.histogram("platform_gateway_stream_duration_seconds", "Duration of streamed invocations in seconds, by method kind and outcome code name", ["kind", "code"]),
     open: new Set(),
+    ...(ctx.tracer ? { tracer: ctx.tracer } : {}),
     messages: ctx.metrics.counter("platform_gateway_stream_messages_total", "Messages moved by streamed invocations, by method kind and direction (request or response)", ["kind", "direction"]),
   };
 

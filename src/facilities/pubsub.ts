@@ -6,7 +6,7 @@ import type { GatewayContext } from "../ops/context.js";
 import type { Facility } from "./facility.js";
 import { createPubsubGrpc, GRPC_MESSAGE_PREFIX, LAST_EVENT_ID_METADATA, POSITION_ATTRIBUTE, type PositionFeed } from "../grpc/pubsub.js";
 import type { Metrics } from "../observe/metrics.js";
-import { createPubsubOps, type PubsubOps } from "../ops/pubsub.js";
+import { createPubsubOps, fanoutTracer, type PubsubOps } from "../ops/pubsub.js";
 import type { WebEvent, WebHub } from "../web/hub.js";
 import type { Logger } from "../observe/logger.js";
 import { declarativeSubscriptionsRoute, pubsubRoutes } from "../rest/pubsub.js";
@@ -124,6 +124,8 @@ export interface PubsubFacility extends Facility {
 export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
   const port = ctx.runtime.pubsub;
   const encode = subscribeResponseEncoder();
+  // One span per event as the broker receives it (tracing on): every outlet, the worker threads included, counts in it.
+  const traceFanout = fanoutTracer(ctx.tracer);
   const broker = createBroker<CloudEvent>({
     upstream: {
       // Looked up at call time, so a runtime whose port is wrapped later (tests) is honoured.
@@ -134,6 +136,7 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
     lingerMs: ctx.options.subscriptionLingerMs,
     sweepIntervalMs: ctx.options.sweepIntervalMs,
     observer: brokerObserver(ctx.metrics),
+    ...(traceFanout ? { traceFanout } : {}),
     onError: (what, topic, err) =>
       ctx.logger.error({ topic, err }, what === "encode" ? "pub/sub event could not be encoded and was dropped" : "releasing the runtime subscription failed"),
   });

@@ -6,6 +6,9 @@ import { onAbort } from "../shared/signals.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps } from "../ops/invoke-stream.js";
 import type { BidiCall } from "./native/call-types.js";
+import { grpcServerSpan } from "../observe/span.js";
+
+const STREAM_SPAN = grpcServerSpan("platform.Gateway/InvokeStream");
 
 /**
  * `platform.Gateway/InvokeStream`: a thin shell over startInvokeStream. Flow control both ways: the next request
@@ -26,7 +29,14 @@ export function invokeStreamGrpc(deps: InvokeStreamDeps, filter: MetadataFilter)
       if (!handle) {
         handle = startInvokeStream(
           deps,
-          { service: req.service, method: req.method, requestData: req.request_data, metadata: filter.fromGrpc(call.metadata), deadline: call.deadline },
+          {
+            service: req.service,
+            method: req.method,
+            requestData: req.request_data,
+            metadata: filter.fromGrpc(call.metadata),
+            deadline: call.deadline,
+            trace: filter.traceOfGrpc(call.metadata, STREAM_SPAN),
+          },
           {
             message: (json) => {
               const ok = call.write({ response_data: json });

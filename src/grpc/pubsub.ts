@@ -13,6 +13,10 @@ import { topicProblem } from "../ops/cloudevent-validate.js";
 import type { ServerStreamCall } from "./native/call-types.js";
 import { CallMetadata } from "../shared/metadata.js";
 import { randomUUID } from "node:crypto";
+import { traceOfGrpc } from "../ops/forward-metadata.js";
+import { grpcServerSpan } from "../observe/span.js";
+
+const PUBLISH_SPAN = grpcServerSpan("io.cloudevents.v1.Pubsub/PublishEvent");
 
 /** The topic an empty `topics` list means (docs/pubsub.md "Subscribe"). */
 export const DEFAULT_TOPIC = "state.change";
@@ -234,7 +238,7 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
   // Subscribe writes pre-encoded SubscribeResponse bytes (rawResponses), so its call is typed with Buffer responses.
   const impl: Omit<GrpcImpl<PubsubHandlers>, "Subscribe"> & { Subscribe: ServerStreamMethod } = {
     PublishEvent: async (req, ctx) => ({
-      status: toInBand(await ops.publish(req.topic, req.cloudevent, ctx.signal)),
+      status: toInBand(await ops.publish(req.topic, req.cloudevent, ctx.signal, traceOfGrpc(ops.tracing, ctx.metadata, PUBLISH_SPAN))),
     }),
     Subscribe: subscribe,
     Unsubscribe: async (req) => ({

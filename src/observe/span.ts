@@ -1,3 +1,5 @@
+import { statusOf } from "../shared/status.js";
+
 /**
  * The tracing interface the operations use (src/ops): spans without the OpenTelemetry SDK, so ops stay free of it and
  * a gateway with tracing off pays one boolean check per call (the fronts hand ops no TraceIncoming then).
@@ -19,6 +21,11 @@ export type SpanAttributes = Record<string, string | number | boolean>;
 export interface ServerSpanInfo {
   readonly name: string;
   readonly attributes: SpanAttributes;
+  /**
+   * Default "server". "consumer": the span of an event's delivery (under the context the event carries);
+   * "internal": work the gateway starts itself (a trigger firing).
+   */
+  readonly kind?: "server" | "consumer" | "internal";
 }
 
 /** The server span of an HTTP route (HTTP semantic conventions: "METHOD /route"). */
@@ -56,8 +63,11 @@ export interface TraceHeaders {
 
 /** One span (sampled or not: an unsampled span records nothing but still propagates its context). */
 export interface TraceSpan {
-  /** A span under this one. */
-  child(name: string, kind: "internal" | "client", attributes?: SpanAttributes): TraceSpan;
+  /**
+   * A span under this one. "producer": a publish whose context goes into the event. `link`: a W3C `traceparent`
+   * the span is linked to (an event's own context, kept as it came); a malformed one is not linked.
+   */
+  child(name: string, kind: "internal" | "client" | "producer", attributes?: SpanAttributes, link?: string): TraceSpan;
   /** Set an attribute (on a handle of another thread's span: ignored, that thread sets its own). */
   set(key: string, value: string | number | boolean): void;
   event(name: string, attributes?: SpanAttributes): void;
@@ -78,6 +88,21 @@ export interface Tracer {
   start(incoming: TraceIncoming): TraceSpan;
   /** Flush queued spans (bounded by the exporter's timeout) and stop. Safe to call twice. */
   close(): Promise<void>;
+}
+
+/** End `span` with the outcome of `work` (its code on a rejection) and pass the outcome on. */
+export function endWith<R>(span: TraceSpan, work: Promise<R>): Promise<R> {
+  return work.then(
+    (r) => {
+      span.end();
+      return r;
+    },
+    (e: unknown) => {
+      const s = statusOf(e);
+      span.end(s.code, s.message);
+      throw e;
+    },
+  );
 }
 
 /** Tracing off: nothing is made, nothing is sent. */

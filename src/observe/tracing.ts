@@ -1,4 +1,4 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, defaultTextMapGetter, defaultTextMapSetter, trace, type Context, type Span, type Tracer as OtelTracer } from "@opentelemetry/api";
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, defaultTextMapGetter, defaultTextMapSetter, trace, type Context, type Span, type SpanContext, type Tracer as OtelTracer } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { AlwaysOffSampler, AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, type Sampler } from "@opentelemetry/sdk-trace-base";
@@ -36,6 +36,15 @@ function samplerOf(kind: TraceSampler, ratio: number): Sampler {
 
 const propagator = new W3CTraceContextPropagator();
 
+/** The context a W3C `traceparent` (and `tracestate`) names; undefined when the traceparent is malformed. */
+function remoteContext(traceparent: string, tracestate: string | undefined): SpanContext | undefined {
+  const carrier: Record<string, string> = { traceparent };
+  if (tracestate !== undefined) carrier["tracestate"] = tracestate;
+  return trace.getSpanContext(propagator.extract(ROOT_CONTEXT, carrier, defaultTextMapGetter));
+}
+
+const KINDS = { server: SpanKind.SERVER, consumer: SpanKind.CONSUMER, internal: SpanKind.INTERNAL } as const;
+
 /**
  * One span over the SDK's. `owned` false: a handle on a remote parent (the thread that opened the server span owns
  * it), which makes children and ends nothing.
@@ -52,9 +61,11 @@ class SdkSpan implements TraceSpan {
     this.ctx = trace.setSpan(parent, span);
   }
 
-  child(name: string, kind: "internal" | "client", attributes?: SpanAttributes): TraceSpan {
-    const k = kind === "client" ? SpanKind.CLIENT : SpanKind.INTERNAL;
-    return new SdkSpan(this.tracer, this.tracer.startSpan(name, { kind: k, ...(attributes ? { attributes } : {}) }, this.ctx), this.ctx, k);
+  child(name: string, kind: "internal" | "client" | "producer", attributes?: SpanAttributes, link?: string): TraceSpan {
+    const k = kind === "client" ? SpanKind.CLIENT : kind === "producer" ? SpanKind.PRODUCER : SpanKind.INTERNAL;
+    const linked = link === undefined ? undefined : remoteContext(link, undefined);
+    const links = linked ? [{ context: linked }] : undefined;
+    return new SdkSpan(this.tracer, this.tracer.startSpan(name, { kind: k, ...(attributes ? { attributes } : {}), ...(links ? { links } : {}) }, this.ctx), this.ctx, k);
   }
 
   set(key: string, value: string | number | boolean): void {
@@ -67,7 +78,7 @@ class SdkSpan implements TraceSpan {
 
   end(code = 0, message?: string): void {
     if (!this.owned) return;
-    if (this.kind !== SpanKind.INTERNAL) this.span.setAttribute("rpc.grpc.status_code", code);
+    if (this.kind !== SpanKind.INTERNAL && this.kind !== SpanKind.CONSUMER) this.span.setAttribute("rpc.grpc.status_code", code);
     const error = this.kind === SpanKind.SERVER ? SERVER_ERRORS.has(code) : code !== 0;
     if (error) this.span.setStatus({ code: SpanStatusCode.ERROR, ...(message !== undefined ? { message } : {}) });
     this.span.end();
@@ -116,7 +127,8 @@ export function createTracer(opts: TracerOptions): Tracer {
         if (remote) return new SdkSpan(tracer, remote, ROOT_CONTEXT, SpanKind.SERVER, false);
         return new SdkSpan(tracer, tracer.startSpan("invoke", { kind: SpanKind.INTERNAL }, ROOT_CONTEXT), ROOT_CONTEXT, SpanKind.INTERNAL);
       }
-      return new SdkSpan(tracer, tracer.startSpan(server.name, { kind: SpanKind.SERVER, attributes: server.attributes }, parent), parent, SpanKind.SERVER);
+      const kind = KINDS[server.kind ?? "server"];
+      return new SdkSpan(tracer, tracer.startSpan(server.name, { kind, attributes: server.attributes }, parent), parent, kind);
     },
     close() {
       return (closing ??= (async () => {

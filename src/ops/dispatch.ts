@@ -175,7 +175,7 @@ function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: s
  * `tracestate`: they replace the caller's, which the forwarding allow-list let through (the caller's trace continues
  * through the gateway's spans instead).
  */
-function clientSpan(parent: TraceSpan, fullName: string, address: string, metadata: grpc.Metadata): TraceSpan {
+export function clientSpan(parent: TraceSpan, fullName: string, address: string, metadata: grpc.Metadata): TraceSpan {
   const slash = fullName.indexOf("/");
   const colon = address.lastIndexOf(":");
   const span = parent.child(fullName, "client", {

@@ -71,16 +71,25 @@ export function createMetadataFilter(allowList: readonly string[], tracing = fal
       }
       return out;
     },
-    traceOfHeaders(headers, server) {
-      if (!tracing) return undefined;
-      return { traceparent: headers["traceparent"], tracestate: headers["tracestate"], server };
-    },
-    traceOfGrpc(md, server) {
-      if (!tracing) return undefined;
-      if (!md) return { traceparent: undefined, tracestate: undefined, server };
-      // A repeated tracestate is one list (W3C trace context: its entries joined with commas).
-      const states = md.strings("tracestate");
-      return { traceparent: md.strings("traceparent")[0], tracestate: states.length > 0 ? states.join(",") : undefined, server };
-    },
+    traceOfHeaders: (headers, server) => traceOfHeaders(tracing, headers, server),
+    traceOfGrpc: (md, server) => traceOfGrpc(tracing, md, server),
   };
+}
+
+/**
+ * With tracing on, the caller's W3C trace context in REST request headers (whatever the allow-list says) and the
+ * server span to open for it; undefined with tracing off, so the call is not traced and nothing is allocated.
+ */
+export function traceOfHeaders(tracing: boolean, headers: Readonly<Record<string, string>>, server: ServerSpanInfo): TraceIncoming | undefined {
+  if (!tracing) return undefined;
+  return { traceparent: headers["traceparent"], tracestate: headers["tracestate"], server };
+}
+
+/** The same from inbound gRPC metadata. */
+export function traceOfGrpc(tracing: boolean, md: CallMetadata | undefined, server: ServerSpanInfo): TraceIncoming | undefined {
+  if (!tracing) return undefined;
+  if (!md) return { traceparent: undefined, tracestate: undefined, server };
+  // A repeated tracestate is one list (W3C trace context: its entries joined with commas).
+  const states = md.strings("tracestate");
+  return { traceparent: md.strings("traceparent")[0], tracestate: states.length > 0 ? states.join(",") : undefined, server };
 }

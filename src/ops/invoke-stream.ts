@@ -4,10 +4,12 @@ import type { MethodEntry } from "../backends/schema.js";
 import { openStreamCall, type StreamCall } from "../backends/stream-call.js";
 import { Code, codeName } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { echo } from "../shared/echo.js";
 import { statusOf, statusOk, type Status } from "../shared/status.js";
 import type { Converter, SchemaSet } from "../workers/converter-types.js";
 import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
-import { kindOf, requireString, type MethodKind } from "./dispatch.js";
+import { clientSpan, kindOf, requireString, type MethodKind } from "./dispatch.js";
+import type { TraceIncoming, TraceSpan, Tracer } from "../observe/span.js";
 
 /**
  * The final status of a streamed invocation; each front writes it in-band (docs/dispatch.md "Streaming invoke": the
@@ -54,6 +56,8 @@ export interface InvokeStreamInput {
   metadata: grpc.Metadata;
   /** Epoch ms; none means no deadline for streaming kinds and now + `invokeDeadlineMs` for unary. */
   deadline?: number | undefined;
+  /** The caller's trace context and the server span to open; set by the front only when tracing is on. */
+  trace?: TraceIncoming | undefined;
 }
 
 /** The caller's side of a running streamed invocation. */
@@ -87,6 +91,8 @@ export interface InvokeStreamDeps {
   messages: CounterMetric<"kind" | "direction">;
   /** Invocations still running (added at start, removed once the sink got its status), so shutdown can end them. */
   open?: Set<InvokeStreamHandle>;
+  /** Spans of each invocation a front handed a trace context (tracing on); absent: none. */
+  tracer?: Tracer;
 }
 
 function dataOf(v: unknown): string {
@@ -116,6 +122,10 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
   const ready = new Promise<boolean>((r) => (resolveReady = r));
   let schemaSet: SchemaSet | undefined;
   let method: MethodEntry | undefined;
+  // Tracing on: the stream's server span, and the backend call's client span once it is open. Messages get no span
+  // each (a stream may carry millions): the server span counts them.
+  const span: TraceSpan | undefined = input.trace !== undefined && deps.tracer?.on === true ? deps.tracer.start(input.trace) : undefined;
+  let client: TraceSpan | undefined;
 
   // Set once the handle exists (a failure can finish the invocation synchronously, before that).
   let self: InvokeStreamHandle | undefined;
@@ -127,6 +137,12 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
     const code = codeName(status.code);
     deps.invocations.inc({ kind: k, code });
     deps.duration.observe({ kind: k, code }, (performance.now() - started) / 1000);
+    if (span) {
+      // A call that never reached the backend (or was cancelled before its status) ends its client span here.
+      client?.end(status.code, status.message);
+      span.set("gateway.method.kind", k);
+      span.end(status.code, status.message);
+    }
     sink.end(status);
   };
   const fail = (e: unknown): void => {
@@ -179,7 +195,19 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
       const backend = deps.backendOf(input.service);
       const name = requireString("method", input.method);
       const first = dataOf(input.requestData);
-      const resolved = await backend.resolve(name);
+      const resolving = span?.child("resolve schema", "internal", { "gateway.schema.cache": backend.cachedSchema() ? "hit" : "miss" });
+      let resolved: Awaited<ReturnType<Backend["resolve"]>>;
+      try {
+        resolved = await backend.resolve(name);
+      } catch (e) {
+        if (resolving) {
+          const s = statusOf(e);
+          resolving.end(s.code, s.message);
+        }
+        throw e;
+      }
+      resolving?.end();
+      if (span) span.set("gateway.service", typeof input.service === "string" ? echo(input.service) : "(unknown)");
       method = resolved.method;
       schemaSet = resolved.schema.set;
       kind = kindOf(method);
@@ -192,10 +220,15 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
       if (!binary && (!streamingRequests || first !== "")) firstBytes = await deps.converter.jsonToBinary(schemaSet, method.inputType, first || "{}");
       if (cancelled !== undefined) throw new GatewayError(Code.CANCELLED, cancelled);
       const deadline = input.deadline ?? (kind === "unary" ? Date.now() + deps.invokeDeadlineMs : Infinity);
+      if (span) client = clientSpan(span, method.fullName, backend.address, input.metadata);
       call = openStreamCall(backend, method.path, input.metadata, deadline, {
         onMessage,
         onStatus(code, message) {
           pendingStatus = code === Code.OK ? statusOk() : { code, message };
+          if (client) {
+            client.end(code, message);
+            client = undefined;
+          }
           settle();
         },
       });

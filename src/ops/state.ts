@@ -1,6 +1,7 @@
 import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
-import type { QueryResult, StoredItem } from "../runtime/state-port.js";
+import type { QueryResult, StatePort, StoredItem } from "../runtime/state-port.js";
+import { endWith, type TraceIncoming, type TraceSpan } from "../observe/span.js";
 import { parseQueryJson, queryOf } from "../runtime/embedded/query/index.js";
 import { isAbsoluteUri } from "./cloudevent-validate.js";
 import type { GatewayContext } from "./context.js";
@@ -19,17 +20,40 @@ export type * from "./state-types.js";
  */
 export interface StateOps {
   /** Save a value; returns the new etag. ABORTED when `etag` is given and does not match. */
-  save(req: SaveStateInput, signal?: AbortSignal): Promise<{ etag: string }>;
+  save(req: SaveStateInput, signal?: AbortSignal, trace?: TraceIncoming): Promise<{ etag: string }>;
   /** The stored item, or undefined when the key is not stored. */
-  get(service: string, key: string, signal?: AbortSignal): Promise<StoredItem | undefined>;
+  get(service: string, key: string, signal?: AbortSignal, trace?: TraceIncoming): Promise<StoredItem | undefined>;
   /** Delete a key (missing keys succeed unless an etag is given). */
-  delete(req: DeleteStateInput, signal?: AbortSignal): Promise<void>;
+  delete(req: DeleteStateInput, signal?: AbortSignal, trace?: TraceIncoming): Promise<void>;
   /** Items of the keys that are stored, in request order (duplicates once). */
-  getBulk(service: string, keys: readonly string[], signal?: AbortSignal): Promise<StoredItem[]>;
+  getBulk(service: string, keys: readonly string[], signal?: AbortSignal, trace?: TraceIncoming): Promise<StoredItem[]>;
   /** Delete keys; reports which of them were stored. */
-  deleteBulk(req: DeleteBulkStateInput, signal?: AbortSignal): Promise<DeleteBulkResult>;
+  deleteBulk(req: DeleteBulkStateInput, signal?: AbortSignal, trace?: TraceIncoming): Promise<DeleteBulkResult>;
   /** Run the query DSL against the service's store. */
-  query(req: QueryStateInput, signal?: AbortSignal): Promise<QueryResult>;
+  query(req: QueryStateInput, signal?: AbortSignal, trace?: TraceIncoming): Promise<QueryResult>;
+  /** Whether state operations are traced: the fronts hand them a TraceIncoming (`trace`) only then. */
+  readonly tracing: boolean;
+}
+
+type UntracedStateOps = Omit<StateOps, "tracing">;
+
+/**
+ * The state port with a client span per runtime call under `span` ("state.get <store>"; database conventions: the
+ * runtime as `db.system.name`, the operation, the store as `db.namespace`). Made only for a traced call.
+ */
+function tracedPort(port: StatePort, span: TraceSpan, system: string): StatePort {
+  const call = <R>(op: string, store: string, run: () => Promise<R>): Promise<R> => {
+    const child = span.child(`state.${op} ${store}`, "client", { "db.system.name": system, "db.operation.name": op, "db.namespace": store });
+    return endWith(child, run());
+  };
+  return {
+    get: (store, key, signal) => call("get", store, () => port.get(store, key, signal)),
+    getBulk: (store, keys, signal) => call("getBulk", store, () => port.getBulk(store, keys, signal)),
+    save: (store, key, value, opts) => call("save", store, () => port.save(store, key, value, opts)),
+    delete: (store, key, opts) => call("delete", store, () => port.delete(store, key, opts)),
+    deleteBulk: (store, keys, signal) => call("deleteBulk", store, () => port.deleteBulk(store, keys, signal)),
+    query: (store, query, limit, signal) => call("query", store, () => port.query(store, query, limit, signal)),
+  };
 }
 
 /** A required, non-empty string field. */
@@ -67,8 +91,9 @@ function keyNotice(req: SaveStateInput | DeleteStateInput, action: ChangeAction,
 
 /** Create the State operations of a gateway. */
 export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = createChangeNotifier(ctx)): StateOps {
-  const state = ctx.runtime.state;
   const pageTokens = createPageTokens();
+  const tracer = ctx.tracer;
+  const tracing = tracer?.on === true;
 
   /** The state store of a service: NOT_FOUND when unregistered, INVALID_ARGUMENT when it has no state section. */
   function storeOf(service: unknown): string {
@@ -85,7 +110,8 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
     return etag;
   };
 
-  return {
+  /** The operations over `state`: the runtime's port, or (a traced call) that port with a span per runtime call. */
+  const over = (state: StatePort): UntracedStateOps => ({
     async save(req, signal) {
       const store = storeOf(req.service);
       const key = requireString(req.key, "key");
@@ -156,5 +182,23 @@ export function createStateOps(ctx: GatewayContext, notifier: ChangeNotifier = c
       const page = boundQueryPage(result, ctx.options.maxReplyBytes, ctx.runtime.kind === "embedded" ? parsed.offset : undefined);
       return { ...page, token: opened.seal(page.token) };
     },
+  });
+
+  const plain = over(ctx.runtime.state);
+  /** One traced operation: its server span, the runtime calls under it. */
+  const traced = <R>(trace: TraceIncoming, run: (ops: UntracedStateOps) => Promise<R>): Promise<R> => {
+    const span = tracer!.start(trace);
+    // The operations are async: a bad input rejects, and the span ends with its code.
+    return endWith(span, run(over(tracedPort(ctx.runtime.state, span, ctx.runtime.kind))));
+  };
+  // Tracing off: the fronts hand no trace context, and this check is all a state operation pays for tracing.
+  return {
+    tracing,
+    save: (req, signal, trace) => (trace && tracing ? traced(trace, (o) => o.save(req, signal)) : plain.save(req, signal)),
+    get: (service, key, signal, trace) => (trace && tracing ? traced(trace, (o) => o.get(service, key, signal)) : plain.get(service, key, signal)),
+    delete: (req, signal, trace) => (trace && tracing ? traced(trace, (o) => o.delete(req, signal)) : plain.delete(req, signal)),
+    getBulk: (service, keys, signal, trace) => (trace && tracing ? traced(trace, (o) => o.getBulk(service, keys, signal)) : plain.getBulk(service, keys, signal)),
+    deleteBulk: (req, signal, trace) => (trace && tracing ? traced(trace, (o) => o.deleteBulk(req, signal)) : plain.deleteBulk(req, signal)),
+    query: (req, signal, trace) => (trace && tracing ? traced(trace, (o) => o.query(req, signal)) : plain.query(req, signal)),
   };
 }

@@ -11,6 +11,8 @@ import type { GatewayContext } from "./context.js";
 import { createTriggerStats } from "./trigger-stats.js";
 import type { ScheduleTriggerRequest__Output } from "../gen/gateway/platform/ScheduleTriggerRequest.js";
 import type { TriggerRecord__Output } from "../gen/gateway/platform/TriggerRecord.js";
+import { producerSpan } from "./pubsub.js";
+import type { ServerSpanInfo } from "../observe/span.js";
 
 /** Type of the event every firing publishes (docs/triggers.md, first table). */
 export const TRIGGER_EVENT_TYPE = "com.runtime.event.sent";
@@ -131,6 +133,12 @@ export function triggerEvent(now = Date.now()): CloudEvent {
   };
 }
 
+/** The span of one firing: a trace of its own (a timer has no caller), naming the trigger and the job that fired. */
+function firingSpan(name: string, topic: string): ServerSpanInfo {
+  // The runtime's job carries the trigger's name: the job id and the trigger name are the same string.
+  return { name: "trigger fire", kind: "internal", attributes: { "gateway.trigger.name": name, "gateway.job.id": name, "messaging.destination.name": topic } };
+}
+
 /** Create the trigger operations on the context's runtime. */
 export function createTriggerOps(ctx: GatewayContext): TriggerOps {
   const jobs = ctx.runtime.jobs;
@@ -141,6 +149,8 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
     [],
   );
 
+  const tracer = ctx.tracer;
+  const tracing = tracer?.on === true;
   const maxTriggers = ctx.options.maxTriggers;
   let pending = 0;
 
@@ -205,11 +215,19 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
       // 30,000 `@every 1s` triggers held 300,000 live timers (~250 MiB of heap, and their expiry kept burning CPU
       // for 10 s after every trigger was deleted).
       const deadline = deadlineSignal(PUBLISH_TIMEOUT_MS, () => new DOMException("trigger publish timed out", "TimeoutError"));
+      // Tracing on: the firing is a trace of its own, its publish a producer span whose context the event carries.
+      const span = tracing ? tracer!.start({ traceparent: undefined, tracestate: undefined, server: firingSpan(name, target.targetTopic) }) : undefined;
+      const producer = span ? producerSpan(span, target.targetTopic, triggerEvent()) : undefined;
       try {
-        await ctx.runtime.pubsub.publish(target.targetTopic, triggerEvent(), deadline.signal);
+        await ctx.runtime.pubsub.publish(target.targetTopic, producer ? producer.event : triggerEvent(), deadline.signal);
+        producer?.span.end();
+        span?.end();
       } catch (e) {
+        const err = GatewayError.from(e);
+        producer?.span.end(err.code, err.rawMessage);
+        span?.end(err.code, err.rawMessage);
         failures.inc();
-        ctx.logger.error({ trigger: name, topic: target.targetTopic, err: GatewayError.from(e) }, "trigger firing could not be published; the schedule continues");
+        ctx.logger.error({ trigger: name, topic: target.targetTopic, err }, "trigger firing could not be published; the schedule continues");
       } finally {
         deadline.clear();
       }

@@ -6,6 +6,9 @@ import type { MetadataFilter } from "../ops/forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type StreamStatus } from "../ops/invoke-stream.js";
 import type { Route } from "../http/router.js";
 import { echo } from "../shared/echo.js";
+import { httpServerSpan } from "../observe/span.js";
+
+const STREAM_SPAN = httpServerSpan("POST", "/v1/gateway/invoke-stream");
 
 const FIELDS = ["service", "method", "requestData"];
 
@@ -48,6 +51,7 @@ export function invokeStreamRoutes(deps: InvokeStreamDeps, filter: MetadataFilte
                 method: body["method"],
                 requestData: data === undefined || data === null ? "" : JSON.stringify(data),
                 metadata: filter.fromHeaders(req.headers),
+                trace: filter.traceOfHeaders(req.headers, STREAM_SPAN),
               },
               {
                 start(kind) {

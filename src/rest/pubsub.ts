@@ -6,9 +6,12 @@ import { toInBand } from "../shared/status.js";
 import { createAuthenticator } from "../ops/auth.js";
 import type { PubsubOps } from "../ops/pubsub.js";
 import { json, type RestRequest, type Route } from "../http/router.js";
+import { traceOfHeaders } from "../ops/forward-metadata.js";
+import { httpServerSpan } from "../observe/span.js";
 
 const STRUCTURED = "application/cloudevents+json";
 const BATCH = "application/cloudevents-batch+json";
+const PUBLISH_SPAN = httpServerSpan("POST", "/v1/pubsub/{topic}");
 
 /** The CloudEvent of a REST publish request, in structured or binary mode (CloudEvents HTTP binding). */
 export function cloudEventOfRequest(req: RestRequest): CloudEvent {
@@ -38,7 +41,10 @@ export function pubsubRoutes(ops: PubsubOps): Route[] {
     {
       method: "POST",
       path: "/v1/pubsub/{topic}",
-      handler: async (req) => json({ status: toInBand(await ops.publish(req.params["topic"], cloudEventOfRequest(req), req.signal)) }),
+      handler: async (req) => {
+        const trace = traceOfHeaders(ops.tracing, req.headers, PUBLISH_SPAN);
+        return json({ status: toInBand(await ops.publish(req.params["topic"], cloudEventOfRequest(req), req.signal, trace)) });
+      },
     },
   ];
 }

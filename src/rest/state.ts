@@ -9,8 +9,17 @@ import { createReplyBuildBudget, jsonItemsBody } from "./json-items.js";
 import { booleanParam } from "../http/query-params.js";
 import { deleteBodyFromJson, saveStateFromJson } from "./state-body.js";
 import { echo } from "../shared/echo.js";
+import { traceOfHeaders } from "../ops/forward-metadata.js";
+import { httpServerSpan, type ServerSpanInfo } from "../observe/span.js";
 
 const toItem = (i: StoredItem) => ({ key: i.key, value: i.value, etag: i.etag });
+
+const SAVE = httpServerSpan("POST", "/v1/state/save-state");
+const QUERY = httpServerSpan("GET", "/v1/state/{service}/query");
+const GET_BULK = httpServerSpan("GET", "/v1/state/{service}/bulk");
+const DELETE_BULK = httpServerSpan("DELETE", "/v1/state/{service}/bulk");
+const GET = httpServerSpan("GET", "/v1/state/{service}/{key+}");
+const DELETE = httpServerSpan("DELETE", "/v1/state/{service}/{key+}");
 
 /** A query parameter by snake_case name, camelCase accepted. */
 function param(req: RestRequest, name: string): string | null {
@@ -59,12 +68,13 @@ export function stateRoutes(ops: StateOps, maxBuildBytes: number): Route[] {
       return { status: httpStatusOf(e.code), headers: { "retry-after": "1" }, body: errorBody(e) };
     }
   };
+  const trace = (req: RestRequest, span: ServerSpanInfo) => traceOfHeaders(ops.tracing, req.headers, span);
   return [
     {
       method: "POST",
       path: "/v1/state/save-state",
       handler: async (req) => {
-        const { etag } = await ops.save(saveStateFromJson(req.json()), req.signal);
+        const { etag } = await ops.save(saveStateFromJson(req.json()), req.signal, trace(req, SAVE));
         return json({ status: inBandOk(), etag });
       },
     },
@@ -72,14 +82,14 @@ export function stateRoutes(ops: StateOps, maxBuildBytes: number): Route[] {
       method: "GET",
       path: "/v1/state/{service}/query",
       handler: async (req) => {
-        const r = await ops.query({ service: req.params["service"]!, query: param(req, "query") ?? "", limit: intParam(req, "limit") }, req.signal);
+        const r = await ops.query({ service: req.params["service"]!, query: param(req, "query") ?? "", limit: intParam(req, "limit") }, req.signal, trace(req, QUERY));
         return items(r.items, r.token, req);
       },
     },
     {
       method: "GET",
       path: "/v1/state/{service}/bulk",
-      handler: async (req) => items(await ops.getBulk(req.params["service"]!, keysParam(req), req.signal), undefined, req),
+      handler: async (req) => items(await ops.getBulk(req.params["service"]!, keysParam(req), req.signal, trace(req, GET_BULK)), undefined, req),
     },
     {
       method: "DELETE",
@@ -88,6 +98,7 @@ export function stateRoutes(ops: StateOps, maxBuildBytes: number): Route[] {
         const r = await ops.deleteBulk(
           { service: req.params["service"]!, keys: keysParam(req), publish_change: boolParam(req, "publish_change"), ...deleteBody(req) },
           req.signal,
+          trace(req, DELETE_BULK),
         );
         return json({ status: inBandOk(deleteBulkMessage(r)) });
       },
@@ -98,7 +109,7 @@ export function stateRoutes(ops: StateOps, maxBuildBytes: number): Route[] {
       handler: async (req) => {
         const service = req.params["service"]!;
         const key = req.params["key"]!;
-        const item = await ops.get(service, key, req.signal);
+        const item = await ops.get(service, key, req.signal, trace(req, GET));
         if (!item) throw new GatewayError(Code.NOT_FOUND, `key ${echo(key)} is not stored for service ${echo(service)}`);
         return json(toItem(item));
       },
@@ -117,6 +128,7 @@ export function stateRoutes(ops: StateOps, maxBuildBytes: number): Route[] {
             ...deleteBody(req),
           },
           req.signal,
+          trace(req, DELETE),
         );
         return json({ status: inBandOk() });
       },

@@ -2,6 +2,7 @@ import type { CloudEvent } from "../shared/cloudevent.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { PubsubOps } from "../ops/pubsub.js";
+import type { TraceIncoming } from "../observe/span.js";
 import { createRestRequest, type Route } from "../http/router.js";
 import { STREAM_THRESHOLD_BYTES } from "../http/reply-writer.js";
 import { ownBuffer } from "../http/free-buffer.js";
@@ -41,6 +42,6 @@ export function forwardedHandlers(routes: readonly Route[], pubsub: PubsubOps): 
         return owned ? withTransfer(out, [owned]) : out;
       });
     },
-    "pubsub.publish": (p: { topic: string; event: CloudEvent }, signal) => pubsub.publish(p.topic, reviveEvent(p.event), signal),
+    "pubsub.publish": (p: { topic: string; event: CloudEvent; trace?: TraceIncoming }, signal) => pubsub.publish(p.topic, reviveEvent(p.event), signal, p.trace),
   };
 }

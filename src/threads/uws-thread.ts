@@ -123,7 +123,9 @@ async function main(): Promise<void> {
   );
 
   const pubsubOps: PubsubOps = {
-    publish: (topic, event, signal) => bridge.call<Status>("pubsub.publish", { topic, event }, signal),
+    // The trace context crosses with the event: the main thread opens the publish spans under it.
+    tracing: tracer.on,
+    publish: (topic, event, signal, trace) => bridge.call<Status>("pubsub.publish", trace ? { topic, event, trace } : { topic, event }, signal),
     unsubscribe: () => {
       throw new GatewayError(Code.INTERNAL, "unsubscribe is served by the main thread");
     },

@@ -50,11 +50,11 @@ export function brokerUpstream(broker: Broker, logger: Logger, options: BrokerUp
     seq: positions ? () => positions.current() : () => seq,
     async follow(topic, sink) {
       const handle = await broker.attachFanout(topic, {
-        event: (_topic, ce, n) => {
+        event: (_topic, ce, n, trace) => {
           const num = positions ? n : ++seq;
           if (num === undefined) return logger.error({ topic }, "pub/sub event without a stream position was dropped");
           const e = toWeb(topic, ce as CloudEvent, num);
-          if (e) sink.event(e);
+          if (e) sink.event(e, trace);
         },
         end: (reason) => sink.end(reason),
       });

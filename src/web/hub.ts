@@ -1,4 +1,4 @@
-import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type EndReason } from "../broker/index.js";
+import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type EndReason, type FanoutTrace } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
@@ -95,7 +95,8 @@ export interface HubUpstream {
 
 /** Where an upstream delivers one followed topic. */
 export interface UpstreamSink {
-  event(e: WebEvent): void;
+  /** One event; `trace` (tracing on, the main hub): its fan-out record, where each transport counts its deliveries. */
+  event(e: WebEvent, trace?: FanoutTrace): void;
   end(reason: EndReason): void;
 }
 
@@ -242,7 +243,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
     options.onHistory?.(historyTotal);
   };
 
-  function onEvent(t: WebTopic, event: WebEvent): void {
+  function onEvent(t: WebTopic, event: WebEvent, trace: FanoutTrace | undefined): void {
     if (t.state !== "open") {
       if (t.state === "opening") {
         const early = (t.early ??= []);
@@ -257,6 +258,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
     for (const { transport, fanout } of fanouts) {
       const n = fanout.deliver(event);
       if (n > 0) options.onDeliver?.(transport, n);
+      trace?.count(transport, n);
     }
   }
 
@@ -298,7 +300,7 @@ export function createWebHub(options: WebHubOptions): WebHub {
     topics.set(name, t);
     t.opening = upstream
       .follow(name, {
-        event: (e) => onEvent(t, e),
+        event: (e, trace) => onEvent(t, e, trace),
         end: (reason) => {
           // Ended upstream: nothing to hand back there.
           t.following = null;

@@ -3,7 +3,7 @@ import type { Broker } from "../broker/index.js";
 import type { Authenticator } from "../ops/auth.js";
 import type { GatewayContext } from "../ops/context.js";
 import type { HealthEntry } from "../observe/health.js";
-import type { PubsubOps } from "../ops/pubsub.js";
+import { subscribeTracer, type PubsubOps } from "../ops/pubsub.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { errorBody, json, type Route } from "../http/router.js";
@@ -63,8 +63,10 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubUpstrea
   });
   if (!o.tokenSecret) ctx.logger.warn({}, "no --token-secret (GATEWAY_TOKEN_SECRET): browser tokens are signed with a random per-process secret and die with the process");
   const tokens = createTokenIssuer(o.tokenSecret);
+  const traceSubscribe = subscribeTracer(ctx.tracer);
   const deps: WebDeps = {
     hub,
+    ...(traceSubscribe ? { traceSubscribe } : {}),
     auth,
     tokens,
     origins: createOriginPolicy(o.corsOrigins),

@@ -7,6 +7,10 @@ import { apiKeyRefusal, type Authenticator } from "../ops/auth.js";
 import { parseOfferedProtocols, webAdmission, type OriginPolicy } from "./access.js";
 import { refuse, uwsFrameLimit } from "./web-deps.js";
 import { requestHeaders, type AppHook } from "../http/router.js";
+import { httpServerSpan } from "../observe/span.js";
+
+/** The server span of one invocation over the WebSocket, under the upgrade request's trace context. */
+const STREAM_SPAN = httpServerSpan("GET", "/v1/gateway/invoke-ws");
 
 /** The WebSocket path of streamed invocations (every method kind). */
 export const INVOKE_WS_PATH = "/v1/gateway/invoke-ws";
@@ -106,7 +110,7 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
           if (c.handle) return c.handle.fail(new GatewayError(Code.INVALID_ARGUMENT, "op start was sent twice; one invocation per connection"));
           c.handle = startInvokeStream(
             deps,
-            { service: frame["service"], method: frame["method"], requestData: text, metadata: filter.fromHeaders(c.headers) },
+            { service: frame["service"], method: frame["method"], requestData: text, metadata: filter.fromHeaders(c.headers), trace: filter.traceOfHeaders(c.headers, STREAM_SPAN) },
             {
               message(json) {
                 if (c.closed) return true;

@@ -6,6 +6,10 @@ import { subscribeError, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../http/router.js";
 import { answerPreflight, type PreflightPolicy } from "../http/preflight.js";
 import { overConnectionBound, refuse, type WebDeps } from "./web-deps.js";
+import { endWith, httpServerSpan } from "../observe/span.js";
+
+/** The span of an SSE subscription's start, under the request's trace context. */
+const SSE_SPAN = httpServerSpan("GET", "/v1/pubsub/events");
 
 /** Topics one SSE request may name. */
 export const MAX_SSE_TOPICS = 64;
@@ -172,7 +176,9 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;
       const since = sinceText ? hub.parsePosition(lastEventIdHeader ? "Last-Event-ID" : "lastEventId", sinceText) : undefined;
-      const backfill = await hub.acquire(topics, undefined, since);
+      const span = deps.traceSubscribe?.({ traceparent: headers["traceparent"], tracestate: headers["tracestate"], server: SSE_SPAN }, topics.length);
+      const acquiring = hub.acquire(topics, undefined, since);
+      const backfill = await (span ? endWith(span, acquiring) : acquiring);
       if (aborted) {
         for (const t of topics) hub.release(t);
         return;

@@ -8,6 +8,7 @@ import type { CounterMetric, GaugeMetric } from "../observe/metrics.js";
 import { errorBody } from "../http/router.js";
 import type { OriginPolicy, TokenIssuer } from "./access.js";
 import type { WebHub } from "./hub.js";
+import type { TraceIncoming, TraceSpan } from "../observe/span.js";
 
 /** The web pub/sub metrics, labelled by transport ("websocket", "sse"). */
 export interface WebMetrics {
@@ -20,6 +21,8 @@ export interface WebMetrics {
 /** What the WebSocket and SSE fronts share. */
 export interface WebDeps {
   hub: WebHub;
+  /** Tracing on: the span of one subscription's start (ops/pubsub.ts subscribeTracer); absent off. */
+  traceSubscribe?: (trace: TraceIncoming, topics: number) => TraceSpan;
   auth: Authenticator;
   tokens: TokenIssuer;
   origins: OriginPolicy;

@@ -9,6 +9,11 @@ import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCO
 import { subscribeError, type Backfill, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../http/router.js";
 import { overConnectionBound, refuse, uwsFrameLimit, type WebDeps } from "./web-deps.js";
+import { endWith, type ServerSpanInfo } from "../observe/span.js";
+
+/** The server span of a publish sent over a WebSocket (its route and the message's op). */
+const WS_PUBLISH_SPAN: ServerSpanInfo = Object.freeze({ name: "WebSocket publish", attributes: Object.freeze({ "http.route": "/v1/pubsub/ws", "gateway.ws.op": "publish" }) });
+const WS_SUBSCRIBE_SPAN: ServerSpanInfo = Object.freeze({ name: "WebSocket subscribe", attributes: Object.freeze({ "http.route": "/v1/pubsub/ws", "gateway.ws.op": "subscribe" }) });
 
 /** WebSocket close codes the gateway sends (4000-4999 is the private range). */
 export const CLOSE = { slow: 4008, tokenExpired: 4001, upstreamFailed: 4002, shutdown: 1001 } as const;
@@ -150,8 +155,11 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     }
     data.pending = data.pending ? [...data.pending, ...fresh] : fresh;
     let backfill: Backfill | undefined;
+    // A WebSocket message has no headers: a subscribe's span starts a trace of its own.
+    const span = deps.traceSubscribe?.({ traceparent: undefined, tracestate: undefined, server: WS_SUBSCRIBE_SPAN }, fresh.length);
     try {
-      backfill = await hub.acquire(fresh, undefined, since);
+      const acquiring = hub.acquire(fresh, undefined, since);
+      backfill = await (span ? endWith(span, acquiring) : acquiring);
     } finally {
       const rest = data.pending.filter((t) => !fresh.includes(t));
       data.pending = rest.length > 0 ? rest : null;
@@ -181,7 +189,9 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     if (!data.grant.publish || !allows(data.grant, topic)) throw new GatewayError(Code.PERMISSION_DENIED, `the token does not allow publishing to topic '${topic.slice(0, 64)}'`);
     const ce = msg["cloudevent"];
     if (typeof ce !== "object" || ce === null || Array.isArray(ce)) throw invalidArgument("cloudevent", "is required: a CloudEvents JSON object");
-    const status = await ops.publish(topic, cloudEventFromJson(ce as Record<string, unknown>, "cloudevent"));
+    // A WebSocket message has no headers: its publish starts a trace (the event's own traceparent, if any, is linked).
+    const trace = ops.tracing ? { traceparent: undefined, tracestate: undefined, server: WS_PUBLISH_SPAN } : undefined;
+    const status = await ops.publish(topic, cloudEventFromJson(ce as Record<string, unknown>, "cloudevent"), undefined, trace);
     const failed = statusError(status);
     if (failed) throw failed;
   }

@@ -55,7 +55,7 @@ message Status { string message = 2; int32 code = 3; }
 const requestType = protobuf.parse(OTLP_TRACE_PROTO, { keepCase: false }).root.lookupType("otlp.ExportTraceServiceRequest");
 
 /** OTLP span kinds (SPAN_KIND_*). */
-export const SpanKind = { INTERNAL: 1, SERVER: 2, CLIENT: 3 } as const;
+export const SpanKind = { INTERNAL: 1, SERVER: 2, CLIENT: 3, PRODUCER: 4, CONSUMER: 5 } as const;
 
 export type AttributeValue = string | number | boolean;
 
@@ -68,6 +68,8 @@ export interface ReceivedSpan {
   kind: number;
   attributes: Record<string, AttributeValue>;
   events: Array<{ name: string; attributes: Record<string, AttributeValue> }>;
+  /** The span's links (ids in lower-case hex). */
+  links: Array<{ traceId: string; spanId: string }>;
   /** OTLP status code: 0 unset, 1 ok, 2 error. */
   status: { code: number; message: string };
   /** The resource attributes of the batch it came in. */
@@ -127,6 +129,7 @@ function spansOf(req: Record<string, unknown>): ReceivedSpan[] {
           kind: Number(s["kind"] ?? 0),
           attributes: attributes(s["attributes"]),
           events: ((s["events"] as Array<Record<string, unknown>> | undefined) ?? []).map((e) => ({ name: String(e["name"]), attributes: attributes(e["attributes"]) })),
+          links: ((s["links"] as Array<Record<string, unknown>> | undefined) ?? []).map((l) => ({ traceId: hex(l["traceId"]), spanId: hex(l["spanId"]) })),
           status: { code: Number(status.code ?? 0), message: status.message ?? "" },
           resource,
         });

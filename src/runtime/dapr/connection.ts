@@ -33,7 +33,8 @@ export interface DaprConnection {
   /** "host:port", as error messages and health name it. */
   readonly address: string;
   /** Call a unary `Dapr` method; rejects with a GatewayError (UNAVAILABLE naming the sidecar when it is down). */
-  unary<M extends DaprMethod>(method: M, request: DaprRequest<M>, opts?: { signal?: AbortSignal; timeoutMs?: number }): Promise<DaprResponse<M>>;
+  /** `traceparent`: sent as the call's W3C trace context (daprd's own span continues it). */
+  unary<M extends DaprMethod>(method: M, request: DaprRequest<M>, opts?: { signal?: AbortSignal; timeoutMs?: number; traceparent?: string }): Promise<DaprResponse<M>>;
   /** Wait until the channel is connected (bounded by `connectTimeoutMs` or `timeoutMs`). */
   ready(signal?: AbortSignal, timeoutMs?: number): Promise<void>;
   /** Open a bidi stream of a `Dapr` method once the channel is connected. */
@@ -96,7 +97,9 @@ export function createDaprConnection(o: DaprConnectionOptions): DaprConnection {
       return new Promise((resolve, reject) => {
         const signal = opts.signal;
         const deadline = Date.now() + (opts.timeoutMs ?? callTimeoutMs);
-        const call = fn.call(client, request, metadata(), { deadline }, (err: grpc.ServiceError | null, res: unknown) => {
+        const md = metadata();
+        if (opts.traceparent !== undefined) md.set("traceparent", opts.traceparent);
+        const call = fn.call(client, request, md, { deadline }, (err: grpc.ServiceError | null, res: unknown) => {
           unlisten();
           if (err) reject(signal?.aborted ? GatewayError.from(signal.reason, Code.CANCELLED) : translate(err));
           else resolve(res as never);

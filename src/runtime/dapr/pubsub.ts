@@ -29,6 +29,11 @@ export function toDaprEnvelope(event: CloudEvent): Record<string, unknown> {
     delete out["data"];
     out["data_base64"] = Buffer.from(event.text_data ?? "", "utf8").toString("base64");
   }
+  // daprd fills in `traceparent`, `traceid` and `tracestate` from its own span whenever the event has no `traceid`
+  // (contrib `pubsub/envelope.go` FromCloudEvent, called by dapr `pkg/api/grpc/grpc.go` PublishEvent): the event's
+  // `traceparent` (the gateway's publish span, or its producer's) survives only with a `traceid` beside it, which is
+  // the same value in Dapr's envelopes.
+  if (typeof out["traceparent"] === "string" && out["traceparent"] !== "" && out["traceid"] === undefined) out["traceid"] = out["traceparent"];
   return out;
 }
 
@@ -44,11 +49,15 @@ export function createDaprPubsub(conn: DaprConnection, pubsubName: string, logge
       return streams.size;
     },
     async publish(topic: string, event: CloudEvent, signal?: AbortSignal): Promise<void> {
-      const data = Buffer.from(JSON.stringify(toDaprEnvelope(event)), "utf8");
+      const envelope = toDaprEnvelope(event);
+      const data = Buffer.from(JSON.stringify(envelope), "utf8");
+      // The event's context is the call's too: a daprd that writes its own span's context into the event anyway
+      // (contrib FromCloudEvent overwrites `traceparent` in some versions) then keeps it in the same trace.
+      const traceparent = typeof envelope["traceparent"] === "string" && envelope["traceparent"] !== "" ? envelope["traceparent"] : undefined;
       await conn.unary(
         "PublishEvent",
         { pubsub_name: pubsubName, topic, data, data_content_type: "application/cloudevents+json", metadata: {} },
-        signal ? { signal } : {},
+        { ...(signal ? { signal } : {}), ...(traceparent ? { traceparent } : {}) },
       );
     },
     async subscribe(topic, handlers, signal): Promise<UpstreamSubscription> {

@@ -18,8 +18,17 @@ function isJson(ct: string): boolean {
  * What daprd does with a PublishEvent: `application/cloudevents+json` data is taken as the event (attributes kept,
  * `time`, `traceparent`/`traceid` (when traceid is absent) and `tracestate` added, `topic` and `pubsubname`
  * overwritten); any other content type is wrapped in a new event of type com.dapr.event.sent.
+ *
+ * The trace context daprd writes is its own span's for the PublishEvent call (dapr `pkg/api/grpc/grpc.go`
+ * PublishEvent, through `pkg/runtime/pubsub/cloudevents.go` NewCloudEvent into contrib `pubsub/envelope.go`
+ * FromCloudEvent / NewCloudEventsEnvelope, which set `traceid` and `traceparent` to the same value): a child of the
+ * call's `traceparent` metadata when it has one (the same trace id, daprd's span id), else a new trace.
  */
-export function envelopeOf(req: { pubsub_name: string; topic: string; data: Uint8Array; data_content_type: string }, appId: string): Envelope {
+export function envelopeOf(
+  req: { pubsub_name: string; topic: string; data: Uint8Array; data_content_type: string },
+  appId: string,
+  callTraceparent?: string,
+): Envelope {
   const ct = req.data_content_type || "text/plain";
   const bytes = Buffer.from(req.data ?? []);
   let env: Envelope;
@@ -46,7 +55,8 @@ export function envelopeOf(req: { pubsub_name: string; topic: string; data: Uint
   }
   env["time"] ??= new Date().toISOString();
   if (env["traceid"] === undefined) {
-    const tp = `00-${randomBytes(16).toString("hex")}-${randomBytes(8).toString("hex")}-01`;
+    const caller = /^00-([0-9a-f]{32})-[0-9a-f]{16}-([0-9a-f]{2})$/.exec(callTraceparent ?? "");
+    const tp = `00-${caller?.[1] ?? randomBytes(16).toString("hex")}-${randomBytes(8).toString("hex")}-${caller?.[2] ?? "01"}`;
     env["traceparent"] = tp;
     env["traceid"] = tp;
   }

@@ -140,15 +140,15 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
     ...(shared ? [(deliver: Parameters<SharedDaprBackend["connectJobs"]>[0]["deliver"]) => shared.connectJobs({ deliver, running: () => server !== undefined })] : []),
   );
 
-  const h = (fn: (req: any) => Promise<object>) => unaryHandler(token, fn);
+  const h = (fn: (req: any, md: grpc.Metadata) => Promise<object>) => unaryHandler(token, fn);
   const impl: grpc.UntypedServiceImplementation = {
     ...stateHandlers({ ...(o.stateStores ? { stores: o.stateStores } : {}), defaultKind: o.defaultStoreKind === null ? undefined : (o.defaultStoreKind ?? "redis") }, appId, token, shared?.state),
     ...jobs.handlers,
-    PublishEvent: h(async (req: { pubsub_name: string; topic: string; data: Uint8Array; data_content_type: string }) => {
+    PublishEvent: h(async (req: { pubsub_name: string; topic: string; data: Uint8Array; data_content_type: string }, md: grpc.Metadata) => {
       if (!req.pubsub_name) throw new GatewayError(Code.INVALID_ARGUMENT, "pubsub name is empty");
       if (!knownPubsub(req.pubsub_name)) throw new GatewayError(Code.INVALID_ARGUMENT, `pubsub ${req.pubsub_name} is not found`);
       if (!req.topic) throw new GatewayError(Code.INVALID_ARGUMENT, `topic is empty in pubsub ${req.pubsub_name}`);
-      const env = envelopeOf(req, appId);
+      const env = envelopeOf(req, appId, md.get("traceparent")[0]?.toString());
       if (failNext !== undefined) {
         const why = failNext;
         failNext = undefined;
