@@ -73,7 +73,7 @@ test("createMetrics' counters and histograms expose what prom-client's public AP
   const names = ["route", "method", "status"] as const;
   const mc = m.counter("t_requests_total", "help c", names);
   const rc = new Counter({ name: "t_requests_total", help: "help c", labelNames: [...names], registers: [ref] });
-  const mh = m.histogram("t_latency_seconds", "help h", ["service", "code"], [0.001, 0.01, 0.1]);
+  const mh = m.histogram("t_latency_seconds", "help h", ["service", "code"], { buckets: [0.001, 0.01, 0.1] });
   const rh = new Histogram({ name: "t_latency_seconds", help: "help h", labelNames: ["service", "code"], buckets: [0.001, 0.01, 0.1], registers: [ref] });
   const mp = m.counter("t_plain_total", "help p", []);
   const rp = new Counter({ name: "t_plain_total", help: "help p", registers: [ref] });
