@@ -77,13 +77,16 @@ export function mount(root) {
 
   const tile = (label, value, name) => h("div", { class: "tile", "data-figure": name }, h("dt", {}, label), h("dd", {}, value));
 
+  /** Bumped by a pause: a scrape that was in flight then is dropped (its interval spans the hidden time). */
+  let epoch = 0;
   const scrape = async () => {
+    const mine = epoch;
     try {
       const [report, text] = await Promise.all([
         fetch("/health", { signal: AbortSignal.timeout(10_000) }).then((r) => r.json()),
         api("/metrics", { raw: true }),
       ]);
-      if (stopped) return;
+      if (stopped || mine !== epoch) return;
       const now = figures(parseMetrics(text));
       const dt = prev ? (now.t - prev.t) / 1000 : NaN;
       const window = prev ? bucketDelta(now.invokeBuckets, prev.invokeBuckets) : [];
@@ -147,6 +150,7 @@ export function mount(root) {
     clearInterval(timer);
     timer = undefined;
     prev = undefined;
+    epoch++;
     history.gap(Date.now());
   };
   const onVisibility = () => (document.hidden ? pause() : start());
