@@ -144,7 +144,10 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     converter,
     invokeDeadlineMs: options.invokeDeadlineMs,
     invocations: ctx.metrics.counter("platform_gateway_invocations_total", "Dynamic invocations by registered service and outcome code name", ["service", "code"]),
-    latency: ctx.metrics.histogram("platform_gateway_invoke_duration_seconds", "Latency of dynamic invocations in seconds (conversion and backend call), by service and outcome", ["service", "code"]),
+    // With tracing on, each bucket keeps the trace of its latest sampled call (OpenMetrics exemplars on /metrics).
+    latency: ctx.metrics.histogram("platform_gateway_invoke_duration_seconds", "Latency of dynamic invocations in seconds (conversion and backend call), by service and outcome", ["service", "code"], {
+      exemplars: ctx.tracer?.on === true,
+    }),
   };
   const ops = createDispatchOps({
     ...invokeDeps,

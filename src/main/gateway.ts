@@ -16,6 +16,7 @@ import { consoleRoutes } from "../console/index.js";
 import { runHealthChecks } from "../observe/health.js";
 import { createLogger, type Logger } from "../observe/logger.js";
 import { createMetrics, type Metrics } from "../observe/metrics.js";
+import { OPENMETRICS_CONTENT_TYPE, openMetricsText, wantsOpenMetrics } from "../observe/openmetrics.js";
 import { createConfigOps } from "../ops/config.js";
 import { loadRegistry, tracerOptions, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
 import { createTracer } from "../observe/tracing.js";
@@ -216,10 +217,15 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       method: "GET",
       path: "/metrics",
       auth: false,
-      // With worker threads, their registries summed with this one (each metric's help once).
-      handler: async () => {
+      // With worker threads, their registries summed with this one (each metric's help once). A scraper that accepts
+      // OpenMetrics (Prometheus does) gets it, with the exemplars of sampled calls; anyone else the Prometheus text.
+      handler: async (req) => {
         // The workers of every thread's pool, read from the slots they share (the threads' own registries have no such gauge).
         conversionWorkers.set({}, slotsHeld(slots));
+        if (wantsOpenMetrics(req.headers["accept"])) {
+          const raw = threads ? await threads.metrics(true) : openMetricsText(await metrics.registry.getMetricsAsJSON());
+          return { raw, contentType: OPENMETRICS_CONTENT_TYPE };
+        }
         return { raw: threads ? await threads.metrics() : await metrics.registry.metrics(), contentType: metrics.registry.contentType };
       },
     },

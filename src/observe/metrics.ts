@@ -3,7 +3,7 @@ import type { Meter, MeterProvider as ApiMeterProvider } from "@opentelemetry/ap
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { GAUGE_HASHMAP_SHAPE, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash } from "./prom-client-internals.js";
+import { GAUGE_HASHMAP_SHAPE, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash, setBucketExemplar } from "./prom-client-internals.js";
 
 type Labels<L extends string> = Partial<Record<L, string | number>>;
 
@@ -17,9 +17,25 @@ export interface GaugeMetric<L extends string> {
   inc(labels?: Labels<L>, value?: number): void;
   dec(labels?: Labels<L>, value?: number): void;
 }
+/** The ids of a sampled trace span, as an exemplar links an observation to it. */
+export interface ExemplarIds {
+  readonly traceId: string;
+  readonly spanId: string;
+}
 /** A distribution (seconds for latencies). */
 export interface HistogramMetric<L extends string> {
-  observe(labels: Labels<L>, value: number): void;
+  /**
+   * Record `value`. `exemplar`: the sampled span of the call measured, kept as its bucket's exemplar (OpenMetrics
+   * `# {trace_id,span_id}`) when the histogram was made with `exemplars`; ignored otherwise.
+   */
+  observe(labels: Labels<L>, value: number, exemplar?: ExemplarIds): void;
+}
+/** Options of `Metrics.histogram`. */
+export interface HistogramOptions {
+  /** Upper bounds in the metric's unit. Default LATENCY_BUCKETS (seconds). */
+  buckets?: number[];
+  /** Keep the latest exemplar per bucket (only worth it with tracing on: each series then holds one object per bucket). */
+  exemplars?: boolean;
 }
 
 /**
@@ -30,7 +46,7 @@ export interface Metrics {
   readonly registry: Registry;
   counter<L extends string>(name: string, help: string, labelNames: readonly L[]): CounterMetric<L>;
   gauge<L extends string>(name: string, help: string, labelNames: readonly L[]): GaugeMetric<L>;
-  histogram<L extends string>(name: string, help: string, labelNames: readonly L[], buckets?: number[]): HistogramMetric<L>;
+  histogram<L extends string>(name: string, help: string, labelNames: readonly L[], options?: HistogramOptions): HistogramMetric<L>;
   /** Whether OTLP export is on. */
   readonly otlp: boolean;
   /** Flush OTLP and stop exporting. Safe to call twice: every call resolves when the one flush ended. */
@@ -129,24 +145,30 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
         },
       };
     },
-    histogram(name, help, labelNames, buckets = LATENCY_BUCKETS) {
-      const h = new Histogram({ name, help, labelNames: [...labelNames], buckets, registers: [registry] });
+    histogram(name, help, labelNames, { buckets = LATENCY_BUCKETS, exemplars = false } = {}) {
+      // prom-client refuses exemplars on a registry in Prometheus text mode, which this one stays in for the plain
+      // format; the OpenMetrics text is printed by openmetrics.ts from the same values. So it is registered afterwards.
+      const h = new Histogram({ name, help, labelNames: [...labelNames], buckets, registers: [], enableExemplars: exemplars });
+      registry.registerMetric(h);
       const o = meter?.createHistogram(name, { description: help, advice: { explicitBucketBoundaries: buckets } });
       const sorted = [...labelNames].sort();
       const bounds = histogramBounds(h);
       return {
-        observe(labels, value) {
+        observe(labels, value, exemplar) {
           // Hot path as for counters: an existing series is updated directly, anything else the public way.
-          if (o === undefined && bounds !== undefined && Number.isFinite(value)) {
-            const s = histogramSeries(h, seriesHash(sorted, labels));
-            if (s !== undefined) {
-              observeSeries(s, bounds, value);
-              return;
-            }
+          const s = o === undefined && bounds !== undefined && Number.isFinite(value) ? histogramSeries(h, seriesHash(sorted, labels)) : undefined;
+          if (s !== undefined) observeSeries(s, bounds!, value);
+          else {
+            const l = clean(labels);
+            // prom-client's histogram with exemplars takes one object (and records no exemplar without labels).
+            if (exemplars) h.observe({ labels: l, value } as never);
+            else h.observe(l as never, value);
+            o?.record(value, l);
           }
-          const l = clean(labels);
-          h.observe(l as never, value);
-          o?.record(value, l);
+          if (exemplars && exemplar !== undefined && Number.isFinite(value)) {
+            const series = s ?? (bounds !== undefined ? histogramSeries(h, seriesHash(sorted, labels)) : undefined);
+            if (series !== undefined) setBucketExemplar(series, bounds!, value, { trace_id: exemplar.traceId, span_id: exemplar.spanId });
+          }
         },
       };
     },

@@ -9,7 +9,9 @@ import type { Counter, Gauge, Histogram } from "prom-client";
  * skipping prom-client's per-call label validation, cleaning and closure allocation (about 2% of a REST invoke's CPU);
  * a series' first update, and any update when the shape is not the expected one, goes through the public API. The
  * accessors check that shape, and test/unit/prom-client-internals.test.ts exercises them against the real library,
- * failing with the same message as `promClientProblem` when an upgrade changes it.
+ * failing with the same message as `promClientProblem` when an upgrade changes it. An exemplar of a sampled call is
+ * written the same way (`setBucketExemplar`): the public `observe` of a histogram with exemplars validates and copies
+ * its label set per call.
  *
  * Written against prom-client 15.1.
  */
@@ -81,6 +83,15 @@ export interface HistogramSeries {
   bucketValues: Record<string, number>;
   sum: number;
   count: number;
+  /** With `enableExemplars`: the latest exemplar per upper bound ("-1" for +Inf), null until one is recorded. */
+  bucketExemplars?: Record<string, PromExemplar | null>;
+}
+
+/** An exemplar as prom-client's registry prints it (`# {labels} value timestamp`, timestamp in seconds). */
+export interface PromExemplar {
+  labelSet: Record<string, string>;
+  value: number;
+  timestamp: number;
 }
 
 /**
@@ -114,4 +125,23 @@ export function observeSeries(series: HistogramSeries, upperBounds: readonly num
       return;
     }
   }
+}
+
+/**
+ * Make `labelSet` the exemplar of the bucket `value` falls in, as prom-client's `observeWithExemplar` does after the
+ * observation (+Inf under "-1"); false when the series keeps no exemplars (a histogram made without them, or
+ * prom-client's shape changed). The label set must stay within OpenMetrics' 128 characters (the caller's is fixed-size).
+ */
+export function setBucketExemplar(series: HistogramSeries, upperBounds: readonly number[], value: number, labelSet: Record<string, string>): boolean {
+  const exemplars = series.bucketExemplars;
+  if (typeof exemplars !== "object" || exemplars === null) return false;
+  let bound = -1;
+  for (let i = 0; i < upperBounds.length; i++) {
+    if (value <= upperBounds[i]!) {
+      bound = upperBounds[i]!;
+      break;
+    }
+  }
+  exemplars[bound] = { labelSet, value, timestamp: Date.now() / 1000 };
+  return true;
 }

@@ -78,6 +78,12 @@ export interface TraceSpan {
   end(code?: number, message?: string): void;
   /** The headers that make a call sent now a child of this span. */
   headers(): TraceHeaders;
+  /** Whether the span is recorded and exported (only a sampled span's ids are worth an exemplar). */
+  readonly sampled: boolean;
+  /** The trace id, 32 lowercase hex digits. */
+  readonly traceId: string;
+  /** The span id, 16 lowercase hex digits (of the server span, for a handle on another thread's). */
+  readonly spanId: string;
 }
 
 /** The process's (or one thread's) tracer. */

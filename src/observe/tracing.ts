@@ -1,4 +1,4 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, defaultTextMapGetter, defaultTextMapSetter, trace, type Context, type Span, type SpanContext, type Tracer as OtelTracer } from "@opentelemetry/api";
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, defaultTextMapGetter, defaultTextMapSetter, trace, type Context, type Span, type SpanContext, type Tracer as OtelTracer } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { AlwaysOffSampler, AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, type Sampler } from "@opentelemetry/sdk-trace-base";
@@ -82,6 +82,18 @@ class SdkSpan implements TraceSpan {
     const error = this.kind === SpanKind.SERVER ? SERVER_ERRORS.has(code) : code !== 0;
     if (error) this.span.setStatus({ code: SpanStatusCode.ERROR, ...(message !== undefined ? { message } : {}) });
     this.span.end();
+  }
+
+  get sampled(): boolean {
+    return (this.span.spanContext().traceFlags & TraceFlags.SAMPLED) !== 0;
+  }
+
+  get traceId(): string {
+    return this.span.spanContext().traceId;
+  }
+
+  get spanId(): string {
+    return this.span.spanContext().spanId;
   }
 
   headers(): TraceHeaders {

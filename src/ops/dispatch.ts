@@ -273,10 +273,11 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     return { ...statusOk(), responseData };
   };
 
-  const record = (label: string, result: Status, started: number): void => {
+  /** Count a call and its latency; a sampled span's ids become the latency bucket's exemplar. */
+  const record = (label: string, result: Status, started: number, span?: TraceSpan): void => {
     const code = codeName(result.code);
     deps.invocations.inc({ service: label, code });
-    deps.latency.observe({ service: label, code }, (performance.now() - started) / 1000);
+    deps.latency.observe({ service: label, code }, (performance.now() - started) / 1000, span?.sampled === true ? span : undefined);
   };
 
   /**
@@ -313,7 +314,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     } catch (e) {
       result = failure(e);
     }
-    record(label, result, started);
+    record(label, result, started, span);
     return result;
   };
   const invokeHere = (input: InvokeInput, started: number, span: TraceSpan | undefined): Promise<InvokeResult> =>

@@ -52,8 +52,11 @@ export interface UwsThreads {
   running(): number;
   /** Health entries: `uws-threads` (how many serve) and `uws-thread-<n>` (each thread's web subscribers). */
   health(): Promise<Record<string, HealthEntry>>;
-  /** The Prometheus text of the main registry and every thread's, summed per series (each metric's help once). */
-  metrics(): Promise<string>;
+  /**
+   * The Prometheus text (or with `openMetrics`, the OpenMetrics text with exemplars) of the main registry and every
+   * thread's, summed per series (each metric's help once).
+   */
+  metrics(openMetrics?: boolean): Promise<string>;
   /** Graceful: every thread stops listening, ends its streams, drains within `ms`, closes its sockets and exits. */
   close(ms: number): Promise<void>;
   /**
@@ -137,9 +140,9 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
     routes: served,
     running: () => running().length,
     health: () => threadsHealth(running(), deps.count, port),
-    metrics: () => {
+    metrics: (openMetrics = false) => {
       events.flush();
-      return threadsMetrics(deps.metrics, running());
+      return threadsMetrics(deps.metrics, running(), openMetrics);
     },
     close: (ms) => (closed ??= closeAll(ms)),
     destroy: () => closeAll(0),

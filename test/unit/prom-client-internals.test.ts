@@ -12,6 +12,7 @@ import {
   histogramSeries,
   promClientProblem,
   seriesHash,
+  setBucketExemplar,
 } from "../../src/observe/prom-client-internals.js";
 
 // gaugeSeries against the real prom-client: fails with "prom-client <version> changed ..." when an upgrade changes it.
@@ -73,7 +74,7 @@ test("createMetrics' counters and histograms expose what prom-client's public AP
   const names = ["route", "method", "status"] as const;
   const mc = m.counter("t_requests_total", "help c", names);
   const rc = new Counter({ name: "t_requests_total", help: "help c", labelNames: [...names], registers: [ref] });
-  const mh = m.histogram("t_latency_seconds", "help h", ["service", "code"], [0.001, 0.01, 0.1]);
+  const mh = m.histogram("t_latency_seconds", "help h", ["service", "code"], { buckets: [0.001, 0.01, 0.1] });
   const rh = new Histogram({ name: "t_latency_seconds", help: "help h", labelNames: ["service", "code"], buckets: [0.001, 0.01, 0.1], registers: [ref] });
   const mp = m.counter("t_plain_total", "help p", []);
   const rp = new Counter({ name: "t_plain_total", help: "help p", registers: [ref] });
@@ -101,4 +102,21 @@ test("createMetrics' counters and histograms expose what prom-client's public AP
   mc.inc({ route: "/r0", method: "GET", status: 200 });
   rc.inc({ route: "/r0", method: "GET", status: 200 });
   assert.equal(await m.registry.metrics(), await ref.metrics());
+});
+
+test("setBucketExemplar writes the bucket exemplar prom-client's histogram with exemplars keeps, and refuses one without", () => {
+  const reg = new Registry();
+  reg.setContentType(Registry.OPENMETRICS_CONTENT_TYPE as never);
+  const h = new Histogram({ name: "t_hx", help: "test", labelNames: ["code"], buckets: [0.1, 1], enableExemplars: true, registers: [reg] });
+  h.observe({ labels: { code: "OK" }, value: 0.5 } as never);
+  const s = histogramSeries(h, seriesHash(["code"], { code: "OK" }));
+  assert.ok(s?.bucketExemplars, promClientProblem("Histogram's bucketExemplars"));
+  const labels = { trace_id: "ab".repeat(16), span_id: "cd".repeat(8) };
+  assert.equal(setBucketExemplar(s, histogramBounds(h)!, 0.5, labels), true);
+  assert.equal(setBucketExemplar(s, histogramBounds(h)!, 7, labels), true);
+  assert.deepEqual(s.bucketExemplars["1"] && { labelSet: s.bucketExemplars["1"].labelSet, value: s.bucketExemplars["1"].value }, { labelSet: labels, value: 0.5 });
+  assert.equal(s.bucketExemplars["-1"]?.value, 7, "+Inf's exemplar under -1, as prom-client keeps it");
+  const plain = new Histogram({ name: "t_hp", help: "test", labelNames: ["code"], buckets: [0.1, 1], registers: [new Registry()] });
+  plain.observe({ code: "OK" }, 0.5);
+  assert.equal(setBucketExemplar(histogramSeries(plain, seriesHash(["code"], { code: "OK" }))!, [0.1, 1], 0.5, labels), false);
 });
