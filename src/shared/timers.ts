@@ -38,3 +38,11 @@ export async function settleWithin(work: Promise<unknown>, ms: number): Promise<
 }
 
 function noop(): void {}
+
+/**
+ * Now as epoch milliseconds with sub-millisecond precision. Each thread's `performance.now()` counts from its own
+ * origin (the thread's start), so an instant taken on one thread and compared on another is taken as origin + now.
+ */
+export function preciseEpochMs(): number {
+  return performance.timeOrigin + performance.now();
+}
