@@ -1,34 +1,13 @@
-import { createBroker, type BrokerObserver, type SubscriberSink, type UpstreamSource } from "../../src/broker/index.js";
+import type { SubscriberSink } from "../../src/broker/index.js";
 import { createDeliveryLatency } from "../../src/observe/delivery-latency.js";
 import { createMetrics } from "../../src/observe/metrics.js";
 import { preciseEpochMs } from "../../src/shared/timers.js";
 import { figure } from "../lib/figure.js";
 import type { Figure, RunMode } from "../lib/schema.js";
 import { timeTasks } from "../lib/tiny.js";
+import { benchBroker } from "./broker-fanout.js";
 
 const sink: SubscriberSink = { write: () => true, open() {}, end() {} };
-
-/** A broker over an in-process upstream with `subscribers` always-writable subscribers; `emit` sends one event. */
-async function brokerWith(subscribers: number, observer: BrokerObserver): Promise<{ emit: (e: number) => void; close: () => Promise<void> }> {
-  let emit: ((e: number) => void) | undefined;
-  const upstream: UpstreamSource<number> = {
-    subscribe(_topic, onEvent) {
-      emit = onEvent;
-      return Promise.resolve({ close: () => Promise.resolve() });
-    },
-  };
-  const bytes = Buffer.alloc(300, 1);
-  const broker = createBroker<number>({ upstream, encode: () => bytes, lingerMs: 10, sweepIntervalMs: 60_000, observer });
-  const subs = await Promise.all(Array.from({ length: subscribers }, () => broker.subscribe(["bench"], sink)));
-  if (!emit) throw new Error("the broker never subscribed upstream");
-  return {
-    emit,
-    close: async () => {
-      for (const s of subs) s.close();
-      await broker.close();
-    },
-  };
-}
 
 /**
  * The broker's fan-out of one event to `subscribers` gRPC subscribers with the pub/sub facility's counters (the
@@ -38,7 +17,7 @@ async function fanoutPerEvent(mode: RunMode, subscribers: number): Promise<numbe
   const metrics = createMetrics({ processMetrics: false });
   const received = metrics.counter("bench_received_total", "events", []);
   const delivered = metrics.counter("bench_delivered_total", "deliveries", []);
-  const b = await brokerWith(subscribers, {
+  const b = await benchBroker(subscribers, () => sink, {
     fannedOut(_t, n) {
       received.inc();
       if (n > 0) delivered.inc({}, n);
