@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { preciseEpochMs } from "../shared/timers.js";
 import { Subscriber } from "./subscriber.js";
-import type { BrokerOptions, EndReason, FanoutHandle, FanoutSink, SubscriberSink, UpstreamHandle } from "./types.js";
+import type { BrokerOptions, EndReason, FanoutHandle, FanoutSink, FanoutTrace, SubscriberSink, UpstreamHandle } from "./types.js";
 
 /** What `Broker.subscribe` resolves: the owner's handle on a live subscriber. */
 export interface Subscription {
@@ -137,18 +138,20 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
 
   function fanOut(entry: TopicEntry, event: E, seq: number | undefined): void {
     if (entry.state !== "open") return;
+    // Once per event, whatever the number of outlets and subscribers: every delivery latency counts from here.
+    const receivedAt = preciseEpochMs();
     const trace = options.traceFanout?.(entry.topic, event);
-    for (const f of entry.fanouts) f.event(entry.topic, event, seq, trace);
+    for (const f of entry.fanouts) f.event(entry.topic, event, seq, trace, receivedAt);
     if (trace === undefined) {
-      deliver(entry, event);
+      deliver(entry, event, receivedAt, undefined);
       return;
     }
-    trace.count("grpc", deliver(entry, event));
+    trace.count("grpc", deliver(entry, event, receivedAt, trace.exemplar));
     trace.end();
   }
 
   /** Hand one event to the topic's own subscribers (gRPC Subscribe streams); returns the deliveries made. */
-  function deliver(entry: TopicEntry, event: E): number {
+  function deliver(entry: TopicEntry, event: E, receivedAt: number, exemplar: FanoutTrace["exemplar"]): number {
     if (entry.subs.size === 0) return 0;
     let bytes: Uint8Array;
     try {
@@ -171,7 +174,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
         }
       }
     }
-    obs.fannedOut?.(entry.topic, n);
+    obs.fannedOut?.(entry.topic, n, receivedAt, exemplar);
     return n;
   }
 

@@ -55,10 +55,11 @@ export interface SubscriberSink {
  */
 export interface FanoutSink<E> {
   /**
-   * One event of the topic, in arrival order, with the upstream's position number when it has one, and (tracing on)
-   * its fan-out record to count deliveries in. Must not throw.
+   * One event of the topic, in arrival order, with the upstream's position number when it has one, (tracing on) its
+   * fan-out record to count deliveries in, and when the broker received it (`preciseEpochMs`, for the delivery
+   * latency). Must not throw.
    */
-  event(topic: string, event: E, seq: number | undefined, trace: FanoutTrace | undefined): void;
+  event(topic: string, event: E, seq: number | undefined, trace: FanoutTrace | undefined, receivedAt: number): void;
   /** The broker ended this attachment (upstream failed, shutdown); never called after the owner's own `close()`. */
   end(reason: EndReason): void;
 }
@@ -68,6 +69,8 @@ export interface FanoutSink<E> {
  * fanoutTracer). Each outlet adds the deliveries it made; `end` once every outlet has had the event.
  */
 export interface FanoutTrace {
+  /** The fan-out span's ids when it is sampled (the delivery latency's exemplar), else undefined. */
+  readonly exemplar: { readonly traceId: string; readonly spanId: string } | undefined;
   count(transport: string, deliveries: number): void;
   end(): void;
 }
@@ -86,8 +89,12 @@ export interface FanoutHandle {
 export interface BrokerObserver {
   /** Counts changed: topics with local subscribers, live subscribers, open upstream subscriptions. */
   counts?(topics: number, subscribers: number, upstreams: number): void;
-  /** One event arrived from upstream on a topic and was fanned out to `deliveries` subscriber slots. */
-  fannedOut?(topic: string, deliveries: number): void;
+  /**
+   * One event arrived from upstream on a topic and was fanned out to `deliveries` subscriber slots (handed to each
+   * one's stream, or queued in its ring): `receivedAt` is when it arrived (`preciseEpochMs`), `exemplar` the ids of
+   * its sampled fan-out span.
+   */
+  fannedOut?(topic: string, deliveries: number, receivedAt: number, exemplar: FanoutTrace["exemplar"]): void;
   /** A subscriber was ended by the broker. */
   ended?(reason: EndReason["kind"]): void;
   /** After each sweep: the largest and the total number of pending events over all subscribers. */

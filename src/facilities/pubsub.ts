@@ -6,6 +6,7 @@ import type { GatewayContext } from "../ops/context.js";
 import type { Facility } from "./facility.js";
 import { createPubsubGrpc, GRPC_MESSAGE_PREFIX, LAST_EVENT_ID_METADATA, POSITION_ATTRIBUTE, type PositionFeed } from "../grpc/pubsub.js";
 import type { Metrics } from "../observe/metrics.js";
+import { createDeliveryLatency, type DeliveryLatency } from "../observe/delivery-latency.js";
 import { createPubsubOps, fanoutTracer, type PubsubOps } from "../ops/pubsub.js";
 import type { WebEvent, WebHub } from "../web/hub.js";
 import type { Logger } from "../observe/logger.js";
@@ -76,8 +77,8 @@ function hubPositionFeed(hub: WebHub, encode: (topic: string, event: CloudEvent)
   return { feed, frameOf };
 }
 
-/** The broker's metrics on ctx.metrics. */
-function brokerObserver(metrics: Metrics): BrokerObserver {
+/** The broker's metrics on ctx.metrics; its own subscribers (plain gRPC Subscribe streams) record in `latency`. */
+function brokerObserver(metrics: Metrics, latency: DeliveryLatency): BrokerObserver {
   const topics = metrics.gauge("platform_pubsub_topics", "Topics in the broker's table (with local subscribers, opening, or lingering before release)", []);
   const subscribers = metrics.gauge("platform_pubsub_subscribers", "Live Subscribe streams attached to the broker", []);
   const upstreams = metrics.gauge("platform_pubsub_upstream_subscriptions", "Open runtime (sidecar) subscriptions: one per topic per process", []);
@@ -96,9 +97,11 @@ function brokerObserver(metrics: Metrics): BrokerObserver {
       subscribers.set({}, s);
       upstreams.set({}, u);
     },
-    fannedOut(_topic, n) {
+    fannedOut(_topic, n, receivedAt, exemplar) {
       received.inc();
-      if (n > 0) delivered.inc({}, n);
+      if (n === 0) return;
+      delivered.inc({}, n);
+      latency.observe("grpc", receivedAt, exemplar);
     },
     ended: (reason) => reaped.inc({ reason }),
     occupancy(max, total) {
@@ -126,6 +129,8 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
   const encode = subscribeResponseEncoder();
   // One span per event as the broker receives it (tracing on): every outlet, the worker threads included, counts in it.
   const traceFanout = fanoutTracer(ctx.tracer);
+  // Every outlet of this thread records in it: the broker's, the web transports' and the positioned gRPC streams'.
+  const latency = createDeliveryLatency(ctx.metrics, ctx.tracer?.on === true);
   const broker = createBroker<CloudEvent>({
     upstream: {
       // Looked up at call time, so a runtime whose port is wrapped later (tests) is honoured.
@@ -135,13 +140,13 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
     capacity: SUBSCRIBER_BUFFER,
     lingerMs: ctx.options.subscriptionLingerMs,
     sweepIntervalMs: ctx.options.sweepIntervalMs,
-    observer: brokerObserver(ctx.metrics),
+    observer: brokerObserver(ctx.metrics, latency),
     ...(traceFanout ? { traceFanout } : {}),
     onError: (what, topic, err) =>
       ctx.logger.error({ topic, err }, what === "encode" ? "pub/sub event could not be encoded and was dropped" : "releasing the runtime subscription failed"),
   });
   const ops = createPubsubOps(ctx, broker);
-  const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys));
+  const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys), latency);
   const positions = hubPositionFeed(web.hub, encode, ctx.logger);
   const grpcSide = createPubsubGrpc({
     ops,
@@ -152,7 +157,11 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
     feed: positions.feed,
   });
   web.hub.addFanout("grpc", {
-    deliver: (e) => grpcSide.outlet.deliver(e.topic, () => positions.frameOf(e)),
+    deliver: (e) => {
+      const n = grpcSide.outlet.deliver(e.topic, () => positions.frameOf(e));
+      if (n > 0) latency.observe("grpc", e.receivedAt, e.exemplar);
+      return n;
+    },
     endTopic: (topic, reason) => grpcSide.outlet.endTopic(topic, reason),
   });
   return {

@@ -153,11 +153,12 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       const o = meter?.createHistogram(name, { description: help, advice: { explicitBucketBoundaries: buckets } });
       const sorted = [...labelNames].sort();
       const bounds = histogramBounds(h);
+      const keys = bounds?.map(String) ?? [];
       return {
         observe(labels, value, exemplar) {
           // Hot path as for counters: an existing series is updated directly, anything else the public way.
           const s = o === undefined && bounds !== undefined && Number.isFinite(value) ? histogramSeries(h, seriesHash(sorted, labels)) : undefined;
-          if (s !== undefined) observeSeries(s, bounds!, value);
+          if (s !== undefined) observeSeries(s, bounds!, keys, value);
           else {
             const l = clean(labels);
             // prom-client's histogram with exemplars takes one object (and records no exemplar without labels).

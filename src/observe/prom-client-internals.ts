@@ -114,14 +114,18 @@ export function histogramBounds(histogram: Histogram): readonly number[] | undef
   return Array.isArray(b) && b.every((x) => typeof x === "number") ? (b as number[]) : undefined;
 }
 
-/** Record `value` (finite) in `series` as prom-client's histogram `observe` does: sum, count, the first bucket >= it. */
-export function observeSeries(series: HistogramSeries, upperBounds: readonly number[], value: number): void {
+/**
+ * Record `value` (finite) in `series` as prom-client's histogram `observe` does: sum, count, the first bucket >= it.
+ * `keys`: the bounds as the bucket keys, `upperBounds.map(String)`, made once by the caller (converting a bound to its
+ * key on every observation cost as much as the rest of it).
+ */
+export function observeSeries(series: HistogramSeries, upperBounds: readonly number[], keys: readonly string[], value: number): void {
   series.sum += value;
   series.count += 1;
   for (let i = 0; i < upperBounds.length; i++) {
-    const bound = upperBounds[i]!;
-    if (value <= bound) {
-      if (Object.prototype.hasOwnProperty.call(series.bucketValues, bound)) series.bucketValues[bound]! += 1;
+    if (value <= upperBounds[i]!) {
+      const key = keys[i]!;
+      if (Object.prototype.hasOwnProperty.call(series.bucketValues, key)) series.bucketValues[key]! += 1;
       return;
     }
   }

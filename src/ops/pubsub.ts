@@ -118,7 +118,11 @@ export function producerSpan(parent: TraceSpan, topic: string, e: CloudEvent): {
  */
 class FanoutSpan implements FanoutTrace {
   private readonly counts = new Map<string, number>();
-  constructor(private readonly span: TraceSpan) {}
+  /** Plain values (they cross to the uWS worker threads with the event, and stay in the resume history with it). */
+  readonly exemplar: FanoutTrace["exemplar"];
+  constructor(private readonly span: TraceSpan) {
+    this.exemplar = span.sampled ? { traceId: span.traceId, spanId: span.spanId } : undefined;
+  }
   count(transport: string, deliveries: number): void {
     this.counts.set(transport, (this.counts.get(transport) ?? 0) + deliveries);
   }

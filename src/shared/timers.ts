@@ -38,3 +38,14 @@ export async function settleWithin(work: Promise<unknown>, ms: number): Promise<
 }
 
 function noop(): void {}
+
+/**
+ * Now as epoch milliseconds with sub-millisecond precision. Each thread's `performance.now()` counts from its own
+ * origin (the thread's start), so an instant taken on one thread and compared on another is taken as origin + now.
+ */
+export function preciseEpochMs(): number {
+  return TIME_ORIGIN + performance.now();
+}
+
+/** This thread's `performance.timeOrigin`, read once (it is fixed; the getter costs as much again as `now()`). */
+const TIME_ORIGIN = performance.timeOrigin;

@@ -130,7 +130,9 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
     deliver(event) {
       const list = holders.get(event.topic);
       if (list) {
-        const msg: ThreadMessage = { t: "ev", e: { topic: event.topic, seq: event.seq, position: event.position, cloudevent: event.cloudevent } };
+        // With the main thread's receipt time and exemplar: the thread's outlets record the delivery latency from there.
+        const e: EventWire = { topic: event.topic, seq: event.seq, position: event.position, cloudevent: event.cloudevent, receivedAt: event.receivedAt, exemplar: event.exemplar };
+        const msg: ThreadMessage = { t: "ev", e };
         let behind = false;
         for (const s of list) {
           if (s.posted - s.acked >= maxBacklog) behind = true;

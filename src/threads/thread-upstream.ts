@@ -145,7 +145,7 @@ export function threadUpstream(options: ThreadUpstreamOptions): ThreadUpstream {
     },
     event(e) {
       if (e.seq > seen) seen = e.seq;
-      sinks.get(e.topic)?.event(new WebEvent(e.topic, e.seq, e.position, e.cloudevent));
+      sinks.get(e.topic)?.event(new WebEvent(e.topic, e.seq, e.position, e.cloudevent, undefined, e.receivedAt, e.exemplar));
       handledOne();
     },
     end(topic, reason) {

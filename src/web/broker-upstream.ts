@@ -4,6 +4,7 @@ import type { StreamPositions } from "../runtime/pubsub-port.js";
 import { cloudEventToJson } from "../shared/cloudevent-json.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
 import type { Logger } from "../observe/logger.js";
+import type { ExemplarIds } from "../observe/metrics.js";
 import { pollUntil } from "../shared/timers.js";
 import { WebEvent, type HubUpstream } from "./hub.js";
 import { eventMark, formatPosition, type PositionScheme } from "./positions.js";
@@ -31,7 +32,7 @@ export function brokerUpstream(broker: Broker, logger: Logger, options: BrokerUp
   const { positions } = options;
   const scheme: PositionScheme = positions ? { kind: "stream" } : { kind: "epoch", epoch: randomBytes(6).toString("hex"), marks: options.marks };
   let seq = 0;
-  const toWeb = (topic: string, ce: CloudEvent, n: number): WebEvent | undefined => {
+  const toWeb = (topic: string, ce: CloudEvent, n: number, receivedAt?: number, exemplar?: ExemplarIds): WebEvent | undefined => {
     let json: string;
     try {
       json = JSON.stringify(cloudEventToJson(ce));
@@ -40,7 +41,7 @@ export function brokerUpstream(broker: Broker, logger: Logger, options: BrokerUp
       return undefined;
     }
     const mark = scheme.kind === "epoch" && scheme.marks ? eventMark(topic, ce.source, ce.id) : undefined;
-    return new WebEvent(topic, n, formatPosition(scheme, n, mark), json, ce);
+    return new WebEvent(topic, n, formatPosition(scheme, n, mark), json, ce, receivedAt, exemplar);
   };
   const upstream: HubUpstream = {
     scheme,
@@ -50,10 +51,10 @@ export function brokerUpstream(broker: Broker, logger: Logger, options: BrokerUp
     seq: positions ? () => positions.current() : () => seq,
     async follow(topic, sink) {
       const handle = await broker.attachFanout(topic, {
-        event: (_topic, ce, n, trace) => {
+        event: (_topic, ce, n, trace, receivedAt) => {
           const num = positions ? n : ++seq;
           if (num === undefined) return logger.error({ topic }, "pub/sub event without a stream position was dropped");
-          const e = toWeb(topic, ce as CloudEvent, num);
+          const e = toWeb(topic, ce as CloudEvent, num, receivedAt, trace?.exemplar);
           if (e) sink.event(e, trace);
         },
         end: (reason) => sink.end(reason),

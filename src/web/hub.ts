@@ -2,6 +2,7 @@ import { notLive, subscribeFailure, subscribeFailureKind, TopicHistory, type End
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { CloudEvent } from "../shared/cloudevent.js";
+import type { ExemplarIds } from "../observe/metrics.js";
 import { formatPosition, isOwnPosition, parsePosition, type Position, type PositionScheme } from "./positions.js";
 
 export type { Position, PositionScheme } from "./positions.js";
@@ -21,6 +22,13 @@ export class WebEvent {
     readonly cloudevent: string,
     /** The event as received (main thread only), for gRPC Subscribe streams with positions. */
     readonly event?: CloudEvent,
+    /**
+     * When the broker received it (`preciseEpochMs`, on the main thread), where the delivery latency counts from;
+     * undefined for an event fetched for a resume (a replay is no delivery of a fresh event).
+     */
+    readonly receivedAt?: number,
+    /** The ids of its sampled fan-out span (tracing on): the delivery latency's exemplar. */
+    readonly exemplar?: ExemplarIds,
   ) {}
 
   /** The event's identity hash when its position carries one (positions.ts: epoch positions with marks). */
@@ -207,6 +215,9 @@ export interface EventWire {
   seq: number;
   position: string;
   cloudevent: string;
+  /** WebEvent.receivedAt and WebEvent.exemplar, on a live event (not on the history of a snapshot). */
+  receivedAt?: number;
+  exemplar?: ExemplarIds;
 }
 
 /** WebHub.snapshot's answer. */

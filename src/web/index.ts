@@ -3,6 +3,7 @@ import type { Broker } from "../broker/index.js";
 import type { Authenticator } from "../ops/auth.js";
 import type { GatewayContext } from "../ops/context.js";
 import type { HealthEntry } from "../observe/health.js";
+import { createDeliveryLatency, type DeliveryLatency } from "../observe/delivery-latency.js";
 import { subscribeTracer, type PubsubOps } from "../ops/pubsub.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
@@ -35,9 +36,10 @@ export interface WebPubsub {
 /**
  * Create the web pub/sub side over the shared broker (main thread) or, on a uWS worker thread, over the main hub
  * (`source` is then that thread's upstream: threads/thread-upstream.ts), and the publish operation. The hub is the same
- * either way (hub.ts).
+ * either way (hub.ts). `latency`: the delivery latency histogram when the caller made it already (the main thread's
+ * pub/sub facility, whose gRPC outlets record in it too); else it is made here on `ctx.metrics`.
  */
-export function createWebPubsub(ctx: GatewayContext, source: Broker | HubUpstream, ops: PubsubOps, auth: Authenticator): WebPubsub {
+export function createWebPubsub(ctx: GatewayContext, source: Broker | HubUpstream, ops: PubsubOps, auth: Authenticator, latency?: DeliveryLatency): WebPubsub {
   const o = ctx.options;
   const m = ctx.metrics;
   const metrics: WebMetrics = {
@@ -49,6 +51,7 @@ export function createWebPubsub(ctx: GatewayContext, source: Broker | HubUpstrea
       ["transport", "reason"],
     ),
     refused: m.counter("platform_pubsub_web_refused_total", "Web subscribe requests refused before streaming, by transport and status code name", ["transport", "code"]),
+    latency: latency ?? createDeliveryLatency(m, ctx.tracer?.on === true),
   };
   const historyGauge = m.gauge("platform_pubsub_history_events", "Events held in the per-topic resume histories (bounded by count and age per topic)", []);
   const onDeliver = (transport: string, n: number): void => metrics.deliveries.inc({ transport }, n);

@@ -98,12 +98,16 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
   }
 
   let dirty: SseSub[] = [];
+  /** The events queued this loop turn (once each, however many subscribers): their delivery latency ends at the flush. */
+  let queued: WebEvent[] = [];
   let flushScheduled = false;
   /** Write each subscriber's queued messages in one corked batch (one send() per subscriber per loop turn). */
   function flush(): void {
     flushScheduled = false;
     const subs = dirty;
+    const events = queued;
     dirty = [];
+    queued = [];
     for (const sub of subs) {
       const box = sub.outbox;
       sub.outbox = null;
@@ -112,6 +116,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
         for (const f of box) write(sub, f);
       });
     }
+    metrics.latency.observeAll("sse", events);
   }
 
   const heartbeat = setInterval(() => {
@@ -124,6 +129,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       const subs = byTopic.get(event.topic);
       if (!subs || subs.size === 0) return 0;
       const frame = event.sseBytes;
+      queued.push(event);
       // Queue per subscriber and write once per loop turn (flush): a write made inside a uWS callback of another
       // socket (a REST publish delivering synchronously) cannot be corked and costs four send() calls.
       for (const sub of subs) {

@@ -5,6 +5,7 @@ import { GatewayError } from "../shared/gateway-error.js";
 import type { Authenticator } from "../ops/auth.js";
 import type { Logger } from "../observe/logger.js";
 import type { CounterMetric, GaugeMetric } from "../observe/metrics.js";
+import type { DeliveryLatency } from "../observe/delivery-latency.js";
 import { errorBody } from "../http/router.js";
 import type { OriginPolicy, TokenIssuer } from "./access.js";
 import type { WebHub } from "./hub.js";
@@ -16,6 +17,8 @@ export interface WebMetrics {
   deliveries: CounterMetric<"transport">;
   reaped: CounterMetric<"transport" | "reason">;
   refused: CounterMetric<"transport" | "code">;
+  /** Delivery latency: each outlet records it once per event, when it has written the event to all its subscribers. */
+  latency: DeliveryLatency;
 }
 
 /** What the WebSocket and SSE fronts share. */

@@ -112,6 +112,8 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       if (n === 0) return 0;
       const frame = event.wsFrame;
       app.publish(event.topic, frame, false);
+      // uWS has written (or buffered) the frame on every subscribed socket: one observation for all of them.
+      metrics.latency.observe("websocket", event.receivedAt, event.exemplar);
       sinceSweep += frame.length;
       if (sinceSweep * 2 >= boundBytes) {
         if (!sweepImmediate) {

@@ -275,6 +275,37 @@ describe("broker", () => {
     await b.close();
   });
 
+  it("stamps each event once on arrival: fan-out sinks and the fannedOut hook get the same receipt time and the fan-out record's exemplar", async () => {
+    const up = fakeUpstream();
+    const reported: Array<{ n: number; at: number; exemplar: unknown }> = [];
+    const traced: string[] = [];
+    const exemplar = { traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7" };
+    const b = createBroker({
+      upstream: up.source,
+      encode,
+      lingerMs: 10,
+      observer: { fannedOut: (_t, n, at, ex) => reported.push({ n, at, exemplar: ex }) },
+      traceFanout: (t, e) => ({ exemplar: e === "sampled" ? exemplar : undefined, count: (tr, n) => traced.push(`${t}:${tr}:${n}`), end: () => undefined }),
+    });
+    const stamps: number[] = [];
+    await b.attachFanout("t", { event: (_t, _e, _seq, _trace, at) => stamps.push(at), end: () => undefined });
+    const subs = [fakeSink(), fakeSink()];
+    for (const s of subs) await b.subscribe(["t"], s.sink);
+    const before = performance.timeOrigin + performance.now();
+    up.emit("t", "sampled");
+    up.emit("t", "unsampled");
+    const after = performance.timeOrigin + performance.now();
+    assert.equal(stamps.length, 2);
+    for (const at of stamps) assert.ok(at >= before && at <= after, `${at} within [${before}, ${after}]`);
+    // One report per event (not per subscriber), with the stamp its fan-out sinks got.
+    assert.deepEqual(reported, [
+      { n: 2, at: stamps[0], exemplar },
+      { n: 2, at: stamps[1], exemplar: undefined },
+    ]);
+    assert.deepEqual(traced, ["t:grpc:2", "t:grpc:2"]);
+    await b.close();
+  });
+
   it("close({linger: false}) of the last reference closes the upstream at once (the web hub lingered already); otherwise the broker lingers", async () => {
     const up = fakeUpstream();
     const b = createBroker({ upstream: up.source, encode, lingerMs: 60_000 });

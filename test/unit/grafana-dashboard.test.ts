@@ -199,6 +199,7 @@ describe("Grafana dashboard deploy/grafana/platform-gateway.json", () => {
         "platform_http_requests_total",
         "platform_pubsub_events_published_total",
         "platform_pubsub_web_deliveries_total",
+        "platform_pubsub_delivery_latency_seconds_bucket",
         "process_cpu_seconds_total",
       ])
         assert.ok(withSeries.has(name), `${name} has series`);
