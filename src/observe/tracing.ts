@@ -51,6 +51,7 @@ const KINDS = { server: SpanKind.SERVER, consumer: SpanKind.CONSUMER, internal: 
  */
 class SdkSpan implements TraceSpan {
   private readonly ctx: Context;
+  private unrecorded: UnrecordedChild | undefined;
   constructor(
     private readonly tracer: OtelTracer,
     private readonly span: Span,
@@ -62,6 +63,10 @@ class SdkSpan implements TraceSpan {
   }
 
   child(name: string, kind: "internal" | "client" | "producer", attributes?: SpanAttributes, link?: string): TraceSpan {
+    // Not sampled: nothing under it is recorded either (parent-based), so no child span is built at all; the calls it
+    // makes carry this span's context, with the sampled flag clear. (The flag, not isRecording(): a handle on another
+    // thread's sampled span records nothing here but its children are recorded.)
+    if (!this.sampled) return (this.unrecorded ??= new UnrecordedChild(this));
     const k = kind === "client" ? SpanKind.CLIENT : kind === "producer" ? SpanKind.PRODUCER : SpanKind.INTERNAL;
     const linked = link === undefined ? undefined : remoteContext(link, undefined);
     const links = linked ? [{ context: linked }] : undefined;
@@ -100,6 +105,32 @@ class SdkSpan implements TraceSpan {
     const carrier: Record<string, string> = {};
     propagator.inject(this.ctx, carrier, defaultTextMapSetter);
     return { traceparent: carrier["traceparent"]!, tracestate: carrier["tracestate"] };
+  }
+}
+
+/**
+ * Every child of a span that is not recorded: one object that records nothing and propagates its parent's context
+ * (an unsampled call pays no span building for its schema resolution, conversions or backend call).
+ */
+class UnrecordedChild implements TraceSpan {
+  constructor(private readonly parent: TraceSpan) {}
+  child(): TraceSpan {
+    return this;
+  }
+  set(): void {}
+  event(): void {}
+  end(): void {}
+  headers(): TraceHeaders {
+    return this.parent.headers();
+  }
+  get sampled(): boolean {
+    return false;
+  }
+  get traceId(): string {
+    return this.parent.traceId;
+  }
+  get spanId(): string {
+    return this.parent.spanId;
   }
 }
 
