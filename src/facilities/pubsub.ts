@@ -7,7 +7,7 @@ import type { Facility } from "./facility.js";
 import { createPubsubGrpc, GRPC_MESSAGE_PREFIX, LAST_EVENT_ID_METADATA, POSITION_ATTRIBUTE, type PositionFeed } from "../grpc/pubsub.js";
 import type { Metrics } from "../observe/metrics.js";
 import { createDeliveryLatency, type DeliveryLatency } from "../observe/delivery-latency.js";
-import { createPubsubOps, fanoutTracer, type PubsubOps } from "../ops/pubsub.js";
+import { createPubsubOps, fanoutTracer, subscribeTracer, type PubsubOps } from "../ops/pubsub.js";
 import type { WebEvent, WebHub } from "../web/hub.js";
 import type { Logger } from "../observe/logger.js";
 import { declarativeSubscriptionsRoute, pubsubRoutes } from "../rest/pubsub.js";
@@ -148,6 +148,7 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
   const ops = createPubsubOps(ctx, broker);
   const web = createWebPubsub(ctx, broker, ops, createAuthenticator(ctx.options.apiKeys), latency);
   const positions = hubPositionFeed(web.hub, encode, ctx.logger);
+  const traceSubscribe = subscribeTracer(ctx.tracer);
   const grpcSide = createPubsubGrpc({
     ops,
     broker,
@@ -155,6 +156,7 @@ export function createPubsubFacility(ctx: GatewayContext): PubsubFacility {
     reapGraceMs: ctx.options.sweepIntervalMs,
     sweepIntervalMs: ctx.options.sweepIntervalMs,
     feed: positions.feed,
+    ...(traceSubscribe ? { traceSubscribe } : {}),
   });
   web.hub.addFanout("grpc", {
     deliver: (e) => {

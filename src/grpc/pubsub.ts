@@ -14,9 +14,10 @@ import type { ServerStreamCall } from "./native/call-types.js";
 import { CallMetadata } from "../shared/metadata.js";
 import { randomUUID } from "node:crypto";
 import { traceOfGrpc } from "../ops/forward-metadata.js";
-import { grpcServerSpan } from "../observe/span.js";
+import { endWith, grpcServerSpan, type TraceIncoming, type TraceSpan } from "../observe/span.js";
 
 const PUBLISH_SPAN = grpcServerSpan("io.cloudevents.v1.Pubsub/PublishEvent");
+const SUBSCRIBE_SPAN = grpcServerSpan("io.cloudevents.v1.Pubsub/Subscribe");
 
 /** The topic an empty `topics` list means (docs/pubsub.md "Subscribe"). */
 export const DEFAULT_TOPIC = "state.change";
@@ -118,6 +119,8 @@ export interface PubsubGrpcDeps {
   feed?: PositionFeed;
   /** How often positioned streams are checked for no progress (the broker's sweep interval), ms. */
   sweepIntervalMs: number;
+  /** With tracing on: the span of a stream's start (until its subscription is live), as the web fronts have. */
+  traceSubscribe?: (trace: TraceIncoming, topics: number) => TraceSpan;
 }
 
 /** A Subscribe stream served with positions from the feed. */
@@ -182,57 +185,58 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
       open.delete(call);
     });
 
-    broker
-      .subscribe(
-        topics,
-        {
-          write: (bytes) => {
-            if (done || call.ended) return false;
-            const ok = call.writeFramed(bytes);
-            if (!ok && !waiting) {
-              waiting = true;
-              void call.drained().then(() => {
-                waiting = false;
-                if (!done) sub?.drain();
-              });
-            }
-            return ok;
-          },
-          open: (id) => {
-            const md = new CallMetadata();
-            md.set(SUBSCRIPTION_ID_HEADER, id);
-            call.sendMetadata(md);
-          },
-          end: (reason) => {
-            if (done) return;
-            const err = statusOfEnd(reason);
-            end(err ?? undefined);
-            if (err && (reason.kind === "slow" || reason.kind === "stuck")) {
-              logger.warn({ subscriptionId: sub?.id, topics, reason: reason.kind }, err.rawMessage);
-              // The status travels behind the data already buffered for this stream; a client that never reads
-              // again would hold the stream open forever, so reset it after a grace period (nothing if it closed).
-              setTimeout(() => call.reset(), deps.reapGraceMs).unref();
-            }
-          },
+    // The start is traced under the caller's context until the subscription is live (no span per event).
+    const span = deps.traceSubscribe?.(traceOfGrpc(true, call.metadata, SUBSCRIBE_SPAN)!, topics.length);
+    const subscribing = broker.subscribe(
+      topics,
+      {
+        write: (bytes) => {
+          if (done || call.ended) return false;
+          const ok = call.writeFramed(bytes);
+          if (!ok && !waiting) {
+            waiting = true;
+            void call.drained().then(() => {
+              waiting = false;
+              if (!done) sub?.drain();
+            });
+          }
+          return ok;
         },
-        ac.signal,
-      )
-      .then(
-        (s) => {
-          sub = s;
-          // Cancelled in the instant between attach and here: the abort handler saw no subscription yet.
-          if (ac.signal.aborted || done) s.close();
+        open: (id) => {
+          const md = new CallMetadata();
+          md.set(SUBSCRIPTION_ID_HEADER, id);
+          call.sendMetadata(md);
         },
-        (e: unknown) => {
+        end: (reason) => {
           if (done) return;
-          const kind = subscribeFailureKind(e);
-          if (kind === "cancelled") return;
-          // The broker's failure carries its code; anything else thrown while subscribing is UNAVAILABLE.
-          const err = kind ? (e as GatewayError) : new GatewayError(Code.UNAVAILABLE, (e as Error).message, { cause: e });
-          logger.warn({ topics, code: err.codeName, err: err.rawMessage }, "subscribe failed");
-          end(err);
+          const err = statusOfEnd(reason);
+          end(err ?? undefined);
+          if (err && (reason.kind === "slow" || reason.kind === "stuck")) {
+            logger.warn({ subscriptionId: sub?.id, topics, reason: reason.kind }, err.rawMessage);
+            // The status travels behind the data already buffered for this stream; a client that never reads
+            // again would hold the stream open forever, so reset it after a grace period (nothing if it closed).
+            setTimeout(() => call.reset(), deps.reapGraceMs).unref();
+          }
         },
-      );
+      },
+      ac.signal,
+    );
+    (span ? endWith(span, subscribing) : subscribing).then(
+      (s) => {
+        sub = s;
+        // Cancelled in the instant between attach and here: the abort handler saw no subscription yet.
+        if (ac.signal.aborted || done) s.close();
+      },
+      (e: unknown) => {
+        if (done) return;
+        const kind = subscribeFailureKind(e);
+        if (kind === "cancelled") return;
+        // The broker's failure carries its code; anything else thrown while subscribing is UNAVAILABLE.
+        const err = kind ? (e as GatewayError) : new GatewayError(Code.UNAVAILABLE, (e as Error).message, { cause: e });
+        logger.warn({ topics, code: err.codeName, err: err.rawMessage }, "subscribe failed");
+        end(err);
+      },
+    );
   });
 
   // Subscribe writes pre-encoded SubscribeResponse bytes (rawResponses), so its call is typed with Buffer responses.

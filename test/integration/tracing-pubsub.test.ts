@@ -123,6 +123,23 @@ for (const fixture of runtimeFixtures) {
       assertPublishTree(spans, server, "wspub", carried);
     });
 
+    it("a gRPC Subscribe stream's start is a span under the caller's traceparent, ended once the subscription is live", async () => {
+      const parent = "6666666666666666";
+      const md = withKey(KEY);
+      md.set("traceparent", `00-${CALLER_TRACE}-${parent}-01`);
+      const sub = grpcSubscribe(gw().client("io.cloudevents.v1.Pubsub"), ["grpcstart-a", "grpcstart-b"], md);
+      try {
+        await sub.ready();
+        const start = (await spansOf(rx(), CALLER_TRACE, ["io.cloudevents.v1.Pubsub/Subscribe"])).find((x) => x.parentSpanId === parent);
+        assert.ok(start, "the Subscribe start span is a child of the caller's traceparent");
+        assert.equal(start!.kind, SpanKind.SERVER);
+        assert.equal(start!.attributes["rpc.service"], "io.cloudevents.v1.Pubsub");
+        assert.equal(start!.attributes["gateway.topics"], 2);
+      } finally {
+        sub.call.cancel();
+      }
+    });
+
     it("a subscription's start is a span: SSE under the request's traceparent, a WebSocket subscribe on its own; an SSE subscriber counts in the fan-out", async () => {
       const parent = "5555555555555555";
       const sse = await connectSse(gw().http, "topic=ssetopic", { "x-api-key": KEY, traceparent: `00-${CALLER_TRACE}-${parent}-01` });
