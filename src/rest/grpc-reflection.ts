@@ -4,6 +4,9 @@ import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { DispatchOps } from "../ops/dispatch.js";
 import { booleanParam } from "../http/query-params.js";
 import { json, type Route } from "../http/router.js";
+import { httpServerSpan } from "../observe/span.js";
+
+const CALL_SPAN = httpServerSpan("POST", "/v1/grpc/call");
 
 /** `/v1/grpc/call`'s wire form of a status: `data` is the response JSON text on success, else the status message. */
 function callReply(st: Status, responseData = ""): ReturnType<typeof json> {
@@ -48,7 +51,14 @@ export function grpcReflectionRoutes(ops: DispatchOps, filter: MetadataFilter): 
         } catch (e) {
           return callReply(statusOf(e));
         }
-        const r = await ops.invoke({ service: body["service"], method: body["method"], requestData: body["request"], metadata, signal: req.signal });
+        const r = await ops.invoke({
+          service: body["service"],
+          method: body["method"],
+          requestData: body["request"],
+          metadata,
+          signal: req.signal,
+          trace: filter.traceOfHeaders(req.headers, CALL_SPAN),
+        });
         return callReply(r, r.responseData);
       },
     },

@@ -143,6 +143,13 @@ describe("tracing: invoke over OTLP/HTTP", () => {
     assertInvokeTree(spans, named(spans, "POST /v1/gateway/invoke"), backend);
   });
 
+  it("POST /v1/grpc/call is traced under its own route", async () => {
+    const r = await httpRequest(gw.http, "POST", "/v1/grpc/call", { service: "orders", method: "GetOrder", request: JSON.stringify({ orderId: "call-1" }) });
+    assert.equal(r.status, 200, r.body);
+    const spans = await spansOf(receiver, backendTraceparent(backend).traceId, SPANS_PER_INVOKE);
+    assertInvokeTree(spans, named(spans, "POST /v1/grpc/call"), backend);
+  });
+
   it("gRPC InvokeJson and Invoke: the server span follows the RPC conventions and the caller's metadata traceparent", async () => {
     const md = new grpc.Metadata();
     md.set("traceparent", `00-${"ab".repeat(16)}-${CALLER_SPAN}-01`);
