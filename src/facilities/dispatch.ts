@@ -199,7 +199,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     targets.set(name, t);
     return t;
   };
-  const openApi = createOpenApiOps({ services: ctx.services, backends, apiKey: options.apiKeys.length > 0, bindingsOf: (service) => transcoding.servedBy(service) });
+  const openApi = createOpenApiOps({ services: ctx.services, backends, apiKey: options.apiKeys.length > 0, routes: transcoding });
 
   let closed: Promise<void> | undefined;
   let destroyed = false;

@@ -312,6 +312,29 @@ export function jsonObjectBody(body: Buffer): Record<string, unknown> {
 }
 
 /**
+ * Read a uWS request's whole body (every uWS front that takes one reads it here): `then` gets it, or undefined at once
+ * when it grows past `max` bytes (nothing more is kept). Chunks stop being kept once `stopped()` (the request was
+ * answered or aborted).
+ */
+export function readBody(res: uws.HttpResponse, max: number, stopped: () => boolean, then: (body: Buffer | undefined) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  res.onData((chunk, isLast) => {
+    if (over || stopped()) return;
+    size += chunk.byteLength;
+    if (size > max) {
+      over = true;
+      chunks.length = 0;
+      return then(undefined);
+    }
+    // uWS reuses the chunk's memory after this callback: copy it.
+    chunks.push(Buffer.from(Buffer.from(chunk)));
+    if (isLast) then(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+  });
+}
+
+/**
  * A free port on `host`, for uWS apps that share an ephemeral one (worker threads, a TLS reload's new app): uSockets
  * cannot bind a second SO_REUSEPORT socket to a port the kernel picked for port 0 (the first listen would have to be
  * on the chosen port already).
@@ -469,19 +492,7 @@ export async function startRestServer(host: string, port: number, routes: Route[
         // Answer 413 at once and close: the rest of the body is never buffered.
         return tooLarge(`of ${declared} bytes `);
       }
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.onData((chunk, isLast) => {
-        if (done) return;
-        size += chunk.byteLength;
-        if (size > deps.maxBodyBytes) {
-          chunks.length = 0;
-          return tooLarge("");
-        }
-        // uWS reuses the chunk's memory after this callback: copy it.
-        chunks.push(Buffer.from(Buffer.from(chunk)));
-        if (isLast) run(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-      });
+      readBody(res, deps.maxBodyBytes, () => done, (body) => (body === undefined ? tooLarge("") : run(body)));
     } catch (e) {
       fail(e);
     }

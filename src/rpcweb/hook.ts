@@ -11,7 +11,7 @@ import { apiKeyRefusal } from "../ops/auth.js";
 import { kindOf, type DispatchOps } from "../ops/dispatch.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import { startInvokeStream, type InvokeStreamDeps, type InvokeStreamHandle } from "../ops/invoke-stream.js";
-import { requestHeaders, type AppHook, type RestServerDeps } from "../http/router.js";
+import { readBody, requestHeaders, type AppHook, type RestServerDeps } from "../http/router.js";
 import { streamWriter, type StreamWriter } from "../http/reply-writer.js";
 import { answerPreflight, type PreflightPolicy } from "../http/preflight.js";
 import { FLAG_END_STREAM, decodeBase64Body, envelope, parseEnvelopes, percentEncode, singleMessage, trailersFrame } from "./framing.js";
@@ -187,7 +187,7 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     const tooLarge = (): void => fail(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body exceeds the limit of ${rest.maxBodyBytes} bytes`), false, true);
     // Declared too large: answered at once and the connection closed, the body never buffered.
     if (Number(headers["content-length"] ?? 0) > rest.maxBodyBytes) return tooLarge();
-    readBody(res, rest.maxBodyBytes, (body) => {
+    readBody(res, rest.maxBodyBytes, () => done, (body) => {
       if (body === undefined) return tooLarge();
       run(target, body, timeout).catch((e: unknown) => fail(e));
     });
@@ -280,23 +280,4 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     );
     if (ac.signal.aborted) handle.cancel("the client closed the request");
   }
-}
-
-/** The whole request body, or undefined (at once) when it grows past `max` bytes. */
-function readBody(res: uws.HttpResponse, max: number, then: (body: Buffer | undefined) => void): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let over = false;
-  res.onData((chunk, isLast) => {
-    if (over) return;
-    size += chunk.byteLength;
-    if (size > max) {
-      over = true;
-      chunks.length = 0;
-      return then(undefined);
-    }
-    // uWS reuses the chunk's memory after this callback: copy it.
-    chunks.push(Buffer.from(Buffer.from(chunk)));
-    if (isLast) then(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-  });
 }

@@ -3,23 +3,15 @@ import assert from "node:assert/strict";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { httpRequest } from "../support/http-request.js";
+import { tracedOrdersOptions } from "../support/traced-gateway.js";
 import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.js";
 import { parseOpenMetrics, type OmSample } from "../support/openmetrics.js";
-import type { GatewayOptions } from "../../src/config/options.js";
 
 const OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
 /** What Prometheus sends when it scrapes. */
 const PROMETHEUS_ACCEPT = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 const INVOKE_BUCKET = "platform_gateway_invoke_duration_seconds_bucket";
-
-function options(backend: OrderBackend, receiver: OtlpReceiver | undefined, extra: GatewayOptions = {}): GatewayOptions {
-  return {
-    services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port, channels: 1 } }],
-    ...(receiver ? { otlpTracesEndpoint: receiver.url, traceExportDelayMs: 20 } : {}),
-    ...extra,
-  };
-}
 
 async function scrape(gw: TestGateway, accept?: string): Promise<{ type: string; body: string }> {
   const r = await fetch(`${gw.http}/metrics`, { headers: accept ? { accept } : {}, signal: AbortSignal.timeout(10_000) });
@@ -79,7 +71,7 @@ describe("exemplars: the invoke latency histogram links to traces in the OpenMet
   before(async () => {
     backend = await startOrderBackend();
     receiver = await startOtlpReceiver();
-    gw = await startTestGateway(options(backend, receiver));
+    gw = await startTestGateway(tracedOrdersOptions(backend, receiver));
   });
   after(async () => {
     await gw?.close();
@@ -125,7 +117,7 @@ describe("exemplars: survive the merge of uWS threads' registries; absent when t
 
   it("with two uWS threads, the call a thread ran shows its exemplar in the merged /metrics", async () => {
     const receiver = await startOtlpReceiver();
-    const gw = await startTestGateway(options(backend, receiver, { threads: 2 }));
+    const gw = await startTestGateway(tracedOrdersOptions(backend, receiver, { threads: 2 }));
     try {
       // Connections land on either thread: each call checks its own exemplar in the sum of both registries.
       for (let i = 0; i < 3; i++) await assertInvokeExemplar(gw, backend, receiver, `threads-${i}`);
@@ -136,7 +128,7 @@ describe("exemplars: survive the merge of uWS threads' registries; absent when t
   });
 
   it("tracing off: the OpenMetrics exposition has the same histogram without exemplars", async () => {
-    const gw = await startTestGateway(options(backend, undefined));
+    const gw = await startTestGateway(tracedOrdersOptions(backend, undefined));
     try {
       await invokeJson(gw, "off-1");
       const { type, body } = await scrape(gw, PROMETHEUS_ACCEPT);
@@ -152,7 +144,7 @@ describe("exemplars: survive the merge of uWS threads' registries; absent when t
 
   it("an unsampled call (ratio 0) leaves no exemplar", async () => {
     const receiver = await startOtlpReceiver();
-    const gw = await startTestGateway(options(backend, receiver, { traceSampler: "parentbased_traceidratio", traceSamplerArg: 0 }));
+    const gw = await startTestGateway(tracedOrdersOptions(backend, receiver, { traceSampler: "parentbased_traceidratio", traceSamplerArg: 0 }));
     try {
       await invokeJson(gw, "unsampled-1");
       assert.deepEqual(invokeExemplars((await scrape(gw, PROMETHEUS_ACCEPT)).body), []);

@@ -7,21 +7,13 @@ import { routesLoaded } from "../support/transcode.js";
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { httpRequest } from "../support/http-request.js";
 import { startGatewayProcess } from "../support/cli.js";
+import { tracedOrdersOptions } from "../support/traced-gateway.js";
 import { SpanKind, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
-import type { GatewayOptions } from "../../src/config/options.js";
 
 const CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN = "00f067aa0ba902b7";
 /** Spans one invoke run in one place makes: server, schema resolution, two conversions, the backend call. */
 const SPANS_PER_INVOKE = 5;
-
-function options(backend: OrderBackend, receiver: OtlpReceiver | undefined, extra: GatewayOptions = {}): GatewayOptions {
-  return {
-    services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port, channels: 1 } }],
-    ...(receiver ? { otlpTracesEndpoint: receiver.url, traceExportDelayMs: 20 } : {}),
-    ...extra,
-  };
-}
 
 /** The W3C traceparent the backend received on its latest call, split. */
 function backendTraceparent(backend: OrderBackend): { traceId: string; spanId: string; flags: string; raw: string; tracestate: unknown } {
@@ -86,7 +78,7 @@ describe("tracing: invoke over OTLP/HTTP", () => {
   before(async () => {
     backend = await startOrderBackend();
     receiver = await startOtlpReceiver();
-    gw = await startTestGateway(options(backend, receiver));
+    gw = await startTestGateway(tracedOrdersOptions(backend, receiver));
   });
   after(async () => {
     await gw?.close();
@@ -263,7 +255,7 @@ describe("tracing: sampling, JSON export, and off", () => {
 
   it("ratio 0 exports nothing but still propagates: the backend gets a traceparent (unsampled) continuing the caller's trace", async () => {
     const receiver = await startOtlpReceiver();
-    const gw = await startTestGateway(options(backend, receiver, { traceSampler: "parentbased_traceidratio", traceSamplerArg: 0 }));
+    const gw = await startTestGateway(tracedOrdersOptions(backend, receiver, { traceSampler: "parentbased_traceidratio", traceSamplerArg: 0 }));
     try {
       await invokeJson(gw, "ratio-1");
       const fresh = backendTraceparent(backend);
@@ -283,7 +275,7 @@ describe("tracing: sampling, JSON export, and off", () => {
 
   it("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json: the same tree arrives as OTLP JSON", async () => {
     const receiver = await startOtlpReceiver();
-    const gw = await startTestGateway(options(backend, receiver, { otlpTracesProtocol: "http/json" }));
+    const gw = await startTestGateway(tracedOrdersOptions(backend, receiver, { otlpTracesProtocol: "http/json" }));
     try {
       await invokeJson(gw, "json-1");
       const spans = await spansOf(receiver, backendTraceparent(backend).traceId, SPANS_PER_INVOKE);
@@ -297,7 +289,7 @@ describe("tracing: sampling, JSON export, and off", () => {
 
   it("conversions on the pool say so with their queue wait; a cached schema is a hit", async () => {
     const receiver = await startOtlpReceiver();
-    const gw = await startTestGateway(options(backend, receiver, { workerThresholdBytes: 0, conversionWorkers: 1 }));
+    const gw = await startTestGateway(tracedOrdersOptions(backend, receiver, { workerThresholdBytes: 0, conversionWorkers: 1 }));
     try {
       for (const id of ["pool-1", "pool-2"]) {
         await invokeJson(gw, id);
@@ -317,7 +309,7 @@ describe("tracing: sampling, JSON export, and off", () => {
   });
 
   it("tracing off: no traceparent is invented and the caller's is forwarded untouched", async () => {
-    const gw = await startTestGateway(options(backend, undefined));
+    const gw = await startTestGateway(tracedOrdersOptions(backend, undefined));
     try {
       await invokeJson(gw, "off-1");
       assert.equal(backend.received.at(-1)!.metadata["traceparent"], undefined);
@@ -341,7 +333,7 @@ describe("tracing with --threads 2", () => {
     backend = await startOrderBackend();
     receiver = await startOtlpReceiver();
     // Every gRPC invoke offloaded to a thread, so the context must cross the hop.
-    gw = await startTestGateway(options(backend, receiver, { threads: 2, apiKeys: [KEY] }), { invokeOffloadMinInflight: 0 });
+    gw = await startTestGateway(tracedOrdersOptions(backend, receiver, { threads: 2, apiKeys: [KEY] }), { invokeOffloadMinInflight: 0 });
   });
   after(async () => {
     await gw?.close();
@@ -378,7 +370,7 @@ describe("tracing: shutdown", () => {
     const backend = await startOrderBackend();
     const receiver = await startOtlpReceiver();
     // An export delay far past the test: only the flush on close can deliver these spans.
-    const gw = await startTestGateway(options(backend, receiver, { threads: 2, traceExportDelayMs: 600_000 }));
+    const gw = await startTestGateway(tracedOrdersOptions(backend, receiver, { threads: 2, traceExportDelayMs: 600_000 }));
     try {
       await invokeJson(gw, "flush-rest");
       const restTrace = backendTraceparent(backend).traceId;

@@ -171,6 +171,30 @@ describe("REST transcoding: configuration, conflicts, refresh, threads", () => {
     assert.ok(health.entries.transcoding.description.includes(refused), health.entries.transcoding.description);
   });
 
+  test("a rule another backend's restart lets in shows in the OpenAPI document of its own backend, whose schema did not change", async () => {
+    const first = await backend();
+    const second = await backend();
+    const port = first.port;
+    const gw = await gateway([lib("first", first), lib("second", second)]);
+    await routesLoaded(gw.http);
+    const getBook = (doc: any): unknown => doc["paths"]?.["/v1/shelves/{shelf}/books/{book}"]?.["get"];
+    const secondDoc = async (): Promise<any> => json(await httpRequest(gw.http, "GET", "/v1/grpc/second/openapi.json"));
+    await until("the refusal in second's document", async () => ((await secondDoc())["x-problems"] ?? []).some((p: any) => p.method === "library.v1.Library.GetBook"));
+    assert.equal(getBook(await secondDoc()), undefined, "first holds GET /v1/{name=shelves/*/books/*}");
+    first.close();
+    const restarted = await backend({ port, files: withGetBookPath("/v2/{name=shelves/*/books/*}") });
+    await until("first's new route", async () => {
+      await httpRequest(gw.http, "GET", "/v2/shelves/r/books/b");
+      return restarted.calls.some((c) => c.method === "GetBook");
+    }, 15_000);
+    await httpRequest(gw.http, "GET", "/v1/shelves/r/books/b");
+    assert.equal(second.calls.at(-1)?.method, "GetBook", "second now answers GET /v1/{name=shelves/*/books/*}");
+    // The same schema of second, a different table: its cached document is not served again.
+    const doc = await secondDoc();
+    assert.ok(getBook(doc), "second's GetBook is now served and described");
+    assert.ok(!(doc["x-problems"] ?? []).some((p: any) => p.method === "library.v1.Library.GetBook"));
+  });
+
   test("a backend restarted with a changed annotation changes the routes, with no gateway restart", async () => {
     const b = await backend();
     const port = b.port;

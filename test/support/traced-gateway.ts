@@ -4,6 +4,7 @@ import type { TestGateway } from "./gateway.js";
 import { startOtlpReceiver, type OtlpReceiver } from "./otlp-receiver.js";
 import { useGatewayOn, type RuntimeFixture } from "./runtimes.js";
 import type { WsTestClient } from "./web.js";
+import type { OrderBackend } from "./backends/order-backend.js";
 
 /** The embedded runtime, whatever $GATEWAY_TEST_RUNTIMES says (suites about threads, not runtimes). */
 export const EMBEDDED: RuntimeFixture = { name: "embedded", setup: async () => ({ options: { sidecar: "embedded" }, close: async () => {} }) };
@@ -41,5 +42,17 @@ export function useTracedGatewayOn(fixture: RuntimeFixture, options: GatewayOpti
       return receiver;
     },
     sockets,
+  };
+}
+
+/**
+ * Gateway options with the order backend registered as `orders` (one channel) and, given a receiver, spans exported to
+ * it every 20 ms (none: tracing off).
+ */
+export function tracedOrdersOptions(backend: OrderBackend, receiver: OtlpReceiver | undefined, extra: GatewayOptions = {}): GatewayOptions {
+  return {
+    services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port, channels: 1 } }],
+    ...(receiver ? { otlpTracesEndpoint: receiver.url, traceExportDelayMs: 20 } : {}),
+    ...extra,
   };
 }

@@ -1,25 +1,24 @@
 /**
  * The OpenAPI documents the gateway serves (`GET /v1/openapi.json`, `GET /v1/grpc/{service}/openapi.json`): built from
- * the backends' current schemas and cached as JSON text per set of schema ids, so a backend whose schema changed (a
- * restart with an edited proto, seen at the next reflection refresh) shows in the next request's document.
+ * the backends' current schemas and what the transcoding table serves, cached as JSON text per set of schema ids and
+ * table generation, so a backend whose schema changed (a restart with an edited proto, seen at the next reflection
+ * refresh), or a rule another backend's change let in or refused, shows in the next request's document.
  */
 import type { BackendRegistry } from "../../backends/registry.js";
 import type { BackendSchema } from "../../backends/schema.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { backendNamed } from "../dispatch.js";
 import type { ServiceRegistry } from "../../config/services.js";
-import { buildOpenApiDocument, type OpenApiBackend, type OpenApiBinding, type UnavailableBackend } from "./document.js";
-
-/** The bindings of a backend's schema to describe, and the annotations that could not be used. */
-export type BindingsOf = (service: string, schema: BackendSchema) => { bindings: readonly OpenApiBinding[]; problems: readonly { method: string; message: string }[] };
+import type { TranscodeTable } from "../transcode/table.js";
+import { buildOpenApiDocument, type OpenApiBackend, type UnavailableBackend } from "./document.js";
 
 export interface OpenApiDeps {
   services: ServiceRegistry;
   backends: BackendRegistry;
   /** Whether the gateway requires x-api-key (the document then declares and requires the scheme). */
   apiKey: boolean;
-  /** What the transcoding table serves for a backend (src/ops/transcode/table.ts `servedBy`): the document describes exactly that. */
-  bindingsOf: BindingsOf;
+  /** The transcoding table: each document describes exactly what it serves for the backend (`servedBy`). */
+  routes: Pick<TranscodeTable, "servedBy" | "generation">;
   /** How long the combined document waits for a backend whose schema is not loaded yet, ms (default 3000). */
   loadTimeoutMs?: number;
 }
@@ -35,7 +34,7 @@ export interface OpenApiOps {
 const MAX_CACHED = 16;
 
 export function createOpenApiOps(deps: OpenApiDeps): OpenApiOps {
-  const bindingsOf = deps.bindingsOf;
+  const { routes } = deps;
   const loadTimeoutMs = deps.loadTimeoutMs ?? 3_000;
   const cache = new Map<string, string>();
 
@@ -46,7 +45,7 @@ export function createOpenApiOps(deps: OpenApiDeps): OpenApiOps {
       cache.set(key, hit); // most recently used last
       return hit;
     }
-    const input: OpenApiBackend[] = backends.map(({ service, schema }) => ({ service, schema, ...bindingsOf(service, schema) }));
+    const input: OpenApiBackend[] = backends.map(({ service, schema }) => ({ service, schema, ...routes.servedBy(service) }));
     const text = JSON.stringify(buildOpenApiDocument({ backends: input, unavailable, title, apiKey: deps.apiKey }));
     if (key === undefined) return text;
     cache.set(key, text);
@@ -74,13 +73,13 @@ export function createOpenApiOps(deps: OpenApiDeps): OpenApiOps {
         else unavailable.push({ service: names[i]!, message: GatewayError.from(r.reason).rawMessage });
       });
       // A document naming unavailable backends is not cached: it carries this attempt's reasons.
-      const key = unavailable.length > 0 ? undefined : `*|${loaded.map((l) => `${l.service}=${l.schema.set.id}`).join(",")}`;
+      const key = unavailable.length > 0 ? undefined : `${routes.generation()}|*|${loaded.map((l) => `${l.service}=${l.schema.set.id}`).join(",")}`;
       return render(key, loaded, unavailable, "Platform Gateway: backend APIs");
     },
     async one(service, signal) {
       const b = backendNamed(deps, service);
       const schema = await load(b.name, signal);
-      return render(`${b.name}=${schema.set.id}`, [{ service: b.name, schema }], [], `Platform Gateway: ${b.name}`);
+      return render(`${routes.generation()}|${b.name}=${schema.set.id}`, [{ service: b.name, schema }], [], `Platform Gateway: ${b.name}`);
     },
   };
 }

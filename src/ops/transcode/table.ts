@@ -36,6 +36,8 @@ export interface TranscodeTable {
    * the backend's rules left out, by method. Empty for a backend with no schema yet or transcoding disabled.
    */
   servedBy(service: string): { bindings: ReadonlyArray<ServedBinding>; problems: ReadonlyArray<{ method: string; message: string }> };
+  /** How many times the table was rebuilt: what `servedBy` answers changes only with it (documents cached by it). */
+  generation(): number;
   /** The `/health` entry, when rules were refused. */
   health(): Record<string, HealthEntry>;
 }
@@ -99,6 +101,7 @@ export function createTranscodeTable(deps: { services: ServiceRegistry; logger: 
   let listed: string[] = [];
   let refused: string[] = [];
   let logged = new Set<string>();
+  let generation = 0;
   let served = new Map<string, { bindings: ServedBinding[]; problems: Array<{ method: string; message: string }> }>();
 
   const rebuild = (): void => {
@@ -154,6 +157,7 @@ export function createTranscodeTable(deps: { services: ServiceRegistry; logger: 
     listed = names;
     refused = problems;
     served = byService;
+    generation++;
     const now = new Set(problems);
     for (const p of problems) if (!logged.has(p)) deps.logger.warn({ rule: p }, "transcoding rule refused");
     logged = now;
@@ -172,6 +176,7 @@ export function createTranscodeTable(deps: { services: ServiceRegistry; logger: 
     routes: () => listed,
     refused: () => refused,
     servedBy: (service) => served.get(service) ?? { bindings: [], problems: [] },
+    generation: () => generation,
     health(): Record<string, HealthEntry> {
       if (refused.length === 0) return {};
       return { transcoding: { status: "Degraded", description: `${refused.length} HTTP rule(s) refused: ${refused.join("; ")}` } };
