@@ -45,11 +45,34 @@ from peerslib import BACKEND_BIN, BUILD, PEERS, TLS_BIN, Server, free_port, log,
 LIMIT = 0.05
 
 
+def side_env(a, side):
+    """The environment variables --base-env / --new-env give one side's gateway ({OTLP_SINK}: the sink's traces URL)."""
+    spec = a.base_env if side == "base" else a.new_env
+    out = {}
+    for kv in filter(None, (spec or "").split(",")):
+        k, _, v = kv.partition("=")
+        out[k] = v.replace("{OTLP_SINK}", a.sink_url or "")
+    return out
+
+
+SINK = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200); self.send_header("content-type", "application/x-protobuf"); self.send_header("content-length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
+
+
 def run_job(a, job, side, rep, outdir):
     if not a.no_gate:
         busy, load, waited = wait_quiet(a.gate_busy, a.gate_load, a.gate_max_min)
         log(f"rep {rep} {job} {side}: busy {busy:.2f}, load {load:.2f} after waiting {waited:.0f} s")
-    env = {**os.environ, "PERF_MAIN": a.base if side == "base" else a.new, "PERF_OUT": outdir}
+    env = {**os.environ, **side_env(a, side), "PERF_MAIN": a.base if side == "base" else a.new, "PERF_OUT": outdir}
     common = ["--reps", "1", "--rep-base", str(rep), "--no-wait", "--tag", f"{a.tag}-{side}"] + (["--quick"] if a.quick else [])
     if job == "invoke":
         argv = [sys.executable, "run_invoke.py", *common, "--paths", a.paths, "--conc", "1,64", "--out", "invoke.jsonl"]
@@ -70,16 +93,17 @@ def run_sbs(a, rep, outdir):
         busy, load, waited = wait_quiet(a.gate_busy, a.gate_load, a.gate_max_min)
         log(f"rep {rep} invoke-sbs: busy {busy:.2f}, load {load:.2f} after waiting {waited:.0f} s")
     first = "base" if rep % 2 == 0 else "new"
-    dirs = [a.base, a.new] if first == "base" else [a.new, a.base]
+    sides = ["base", "new"] if first == "base" else ["new", "base"]
+    dirs = [a.base if s == "base" else a.new for s in sides]
     bport = free_port()
     procs = []
     t0 = time.time()
     try:
         backend = Server("backend", [BACKEND_BIN, "-port", str(bport)], port=bport)
         procs.append(backend)
-        gw = start_gateway(dirs[0], bport, name="gateway-1")
+        gw = start_gateway(dirs[0], bport, name="gateway-1", env=side_env(a, sides[0]))
         procs.append(gw)
-        gw2 = start_gateway(dirs[1], bport, name="gateway-2")
+        gw2 = start_gateway(dirs[1], bport, name="gateway-2", env=side_env(a, sides[1]))
         procs.append(gw2)
         grpcgw = Server("grpcgw", [os.path.join(BUILD, "bin/grpcgwproxy"), "-backend", f"127.0.0.1:{bport}"], regex=r'"port":(\d+)')
         procs.append(grpcgw)
@@ -246,6 +270,9 @@ def main():
     ap.add_argument("--out", default="/tmp/perf/compare", help="results go to OUT/TAG/ (not $PERF_OUT: env.sh points that into the harness)")
     ap.add_argument("--tag", default=time.strftime("cmp-%Y%m%dT%H%M%S"))
     ap.add_argument("--summarize", metavar="DIR/TAG", help="only print the summary of a recorded run")
+    ap.add_argument("--base-env", help="K=V,... for the BASE side's gateway (e.g. the same build with tracing on as NEW: "
+                    "--new-env OTEL_TRACES_EXPORTER=otlp,OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={OTLP_SINK}; {OTLP_SINK} starts a sink)")
+    ap.add_argument("--new-env", help="K=V,... for the NEW side's gateway")
     a = ap.parse_args()
     if a.summarize:
         d = a.summarize.rstrip("/")
@@ -263,15 +290,25 @@ def main():
         raise SystemExit(f"invoke-sbs needs {TLS_BIN}/invokeload: run bench/peers-tls/build.sh")
     outdir = os.path.join(a.out, a.tag)
     os.makedirs(outdir, exist_ok=True)
+    a.sink_url, sink = None, None
+    if "{OTLP_SINK}" in (a.base_env or "") + (a.new_env or ""):
+        # an OTLP/HTTP receiver that answers every export and keeps nothing (a traced gateway needs somewhere to send)
+        sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
+        a.sink_url = f"http://127.0.0.1:{sink.stdout.readline().strip()}/v1/traces"
+        log(f"OTLP sink at {a.sink_url}")
     t0 = time.time()
-    for rep in range(a.reps):
-        order = ["base", "new"] if rep % 2 == 0 else ["new", "base"]
-        for job in jobs:
-            if job == "invoke-sbs":
-                run_sbs(a, rep, outdir)
-                continue
-            for side in order:
-                run_job(a, job, side, rep, outdir)
+    try:
+        for rep in range(a.reps):
+            order = ["base", "new"] if rep % 2 == 0 else ["new", "base"]
+            for job in jobs:
+                if job == "invoke-sbs":
+                    run_sbs(a, rep, outdir)
+                    continue
+                for side in order:
+                    run_job(a, job, side, rep, outdir)
+    finally:
+        if sink:
+            sink.kill()
     text = summarize(outdir, a.tag)
     text += f"\nBASE {a.base}, NEW {a.new}, {a.reps} repetitions{' (--quick)' if a.quick else ''}, {time.time() - t0:.0f} s.\n"
     with open(os.path.join(outdir, "summary.md"), "w") as f:

@@ -64,7 +64,7 @@ def wait_quiet(busy_limit=0.15, load_limit=None, max_min=90.0, poll_s=20):
         time.sleep(poll_s)
 
 
-def start_gateway(gw_dir, bport, extra_args=(), name="gateway"):
+def start_gateway(gw_dir, bport, extra_args=(), name="gateway", env=None):
     """`node GW_DIR/dist/src/main/cli.js` (node itself, not npm, so the measured pid is the gateway) with the inventory
     backend on bport as its one service; returns the Server with .port (gRPC) and .http_port."""
     cfg = tempfile.NamedTemporaryFile("w", prefix="perf-gw-", suffix=".yaml", delete=False)
@@ -73,7 +73,7 @@ def start_gateway(gw_dir, bport, extra_args=(), name="gateway"):
     argv = [NODE, os.path.join(gw_dir, "dist/src/main/cli.js"), "--grpc-port", "0", "--http-port", "0", "--config", cfg.name,
             "--log-level", "info", *extra_args]
     try:
-        s = Server(name, argv, regex=r'"msg":"gateway listening"', cwd=gw_dir)
+        s = Server(name, argv, regex=r'"msg":"gateway listening"', cwd=gw_dir, env=env)
     except Exception:
         os.unlink(cfg.name)
         raise

@@ -101,7 +101,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     otlpIntervalMs: opts.otlpIntervalMs,
     serviceName: opts.otlpServiceName,
   });
-  const tracer = createTracer(tracerOptions(opts));
+  const tracer = createTracer({ ...tracerOptions(opts), logger });
   // The endpoint's origin and path only: a URL may carry a credential.
   if (tracer.on) logger.info({ endpoint: endpointForLog(opts.otlpTracesEndpoint!), protocol: opts.otlpTracesProtocol, sampler: opts.traceSampler, ratio: opts.traceSamplerArg }, "exporting traces over OTLP/HTTP");
   const runtime =

@@ -98,7 +98,7 @@ async function main(): Promise<void> {
   const metrics = createMetrics({ processMetrics: false, otlpEndpoint: "" });
   // Spans of the invocations this thread runs go out through its own exporter: handing every span to the main thread
   // would add a bridge message per span and a second queue, where a thread's batch exporter needs neither.
-  const tracer = createTracer({ ...tracerOptions(opts), resource: { "gateway.thread": data.index } });
+  const tracer = createTracer({ ...tracerOptions(opts), resource: { "gateway.thread": data.index }, logger });
   let closing = false;
   const ctx: GatewayContext = { options: opts, services, runtime: NO_RUNTIME, logger, metrics, tracer, isClosing: () => closing };
   const auth = createAuthenticator(opts.apiKeys);
