@@ -1,4 +1,5 @@
 import type { SpanAttributes } from "./span.js";
+import { hex32, type TraceId } from "./trace-ids.js";
 
 /**
  * Finished spans as the tracer keeps them until export, and their OTLP encodings (ExportTraceServiceRequest of
@@ -11,10 +12,11 @@ import type { SpanAttributes } from "./span.js";
 export const OtlpKind = { INTERNAL: 1, SERVER: 2, CLIENT: 3, PRODUCER: 4, CONSUMER: 5 } as const;
 export type OtlpKind = (typeof OtlpKind)[keyof typeof OtlpKind];
 
-/** A linked span context (ids in lowercase hex). */
-export interface SpanLink {
-  readonly traceId: string;
-  readonly spanId: string;
+/** A span context: the trace, the span id's words (both 0: none), the W3C flags and trace state. */
+export interface SpanContextWords {
+  readonly trace: TraceId;
+  readonly s0: number;
+  readonly s1: number;
   readonly traceState: string | undefined;
   readonly flags: number;
 }
@@ -27,14 +29,10 @@ export interface SpanEvent {
 }
 
 /** One span's data (recorded while open, exported once ended). */
-export interface SpanData {
-  readonly traceId: string;
-  readonly spanId: string;
-  /** "" for a root span. */
-  readonly parentSpanId: string;
-  readonly traceState: string | undefined;
-  /** W3C trace flags (1: sampled). */
-  readonly flags: number;
+export interface SpanData extends SpanContextWords {
+  /** The parent span id's words; both 0 for a root span. */
+  readonly p0: number;
+  readonly p1: number;
   readonly name: string;
   readonly kind: OtlpKind;
   /** performance.now() at start and end. */
@@ -46,7 +44,7 @@ export interface SpanData {
   readonly extra: ReadonlyArray<string | number | boolean>;
   readonly dropped: number;
   readonly events: readonly SpanEvent[] | undefined;
-  readonly links: readonly SpanLink[] | undefined;
+  readonly links: readonly SpanContextWords[] | undefined;
   /** OTLP status code: 0 unset, 2 error. */
   readonly status: number;
   readonly statusMessage: string | undefined;
@@ -72,10 +70,6 @@ function nanosString(now: number): string {
 
 const TWO32 = 2 ** 32;
 
-/** The value of each hex digit's char code. */
-const NIBBLE = new Uint8Array(128);
-for (let i = 0; i < 10; i++) NIBBLE[48 + i] = i;
-for (let i = 0; i < 6; i++) NIBBLE[97 + i] = NIBBLE[65 + i] = 10 + i;
 
 /** A protobuf writer into one growing buffer; nested messages get their length prefix when they end. */
 class Writer {
@@ -128,15 +122,31 @@ class Writer {
     this.pos += this.buf.write(s, this.pos, len, "utf8");
   }
 
-  /** Bytes from lowercase or uppercase hex (ids: checked when they were made or parsed). */
-  hexBytes(field: number, hex: string): void {
-    const n = hex.length >> 1;
+  /** A 16-byte trace id. */
+  traceId(field: number, id: TraceId): void {
     this.tag(field, 2);
-    this.varint(n);
-    this.room(n);
+    this.varint(16);
+    this.be32(id.w0);
+    this.be32(id.w1);
+    this.be32(id.w2);
+    this.be32(id.w3);
+  }
+
+  /** An 8-byte span id from its words. */
+  spanId(field: number, hi: number, lo: number): void {
+    this.tag(field, 2);
+    this.varint(8);
+    this.be32(hi);
+    this.be32(lo);
+  }
+
+  private be32(v: number): void {
+    this.room(4);
     const buf = this.buf;
-    for (let i = 0, at = this.pos; i < n; i++) buf[at + i] = (NIBBLE[hex.charCodeAt(2 * i)]! << 4) | NIBBLE[hex.charCodeAt(2 * i + 1)]!;
-    this.pos += n;
+    buf[this.pos++] = v >>> 24;
+    buf[this.pos++] = (v >>> 16) & 0xff;
+    buf[this.pos++] = (v >>> 8) & 0xff;
+    buf[this.pos++] = v & 0xff;
   }
 
   /** A fixed64 time field from a performance.now() value, as unix nanoseconds (exact: two 32-bit halves). */
@@ -245,10 +255,10 @@ class Writer {
 
 function writeSpan(w: Writer, s: SpanData): void {
   const at = w.begin(2);
-  w.hexBytes(1, s.traceId);
-  w.hexBytes(2, s.spanId);
+  w.traceId(1, s.trace);
+  w.spanId(2, s.s0, s.s1);
   if (s.traceState) w.string(3, s.traceState);
-  if (s.parentSpanId) w.hexBytes(4, s.parentSpanId);
+  if ((s.p0 | s.p1) !== 0) w.spanId(4, s.p0, s.p1);
   w.string(5, s.name);
   w.tag(6, 0);
   w.varint(s.kind);
@@ -269,8 +279,8 @@ function writeSpan(w: Writer, s: SpanData): void {
   }
   for (const l of s.links ?? []) {
     const link = w.begin(13);
-    w.hexBytes(1, l.traceId);
-    w.hexBytes(2, l.spanId);
+    w.traceId(1, l.trace);
+    w.spanId(2, l.s0, l.s1);
     if (l.traceState) w.string(3, l.traceState);
     w.fixed32(6, l.flags);
     w.end(link);
@@ -326,10 +336,10 @@ function jsonAttributes(attrs: SpanAttributes | undefined, extra: ReadonlyArray<
 export const jsonSerializer = {
   serializeRequest(batch: SpanBatch): Uint8Array {
     const spans = batch.spans.map((s) => ({
-      traceId: s.traceId,
-      spanId: s.spanId,
+      traceId: s.trace.hex,
+      spanId: hex32(s.s0) + hex32(s.s1),
       ...(s.traceState ? { traceState: s.traceState } : {}),
-      ...(s.parentSpanId ? { parentSpanId: s.parentSpanId } : {}),
+      ...((s.p0 | s.p1) !== 0 ? { parentSpanId: hex32(s.p0) + hex32(s.p1) } : {}),
       flags: s.flags,
       name: s.name,
       kind: s.kind,
@@ -338,7 +348,7 @@ export const jsonSerializer = {
       attributes: jsonAttributes(s.attributes, s.extra),
       droppedAttributesCount: s.dropped,
       events: (s.events ?? []).map((e) => ({ timeUnixNano: nanosString(e.time), name: e.name, attributes: jsonAttributes(e.attributes) })),
-      links: (s.links ?? []).map((l) => ({ traceId: l.traceId, spanId: l.spanId, ...(l.traceState ? { traceState: l.traceState } : {}), flags: l.flags })),
+      links: (s.links ?? []).map((l) => ({ traceId: l.trace.hex, spanId: hex32(l.s0) + hex32(l.s1), ...(l.traceState ? { traceState: l.traceState } : {}), flags: l.flags })),
       status: { code: s.status, ...(s.statusMessage ? { message: s.statusMessage } : {}) },
     }));
     const request = { resourceSpans: [{ resource: { attributes: jsonAttributes(batch.resource) }, scopeSpans: [{ scope: { name: batch.scope }, spans }] }] };

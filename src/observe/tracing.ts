@@ -1,10 +1,10 @@
-import { randomFillSync } from "node:crypto";
 import { ROOT_CONTEXT, SamplingDecision, SpanKind, isSpanContextValid } from "@opentelemetry/api";
 import { TraceState, parseTraceParent } from "@opentelemetry/core";
 import { createOtlpHttpExportDelegate, convertLegacyHttpOptions } from "@opentelemetry/otlp-exporter-base/node-http";
 import { AlwaysOffSampler, AlwaysOnSampler, TraceIdRatioBasedSampler, type Sampler } from "@opentelemetry/sdk-trace-base";
 import type { Logger } from "./logger.js";
-import { OtlpKind, jsonSerializer, protobufSerializer, type SpanBatch, type SpanData, type SpanEvent, type SpanLink } from "./otlp-traces.js";
+import { OtlpKind, jsonSerializer, protobufSerializer, type SpanBatch, type SpanContextWords, type SpanData, type SpanEvent } from "./otlp-traces.js";
+import { TraceId, hex32, nonZeroWord, randomWord } from "./trace-ids.js";
 import { TRACING_OFF, type SpanAttributes, type TraceProtocol, type TraceSampler, type TraceHeaders, type TraceIncoming, type TraceSpan, type Tracer } from "./span.js";
 
 /** Options of createTracer. */
@@ -42,37 +42,13 @@ const SERVER_ERRORS = new Set([2, 4, 12, 13, 14, 15]);
 const OTLP_ERROR = 2;
 const SAMPLED = 1;
 
-/**
- * Span and trace ids from a pool of random bytes refilled 4 KiB at a time (the SDK draws each id byte by byte from
- * Math.random); ids of all zeros are invalid and never returned.
- */
-const pool = Buffer.allocUnsafe(4096);
-let poolAt = pool.length;
-function randomHex(bytes: 8 | 16): string {
-  for (;;) {
-    if (poolAt + bytes > pool.length) {
-      randomFillSync(pool);
-      poolAt = 0;
-    }
-    const hex = pool.toString("hex", poolAt, (poolAt += bytes));
-    if (!/^0+$/.test(hex)) return hex;
-  }
-}
-
-/** A parent's context: from a W3C `traceparent` (remote) or an open span of this process. */
-interface Parent {
-  readonly traceId: string;
-  readonly spanId: string;
-  readonly flags: number;
-  readonly traceState: string | undefined;
-}
-
 /** The context a W3C `traceparent` (and `tracestate`) names; undefined when the traceparent is malformed. */
-function remoteParent(traceparent: string, tracestate: string | undefined): Parent | undefined {
+function remoteParent(traceparent: string, tracestate: string | undefined): SpanContextWords | undefined {
   const sc = parseTraceParent(traceparent);
   if (!sc || !isSpanContextValid(sc)) return undefined;
   const state = tracestate ? new TraceState(tracestate).serialize() : "";
-  return { traceId: sc.traceId, spanId: sc.spanId, flags: sc.traceFlags & SAMPLED, traceState: state || undefined };
+  const id = sc.spanId.toLowerCase();
+  return { trace: TraceId.parse(sc.traceId.toLowerCase()), s0: parseInt(id.slice(0, 8), 16), s1: parseInt(id.slice(8), 16), flags: sc.traceFlags & SAMPLED, traceState: state || undefined };
 }
 
 /** The root sampler of a configured OTEL_TRACES_SAMPLER (the SDK's own, so the ratio means what it means there). */
@@ -80,8 +56,8 @@ function rootSamplerOf(kind: TraceSampler, ratio: number): Sampler {
   return kind.endsWith("always_off") ? new AlwaysOffSampler() : kind.endsWith("traceidratio") ? new TraceIdRatioBasedSampler(ratio) : new AlwaysOnSampler();
 }
 
-function headersOf(p: Parent): TraceHeaders {
-  return { traceparent: `00-${p.traceId}-${p.spanId}-0${p.flags}`, tracestate: p.traceState };
+function headersOf(p: SpanContextWords): TraceHeaders {
+  return { traceparent: `00-${p.trace.hex}-${hex32(p.s0)}${hex32(p.s1)}-0${p.flags}`, tracestate: p.traceState };
 }
 
 /** The span records of one thread, queued for export in bounded batches. */
@@ -161,6 +137,8 @@ class Recorder {
  */
 class RecordedSpan implements TraceSpan, SpanData {
   readonly startTime = performance.now();
+  readonly s0 = randomWord();
+  readonly s1 = nonZeroWord();
   endTime = 0;
   extra: Array<string | number | boolean> = [];
   dropped = 0;
@@ -173,15 +151,23 @@ class RecordedSpan implements TraceSpan, SpanData {
 
   constructor(
     private readonly recorder: Recorder,
-    readonly traceId: string,
-    readonly spanId: string,
-    readonly parentSpanId: string,
+    readonly trace: TraceId,
+    readonly p0: number,
+    readonly p1: number,
     readonly traceState: string | undefined,
     readonly name: string,
     readonly kind: OtlpKind,
     readonly attributes: SpanAttributes | undefined,
-    readonly links: SpanLink[] | undefined,
+    readonly links: SpanContextWords[] | undefined,
   ) {}
+
+  get traceId(): string {
+    return this.trace.hex;
+  }
+
+  get spanId(): string {
+    return hex32(this.s0) + hex32(this.s1);
+  }
 
   child(name: string, kind: "internal" | "client" | "producer", attributes?: SpanAttributes, link?: string): TraceSpan {
     return recordChild(this.recorder, this, name, kind === "client" ? OtlpKind.CLIENT : kind === "producer" ? OtlpKind.PRODUCER : OtlpKind.INTERNAL, attributes, link);
@@ -218,9 +204,9 @@ class RecordedSpan implements TraceSpan, SpanData {
 }
 
 /** A recorded child of a sampled span (parent-based: a sampled parent's children are sampled). */
-function recordChild(recorder: Recorder, parent: Parent, name: string, kind: OtlpKind, attributes: SpanAttributes | undefined, link: string | undefined): TraceSpan {
+function recordChild(recorder: Recorder, parent: SpanContextWords, name: string, kind: OtlpKind, attributes: SpanAttributes | undefined, link: string | undefined): TraceSpan {
   const linked = link === undefined ? undefined : remoteParent(link, undefined);
-  return new RecordedSpan(recorder, parent.traceId, randomHex(8), parent.spanId, parent.traceState, name, kind, attributes, linked ? [linked] : undefined);
+  return new RecordedSpan(recorder, parent.trace, parent.s0, parent.s1, parent.traceState, name, kind, attributes, linked ? [linked] : undefined);
 }
 
 /**
@@ -231,7 +217,7 @@ function recordChild(recorder: Recorder, parent: Parent, name: string, kind: Otl
 class ContextSpan implements TraceSpan {
   constructor(
     private readonly recorder: Recorder,
-    private readonly ctx: Parent,
+    private readonly ctx: SpanContextWords,
   ) {}
   child(name: string, kind: "internal" | "client" | "producer", attributes?: SpanAttributes, link?: string): TraceSpan {
     if (this.ctx.flags !== SAMPLED) return this;
@@ -247,10 +233,10 @@ class ContextSpan implements TraceSpan {
     return this.ctx.flags === SAMPLED;
   }
   get traceId(): string {
-    return this.ctx.traceId;
+    return this.ctx.trace.hex;
   }
   get spanId(): string {
-    return this.ctx.spanId;
+    return hex32(this.ctx.s0) + hex32(this.ctx.s1);
   }
 }
 
@@ -295,16 +281,16 @@ export function createTracer(opts: TracerOptions): Tracer {
       if (server === undefined) {
         // Continue the span another thread opened; a missing or malformed parent still gets a (root) span to hang on.
         if (parent) return new ContextSpan(recorder, parent);
-        return new RecordedSpan(recorder, randomHex(16), randomHex(8), "", undefined, "invoke", OtlpKind.INTERNAL, undefined, undefined);
+        return new RecordedSpan(recorder, TraceId.random(), 0, 0, undefined, "invoke", OtlpKind.INTERNAL, undefined, undefined);
       }
       const kind = KINDS[server.kind ?? "server"];
-      const traceId = parent?.traceId ?? randomHex(16);
+      const trace = parent?.trace ?? TraceId.random();
       const sampled =
         parent && parentBased
           ? parent.flags === SAMPLED
-          : root.shouldSample(ROOT_CONTEXT, traceId, server.name, SDK_KINDS[kind], server.attributes, []).decision === SamplingDecision.RECORD_AND_SAMPLED;
-      if (!sampled) return new ContextSpan(recorder, { traceId, spanId: randomHex(8), flags: 0, traceState: parent?.traceState });
-      return new RecordedSpan(recorder, traceId, randomHex(8), parent?.spanId ?? "", parent?.traceState, server.name, kind, server.attributes, undefined);
+          : root.shouldSample(ROOT_CONTEXT, trace.hex, server.name, SDK_KINDS[kind], server.attributes, []).decision === SamplingDecision.RECORD_AND_SAMPLED;
+      if (!sampled) return new ContextSpan(recorder, { trace, s0: randomWord(), s1: nonZeroWord(), flags: 0, traceState: parent?.traceState });
+      return new RecordedSpan(recorder, trace, parent?.s0 ?? 0, parent?.s1 ?? 0, parent?.traceState, server.name, kind, server.attributes, undefined);
     },
     close() {
       return (closing ??= (async () => {

@@ -1,0 +1,53 @@
+import { randomFillSync } from "node:crypto";
+
+/**
+ * Trace and span ids as 32-bit words (the id's bytes in order, big-endian words): made from a pool of random words
+ * without a string per id, written into OTLP protobuf as bytes, turned into hex only where a header or an exemplar
+ * needs it. The SDK draws each id's hex digit by digit from Math.random.
+ */
+
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+
+/** A word as 8 lowercase hex digits. */
+export function hex32(w: number): string {
+  return HEX[w >>> 24]! + HEX[(w >>> 16) & 0xff]! + HEX[(w >>> 8) & 0xff]! + HEX[w & 0xff]!;
+}
+
+const pool = new Uint32Array(1024);
+let poolAt = pool.length;
+export function randomWord(): number {
+  if (poolAt === pool.length) {
+    randomFillSync(pool);
+    poolAt = 0;
+  }
+  return pool[poolAt++]!;
+}
+
+/** A trace id (shared by every span of the trace this process records); never all zeros. */
+export class TraceId {
+  private text: string | undefined;
+  constructor(
+    readonly w0: number,
+    readonly w1: number,
+    readonly w2: number,
+    readonly w3: number,
+  ) {}
+
+  static random(): TraceId {
+    return new TraceId(randomWord(), randomWord(), randomWord(), nonZeroWord());
+  }
+
+  /** From 32 hex digits (checked by the caller). */
+  static parse(hex: string): TraceId {
+    return new TraceId(parseInt(hex.slice(0, 8), 16), parseInt(hex.slice(8, 16), 16), parseInt(hex.slice(16, 24), 16), parseInt(hex.slice(24, 32), 16));
+  }
+
+  get hex(): string {
+    return (this.text ??= hex32(this.w0) + hex32(this.w1) + hex32(this.w2) + hex32(this.w3));
+  }
+}
+
+/** A random word that is not zero: the last word of a new id, so that no id is all zeros (0 becomes 1: a 2^-32 bias). */
+export function nonZeroWord(): number {
+  return randomWord() || 1;
+}
