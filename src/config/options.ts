@@ -155,6 +155,10 @@ export interface GatewayOptions {
   traceSamplerArg?: number;
   /** How often queued spans are exported, ms. Default 5000 (the CLI: $OTEL_BSP_SCHEDULE_DELAY). */
   traceExportDelayMs?: number;
+  /** Most ended spans waiting for export per thread; more are dropped. Default 8192 (the CLI: $OTEL_BSP_MAX_QUEUE_SIZE). */
+  traceMaxQueue?: number;
+  /** Most spans in one export request. Default 2048, at most traceMaxQueue (the CLI: $OTEL_BSP_MAX_EXPORT_BATCH_SIZE). */
+  traceExportBatch?: number;
   /** Where logs go. Default stdout. */
   logDestination?: NodeJS.WritableStream;
 }
@@ -481,6 +485,8 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     traceSampler: oneOf("traceSampler", o.traceSampler, TRACE_SAMPLERS, "parentbased_always_on"),
     traceSamplerArg: ratio("traceSamplerArg", o.traceSamplerArg),
     traceExportDelayMs: positive("traceExportDelayMs", o.traceExportDelayMs, 5000),
+    traceMaxQueue: positiveInt("traceMaxQueue", o.traceMaxQueue, 8192),
+    traceExportBatch: positiveInt("traceExportBatch", o.traceExportBatch, 2048),
     logDestination: o.logDestination,
     tlsCert: tls?.cert,
     tlsKey: tls?.key,
@@ -500,6 +506,8 @@ export function tracerOptions(o: ValidatedOptions): TracerOptions {
     samplerArg: o.traceSamplerArg,
     serviceName: o.otlpServiceName,
     exportDelayMs: o.traceExportDelayMs,
+    maxQueue: o.traceMaxQueue,
+    exportBatch: o.traceExportBatch,
   };
 }
 

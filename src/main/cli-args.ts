@@ -228,6 +228,8 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
     set("traceSampler", str("", "OTEL_TRACES_SAMPLER")?.trim().toLowerCase() as GatewayOptions["traceSampler"]);
     set("traceSamplerArg", ratioArg(from("", "OTEL_TRACES_SAMPLER_ARG")));
     set("traceExportDelayMs", otelInterval(env["OTEL_BSP_SCHEDULE_DELAY"]));
+    set("traceMaxQueue", int(from("", "OTEL_BSP_MAX_QUEUE_SIZE")));
+    set("traceExportBatch", int(from("", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE")));
   }
   return opts;
 }

@@ -71,6 +71,9 @@ function nanosString(now: number): string {
 const TWO32 = 2 ** 32;
 
 
+/** The encoded KeyValue fields of frozen attribute sets (field 9 of a span: the only field they are written in). */
+const ENCODED = new WeakMap<SpanAttributes, Uint8Array>();
+
 /** A protobuf writer into one growing buffer; nested messages get their length prefix when they end. */
 class Writer {
   buf = Buffer.allocUnsafe(64 * 1024);
@@ -241,7 +244,23 @@ class Writer {
 
   attributes(field: number, attrs: SpanAttributes | undefined): void {
     if (attrs === undefined) return;
-    for (const key in attrs) this.keyValue(field, key, attrs[key]!);
+    if (field !== 9 || !Object.isFrozen(attrs)) {
+      for (const key in attrs) this.keyValue(field, key, attrs[key]!);
+      return;
+    }
+    // A frozen attribute set is one the code keeps and shares (a route's, a backend method's): its encoding is made
+    // once and copied.
+    let bytes = ENCODED.get(attrs);
+    if (bytes === undefined) {
+      const at = this.pos;
+      for (const key in attrs) this.keyValue(field, key, attrs[key]!);
+      bytes = Buffer.from(this.buf.subarray(at, this.pos));
+      ENCODED.set(attrs, bytes);
+      return;
+    }
+    this.room(bytes.length);
+    this.buf.set(bytes, this.pos);
+    this.pos += bytes.length;
   }
 
   /** The bytes written, handed over as they are (an export may be retried later): the next batch gets a new buffer. */

@@ -42,6 +42,24 @@ export function grpcServerSpan(fullMethod: string): ServerSpanInfo {
   });
 }
 
+const SHARED = new Map<string, SpanAttributes>();
+const SHARED_MAX = 4096;
+
+/**
+ * One frozen attribute set per `key`, made by `make` the first time (the tracer encodes a frozen set once and copies
+ * it for every span after). For the sets a call builds from a few repeating values (a backend method's client span):
+ * bounded, forgotten all at once when full.
+ */
+export function sharedAttributes(key: string, make: () => SpanAttributes): SpanAttributes {
+  let attrs = SHARED.get(key);
+  if (attrs === undefined) {
+    if (SHARED.size >= SHARED_MAX) SHARED.clear();
+    attrs = Object.freeze(make());
+    SHARED.set(key, attrs);
+  }
+  return attrs;
+}
+
 /** A call's W3C trace context as it arrived, and what to open for it. */
 export interface TraceIncoming {
   /** The caller's `traceparent`, unvalidated (a malformed one starts a new trace). */

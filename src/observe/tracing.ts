@@ -21,8 +21,10 @@ export interface TracerOptions {
   serviceName?: string;
   /** Batch export delay, ms (OTEL_BSP_SCHEDULE_DELAY). Default 5000. */
   exportDelayMs?: number;
-  /** Most ended spans waiting for export; beyond it spans are dropped and counted. Default 2048. */
+  /** Most ended spans waiting for export; beyond it spans are dropped and counted. Default 8192. */
   maxQueue?: number;
+  /** Most spans per export request (at most maxQueue). Default 2048. */
+  exportBatch?: number;
   /** Extra resource attributes (a uWS worker thread names itself). */
   resource?: SpanAttributes;
   /** Where dropped spans and failed exports are reported (at most once a minute each). */
@@ -32,8 +34,6 @@ export interface TracerOptions {
 /** The OpenTelemetry limits on one span (their defaults): more is dropped and counted. */
 const MAX_ATTRIBUTES = 128;
 const MAX_EVENTS = 128;
-/** Spans per export request (OTEL_BSP_MAX_EXPORT_BATCH_SIZE's default). */
-const BATCH = 512;
 const EXPORT_TIMEOUT_MS = 10_000;
 const REPORT_EVERY_MS = 60_000;
 
@@ -72,6 +72,7 @@ class Recorder {
   constructor(
     private readonly send: (batch: SpanData[], done: (ok: boolean, error?: Error) => void) => void,
     private readonly maxQueue: number,
+    private readonly batchSize: number,
     private readonly delayMs: number,
     private readonly logger: Logger | undefined,
   ) {}
@@ -82,7 +83,7 @@ class Recorder {
       return;
     }
     this.queue.push(span);
-    if (this.queue.length >= BATCH && !this.exporting) this.exportNow();
+    if (this.queue.length >= this.batchSize && !this.exporting) this.exportNow();
     else if (this.timer === undefined) this.timer = setTimeout(() => this.exportNow(), this.delayMs).unref();
   }
 
@@ -92,15 +93,15 @@ class Recorder {
     this.timer = undefined;
     if (this.exporting) return;
     if (this.queue.length === 0) return this.settle();
-    const batch = this.queue.length <= BATCH ? this.queue : this.queue.slice(0, BATCH);
-    this.queue = batch === this.queue ? [] : this.queue.slice(BATCH);
+    const batch = this.queue.length <= this.batchSize ? this.queue : this.queue.slice(0, this.batchSize);
+    this.queue = batch === this.queue ? [] : this.queue.slice(this.batchSize);
     this.exporting = true;
     this.send(batch, (ok, error) => {
       this.exporting = false;
       if (!ok) this.report("failed", `exporting ${batch.length} spans failed: ${error?.message ?? "unknown error"}`);
       if (this.dropped > 0) this.report("dropped", `${this.dropped} spans dropped: the export queue was full (${this.maxQueue})`);
       this.dropped = 0;
-      if (this.queue.length >= BATCH || (this.queue.length > 0 && this.flushWaiters.length > 0)) setImmediate(() => this.exportNow());
+      if (this.queue.length >= this.batchSize || (this.queue.length > 0 && this.flushWaiters.length > 0)) setImmediate(() => this.exportNow());
       else if (this.queue.length > 0) this.timer = setTimeout(() => this.exportNow(), this.delayMs).unref();
       else this.settle();
     });
@@ -266,7 +267,8 @@ export function createTracer(opts: TracerOptions): Tracer {
   const resource: SpanAttributes = Object.freeze({ "service.name": opts.serviceName ?? "platform-gateway", "telemetry.sdk.language": "nodejs", ...opts.resource });
   const recorder = new Recorder(
     (spans, done) => delegate.export({ resource, scope: "platform-gateway", spans }, (r) => done(r.code === 0, r.error)),
-    opts.maxQueue ?? 2048,
+    opts.maxQueue ?? 8192,
+    Math.min(opts.exportBatch ?? 2048, opts.maxQueue ?? 8192),
     opts.exportDelayMs ?? 5000,
     opts.logger,
   );

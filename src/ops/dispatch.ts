@@ -10,7 +10,7 @@ import type { ConversionReport, Converter } from "../workers/converter-types.js"
 import type { ServiceRegistry } from "../config/services.js";
 import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
 import { echo } from "../shared/echo.js";
-import type { TraceIncoming, TraceSpan, Tracer } from "../observe/span.js";
+import { sharedAttributes, type TraceIncoming, type TraceSpan, type Tracer } from "../observe/span.js";
 
 /** One invocation, whatever front end it came from. */
 export interface InvokeInput {
@@ -157,6 +157,9 @@ function failed(e: unknown): InvokeResult {
   return { ...statusOf(e), responseData: "" };
 }
 
+const CACHE_HIT = Object.freeze({ "gateway.schema.cache": "hit" });
+const CACHE_MISS = Object.freeze({ "gateway.schema.cache": "miss" });
+
 /** End a span with the status of a failure. */
 function endFailed(span: TraceSpan | undefined, e: unknown): void {
   if (!span) return;
@@ -167,7 +170,8 @@ function endFailed(span: TraceSpan | undefined, e: unknown): void {
 /** A conversion's span under `parent` and the report the converter fills in for it (tracing on), else nothing. */
 function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: string): { span: TraceSpan; report: ConversionReport } | undefined {
   if (!parent) return undefined;
-  return { span: parent.child(name, "internal", { "gateway.message.type": typeName }), report: { where: "inline", queuedMs: 0 } };
+  const attributes = sharedAttributes(`type ${typeName}`, () => ({ "gateway.message.type": typeName }));
+  return { span: parent.child(name, "internal", attributes), report: { where: "inline", queuedMs: 0 } };
 }
 
 /**
@@ -176,15 +180,18 @@ function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: s
  * through the gateway's spans instead).
  */
 export function clientSpan(parent: TraceSpan, fullName: string, address: string, metadata: grpc.Metadata): TraceSpan {
-  const slash = fullName.indexOf("/");
-  const colon = address.lastIndexOf(":");
-  const span = parent.child(fullName, "client", {
-    "rpc.system": "grpc",
-    "rpc.service": fullName.slice(0, slash),
-    "rpc.method": fullName.slice(slash + 1),
-    "server.address": address.slice(0, colon).replace(/^\[|\]$/g, ""),
-    "server.port": Number(address.slice(colon + 1)),
+  const attributes = sharedAttributes(`client ${fullName} ${address}`, () => {
+    const slash = fullName.indexOf("/");
+    const colon = address.lastIndexOf(":");
+    return {
+      "rpc.system": "grpc",
+      "rpc.service": fullName.slice(0, slash),
+      "rpc.method": fullName.slice(slash + 1),
+      "server.address": address.slice(0, colon).replace(/^\[|\]$/g, ""),
+      "server.port": Number(address.slice(colon + 1)),
+    };
   });
+  const span = parent.child(fullName, "client", attributes);
   const h = span.headers();
   metadata.set("traceparent", h.traceparent);
   if (h.tracestate) metadata.set("tracestate", h.tracestate);
@@ -220,7 +227,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
       throw new GatewayError(Code.INVALID_ARGUMENT, `request data must be JSON text (a string), got ${typeof input.requestData}`);
     }
     // A cache miss reflects the backend (on a uWS thread: asks the main thread, which reflects once for the process).
-    const resolving = span?.child("resolve schema", "internal", { "gateway.schema.cache": backend.cachedSchema() ? "hit" : "miss" });
+    const resolving = span?.child("resolve schema", "internal", backend.cachedSchema() ? CACHE_HIT : CACHE_MISS);
     let resolved: Awaited<ReturnType<Backend["resolve"]>>;
     try {
       resolved = await backend.resolve(methodName, input.signal);

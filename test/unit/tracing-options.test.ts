@@ -33,6 +33,8 @@ describe("tracing options: flags, OTEL_* variables, validation", () => {
       OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
       OTEL_TRACES_SAMPLER_ARG: "0.25",
       OTEL_BSP_SCHEDULE_DELAY: "100",
+      OTEL_BSP_MAX_QUEUE_SIZE: "4096",
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "1024",
     };
     assert.deepEqual(parseCli(["--otlp-traces-endpoint", "http://c:4318/v1/traces"], env), {
       otlpTracesEndpoint: "http://c:4318/v1/traces",
@@ -40,6 +42,8 @@ describe("tracing options: flags, OTEL_* variables, validation", () => {
       traceSampler: "parentbased_traceidratio",
       traceSamplerArg: 0.25,
       traceExportDelayMs: 100,
+      traceMaxQueue: 4096,
+      traceExportBatch: 1024,
     });
     assert.deepEqual(parseCli([], { ...env, OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }), {}, "a variable meant for another process does not matter while tracing is off");
     assert.equal((parseCli(["--otlp-traces-endpoint", "http://c/v1/traces", "--otlp-traces-protocol", "http/protobuf"], env) as Record<string, unknown>)["otlpTracesProtocol"], "http/protobuf");
@@ -48,7 +52,9 @@ describe("tracing options: flags, OTEL_* variables, validation", () => {
 
   it("bad values are refused naming the option, and a bad URL is not echoed", () => {
     const o = validateGatewayOptions({ otlpTracesEndpoint: "http://c:4318/v1/traces" });
-    assert.deepEqual([o.otlpTracesProtocol, o.traceSampler, o.traceSamplerArg, o.traceExportDelayMs], ["http/protobuf", "parentbased_always_on", 1, 5000]);
+    assert.deepEqual([o.otlpTracesProtocol, o.traceSampler, o.traceSamplerArg, o.traceExportDelayMs, o.traceMaxQueue, o.traceExportBatch], ["http/protobuf", "parentbased_always_on", 1, 5000, 8192, 2048]);
+    assert.throws(() => parseCli(["--otlp-traces-endpoint", "http://c/v1/traces"], { OTEL_BSP_MAX_QUEUE_SIZE: "lots" }), /OTEL_BSP_MAX_QUEUE_SIZE/);
+    assert.throws(() => validateGatewayOptions({ traceExportBatch: 0 }), /option traceExportBatch must be a positive integer/);
     assert.throws(() => validateGatewayOptions({ otlpTracesEndpoint: "ftp://u:secretpw@c/" }), (e: Error) => /option otlpTracesEndpoint must be an http/.test(e.message) && !e.message.includes("secretpw"));
     assert.throws(() => validateGatewayOptions({ otlpTracesProtocol: "grpc" as never }), /option otlpTracesProtocol must be one of http\/protobuf, http\/json \(got "grpc"\)/);
     assert.throws(() => validateGatewayOptions({ traceSampler: "jaeger_remote" as never }), /option traceSampler must be one of always_on/);
