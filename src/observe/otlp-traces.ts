@@ -2,10 +2,10 @@ import type { SpanAttributes } from "./span.js";
 import { hex32, type TraceId } from "./trace-ids.js";
 
 /**
- * Finished spans as the tracer keeps them until export, and their OTLP encodings (ExportTraceServiceRequest of
- * opentelemetry-proto's collector/trace/v1, protobuf and JSON). The SDK's exporters take its ReadableSpan objects
- * and build an intermediate object tree per span before writing it; spans here are flat records written straight
- * into one buffer per batch (measured: about 2 us a span for the SDK's serializer, see docs/observability.md).
+ * Spans' data and their OTLP encodings (ExportTraceServiceRequest of opentelemetry-proto's collector/trace/v1,
+ * protobuf and JSON). The SDK's exporters keep its ReadableSpan objects until export and build an intermediate object
+ * tree per span before writing it; here a span is written straight into its batch's buffer when it ends (measured in
+ * docs/observability.md: the SDK's serializer about 2 us a span, and spans kept for seconds cost the GC).
  */
 
 /** OTLP span kinds (SPAN_KIND_*). */
@@ -50,13 +50,6 @@ export interface SpanData extends SpanContextWords {
   readonly statusMessage: string | undefined;
 }
 
-/** What one export request carries: the batch's spans and the resource/scope of the tracer that made them. */
-export interface SpanBatch {
-  readonly resource: SpanAttributes;
-  readonly scope: string;
-  readonly spans: readonly SpanData[];
-}
-
 /** Unix time in microseconds of performance.now() values (an integer below 2^53). */
 const ORIGIN_US = performance.timeOrigin * 1000;
 function unixMicros(now: number): number {
@@ -69,6 +62,7 @@ function nanosString(now: number): string {
 }
 
 const TWO32 = 2 ** 32;
+const EMPTY = Buffer.alloc(0);
 
 
 /** The encoded KeyValue fields of frozen attribute sets (field 9 of a span: the only field they are written in). */
@@ -76,12 +70,14 @@ const ENCODED = new WeakMap<SpanAttributes, Uint8Array>();
 
 /** A protobuf writer into one growing buffer; nested messages get their length prefix when they end. */
 class Writer {
-  buf = Buffer.allocUnsafe(64 * 1024);
+  buf: Buffer = EMPTY;
   pos = 0;
+
+  constructor(private readonly initial = 1024) {}
 
   private room(n: number): void {
     if (this.pos + n <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n, this.initial));
     this.buf.copy(next, 0, 0, this.pos);
     this.buf = next;
   }
@@ -263,10 +259,10 @@ class Writer {
     this.pos += bytes.length;
   }
 
-  /** The bytes written, handed over as they are (an export may be retried later): the next batch gets a new buffer. */
-  take(): Uint8Array {
+  /** The bytes written, handed over as they are (an export may be retried later); writing again starts a new buffer. */
+  take(): Buffer {
     const out = this.buf.subarray(0, this.pos);
-    this.buf = Buffer.allocUnsafe(Math.max(64 * 1024, this.pos));
+    this.buf = EMPTY;
     this.pos = 0;
     return out;
   }
@@ -315,28 +311,60 @@ function writeSpan(w: Writer, s: SpanData): void {
   w.end(at);
 }
 
+/** One export request being filled: spans are encoded into it as they end (no span object waits for export). */
+export interface SpanBatch {
+  /** Spans in it so far. */
+  readonly count: number;
+  add(span: SpanData): void;
+  /** The whole ExportTraceServiceRequest (called once, when the batch is sealed). */
+  request(): Uint8Array;
+}
+
+/** Makes the batches of one tracer, in one encoding, under its resource and scope. */
+export type BatchMaker = () => SpanBatch;
+
+/** A length-delimited field's header: its tag and the varint length. */
+function fieldHeader(w: Writer, field: number, len: number): void {
+  w.tag(field, 2);
+  w.varint(len);
+}
+
 /**
- * The batch as an ExportTraceServiceRequest in protobuf (one ResourceSpans, one ScopeSpans).
+ * Protobuf batches: each span is written as a ScopeSpans.spans field into the batch's buffer when it ends; the
+ * request is that buffer behind the ResourceSpans/ScopeSpans headers (resource and scope encoded once per tracer).
  */
-export function protobufSerializer(): { serializeRequest(batch: SpanBatch): Uint8Array; deserializeResponse(data: Uint8Array): unknown } {
-  const w = new Writer();
-  return {
-    serializeRequest(batch) {
-      const rs = w.begin(1);
-      const res = w.begin(1);
-      w.attributes(1, batch.resource);
-      w.end(res);
-      const ss = w.begin(2);
-      const scope = w.begin(1);
-      w.string(1, batch.scope);
-      w.end(scope);
-      for (const s of batch.spans) writeSpan(w, s);
-      w.end(ss);
-      w.end(rs);
-      return w.take();
-    },
-    // A collector answers with an ExportTraceServiceResponse (partial success at most); nothing in it changes what we do.
-    deserializeResponse: () => ({}),
+export function protobufBatches(resource: SpanAttributes, scope: string): BatchMaker {
+  const head = new Writer();
+  const res = head.begin(1);
+  head.attributes(1, resource);
+  head.end(res);
+  const resourceField = head.take();
+  const sc = head.begin(1);
+  head.string(1, scope);
+  head.end(sc);
+  const scopeField = head.take();
+  return () => {
+    const w = new Writer(256 * 1024);
+    let count = 0;
+    return {
+      get count() {
+        return count;
+      },
+      add(span) {
+        writeSpan(w, span);
+        count++;
+      },
+      request() {
+        const spans = w.take();
+        const ssLen = scopeField.length + spans.length;
+        const h = new Writer();
+        fieldHeader(h, 2, ssLen);
+        const ssHead = h.take();
+        fieldHeader(h, 1, resourceField.length + ssHead.length + ssLen);
+        const rsHead = h.take();
+        return Buffer.concat([rsHead, resourceField, ssHead, scopeField, spans]);
+      },
+    };
   };
 }
 
@@ -351,27 +379,39 @@ function jsonAttributes(attrs: SpanAttributes | undefined, extra: ReadonlyArray<
   return out;
 }
 
-/** The batch in OTLP/JSON (ids as hex strings, enums as numbers, 64-bit integers as decimal strings). */
-export const jsonSerializer = {
-  serializeRequest(batch: SpanBatch): Uint8Array {
-    const spans = batch.spans.map((s) => ({
-      traceId: s.trace.hex,
-      spanId: hex32(s.s0) + hex32(s.s1),
-      ...(s.traceState ? { traceState: s.traceState } : {}),
-      ...((s.p0 | s.p1) !== 0 ? { parentSpanId: hex32(s.p0) + hex32(s.p1) } : {}),
-      flags: s.flags,
-      name: s.name,
-      kind: s.kind,
-      startTimeUnixNano: nanosString(s.startTime),
-      endTimeUnixNano: nanosString(s.endTime),
-      attributes: jsonAttributes(s.attributes, s.extra),
-      droppedAttributesCount: s.dropped,
-      events: (s.events ?? []).map((e) => ({ timeUnixNano: nanosString(e.time), name: e.name, attributes: jsonAttributes(e.attributes) })),
-      links: (s.links ?? []).map((l) => ({ traceId: l.trace.hex, spanId: hex32(l.s0) + hex32(l.s1), ...(l.traceState ? { traceState: l.traceState } : {}), flags: l.flags })),
-      status: { code: s.status, ...(s.statusMessage ? { message: s.statusMessage } : {}) },
-    }));
-    const request = { resourceSpans: [{ resource: { attributes: jsonAttributes(batch.resource) }, scopeSpans: [{ scope: { name: batch.scope }, spans }] }] };
-    return Buffer.from(JSON.stringify(request));
-  },
-  deserializeResponse: (): unknown => ({}),
-};
+/** A span in OTLP/JSON (ids as hex strings, enums as numbers, 64-bit integers as decimal strings). */
+function jsonSpan(s: SpanData): string {
+  return JSON.stringify({
+    traceId: s.trace.hex,
+    spanId: hex32(s.s0) + hex32(s.s1),
+    ...(s.traceState ? { traceState: s.traceState } : {}),
+    ...((s.p0 | s.p1) !== 0 ? { parentSpanId: hex32(s.p0) + hex32(s.p1) } : {}),
+    flags: s.flags,
+    name: s.name,
+    kind: s.kind,
+    startTimeUnixNano: nanosString(s.startTime),
+    endTimeUnixNano: nanosString(s.endTime),
+    attributes: jsonAttributes(s.attributes, s.extra),
+    droppedAttributesCount: s.dropped,
+    events: (s.events ?? []).map((e) => ({ timeUnixNano: nanosString(e.time), name: e.name, attributes: jsonAttributes(e.attributes) })),
+    links: (s.links ?? []).map((l) => ({ traceId: l.trace.hex, spanId: hex32(l.s0) + hex32(l.s1), ...(l.traceState ? { traceState: l.traceState } : {}), flags: l.flags })),
+    status: { code: s.status, ...(s.statusMessage ? { message: s.statusMessage } : {}) },
+  });
+}
+
+/** OTLP/JSON batches: each span becomes its JSON text when it ends. */
+export function jsonBatches(resource: SpanAttributes, scope: string): BatchMaker {
+  const head = `{"resourceSpans":[{"resource":${JSON.stringify({ attributes: jsonAttributes(resource) })},"scopeSpans":[{"scope":${JSON.stringify({ name: scope })},"spans":[`;
+  return () => {
+    const spans: string[] = [];
+    return {
+      get count() {
+        return spans.length;
+      },
+      add(span) {
+        spans.push(jsonSpan(span));
+      },
+      request: () => Buffer.from(`${head}${spans.join(",")}]}]}]}`),
+    };
+  };
+}

@@ -42,20 +42,30 @@ export function grpcServerSpan(fullMethod: string): ServerSpanInfo {
   });
 }
 
-const SHARED = new Map<string, SpanAttributes>();
+const SHARED = new Map<string, Map<string, SpanAttributes>>();
 const SHARED_MAX = 4096;
+let sharedCount = 0;
 
 /**
- * One frozen attribute set per `key`, made by `make` the first time (the tracer encodes a frozen set once and copies
- * it for every span after). For the sets a call builds from a few repeating values (a backend method's client span):
- * bounded, forgotten all at once when full.
+ * One frozen attribute set per (`a`, `b`), made by `make` the first time (the tracer encodes a frozen set once and
+ * copies it for every span after). For the sets a call builds from a few repeating values (a backend method's client
+ * span: its name and the backend's address): bounded, forgotten all at once when full. Two keys rather than one
+ * joined string: a string made per call would be hashed per call.
  */
-export function sharedAttributes(key: string, make: () => SpanAttributes): SpanAttributes {
-  let attrs = SHARED.get(key);
+export function sharedAttributes(a: string, b: string, make: () => SpanAttributes): SpanAttributes {
+  let inner = SHARED.get(a);
+  if (inner === undefined) {
+    if (sharedCount >= SHARED_MAX) {
+      SHARED.clear();
+      sharedCount = 0;
+    }
+    SHARED.set(a, (inner = new Map()));
+  }
+  let attrs = inner.get(b);
   if (attrs === undefined) {
-    if (SHARED.size >= SHARED_MAX) SHARED.clear();
     attrs = Object.freeze(make());
-    SHARED.set(key, attrs);
+    inner.set(b, attrs);
+    sharedCount++;
   }
   return attrs;
 }

@@ -3,7 +3,7 @@ import { TraceState, parseTraceParent } from "@opentelemetry/core";
 import { createOtlpHttpExportDelegate, convertLegacyHttpOptions } from "@opentelemetry/otlp-exporter-base/node-http";
 import { AlwaysOffSampler, AlwaysOnSampler, TraceIdRatioBasedSampler, type Sampler } from "@opentelemetry/sdk-trace-base";
 import type { Logger } from "./logger.js";
-import { OtlpKind, jsonSerializer, protobufSerializer, type SpanBatch, type SpanContextWords, type SpanData, type SpanEvent } from "./otlp-traces.js";
+import { OtlpKind, jsonBatches, protobufBatches, type BatchMaker, type SpanBatch, type SpanContextWords, type SpanData, type SpanEvent } from "./otlp-traces.js";
 import { TraceId, hex32, nonZeroWord, randomWord } from "./trace-ids.js";
 import { TRACING_OFF, type SpanAttributes, type TraceProtocol, type TraceSampler, type TraceHeaders, type TraceIncoming, type TraceSpan, type Tracer } from "./span.js";
 
@@ -60,9 +60,21 @@ function headersOf(p: SpanContextWords): TraceHeaders {
   return { traceparent: `00-${p.trace.hex}-${hex32(p.s0)}${hex32(p.s1)}-0${p.flags}`, tracestate: p.traceState };
 }
 
-/** The span records of one thread, queued for export in bounded batches. */
+/** A sealed batch: its request bytes and span count. */
+interface Sealed {
+  readonly bytes: Uint8Array;
+  readonly count: number;
+}
+
+/**
+ * The spans of one thread on their way out: each span is encoded into the open batch when it ends; a batch is sealed
+ * when it holds `batchSize` spans or `delayMs` after its first span, and sealed batches are exported one at a time.
+ * At most `maxQueue` spans wait (open and sealed together); more are dropped and counted.
+ */
 class Recorder {
-  private queue: SpanData[] = [];
+  private open: SpanBatch;
+  private sealed: Sealed[] = [];
+  private waiting = 0;
   private timer: NodeJS.Timeout | undefined;
   private exporting = false;
   private dropped = 0;
@@ -70,39 +82,47 @@ class Recorder {
   private flushWaiters: Array<() => void> = [];
 
   constructor(
-    private readonly send: (batch: SpanData[], done: (ok: boolean, error?: Error) => void) => void,
+    private readonly newBatch: BatchMaker,
+    private readonly send: (batch: Sealed, done: (ok: boolean, error?: Error) => void) => void,
     private readonly maxQueue: number,
     private readonly batchSize: number,
     private readonly delayMs: number,
     private readonly logger: Logger | undefined,
-  ) {}
+  ) {
+    this.open = newBatch();
+  }
 
   add(span: SpanData): void {
-    if (this.queue.length >= this.maxQueue) {
+    if (this.waiting >= this.maxQueue) {
       this.dropped++;
       return;
     }
-    this.queue.push(span);
-    if (this.queue.length >= this.batchSize && !this.exporting) this.exportNow();
+    this.open.add(span);
+    this.waiting++;
+    if (this.open.count >= this.batchSize) this.exportNow();
     else if (this.timer === undefined) this.timer = setTimeout(() => this.exportNow(), this.delayMs).unref();
   }
 
-  /** Export one batch now (when none is in flight); the rest follow, one batch at a time. */
+  /** Seal the open batch (if it holds any span) and export the oldest sealed one unless an export is in flight. */
   private exportNow(): void {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.open.count > 0) {
+      this.sealed.push({ bytes: this.open.request(), count: this.open.count });
+      this.open = this.newBatch();
+    }
     if (this.exporting) return;
-    if (this.queue.length === 0) return this.settle();
-    const batch = this.queue.length <= this.batchSize ? this.queue : this.queue.slice(0, this.batchSize);
-    this.queue = batch === this.queue ? [] : this.queue.slice(this.batchSize);
+    const batch = this.sealed.shift();
+    if (batch === undefined) return this.settle();
     this.exporting = true;
     this.send(batch, (ok, error) => {
       this.exporting = false;
-      if (!ok) this.report("failed", `exporting ${batch.length} spans failed: ${error?.message ?? "unknown error"}`);
-      if (this.dropped > 0) this.report("dropped", `${this.dropped} spans dropped: the export queue was full (${this.maxQueue})`);
+      this.waiting -= batch.count;
+      if (!ok) this.report("failed", `exporting ${batch.count} spans failed: ${error?.message ?? "unknown error"}`);
+      if (this.dropped > 0) this.report("dropped", `${this.dropped} spans dropped: ${this.maxQueue} were waiting for export`);
       this.dropped = 0;
-      if (this.queue.length >= this.batchSize || (this.queue.length > 0 && this.flushWaiters.length > 0)) setImmediate(() => this.exportNow());
-      else if (this.queue.length > 0) this.timer = setTimeout(() => this.exportNow(), this.delayMs).unref();
+      if (this.sealed.length > 0 || (this.open.count > 0 && this.flushWaiters.length > 0)) setImmediate(() => this.exportNow());
+      else if (this.open.count > 0) this.timer ??= setTimeout(() => this.exportNow(), this.delayMs).unref();
       else this.settle();
     });
   }
@@ -118,16 +138,16 @@ class Recorder {
     for (const w of this.flushWaiters.splice(0)) w();
   }
 
-  /** Export everything queued now; resolves when the queue is empty (or after the export timeout). */
+  /** Export everything waiting now; resolves when nothing waits (or after the export timeout). */
   flush(): Promise<void> {
-    if (this.queue.length === 0 && !this.exporting) return Promise.resolve();
+    if (this.waiting === 0 && !this.exporting) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const t = setTimeout(resolve, EXPORT_TIMEOUT_MS).unref();
       this.flushWaiters.push(() => {
         clearTimeout(t);
         resolve();
       });
-      if (!this.exporting) this.exportNow();
+      this.exportNow();
     });
   }
 }
@@ -257,16 +277,18 @@ const SDK_KINDS = { [OtlpKind.SERVER]: SpanKind.SERVER, [OtlpKind.CONSUMER]: Spa
 export function createTracer(opts: TracerOptions): Tracer {
   if (!opts.endpoint) return TRACING_OFF;
   const json = opts.protocol === "http/json";
-  const delegate = createOtlpHttpExportDelegate<SpanBatch, unknown>(
+  // The SDK's OTLP/HTTP transport with a "serializer" that hands over the bytes the batch already holds.
+  const delegate = createOtlpHttpExportDelegate<Sealed, unknown>(
     convertLegacyHttpOptions({ url: opts.endpoint, timeoutMillis: EXPORT_TIMEOUT_MS }, "TRACES", "v1/traces", { "Content-Type": json ? "application/json" : "application/x-protobuf" }),
-    json ? jsonSerializer : protobufSerializer(),
+    { serializeRequest: (b) => b.bytes, deserializeResponse: () => ({}) },
     "otlp_http_span_exporter",
-    { name: "span", countItems: (b) => b.spans.length },
+    { name: "span", countItems: (b) => b.count },
     undefined,
   );
-  const resource: SpanAttributes = Object.freeze({ "service.name": opts.serviceName ?? "platform-gateway", "telemetry.sdk.language": "nodejs", ...opts.resource });
+  const resource: SpanAttributes = { "service.name": opts.serviceName ?? "platform-gateway", "telemetry.sdk.language": "nodejs", ...opts.resource };
   const recorder = new Recorder(
-    (spans, done) => delegate.export({ resource, scope: "platform-gateway", spans }, (r) => done(r.code === 0, r.error)),
+    (json ? jsonBatches : protobufBatches)(resource, "platform-gateway"),
+    (batch, done) => delegate.export(batch, (r) => done(r.code === 0, r.error)),
     opts.maxQueue ?? 8192,
     Math.min(opts.exportBatch ?? 2048, opts.maxQueue ?? 8192),
     opts.exportDelayMs ?? 5000,

@@ -170,7 +170,7 @@ function endFailed(span: TraceSpan | undefined, e: unknown): void {
 /** A conversion's span under `parent` and the report the converter fills in for it (tracing on), else nothing. */
 function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: string): { span: TraceSpan; report: ConversionReport } | undefined {
   if (!parent) return undefined;
-  const attributes = sharedAttributes(`type ${typeName}`, () => ({ "gateway.message.type": typeName }));
+  const attributes = sharedAttributes(typeName, "", () => ({ "gateway.message.type": typeName }));
   return { span: parent.child(name, "internal", attributes), report: { where: "inline", queuedMs: 0 } };
 }
 
@@ -180,7 +180,7 @@ function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: s
  * through the gateway's spans instead).
  */
 export function clientSpan(parent: TraceSpan, fullName: string, address: string, metadata: grpc.Metadata): TraceSpan {
-  const attributes = sharedAttributes(`client ${fullName} ${address}`, () => {
+  const attributes = sharedAttributes(fullName, address, () => {
     const slash = fullName.indexOf("/");
     const colon = address.lastIndexOf(":");
     return {
