@@ -41,7 +41,7 @@ export interface SpanData extends SpanContextWords {
   /** Attributes given at start (often a frozen object shared by every span of a route). */
   readonly attributes: SpanAttributes | undefined;
   /** Attributes set later, as key/value pairs in order. */
-  readonly extra: ReadonlyArray<string | number | boolean>;
+  readonly extra: ReadonlyArray<string | number | boolean> | undefined;
   readonly dropped: number;
   readonly events: readonly SpanEvent[] | undefined;
   readonly links: readonly SpanContextWords[] | undefined;
@@ -63,6 +63,7 @@ function nanosString(now: number): string {
 
 const TWO32 = 2 ** 32;
 const EMPTY = Buffer.alloc(0);
+const EMPTY_LIST: ReadonlyArray<string | number | boolean> = [];
 
 
 /** The encoded KeyValue fields of frozen attribute sets (field 9 of a span: the only field they are written in). */
@@ -280,7 +281,8 @@ function writeSpan(w: Writer, s: SpanData): void {
   w.time(7, s.startTime);
   w.time(8, s.endTime);
   w.attributes(9, s.attributes);
-  for (let i = 0; i < s.extra.length; i += 2) w.keyValue(9, s.extra[i] as string, s.extra[i + 1]!);
+  const extra = s.extra;
+  if (extra !== undefined) for (let i = 0; i < extra.length; i += 2) w.keyValue(9, extra[i] as string, extra[i + 1]!);
   if (s.dropped > 0) {
     w.tag(10, 0);
     w.varint(s.dropped);
@@ -368,7 +370,7 @@ export function protobufBatches(resource: SpanAttributes, scope: string): BatchM
   };
 }
 
-function jsonAttributes(attrs: SpanAttributes | undefined, extra: ReadonlyArray<string | number | boolean> = []): unknown[] {
+function jsonAttributes(attrs: SpanAttributes | undefined, extra: ReadonlyArray<string | number | boolean> = EMPTY_LIST): unknown[] {
   const out: unknown[] = [];
   const add = (key: string, v: string | number | boolean): void => {
     const value = typeof v === "string" ? { stringValue: v } : typeof v === "boolean" ? { boolValue: v } : Number.isSafeInteger(v) ? { intValue: String(v) } : { doubleValue: v };

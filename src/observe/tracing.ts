@@ -161,7 +161,7 @@ class RecordedSpan implements TraceSpan, SpanData {
   readonly s0 = randomWord();
   readonly s1 = nonZeroWord();
   endTime = 0;
-  extra: Array<string | number | boolean> = [];
+  extra: Array<string | number | boolean> | undefined;
   dropped = 0;
   events: SpanEvent[] | undefined;
   status = 0;
@@ -196,8 +196,9 @@ class RecordedSpan implements TraceSpan, SpanData {
 
   set(key: string, value: string | number | boolean): void {
     if (this.ended) return;
-    if (this.extra.length >= 2 * MAX_ATTRIBUTES) this.dropped++;
-    else this.extra.push(key, value);
+    const extra = (this.extra ??= []);
+    if (extra.length >= 2 * MAX_ATTRIBUTES) this.dropped++;
+    else extra.push(key, value);
   }
 
   event(name: string, attributes?: SpanAttributes): void {
@@ -210,7 +211,7 @@ class RecordedSpan implements TraceSpan, SpanData {
     if (this.ended) return;
     this.ended = true;
     this.endTime = performance.now();
-    if (this.kind !== OtlpKind.INTERNAL && this.kind !== OtlpKind.CONSUMER) this.extra.push("rpc.grpc.status_code", code);
+    if (this.kind !== OtlpKind.INTERNAL && this.kind !== OtlpKind.CONSUMER) (this.extra ??= []).push("rpc.grpc.status_code", code);
     const error = this.kind === OtlpKind.SERVER ? SERVER_ERRORS.has(code) : code !== 0;
     if (error) {
       this.status = OTLP_ERROR;
@@ -231,8 +232,8 @@ function recordChild(recorder: Recorder, parent: SpanContextWords, name: string,
 }
 
 /**
- * A span that is not recorded: a call whose trace is not sampled, or (`remote` true) a handle on the server span
- * another thread opened. It propagates its context; its children are recorded only when the context is sampled (an
+ * A span that is not recorded: a call whose trace is not sampled, or a handle on the server span another thread
+ * opened. It propagates its context; its children are recorded only when the context is sampled (an
  * unsampled call pays no span building for its schema resolution, conversions or backend call).
  */
 class ContextSpan implements TraceSpan {

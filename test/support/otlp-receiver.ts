@@ -72,6 +72,13 @@ export interface ReceivedSpan {
   links: Array<{ traceId: string; spanId: string }>;
   /** OTLP status code: 0 unset, 1 ok, 2 error. */
   status: { code: number; message: string };
+  /** Unix nanoseconds, decimal. */
+  startTimeUnixNano: string;
+  endTimeUnixNano: string;
+  droppedAttributesCount: number;
+  /** W3C trace flags. */
+  flags: number;
+  traceState: string;
   /** The resource attributes of the batch it came in. */
   resource: Record<string, AttributeValue>;
 }
@@ -131,12 +138,24 @@ function spansOf(req: Record<string, unknown>): ReceivedSpan[] {
           events: ((s["events"] as Array<Record<string, unknown>> | undefined) ?? []).map((e) => ({ name: String(e["name"]), attributes: attributes(e["attributes"]) })),
           links: ((s["links"] as Array<Record<string, unknown>> | undefined) ?? []).map((l) => ({ traceId: hex(l["traceId"]), spanId: hex(l["spanId"]) })),
           status: { code: Number(status.code ?? 0), message: status.message ?? "" },
+          startTimeUnixNano: String(s["startTimeUnixNano"] ?? "0"),
+          endTimeUnixNano: String(s["endTimeUnixNano"] ?? "0"),
+          droppedAttributesCount: Number(s["droppedAttributesCount"] ?? 0),
+          flags: Number(s["flags"] ?? 0),
+          traceState: String(s["traceState"] ?? ""),
           resource,
         });
       }
     }
   }
   return out;
+}
+
+/** The spans of one export request body, decoded as a collector would (protobuf or JSON, by content type). */
+export function decodeTraceRequest(body: Uint8Array, contentType: string): ReceivedSpan[] {
+  if (contentType === "application/x-protobuf") return spansOf(requestType.toObject(requestType.decode(body), { longs: String, bytes: Buffer }) as Record<string, unknown>);
+  if (contentType === "application/json") return spansOf(JSON.parse(Buffer.from(body).toString("utf8")) as Record<string, unknown>);
+  throw new Error(`unsupported content type ${JSON.stringify(contentType)}`);
 }
 
 /**
@@ -161,12 +180,9 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         if (req.method !== "POST" || req.url !== "/v1/traces") throw new Error(`${req.method} ${req.url} is not the traces endpoint`);
         let body = Buffer.concat(chunks);
         if (req.headers["content-encoding"] === "gzip") body = gunzipSync(body);
-        let decoded: Record<string, unknown>;
-        if (type === "application/x-protobuf") decoded = requestType.toObject(requestType.decode(body), { longs: String, bytes: Buffer }) as Record<string, unknown>;
-        else if (type === "application/json") decoded = JSON.parse(body.toString("utf8")) as Record<string, unknown>;
-        else throw new Error(`unsupported content type ${JSON.stringify(type)}`);
+        const decoded = decodeTraceRequest(body, type);
         contentTypes.push(type);
-        spans.push(...spansOf(decoded));
+        spans.push(...decoded);
         res.writeHead(200, { "content-type": type });
         res.end(type === "application/json" ? "{}" : Buffer.alloc(0));
       } catch (e) {

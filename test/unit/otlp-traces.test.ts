@@ -1,0 +1,116 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { jsonBatches, protobufBatches, OtlpKind, type SpanData } from "../../src/observe/otlp-traces.js";
+import { TraceId } from "../../src/observe/trace-ids.js";
+import { decodeTraceRequest } from "../support/otlp-receiver.js";
+
+/** A span as the tracer hands it over; times are performance.now() values. */
+function span(over: Partial<SpanData>): SpanData {
+  return {
+    trace: TraceId.parse("0af7651916cd43dd8448eb211c80319c"),
+    s0: 0xb7ad6b71,
+    s1: 0x69203331,
+    p0: 0,
+    p1: 0,
+    traceState: undefined,
+    flags: 1,
+    name: "GET /v1/things",
+    kind: OtlpKind.SERVER,
+    startTime: 1000.5,
+    endTime: 1002.25,
+    attributes: undefined,
+    extra: undefined,
+    dropped: 0,
+    events: undefined,
+    links: undefined,
+    status: 0,
+    statusMessage: undefined,
+    ...over,
+  };
+}
+
+const RESOURCE = { "service.name": "gw", "gateway.thread": 2 };
+
+/** The request of a batch of `spans`, decoded by the receiver the integration tests use (opentelemetry-proto's schema). */
+function roundTrip(spans: SpanData[]): { proto: ReturnType<typeof decodeTraceRequest>; json: ReturnType<typeof decodeTraceRequest> } {
+  const p = protobufBatches(RESOURCE, "platform-gateway")();
+  const j = jsonBatches(RESOURCE, "platform-gateway")();
+  for (const s of spans) {
+    p.add(s);
+    j.add(s);
+  }
+  assert.equal(p.count, spans.length);
+  return { proto: decodeTraceRequest(p.request(), "application/x-protobuf"), json: decodeTraceRequest(j.request(), "application/json") };
+}
+
+/** Unix nanoseconds of a performance.now() value, as a decimal string (microsecond precision). */
+function nanos(now: number): string {
+  return `${Math.round(performance.timeOrigin * 1000 + now * 1000)}000`;
+}
+
+describe("OTLP trace encoding: protobuf and JSON say the same", () => {
+  it("ids, parent, kind, times, attributes of every type, resource", () => {
+    const frozen = Object.freeze({ "rpc.system": "grpc", "server.port": 50051 });
+    const spans = [
+      span({ attributes: { "http.request.method": "GET", ok: true, ratio: 0.25, big: 2 ** 40, negative: -7 }, extra: ["http.response.status_code", 200] }),
+      span({ s0: 1, s1: 2, p0: 0xb7ad6b71, p1: 0x69203331, name: "backend", kind: OtlpKind.CLIENT, attributes: frozen, traceState: "vendor=x" }),
+      // the same frozen set again: the second copy comes from the cache of encoded sets
+      span({ s0: 3, s1: 4, p0: 0xb7ad6b71, p1: 0x69203331, name: "backend again", kind: OtlpKind.CLIENT, attributes: frozen }),
+    ];
+    const { proto, json } = roundTrip(spans);
+    for (const got of [proto, json]) {
+      assert.equal(got.length, 3);
+      assert.deepEqual(
+        got.map((s) => [s.traceId, s.spanId, s.parentSpanId, s.kind, s.flags]),
+        [
+          ["0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "", 2, 1],
+          ["0af7651916cd43dd8448eb211c80319c", "0000000100000002", "b7ad6b7169203331", 3, 1],
+          ["0af7651916cd43dd8448eb211c80319c", "0000000300000004", "b7ad6b7169203331", 3, 1],
+        ],
+      );
+      assert.deepEqual(got[0]!.attributes, { "http.request.method": "GET", ok: true, ratio: 0.25, big: 2 ** 40, negative: -7, "http.response.status_code": 200 });
+      assert.deepEqual(got[1]!.attributes, { "rpc.system": "grpc", "server.port": 50051 });
+      assert.deepEqual(got[2]!.attributes, got[1]!.attributes);
+      assert.equal(got[1]!.traceState, "vendor=x");
+      assert.equal(got[0]!.startTimeUnixNano, nanos(1000.5));
+      assert.equal(got[0]!.endTimeUnixNano, nanos(1002.25));
+      assert.deepEqual(got[0]!.resource, { "service.name": "gw", "gateway.thread": 2 });
+    }
+  });
+
+  it("long and non-ASCII strings (multi-byte lengths), events, links, error status, dropped counts", () => {
+    const long = "x".repeat(300);
+    const spans = [
+      span({
+        name: "publish café ☕",
+        kind: OtlpKind.PRODUCER,
+        attributes: { long, "messaging.destination.name": "orders/東京" },
+        events: [{ name: "retry", time: 1001, attributes: { attempt: 2 } }],
+        links: [{ trace: TraceId.parse("4bf92f3577b34da6a3ce929d0e0e4736"), s0: 0x00f067aa, s1: 0x0ba902b7, traceState: undefined, flags: 1 }],
+        status: 2,
+        statusMessage: `backend said ${long}`,
+        dropped: 3,
+      }),
+    ];
+    const { proto, json } = roundTrip(spans);
+    for (const got of [proto, json]) {
+      const s = got[0]!;
+      assert.equal(s.name, "publish café ☕");
+      assert.equal(s.kind, 4);
+      assert.equal(s.attributes["long"], long);
+      assert.equal(s.attributes["messaging.destination.name"], "orders/東京");
+      assert.deepEqual(s.events, [{ name: "retry", attributes: { attempt: 2 } }]);
+      assert.deepEqual(s.links, [{ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7" }]);
+      assert.deepEqual(s.status, { code: 2, message: `backend said ${long}` });
+      assert.equal(s.droppedAttributesCount, 3);
+    }
+  });
+
+  it("a batch of many spans (a request longer than 2^14 bytes) decodes whole", () => {
+    const spans = Array.from({ length: 500 }, (_, i) => span({ s0: i + 1, name: `span ${i}`, attributes: { i } }));
+    const { proto, json } = roundTrip(spans);
+    assert.equal(proto.length, 500);
+    assert.deepEqual(proto.map((s) => s.name), json.map((s) => s.name));
+    assert.equal(proto[499]!.attributes["i"], 499);
+  });
+});
