@@ -49,6 +49,10 @@ export const HEADER_BLOCK_LIMIT = 64 * 1024;
 export const QUEUE_LIMIT = 4096;
 /** The highest client stream id; past it the connection takes no new streams (RFC 9113 5.1.1). */
 const MAX_STREAM_ID = 0x7fffffff;
+/** How long a PING ACK waits for a frame to leave with (releaseAcks). */
+const ACK_HOLD_MS = 20;
+/** PING ACKs held at once; one more goes out at once with them (PING floods are metered before this). */
+const MAX_HELD_ACKS = 8;
 
 /** Our SETTINGS: ENABLE_PUSH 0, INITIAL_WINDOW_SIZE, MAX_HEADER_LIST_SIZE; then a connection WINDOW_UPDATE. */
 function greeting(): Buffer {
@@ -120,6 +124,9 @@ const DISCARD: HeaderSink = { header(): void {} };
 function uncork(c: H2Connection): void {
   c.uncork();
 }
+function releaseAcks(c: H2Connection): void {
+  c.releaseAcks();
+}
 function probeExpired(c: H2Connection): void {
   c.destroy(`no PING ACK within the probe timeout`);
 }
@@ -149,6 +156,9 @@ export class H2Connection extends FrameReader {
   private maxStreams = Infinity;
   private corked = false;
   private probeTimer: ReturnType<typeof setTimeout> | undefined;
+  /** PING ACKs waiting for a frame to leave with (at most ACK_HOLD_MS). */
+  private heldAcks: Buffer[] = [];
+  private ackTimer: ReturnType<typeof setTimeout> | undefined;
   private probeCount = 0;
   private closing = false;
   /** Takes no new streams (GOAWAY, stream ids used up, closing, or gone). */
@@ -301,7 +311,33 @@ export class H2Connection extends FrameReader {
       this.socket.cork();
       setImmediate(uncork, this);
     }
+    if (this.heldAcks.length > 0) this.writeAcks();
     this.socket.write(b);
+  }
+
+  /**
+   * Held PING ACKs now (their timer). A backend's grpc-go transport sends a BDP PING with each response it writes;
+   * answered at once, every call would cost the gateway a write syscall of 17 bytes, so the ACK waits for the next
+   * frame on the connection (a request, usually within the same millisecond under load) or ACK_HOLD_MS, whichever
+   * comes first. Keepalive PINGs allow seconds for the ACK; a BDP sample only reads the window a little larger.
+   */
+  releaseAcks(): void {
+    this.ackTimer = undefined;
+    if (this.heldAcks.length === 0 || this.destroyed) return;
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      setImmediate(uncork, this);
+    }
+    this.writeAcks();
+  }
+
+  private writeAcks(): void {
+    const acks = this.heldAcks;
+    this.heldAcks = [];
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
+    for (const a of acks) this.socket.write(a);
   }
 
   private start(s: H2Stream): void {
@@ -458,6 +494,8 @@ export class H2Connection extends FrameReader {
     if (this.destroyed) return;
     this.destroyed = true;
     clearTimeout(this.probeTimer);
+    clearTimeout(this.ackTimer);
+    this.heldAcks = [];
     this.retire();
     if (protocolError !== undefined && !this.socket.destroyed) {
       if (this.corked) this.uncork();
@@ -602,7 +640,9 @@ export class H2Connection extends FrameReader {
     }
     const b = Buffer.allocUnsafe(17);
     writePingAck(b, 0, buf, p);
-    this.write(b);
+    if (this.heldAcks.length >= MAX_HELD_ACKS) return this.write(b);
+    this.heldAcks.push(b);
+    this.ackTimer ??= setTimeout(releaseAcks, ACK_HOLD_MS, this).unref();
   }
 
   protected onGoaway(buf: Buffer, p: number, size: number, sid: number): void {

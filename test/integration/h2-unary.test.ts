@@ -133,6 +133,39 @@ describe("h2-unary client", () => {
     assert.equal(!o.ok && o.code, Code.CANCELLED);
   });
 
+  it("answers a backend's PING with its next request, or within 20 ms when none follows", async () => {
+    // A grpc-go backend PINGs with each response (BDP estimation); the ACK leaves with the next frame on the connection.
+    const h = http2.createServer();
+    const acks: Array<Promise<number>> = [];
+    h.on("stream", (stream) => {
+      stream.on("error", () => undefined);
+      stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+      stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      stream.end(Buffer.from([0, 0, 0, 0, 1, 9]), () => {
+        const sent = performance.now();
+        acks.push(new Promise<number>((resolve, reject) => stream.session!.ping((e) => (e ? reject(e) : resolve(performance.now() - sent)))));
+      });
+    });
+    await new Promise<void>((r) => h.listen(0, "127.0.0.1", r));
+    const c = createH2UnaryClient({ address: `127.0.0.1:${(h.address() as net.AddressInfo).port}`, connections: 1, maxReceiveBytes: 1024 });
+    try {
+      const call = () => c.call("/t.T/Echo", Buffer.alloc(0), new grpc.Metadata(), soon());
+      assert.equal((await call()).ok, true);
+      // The next request 8 ms later carries the first ACK (or the hold ends first).
+      await new Promise((r) => setTimeout(r, 8));
+      assert.equal((await call()).ok, true);
+      const first = await acks[0]!;
+      // (at most the hold: under load the 8 ms timer can fire after the hold's 20 ms)
+      assert.ok(first >= 6 && first < 500, `the ACK was not written alone at once (${first.toFixed(1)} ms)`);
+      // Nothing follows the second call: its ACK goes alone after the hold, well before any keepalive would mind.
+      const second = await acks[1]!;
+      assert.ok(second >= 15 && second < 500, `the ACK left on its own after the hold (${second.toFixed(1)} ms)`);
+    } finally {
+      c.close();
+      await new Promise<void>((r) => h.close(() => r()));
+    }
+  });
+
   it("reports UNAVAILABLE naming the address when nothing listens, within the deadline", async () => {
     const dead = await freePort();
     const c = createH2UnaryClient({ address: `127.0.0.1:${dead}`, connections: 1, maxReceiveBytes: 1024 });
