@@ -15,7 +15,7 @@ export interface H2UnaryOptions {
   address: string;
   /** Connect over TLS (ALPN h2) with these settings. Default: cleartext with prior knowledge. */
   tls?: BackendTls;
-  /** HTTP/2 connections, picked round-robin. */
+  /** Most HTTP/2 connections: a new call takes the first with fewer than 16 calls open (pick in createH2UnaryClient). */
   connections: number;
   /** Largest response message accepted, bytes. */
   maxReceiveBytes: number;
@@ -393,14 +393,37 @@ function splitAddress(address: string): { host: string; port: number } | string 
 
 /** Cached fixed header blocks per path; beyond this many paths the cache starts over. */
 const PATH_CACHE_LIMIT = 1024;
+/** Calls open on a connection before the next slot's is used (pick). */
+const FILL_STREAMS = 16;
 
 /** Create the client; connections are made on first use and again after one closes. */
 export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
   const target = splitAddress(opts.address);
   const conns: (H2Connection | undefined)[] = new Array(Math.max(1, opts.connections)).fill(undefined);
   const paths = new Map<string, Buffer>();
-  let cursor = 0;
   let closed = false;
+
+  /**
+   * The slot for a new call: the first whose connection has fewer than FILL_STREAMS calls open (or has no connection
+   * yet), else the least loaded. A lone caller stays on one connection and concurrent calls share few, so the frames
+   * of a loop turn's calls leave in as few writes as possible (each connection flushes once per turn) and the
+   * backend reads them in as few; the other slots open only as concurrency needs them.
+   */
+  const pick = (): number => {
+    let best = 0;
+    let bestLoad = Infinity;
+    for (let i = 0; i < conns.length; i++) {
+      const c = conns[i];
+      if (c === undefined || !c.usable) return i;
+      const load = c.openStreams;
+      if (load < FILL_STREAMS) return i;
+      if (load < bestLoad) {
+        best = i;
+        bestLoad = load;
+      }
+    }
+    return best;
+  };
 
   const client: Client = {
     address: opts.address,
@@ -447,8 +470,7 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
           paths.set(path, fixed);
         }
         const meta = metadata.toHttp2Headers() as Headers;
-        cursor = cursor + 1 >= conns.length ? 0 : cursor + 1;
-        new Attempt(client, fixed, meta, metadataBound(meta), message, deadline, signal, resolve, cursor, false).go(null);
+        new Attempt(client, fixed, meta, metadataBound(meta), message, deadline, signal, resolve, pick(), false).go(null);
       });
     },
     close() {

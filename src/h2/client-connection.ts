@@ -214,6 +214,11 @@ export class H2Connection extends FrameReader {
     this.write(GREETING);
   }
 
+  /** Streams open or queued on it. */
+  get openStreams(): number {
+    return this.streams.size + this.queued;
+  }
+
   /** Takes new streams. */
   get usable(): boolean {
     return !this.retiredFlag && !this.destroyed;
