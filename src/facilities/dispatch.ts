@@ -95,6 +95,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     logger,
     invokeDeadlineMs: options.invokeDeadlineMs,
     calls: ctx.metrics.counter("platform_grpc_proxy_calls_total", "Calls forwarded by the transparent gRPC proxy, by method kind and status code name", ["kind", "code"]),
+    tracer: ctx.tracer,
   });
   const backends = createBackendRegistry(
     ctx.services.dialable.map((s) => ({ name: s.name, host: s.grpc!.host, port: s.grpc!.port, ...(s.grpc!.channels ? { channels: s.grpc!.channels } : {}), ...(s.grpc!.tls ? { tls: s.grpc!.tls } : {}) })),

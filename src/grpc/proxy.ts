@@ -9,7 +9,9 @@ import { linkedSignal, onAbort } from "../shared/signals.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { Logger } from "../observe/logger.js";
 import type { CounterMetric } from "../observe/metrics.js";
-import { kindOf, type MethodKind } from "../ops/dispatch.js";
+import { clientSpan, kindOf, type MethodKind } from "../ops/dispatch.js";
+import { grpcServerSpan, type TraceSpan, type Tracer } from "../observe/span.js";
+import { statusOf } from "../shared/status.js";
 import type { GrpcServiceHost } from "./front.js";
 import type { CallBase, MethodHandler, ReplyStream, RequestStream, UnaryCall } from "./native/call-types.js";
 import { CallMetadata } from "../shared/metadata.js";
@@ -40,6 +42,8 @@ export interface ProxyOptions {
   invokeDeadlineMs: number;
   /** Proxied calls by method kind and status code name. */
   calls: CounterMetric<"kind" | "code">;
+  /** Spans of proxied calls (tracing on): a server span and the backend call's client span under it. */
+  tracer?: Tracer | undefined;
 }
 
 /** The transparent gRPC proxy: backend services served on the gateway's port, bytes in, bytes out. */
@@ -107,6 +111,23 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
       if (refused) opts.calls.inc({ kind, code: refused.codeName });
       return refused;
     };
+    const fullName = path.slice(1);
+    const serverSpan = grpcServerSpan(fullName);
+    /**
+     * The call's metadata for the backend and, with tracing on, its spans: the proxied call's server span and the
+     * backend call's client span under it, whose context replaces the caller's `traceparent` on the way.
+     */
+    const forward = (md: CallMetadata): { metadata: grpc.Metadata; server?: TraceSpan; client?: TraceSpan } => {
+      const metadata = filter.fromGrpc(md);
+      const incoming = opts.tracer?.on ? filter.traceOfGrpc(md, serverSpan) : undefined;
+      if (incoming === undefined) return { metadata };
+      const server = opts.tracer!.start(incoming);
+      return { metadata, server, client: clientSpan(server, fullName, backendFor(backendName).address, metadata) };
+    };
+    const endSpans = (spans: { server?: TraceSpan; client?: TraceSpan }, code: number, message?: string): void => {
+      spans.client?.end(code, message);
+      spans.server?.end(code, message);
+    };
     if (kind === "unary") {
       return {
         kind: "unary",
@@ -118,10 +139,15 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
           // Cleared once the backend answered: the call's signal also aborts when its stream closes after the reply.
           const running = linkedSignal({ parents: [call.signal] });
           const deadline = call.deadline ?? Date.now() + opts.invokeDeadlineMs;
-          const o = await backendFor(backendName).call(path, call.request, filter.fromGrpc(call.metadata), deadline, running.signal);
+          const sent = forward(call.metadata);
+          const o = await backendFor(backendName).call(path, call.request, sent.metadata, deadline, running.signal);
           running.clear();
           opts.calls.inc({ kind, code: o.ok ? "OK" : codeName(o.code) });
-          if (o.ok) return o.bytes;
+          if (o.ok) {
+            endSpans(sent, Code.OK);
+            return o.bytes;
+          }
+          endSpans(sent, o.code, o.message);
           throw new GatewayError(o.code, o.message);
         },
       };
@@ -135,7 +161,8 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
         if (refused) return reject(refused);
         let ended = false;
         let response: Buffer | undefined;
-        const backendCall = openStreamCall(backendFor(backendName), path, filter.fromGrpc(call.metadata), call.deadline ?? Infinity, {
+        const sent = forward(call.metadata);
+        const backendCall = openStreamCall(backendFor(backendName), path, sent.metadata, call.deadline ?? Infinity, {
           onMessage(bytes) {
             if (!out) {
               response = bytes;
@@ -148,6 +175,7 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
             ended = true;
             streams.delete(closing);
             opts.calls.inc({ kind, code: codeName(code) });
+            endSpans(sent, code, code === Code.OK ? undefined : details);
             trailersOf(trailers, call.trailers);
             if (code !== Code.OK) reject(new GatewayError(code, details));
             else if (kind === "client-streaming" && response === undefined) reject(new GatewayError(Code.UNIMPLEMENTED, "No message received"));
@@ -160,6 +188,7 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
           ended = true;
           streams.delete(closing);
           opts.calls.inc({ kind, code: "UNAVAILABLE" });
+          endSpans(sent, Code.UNAVAILABLE, "the gateway is shutting down");
           reject(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"));
           backendCall.cancel("the gateway is shutting down");
         };
@@ -177,7 +206,11 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
             await backendCall.write(bytes);
           }
           if (!ended && !call.signal.aborted) backendCall.end();
-        })().catch(reject);
+        })().catch((e: unknown) => {
+          const st = statusOf(e);
+          endSpans(sent, st.code, st.message);
+          reject(e);
+        });
       });
     const codec = { serialize: identity, deserialize: identity };
     switch (kind) {

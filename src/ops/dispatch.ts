@@ -327,13 +327,26 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   const invokeHere = (input: InvokeInput, started: number, span: TraceSpan | undefined): Promise<InvokeResult> =>
     countedHere(input.service, (b) => invokeOrThrow(input, b, span), failed, started, span);
 
-  const invokeBytesOrThrow = async (input: InvokeBytesInput, backend: Backend): Promise<InvokeBytesResult> => {
-    const { method } = await backend.resolve(requireString("method", input.method), input.signal);
+  const invokeBytesOrThrow = async (input: InvokeBytesInput, backend: Backend, span: TraceSpan | undefined): Promise<InvokeBytesResult> => {
+    const resolving = span?.child("resolve schema", "internal", backend.cachedSchema() ? CACHE_HIT : CACHE_MISS);
+    let method: Awaited<ReturnType<Backend["resolve"]>>["method"];
+    try {
+      ({ method } = await backend.resolve(requireString("method", input.method), input.signal));
+    } catch (e) {
+      endFailed(resolving, e);
+      throw e;
+    }
+    resolving?.end();
     if (method.clientStreaming || method.serverStreaming) {
       throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kindOf(method)}; this call supports unary methods only`);
     }
     const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
-    const outcome = await backend.call(method.path, input.request, input.metadata, deadline, input.signal);
+    const client = span ? clientSpan(span, method.fullName, backend.address, input.metadata) : undefined;
+    const outcome = await backend.call(method.path, input.request, input.metadata, deadline, input.signal).catch((e: unknown) => {
+      endFailed(client, e);
+      throw e;
+    });
+    client?.end(outcome.ok ? Code.OK : outcome.code, outcome.ok ? undefined : outcome.message);
     return outcome.ok ? { ...statusOk(), response: outcome.bytes } : { code: outcome.code, message: outcome.message, response: undefined };
   };
 
@@ -379,7 +392,16 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
         return result;
       });
     },
-    invokeBytes: (input) => countedHere(input.service, (b) => invokeBytesOrThrow(input, b), (e): InvokeBytesResult => ({ ...statusOf(e), response: undefined }), performance.now()),
+    invokeBytes(input) {
+      const started = performance.now();
+      const failure = (e: unknown): InvokeBytesResult => ({ ...statusOf(e), response: undefined });
+      if (input.trace === undefined || tracer?.on !== true) return countedHere(input.service, (b) => invokeBytesOrThrow(input, b, undefined), failure, started);
+      const span = tracer.start(input.trace);
+      return countedHere(input.service, (b) => invokeBytesOrThrow(input, b, span), failure, started, span).then((result) => {
+        span.end(result.code, result.message);
+        return result;
+      });
+    },
     listServices: () => backends.names,
     async listMethods(service, opts = {}) {
       const b = backendOf(service);

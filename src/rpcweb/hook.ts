@@ -22,8 +22,8 @@ export const RPC_WEB_ROUTE = "/:service/:method";
 /** The route's label in the request metrics. */
 const METRIC_ROUTE = "/{service}/{method}";
 
-/** The server span of a Connect unary JSON call, named with the route label like the REST routes' spans. */
-const CONNECT_JSON_SPAN = httpServerSpan("POST", METRIC_ROUTE);
+/** The server span of a browser RPC call (Connect or gRPC-Web, unary or streaming), named with the route label like the REST routes' spans. */
+const CONNECT_SPAN = httpServerSpan("POST", METRIC_ROUTE);
 
 /** Response headers a cross-origin page may read (the statuses and encodings both protocols send as headers). */
 const EXPOSED_HEADERS = "grpc-status, grpc-message, grpc-status-details-bin, grpc-encoding, connect-content-encoding, content-encoding";
@@ -215,10 +215,10 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     if (w.protocol === "connect-unary") {
       const deadline = Date.now() + Math.min(timeout ?? deps.invokeDeadlineMs, deps.invokeDeadlineMs);
       if (w.codec === "proto") {
-        const r = await target.ops.invokeBytes({ ...common, request: body, deadline });
+        const r = await target.ops.invokeBytes({ ...common, request: body, deadline, trace: deps.filter.traceOfHeaders(headers, CONNECT_SPAN) });
         return r.code === Code.OK ? reply(200, w.contentType, {}, r.response) : fail(new GatewayError(r.code, r.message));
       }
-      const r = await target.ops.invoke({ ...common, requestData: body.toString("utf8"), deadline, trace: deps.filter.traceOfHeaders(headers, CONNECT_JSON_SPAN) });
+      const r = await target.ops.invoke({ ...common, requestData: body.toString("utf8"), deadline, trace: deps.filter.traceOfHeaders(headers, CONNECT_SPAN) });
       return r.code === Code.OK ? reply(200, w.contentType, {}, r.responseData) : fail(new GatewayError(r.code, r.message));
     }
     const message = singleMessage(parseEnvelopes(w.text ? decodeBase64Body(body) : body));
@@ -226,7 +226,7 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     const encode = (frame: Buffer): Buffer | string => (w.text ? frame.toString("base64") : frame);
     if (w.protocol === "grpc-web" && kind === "unary") {
       const deadline = Date.now() + Math.min(timeout ?? deps.invokeDeadlineMs, deps.invokeDeadlineMs);
-      const r = await target.ops.invokeBytes({ ...common, request: message, deadline });
+      const r = await target.ops.invokeBytes({ ...common, request: message, deadline, trace: deps.filter.traceOfHeaders(headers, CONNECT_SPAN) });
       if (r.code !== Code.OK) return fail(new GatewayError(r.code, r.message));
       return reply(200, w.contentType, {}, encode(Buffer.concat([envelope(0, r.response!), trailersFrame(Code.OK, "")])));
     }
@@ -266,6 +266,7 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
         ...(json ? {} : { requestBytes: message }),
         metadata: call.metadata,
         deadline: timeout === undefined ? undefined : Date.now() + timeout,
+        trace: deps.filter.traceOfHeaders(headers, CONNECT_SPAN),
       },
       {
         message: (text) => deliver(Buffer.from(text)),

@@ -1,6 +1,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import { protosDir, SHOP_PROTO } from "../support/protos/descriptors.js";
 import { startOrderBackend, type OrderBackend } from "../support/backends/order-backend.js";
 import { startLibraryBackend, type LibraryBackend } from "../support/backends/library-backend.js";
 import { routesLoaded } from "../support/transcode.js";
@@ -161,6 +163,54 @@ describe("tracing: invoke over OTLP/HTTP", () => {
     assertInvokeTree(invokeSpans, named(invokeSpans, "platform.Gateway/Invoke"), backend);
   });
 
+  it("the transparent proxy: a proxied call is a server span with the backend call's client span under it, unary and streaming", async () => {
+    const def = loadSync(SHOP_PROTO, { includeDirs: [protosDir], keepCase: false, longs: String, enums: String, defaults: false, oneofs: true });
+    const shop = new (grpc.loadPackageDefinition(def) as any).shop.v1.OrderService(gw.grpcAddress, grpc.credentials.createInsecure()) as grpc.Client & Record<string, (...a: unknown[]) => unknown>;
+    const caller = (trace: string): grpc.Metadata => {
+      const md = new grpc.Metadata();
+      md.set("traceparent", `00-${trace}-${CALLER_SPAN}-01`);
+      return md;
+    };
+    try {
+      // The proxy routes the backend's services once its schema is loaded.
+      const getOrder = (): Promise<grpc.ServiceError | null> =>
+        new Promise((resolve) => shop["GetOrder"]!({ orderId: "proxy-1" }, caller("ef".repeat(16)), (e: grpc.ServiceError | null) => resolve(e)));
+      const until = Date.now() + 10_000;
+      let failed = await getOrder();
+      while (failed?.code === grpc.status.UNIMPLEMENTED && Date.now() < until) {
+        await new Promise((r) => setTimeout(r, 20));
+        failed = await getOrder();
+      }
+      assert.equal(failed, null);
+      const spans = await spansOf(receiver, "ef".repeat(16), 2);
+      const server = spans.find((x) => x.kind === SpanKind.SERVER && x.name === "shop.v1.OrderService/GetOrder");
+      const client = spans.find((x) => x.kind === SpanKind.CLIENT && x.name === "shop.v1.OrderService/GetOrder");
+      assert.ok(server && client, spans.map((x) => `${x.name}/${x.kind}`).join(", "));
+      assert.equal(server.parentSpanId, CALLER_SPAN);
+      assert.equal(client.parentSpanId, server.spanId);
+      assert.equal(server.attributes["rpc.grpc.status_code"], 0);
+      assert.equal(client.attributes["server.port"], backend.port);
+      assert.equal(backendTraceparent(backend).spanId, client.spanId, "the backend sees the proxy's client span, not the caller's");
+
+      const stream = shop["WatchOrders"]!({ orderId: "proxy-2" }, caller("fe".repeat(16))) as grpc.ClientReadableStream<unknown>;
+      let messages = 0;
+      await new Promise<void>((resolve, reject) => {
+        stream.on("data", () => messages++);
+        stream.on("error", reject);
+        stream.on("end", resolve);
+      });
+      assert.equal(messages, 3);
+      const streamed = await spansOf(receiver, "fe".repeat(16), 2);
+      const sServer = streamed.find((x) => x.kind === SpanKind.SERVER)!;
+      const sClient = streamed.find((x) => x.kind === SpanKind.CLIENT)!;
+      assert.equal(sServer.name, "shop.v1.OrderService/WatchOrders");
+      assert.equal(sClient.parentSpanId, sServer.spanId);
+      assert.equal(backendTraceparent(backend).spanId, sClient.spanId);
+    } finally {
+      shop.close();
+    }
+  });
+
   it("a failed backend call: the client span is an error with the gRPC code, and so is the server span for a server-side code", async () => {
     const r = await invokeJson(gw, "fail:UNAVAILABLE:backend down");
     assert.equal(r["success"], false);
@@ -243,6 +293,29 @@ describe("tracing: a transcoded REST call", () => {
     const client = named(spans, "library.v1.Library/ListBooks");
     assert.equal(client.parentSpanId, server.spanId);
     assert.equal(backend.calls.at(-1)!.metadata["traceparent"], `00-${trace}-${client.spanId}-01`);
+  });
+
+  it("Connect binary unary, gRPC-Web and Connect streaming calls are traced under the same route (no conversion spans for bytes)", async () => {
+    // ListBooksRequest{parent: "shelves/t3", page_size: 2}, protobuf binary
+    const request = Buffer.concat([Buffer.from([0x0a, 10]), Buffer.from("shelves/t3"), Buffer.from([0x10, 2])]);
+    const envelope = (b: Buffer): Buffer => Buffer.concat([Buffer.from([0, 0, 0, 0, b.length]), b]);
+    const cases = [
+      { trace: "c1".repeat(16), path: "ListBooks", headers: { "content-type": "application/proto", "connect-protocol-version": "1" }, body: request, spans: 3 },
+      { trace: "c2".repeat(16), path: "ListBooks", headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1" }, body: envelope(request), spans: 3 },
+      { trace: "c3".repeat(16), path: "WatchBooks", headers: { "content-type": "application/connect+proto", "connect-protocol-version": "1" }, body: envelope(request), spans: 2 },
+    ];
+    for (const c of cases) {
+      const r = await fetch(`${gw.http}/library.v1.Library/${c.path}`, { method: "POST", headers: { ...c.headers, traceparent: `00-${c.trace}-${CALLER_SPAN}-01` }, body: c.body });
+      assert.equal(r.status, 200, `${c.headers["content-type"]}: ${await r.clone().text()}`);
+      await r.arrayBuffer();
+      const spans = await spansOf(receiver, c.trace, c.spans);
+      const server = named(spans, "POST /{service}/{method}");
+      assert.equal(server.parentSpanId, CALLER_SPAN, c.headers["content-type"]);
+      const client = named(spans, `library.v1.Library/${c.path}`);
+      assert.equal(client.kind, SpanKind.CLIENT);
+      assert.equal(client.parentSpanId, server.spanId);
+      assert.equal(backend.calls.at(-1)!.metadata["traceparent"], `00-${c.trace}-${client.spanId}-01`, c.headers["content-type"]);
+    }
   });
 });
 
