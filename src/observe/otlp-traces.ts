@@ -83,6 +83,12 @@ class Writer {
     this.buf = next;
   }
 
+  /** Leave `n` bytes to be filled in later. */
+  skip(n: number): void {
+    this.room(n);
+    this.pos += n;
+  }
+
   varint(v: number): void {
     this.room(10);
     while (v >= 0x80) {
@@ -326,9 +332,11 @@ export interface SpanBatch {
 export type BatchMaker = () => SpanBatch;
 
 /** A length-delimited field's header: its tag and the varint length. */
-function fieldHeader(w: Writer, field: number, len: number): void {
+function fieldHeader(field: number, len: number): Buffer {
+  const w = new Writer(16);
   w.tag(field, 2);
   w.varint(len);
+  return w.take();
 }
 
 /**
@@ -345,8 +353,14 @@ export function protobufBatches(resource: SpanAttributes, scope: string): BatchM
   head.string(1, scope);
   head.end(sc);
   const scopeField = head.take();
+  // Room kept in front of a batch's spans for what precedes them: the two headers (tag and length, at most 6 bytes
+  // each), the resource and the scope. request() writes them there, so a batch is never copied whole.
+  const front = 12 + resourceField.length + scopeField.length;
+  /** The size the last batch reached: the next starts there (no growing by doubling, one allocation per batch). */
+  let lastSize = 64 * 1024;
   return () => {
-    const w = new Writer(256 * 1024);
+    const w = new Writer(lastSize);
+    w.skip(front);
     let count = 0;
     return {
       get count() {
@@ -357,14 +371,18 @@ export function protobufBatches(resource: SpanAttributes, scope: string): BatchM
         count++;
       },
       request() {
-        const spans = w.take();
-        const ssLen = scopeField.length + spans.length;
-        const h = new Writer();
-        fieldHeader(h, 2, ssLen);
-        const ssHead = h.take();
-        fieldHeader(h, 1, resourceField.length + ssHead.length + ssLen);
-        const rsHead = h.take();
-        return Buffer.concat([rsHead, resourceField, ssHead, scopeField, spans]);
+        lastSize = Math.max(64 * 1024, w.pos);
+        const all = w.take();
+        const spansLen = all.length - front;
+        const ss = fieldHeader(2, scopeField.length + spansLen);
+        const rs = fieldHeader(1, resourceField.length + ss.length + scopeField.length + spansLen);
+        const start = front - rs.length - resourceField.length - ss.length - scopeField.length;
+        let at = start;
+        for (const part of [rs, resourceField, ss, scopeField]) {
+          all.set(part, at);
+          at += part.length;
+        }
+        return all.subarray(start);
       },
     };
   };

@@ -299,7 +299,7 @@ describe("tracing: a transcoded REST call", () => {
     // ListBooksRequest{parent: "shelves/t3", page_size: 2}, protobuf binary
     const request = Buffer.concat([Buffer.from([0x0a, 10]), Buffer.from("shelves/t3"), Buffer.from([0x10, 2])]);
     const envelope = (b: Buffer): Buffer => Buffer.concat([Buffer.from([0, 0, 0, 0, b.length]), b]);
-    const cases = [
+    const cases: Array<{ trace: string; path: string; headers: Record<string, string>; body: Buffer; spans: number }> = [
       { trace: "c1".repeat(16), path: "ListBooks", headers: { "content-type": "application/proto", "connect-protocol-version": "1" }, body: request, spans: 3 },
       { trace: "c2".repeat(16), path: "ListBooks", headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1" }, body: envelope(request), spans: 3 },
       { trace: "c3".repeat(16), path: "WatchBooks", headers: { "content-type": "application/connect+proto", "connect-protocol-version": "1" }, body: envelope(request), spans: 2 },
