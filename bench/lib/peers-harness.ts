@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from "node:child_process";
-import { accessSync, constants, existsSync } from "node:fs";
+import { accessSync, constants, existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
@@ -322,6 +322,63 @@ const STOP_GRACE_MS = 20_000;
 /** Lines of a child's output kept for an error message. */
 const TAIL_LINES = 20;
 
+/** A process by pid and start time (/proc/<pid>/stat field 22), so that a reused pid is never signalled. */
+interface ProcId {
+  pid: number;
+  start: string;
+}
+
+function procStat(pid: number): { ppid: number; start: string } | undefined {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The command name (field 2) may hold spaces: fields after it start past the last ')'.
+    const parts = f.slice(f.lastIndexOf(")") + 2).split(" ");
+    return { ppid: Number(parts[1]), start: parts[19] ?? "" };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every live descendant of pid (servers and load clients a runner started), from one scan of /proc. */
+function descendants(pid: number): ProcId[] {
+  const children = new Map<number, ProcId[]>();
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    const st = procStat(Number(e));
+    if (!st) continue;
+    const list = children.get(st.ppid) ?? [];
+    list.push({ pid: Number(e), start: st.start });
+    children.set(st.ppid, list);
+  }
+  const out: ProcId[] = [];
+  const queue = [pid];
+  while (queue.length > 0 && out.length < 10_000) {
+    for (const c of children.get(queue.shift()!) ?? []) {
+      out.push(c);
+      queue.push(c.pid);
+    }
+  }
+  return out;
+}
+
+const alive = (p: ProcId): boolean => procStat(p.pid)?.start === p.start;
+
+/** SIGTERM each process still alive (same pid, same start time), SIGKILL those left after STOP_GRACE_MS / 4. */
+async function stopLeftovers(procs: ProcId[]): Promise<void> {
+  const signal = (sig: NodeJS.Signals): void => {
+    for (const p of procs.filter(alive)) {
+      try {
+        process.kill(p.pid, sig);
+      } catch {
+        // exited in between
+      }
+    }
+  };
+  signal("SIGTERM");
+  for (let waited = 0; waited < STOP_GRACE_MS / 4 && procs.some(alive); waited += 100) await new Promise((r) => setTimeout(r, 100));
+  signal("SIGKILL");
+}
+
 /** Run a child to its end, each output line a progress step; resolves with its exit code and last lines. */
 function runChild(cmd: string, args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv }, ctx: SuiteContext, step: string): Promise<{ code: number | null; tail: string[] }> {
   return new Promise((resolvePromise, reject) => {
@@ -330,7 +387,8 @@ function runChild(cmd: string, args: string[], opts: { cwd: string; env: NodeJS.
     let killTimer: NodeJS.Timeout | undefined;
     const onLine = (line: string): void => {
       if (line.trim() === "") return;
-      ctx.progress.step("peers", `${step}: ${line}`);
+      // After an abort the runner prints its KeyboardInterrupt traceback: kept for the reason, not shown.
+      if (!ctx.signal.aborted) ctx.progress.step("peers", `${step}: ${line}`);
       tail.push(line);
       if (tail.length > TAIL_LINES) tail.shift();
     };
@@ -345,8 +403,12 @@ function runChild(cmd: string, args: string[], opts: { cwd: string; env: NodeJS.
       stream.on("end", () => onLine(partial));
     }
     // SIGINT, not SIGTERM: Python turns it into KeyboardInterrupt, so the runner's finally blocks stop the servers and
-    // the load client it started; SIGKILL of this one pid only if it has not exited after the grace.
+    // the load client it started; SIGKILL of this one pid only if it has not exited after the grace. A server still
+    // starting (inside the harness's Server constructor) has no finally to stop it: the runner's descendants at the
+    // abort are stopped by pid once the runner is gone.
+    let leftovers: ProcId[] = [];
     const onAbort = (): void => {
+      if (child.pid !== undefined) leftovers = descendants(child.pid);
       child.kill("SIGINT");
       killTimer = setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS);
     };
@@ -358,7 +420,7 @@ function runChild(cmd: string, args: string[], opts: { cwd: string; env: NodeJS.
     child.on("close", (code) => {
       ctx.signal.removeEventListener("abort", onAbort);
       clearTimeout(killTimer);
-      resolvePromise({ code, tail });
+      void stopLeftovers(leftovers).then(() => resolvePromise({ code, tail }));
     });
   });
 }
@@ -408,7 +470,8 @@ export function peersSuite(repoDir: string, env: NodeJS.ProcessEnv = process.env
             const argv = [runner, "--reps", "1", "--rep-base", String(rep), "--tag", `bench-${ctx.mode}`, "--no-wait", ...args];
             ctx.progress.step("peers", `repetition ${rep + 1}/${plan.reps}: python3 ${argv.join(" ")}`);
             const r = await runChild("python3", argv, { cwd: setup.dir, env: childEnv }, ctx, runner);
-            if (r.code !== 0) problems.push(`${runner} repetition ${rep} exited ${r.code ?? "on a signal"}: ${r.tail.slice(-3).join(" | ").slice(-600)}`);
+            if (r.code !== 0 && ctx.signal.aborted) problems.push(`${runner} repetition ${rep} stopped at the suite's time budget`);
+            else if (r.code !== 0) problems.push(`${runner} repetition ${rep} exited ${r.code ?? "on a signal"}: ${r.tail.slice(-3).join(" | ").slice(-600)}`);
           }
         }
         const invoke = await readRecords<InvokeRecord>(join(out, "invoke.jsonl"));
