@@ -155,15 +155,12 @@ function median(xs: number[]): number {
 const num = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x);
 const fmtRange = (xs: number[]): string => (xs.length === 1 ? `${+xs[0]!.toPrecision(3)}` : `${+Math.min(...xs).toPrecision(3)}-${+Math.max(...xs).toPrecision(3)}`);
 
-/** A median-of-repetitions figure: value and baseline each the median of their runs, the note giving both ranges. */
+/** A median-of-repetitions figure: value and baseline each the median of their runs, the note giving both ranges (none for one run each). */
 function medianFigure(id: string, label: string, values: number[], base: { label: string; values: number[] }, unit: string, better: "lower" | "higher"): Figure {
   const runs = (xs: number[]): string => (xs.length === 1 ? "1 run" : `median of ${xs.length} runs, ${fmtRange(xs)}`);
-  return figure(id, label, median(values), {
-    unit,
-    better,
-    baseline: { label: base.label, value: median(base.values) },
-    note: `${runs(values)}; baseline ${runs(base.values)}`,
-  });
+  const f = figure(id, label, median(values), { unit, better, baseline: { label: base.label, value: median(base.values) } });
+  if (values.length > 1 || base.values.length > 1) f.note = `${runs(values)}; baseline ${runs(base.values)}`;
+  return f;
 }
 
 /** The fan-out comparisons: a gateway front against the peer in the same shape. */
@@ -242,12 +239,12 @@ const INVOKE_PAIRS = [
  * the peer's. A path with failed calls is left out of that repetition and named in `problems`.
  */
 export function invokeFigures(records: readonly InvokeRecord[]): PeersFigures {
-  const problems: string[] = [];
+  const problems = new Set<string>(); // a path in several pairs (direct, grpc-gateway) is named once
   const ok = (r: InvokeRecord, path: string): InvokePath | undefined => {
     const p = r.paths[path];
     if (!p) return undefined;
     if (p.errors > 0) {
-      problems.push(`invoke c=${r.conc} ${path} (repetition ${r.rep}): ${p.errors} failed calls${p.first_error ? `, first: ${p.first_error.slice(0, 200)}` : ""}`);
+      problems.add(`invoke c=${r.conc} ${path} (repetition ${r.rep}): ${p.errors} failed calls${p.first_error ? `, first: ${p.first_error.slice(0, 200)}` : ""}`);
       return undefined;
     }
     return p;
@@ -265,7 +262,7 @@ export function invokeFigures(records: readonly InvokeRecord[]): PeersFigures {
         if (mine && peer && (conc !== 1 || direct)) reps.push({ rep: r.rep, mine, peer, direct });
       }
       if (reps.length === 0) {
-        if (records.some((r) => r.conc === conc && (r.paths[pair.path] || r.paths[pair.peer]))) problems.push(`invoke c=${conc} ${pair.key}: no repetition with both ${pair.path} and ${pair.peer}`);
+        if (records.some((r) => r.conc === conc && (r.paths[pair.path] || r.paths[pair.peer]))) problems.add(`invoke c=${conc} ${pair.key}: no repetition with both ${pair.path} and ${pair.peer}`);
         continue;
       }
       const base = (values: number[], what = ""): { label: string; values: number[] } => ({ label: `${pair.peerLabel}${what}`, values });
@@ -296,7 +293,7 @@ export function invokeFigures(records: readonly InvokeRecord[]): PeersFigures {
       }
     }
   }
-  return { figures, problems };
+  return { figures, problems: [...problems] };
 }
 
 /** What one mode runs: repetitions (each = run_invoke.py then run_fanout.py, as the harness's run_all.sh does) and the runners' arguments. */
