@@ -9,6 +9,7 @@ import { externalSuite, loadExternal, type ExternalSpec } from "./lib/external.j
 import { finishMachineInfo, gitCommit, machineInfo } from "./lib/machine.js";
 import { updateBenchmarksMd } from "./lib/markdown.js";
 import { parseRunOptions, USAGE } from "./lib/options.js";
+import { peersSetup, peersSuite, peersUnavailable } from "./lib/peers-harness.js";
 import { createProgress } from "./lib/progress.js";
 import { defaultResultName, writeRunResult } from "./lib/results.js";
 import { runSuite } from "./lib/run-suite.js";
@@ -50,8 +51,16 @@ const webFanoutSpec: ExternalSpec = {
 };
 const EXTERNAL: Record<string, ExternalSpec> = { invoke: invokeSpec, fanout: fanoutSpec, "web-fanout": webFanoutSpec };
 
-/** Every suite in run order: cheap in-process ones first, the load suites after. */
-const SUITES: Suite[] = [microSuite, restSuite, codecSuite(join(benchDir, "codec.ts")), externalSuite(invokeSpec), externalSuite(fanoutSpec), externalSuite(webFanoutSpec)];
+/** Every suite in run order: cheap in-process ones first, the load suites after, the shared peers harness last. */
+const SUITES: Suite[] = [
+  microSuite,
+  restSuite,
+  codecSuite(join(benchDir, "codec.ts")),
+  externalSuite(invokeSpec),
+  externalSuite(fanoutSpec),
+  externalSuite(webFanoutSpec),
+  peersSuite(repoDir),
+];
 
 async function main(): Promise<number> {
   let opts;
@@ -69,6 +78,11 @@ async function main(): Promise<number> {
     for (const s of SUITES) {
       const spec = EXTERNAL[s.name];
       let state = s.name === "codec" ? "script (run as a child process; its tables are parsed)" : "built in";
+      if (s.name === "peers") {
+        const setup = peersSetup(repoDir);
+        const why = peersUnavailable(setup);
+        state = why ? `not available: ${why}` : `harness (runs ${setup.dir}/run_fanout.py and run_invoke.py)`;
+      }
       if (spec) {
         try {
           const l = await loadExternal(spec);

@@ -44,6 +44,9 @@ export function renderResults(r: RunResult, resultsPath: string): string {
       lines.push(`${what}${s.reason ? `: ${cell(s.reason)}` : ""}.`);
       if (s.figures.length === 0) continue;
       lines.push("");
+    } else if (s.reason) {
+      // e.g. runs the suite left out, or a stop at its budget: the table below is incomplete.
+      lines.push(`Incomplete: ${cell(s.reason)}.`, "");
     }
     if (s.figures.length === 0) {
       lines.push("No figures.");

@@ -26,7 +26,7 @@ export const USAGE = `usage: npm run bench -- [--quick | --dry-run] [--only <sui
   --quick        about 1 minute
   --dry-run      tiny iteration counts: checks the wiring (the smoke test uses it); external load suites are
                  loaded and checked, not run
-  --only         suites to run: micro, rest, codec, invoke, fanout, web-fanout
+  --only         suites to run: micro, rest, codec, invoke, fanout, web-fanout, peers
   --name         results file base name (default <mode>-<UTC time>)
   --out-dir      directory for <name>.json (default bench/results)
   --markdown     file whose generated section is rewritten (default BENCHMARKS.md; none to skip)

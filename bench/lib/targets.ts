@@ -6,7 +6,10 @@ import type { Figure, RunMode } from "./schema.js";
  * invoke added p50 < 150 us (1 KB, c=1) and throughput >= 0.45 of direct (c=64); fan-out CPU per delivery <= 1.2x the
  * raw grpc-js baseline and < 10 KB per idle subscriber at 10,000; web fan-out WebSocket CPU per delivery
  * <= 1.3x bare uWS, SSE <= 2x, <= 2 KB per idle WebSocket subscriber, and WebSocket at least 5x cheaper per delivery
- * than gRPC Subscribe (ratio <= 0.2).
+ * than gRPC Subscribe (ratio <= 0.2). Peers (the shared harness): gRPC Subscribe CPU per delivery at or below nats-server's
+ * with one connection per subscriber and at most 1.5x with 100 per connection, at most 8 KB (3 KB multiplexed) per
+ * idle gRPC subscriber; invoke c=1 added p99 at or below grpc-gateway's in every repetition on both fronts, c=64
+ * calls/s at least 2x grpc-gateway's; the transparent proxy's CPU per call and c=1 added p50 at or below nginx's.
  */
 export function applyTargets(suite: string, figures: Figure[], mode: RunMode): Figure[] {
   const judged = figures.map((f) => judge(suite, f));
@@ -33,6 +36,15 @@ function judge(suite: string, f: Figure): Figure {
     if (/^sse-cpu-per-delivery-/.test(id)) return { ...f, target: targetOf("ratio <= 2", f.ratio, "<=", 2) };
     if (/^ws-idle-bytes-per-subscriber-/.test(id)) return { ...f, target: targetOf("<= 2 KB per idle subscriber", f.value, "<=", 2048) };
     if (/^ws-vs-grpc-cpu-per-delivery-/.test(id)) return { ...f, target: targetOf("ratio <= 0.2 (>= 5x less CPU)", f.ratio, "<=", 0.2) };
+  }
+  if (suite === "peers") {
+    if (/^fanout-grpc-conn-cpu-per-delivery-/.test(id)) return { ...f, target: targetOf("ratio <= 1 (at or below nats-server)", f.ratio, "<=", 1) };
+    if (/^fanout-grpc-mux100-cpu-per-delivery-/.test(id)) return { ...f, target: targetOf("ratio <= 1.5", f.ratio, "<=", 1.5) };
+    if (/^fanout-grpc-conn-idle-bytes-per-subscriber-/.test(id)) return { ...f, target: targetOf("<= 8 KB per idle subscriber", f.value, "<=", 8 * 1024) };
+    if (/^fanout-grpc-mux100-idle-bytes-per-subscriber-/.test(id)) return { ...f, target: targetOf("<= 3 KB per idle subscriber", f.value, "<=", 3 * 1024) };
+    if (/^invoke-c1-added-p99-(grpc|rest)-worst$/.test(id)) return { ...f, target: targetOf("ratio <= 1 in every repetition", f.ratio, "<=", 1) };
+    if (/^invoke-c64-calls-per-s-(grpc|rest)$/.test(id)) return { ...f, target: targetOf("ratio >= 2", f.ratio, ">=", 2) };
+    if (id === "invoke-c64-cpu-per-call-proxy" || id === "invoke-c1-added-p50-proxy") return { ...f, target: targetOf("ratio <= 1 (at or below nginx)", f.ratio, "<=", 1) };
   }
   return f;
 }

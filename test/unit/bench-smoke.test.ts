@@ -164,14 +164,14 @@ describe("bench harness wiring", () => {
     const r = await runBench(["--list"]);
     assert.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trim().split("\n").map((l) => l.split("\t"));
-    assert.deepEqual(lines.map((l) => l[0]), ["micro", "rest", "codec", "invoke", "fanout", "web-fanout"]);
-    for (const [name, state] of lines) assert.match(state!, /^(built in|script|loaded|not available: bench\/\w+\.ts has not landed)/, `${name}: ${state}`);
+    assert.deepEqual(lines.map((l) => l[0]), ["micro", "rest", "codec", "invoke", "fanout", "web-fanout", "peers"]);
+    for (const [name, state] of lines) assert.match(state!, /^(built in|script|loaded|harness|not available: (bench\/\w+\.ts has not landed|needs ))/, `${name}: ${state}`);
   });
 
   it("rejects bad arguments naming them, and runs nothing", async () => {
     const r = await runBench(["--only", "nope"]);
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /--only: unknown suite 'nope' \(suites: micro, rest, codec, invoke, fanout, web-fanout\)/);
+    assert.match(r.stderr, /--only: unknown suite 'nope' \(suites: micro, rest, codec, invoke, fanout, web-fanout, peers\)/);
     assert.throws(() => parseRunOptions(["--name", "../x"], []), /--name '..\/x' is not a valid results name/);
     assert.throws(() => parseRunOptions(["--bogus"], []), /unknown argument '--bogus'/);
     assert.equal(parseRunOptions(["--quick"], []).mode, "quick");
