@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import { abortable } from "../shared/signals.js";
+import { abortable, type CancelSignal } from "../shared/signals.js";
 import { loadBackendTls, type BackendTlsConfig } from "./backend-tls.js";
 import { createChannelPool, type ChannelPool } from "./channel-pool.js";
 import { createH2UnaryClient, type CallOutcome } from "./h2-unary.js";
@@ -65,7 +65,7 @@ export interface Backend {
    * fraction of the client CPU per call of grpc-js or node:http2); the grpc-js pool keeps health, reconnects,
    * reflection and streams.
    */
-  call(path: string, request: Uint8Array, metadata: grpc.Metadata, deadline: number, signal?: AbortSignal): Promise<CallOutcome>;
+  call(path: string, request: Uint8Array, metadata: grpc.Metadata, deadline: number, signal?: CancelSignal): Promise<CallOutcome>;
   /** Reflection fetches started so far and the protocol version in use (v1 until a fallback happened). */
   reflectionStats(): { fetches: number; version: ReflectionVersion };
   close(): void;

@@ -4,6 +4,7 @@ import { H2Connection, H2Error, H2Stream, QUEUE_LIMIT, type ConnectionEvents, ty
 import { literalField } from "../h2/hpack.js";
 import { h2ConnectOptions, type BackendTls } from "./backend-tls.js";
 import { MAX_TIMER_MS } from "../shared/timers.js";
+import type { CancelSignal } from "../shared/signals.js";
 import type { Status } from "../shared/status.js";
 
 /** The outcome of a unary backend call (never throws for a backend status: the caller reports it in-band). */
@@ -44,7 +45,7 @@ export interface H2UnaryOptions {
  * (bench/invoke/client-call.ts measures the difference).
  */
 export interface H2UnaryClient {
-  call(path: string, request: Buffer, metadata: grpc.Metadata, deadline: number, signal?: AbortSignal): Promise<CallOutcome>;
+  call(path: string, request: Buffer, metadata: grpc.Metadata, deadline: number, signal?: CancelSignal): Promise<CallOutcome>;
   close(): void;
 }
 
@@ -179,7 +180,7 @@ class Attempt extends H2Stream {
     readonly metaBound: number,
     readonly message: Buffer,
     readonly deadline: number,
-    readonly signal: AbortSignal | undefined,
+    readonly signal: CancelSignal | undefined,
     readonly resolve: (o: CallOutcome) => void,
     readonly index: number,
     readonly retried: boolean,

@@ -136,12 +136,12 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
         async handle(call: UnaryCall<Buffer>): Promise<Buffer> {
           const refused = refuse(call.metadata);
           if (refused) throw refused;
-          // The call's own signal: the backend call stops listening to it once it has its answer (the signal also
-          // aborts when the stream closes after the reply), so no signal of its own is needed (one less
-          // AbortController and two listeners per call).
+          // The call's own cancellation, without an AbortController: the backend call is its only listener, and
+          // stops listening once it has its answer (the call is also cancelled when its stream closes after the
+          // reply).
           const deadline = call.deadline ?? Date.now() + opts.invokeDeadlineMs;
           const sent = forward(call.metadata);
-          const o = await backendFor(backendName).call(path, call.request, sent.metadata, deadline, call.signal);
+          const o = await backendFor(backendName).call(path, call.request, sent.metadata, deadline, call.cancellation);
           opts.calls.inc({ kind, code: o.ok ? "OK" : codeName(o.code) });
           if (o.ok) {
             endSpans(sent, Code.OK);

@@ -134,6 +134,16 @@ describe("transparent gRPC proxy", () => {
     assert.deepEqual(ids, Array.from({ length: 10 }, (_, i) => `echo:${i + 1}`));
   });
 
+  it("the caller cancelling a unary call cancels the backend call at once", async () => {
+    const started = Date.now();
+    const call = client.GetOrder({ orderId: "sleep:5000" }, withKey(KEY), (e: grpc.ServiceError | null) => assert.equal(e?.code, grpc.status.CANCELLED));
+    await waitFor(() => backend.received.some((c) => c.path === "/shop.v1.OrderService/GetOrder"), "the call to reach the backend");
+    await new Promise((r) => setTimeout(r, 50));
+    call.cancel();
+    await waitFor(() => backend.cancelled.includes("sleep:5000"), "the backend to see the cancellation", 3000);
+    assert.ok(Date.now() - started < 4000, "cancelled by the caller, not ended by its own timer");
+  });
+
   it("the caller cancelling a stream cancels the backend call", async () => {
     const call = client.WatchOrders({ orderId: "forever" }, withKey(KEY));
     let got = 0;

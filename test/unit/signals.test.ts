@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { getEventListeners, setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { abortable, deadlineSignal, linkedSignal, onAbort } from "../../src/shared/signals.js";
+import { abortable, Cancellation, deadlineSignal, linkedSignal, onAbort } from "../../src/shared/signals.js";
 
 const timeouts = (): number => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
 
@@ -112,5 +112,24 @@ describe("signals", () => {
     } finally {
       process.off("unhandledRejection", seen);
     }
+  });
+});
+
+describe("Cancellation", () => {
+  it("tells each listener once, not one removed before, and none added after", () => {
+    const c = new Cancellation();
+    const told: string[] = [];
+    const a = { handleEvent: (e: Event) => told.push(`a:${e.type}`) };
+    const b = { handleEvent: () => told.push("b") };
+    c.addEventListener("abort", a);
+    c.addEventListener("abort", a);
+    c.addEventListener("abort", b);
+    c.removeEventListener("abort", b);
+    assert.equal(c.aborted, false);
+    c.abort();
+    c.abort();
+    c.addEventListener("abort", b);
+    assert.equal(c.aborted, true);
+    assert.deepEqual(told, ["a:abort"]);
   });
 });

@@ -1,3 +1,4 @@
+import type { CancelSignal } from "../../shared/signals.js";
 import type { GatewayError } from "../../shared/gateway-error.js";
 import type { CallMetadata } from "../../shared/metadata.js";
 
@@ -26,6 +27,11 @@ export interface CallBase {
    * (CANCELLED, DEADLINE_EXCEEDED, ...). Aborted on a later tick than the event, never inside a call of the handler's.
    */
   readonly signal: AbortSignal;
+  /**
+   * The same event for a handler whose only listener is a backend call (the transparent proxy): aborted when `signal`
+   * would be, without an AbortController (made on first use too).
+   */
+  readonly cancellation: CancelSignal;
   /** The status has been sent (by the handler or the server) or the stream is gone: nothing more goes out. */
   readonly ended: boolean;
   /** Trailers sent with the status, whichever way the call ends. */

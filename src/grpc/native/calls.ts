@@ -7,6 +7,7 @@ import { CallMetadata } from "../../shared/metadata.js";
 import { EMPTY, frameMessage, MessageDecoder, type Framed } from "./message-framing.js";
 import { parseGrpcTimeout, responseHeaders, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
 import { MAX_TIMER_MS } from "../../shared/timers.js";
+import { Cancellation, type CancelSignal } from "../../shared/signals.js";
 
 /**
  * One gRPC call of the native server on one HTTP/2 stream: message framing and decompression in, serialization and
@@ -73,6 +74,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   request: unknown = undefined;
   /** Made on first use of `signal` (most unary handlers never look). */
   private ac: AbortController | undefined;
+  /** Made on first use of `cancellation`. */
+  private light: Cancellation | undefined;
   private abortReason: GatewayError | undefined;
   private metadataSent = false;
   private deadlineTimer: ReturnType<typeof setTimeout> | undefined;
@@ -141,6 +144,14 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
       if (this.abortReason) this.ac.abort(this.abortReason);
     }
     return this.ac.signal;
+  }
+
+  get cancellation(): CancelSignal {
+    if (!this.light) {
+      this.light = new Cancellation();
+      if (this.abortReason) this.light.abort();
+    }
+    return this.light;
   }
 
   get peer(): string {
@@ -225,7 +236,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     // the invoke profile); a call the handler ended shares one.
     // A unary call ends when its handler returns (or with the server's own abort, already given): nothing can still be
     // listening, so its signal is not aborted, only marked, which saves an abort per call on the invoke path.
-    if (wasEnded && (this.ac === undefined || this.method.kind === "unary")) this.abortReason ??= CALL_OVER;
+    if (wasEnded && ((this.ac === undefined && this.light === undefined) || this.method.kind === "unary")) this.abortReason ??= CALL_OVER;
     else {
       const reason = wasEnded
         ? CALL_OVER
@@ -624,12 +635,13 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   private abortSoon(reason: GatewayError): void {
     if (this.abortReason) return;
     this.abortReason = reason;
-    const ac = this.ac;
+    const { ac, light } = this;
     // No signal handed out yet: one made later is aborted from the start.
-    if (!ac) return;
+    if (!ac && !light) return;
     process.nextTick(() => {
       try {
-        ac.abort(reason);
+        light?.abort();
+        ac?.abort(reason);
       } catch (e) {
         this.ctx.onError(e, this.path);
       }
