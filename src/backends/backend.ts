@@ -35,7 +35,7 @@ export interface BackendOptions {
 }
 
 /** The schema of a backend as another thread got it (reflection's files and services, and the version that answered). */
-export type SchemaSource = (service: string, fresh: boolean, signal?: AbortSignal) => Promise<ReflectionResult>;
+export type SchemaSource = (service: string, fresh: boolean, signal?: CancelSignal) => Promise<ReflectionResult>;
 
 export type { CallOutcome } from "./h2-unary.js";
 
@@ -47,18 +47,18 @@ export interface Backend {
   /** The grpc-js channels (streams, the proxy, reflection): created on first use, so a backend only called unary holds one client stack. */
   readonly pool: ChannelPool;
   /** The cached schema, fetched on first use; concurrent callers share one fetch. A failed fetch is not cached. */
-  schema(signal?: AbortSignal): Promise<BackendSchema>;
+  schema(signal?: CancelSignal): Promise<BackendSchema>;
   /** The cached schema if one was fetched, without waiting. */
   cachedSchema(): BackendSchema | undefined;
   /** Drop the cache and fetch again (shared with any fetch already running). */
-  refresh(signal?: AbortSignal): Promise<BackendSchema>;
+  refresh(signal?: CancelSignal): Promise<BackendSchema>;
   /** Take a schema fetched elsewhere (the main thread's reflection, pushed to a uWS thread when it changed). */
   adopt(reflected: ReflectionResult): BackendSchema;
   /**
    * Resolve a method name (see BackendSchema.find); when it is not found, refresh the schema once (rate limited)
    * and look again. NOT_FOUND naming the method and listing what exists when it still is not there.
    */
-  resolve(method: string, signal?: AbortSignal): Promise<{ schema: BackendSchema; method: MethodEntry }>;
+  resolve(method: string, signal?: CancelSignal): Promise<{ schema: BackendSchema; method: MethodEntry }>;
   /**
    * Unary call with pre-encoded request bytes. `deadline` is epoch ms. Carried by the gateway's own HTTP/2 client on
    * its own `channels` connections (src/backends/h2-unary.ts: raw frames over net.Socket, grpc-js's statuses, a small

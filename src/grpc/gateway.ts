@@ -19,7 +19,7 @@ export function gatewayGrpc(ops: DispatchOps, filter: MetadataFilter): GrpcImpl<
       requestData: req.request_data,
       metadata: filter.fromGrpc(ctx.metadata),
       deadline: ctx.deadline,
-      signal: ctx.signal,
+      signal: ctx.cancellation,
       trace: filter.traceOfGrpc(ctx.metadata, server),
     });
     return { ...toInBand(r), response_data: r.responseData };

@@ -7,17 +7,37 @@ import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
 import type { GrpcServiceHost } from "./front.js";
 import type { BidiCall, ClientStreamCall, ServerStreamCall, UnaryCall } from "./native/call-types.js";
 import type { CallMetadata } from "../shared/metadata.js";
+import type { CancelSignal } from "../shared/signals.js";
 import type { ServiceHandlers } from "./native/server.js";
 import { decodeFailureOf, withStrictRequest } from "./strict-decoding.js";
 
 /** What a unary handler gets besides the request. */
 export interface UnaryContext {
   /** Inbound metadata (x-api-key already checked). */
-  metadata: CallMetadata;
-  /** Aborted when the caller cancels or the deadline passes. */
-  signal: AbortSignal;
+  readonly metadata: CallMetadata;
+  /** Aborted when the caller cancels or the deadline passes (an AbortController made when first asked for). */
+  readonly signal: AbortSignal;
+  /** The same, without an AbortController: for work that takes a CancelSignal (invoke). */
+  readonly cancellation: CancelSignal;
   /** The caller's deadline as epoch ms, or undefined when none was set. */
-  deadline: number | undefined;
+  readonly deadline: number | undefined;
+}
+
+/** A unary handler's view of its call: the signal is made only if the handler asks for it. */
+class UnaryCtx implements UnaryContext {
+  constructor(private readonly call: UnaryCall<unknown>) {}
+  get metadata(): CallMetadata {
+    return this.call.metadata;
+  }
+  get signal(): AbortSignal {
+    return this.call.signal;
+  }
+  get cancellation(): CancelSignal {
+    return this.call.cancellation;
+  }
+  get deadline(): number | undefined {
+    return this.call.deadline;
+  }
 }
 
 /**
@@ -148,7 +168,7 @@ export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDef
       const started = performance.now();
       const finish = (err: GatewayError | null): void => {
         // The call's signal aborts only while the handler runs (a unary call's is not aborted after its reply).
-        const code = call.signal.aborted ? abortedCode(call) : err ? err.codeName : "OK";
+        const code = call.cancellation.aborted ? abortedCode(call) : err ? err.codeName : "OK";
         deps.requests.inc({ method, code });
         deps.latency.observe({ method, code }, (performance.now() - started) / 1000);
       };
@@ -160,7 +180,7 @@ export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDef
       }
       deps.inflight.count++;
       try {
-        const res = await unary!(call.request as never, { metadata: call.metadata, signal: call.signal, deadline: call.deadline });
+        const res = await unary!(call.request as never, new UnaryCtx(call));
         finish(null);
         return res;
       } catch (e) {

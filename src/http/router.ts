@@ -10,6 +10,7 @@ import { freeBuffer } from "./free-buffer.js";
 import type { Logger } from "../observe/logger.js";
 import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
 import { echo } from "../shared/echo.js";
+import { LazyAbort, type CancelSignal } from "../shared/signals.js";
 import { loadTls, logServing, watchTls, type LoadedTls, type TlsFiles, type TlsWatch } from "../config/tls.js";
 import { decodeUtf8, locateInvalidUtf8InJson } from "../shared/utf8.js";
 
@@ -26,8 +27,10 @@ export interface RestRequest {
   headers: Record<string, string>;
   /** The whole body (empty for GET). */
   body: Buffer;
-  /** Aborted when the client goes away. */
-  signal: AbortSignal;
+  /** Aborted when the client goes away (an AbortController made when first asked for). */
+  readonly signal: AbortSignal;
+  /** The same without an AbortController, for work that takes a CancelSignal (invoke). */
+  readonly cancellation: CancelSignal;
   /** The body parsed as a JSON object; INVALID_ARGUMENT naming the problem when it is not one. */
   json(): Record<string, unknown>;
 }
@@ -215,9 +218,24 @@ export function createRestRequest(
   query: URLSearchParams,
   headers: Record<string, string>,
   body: Buffer,
-  signal: AbortSignal,
+  cancel: LazyAbort | AbortSignal,
 ): RestRequest {
-  return { method, path, params, query, headers, body, signal, json: () => jsonObjectBody(body) };
+  const lazy = cancel instanceof LazyAbort ? cancel : undefined;
+  return {
+    method,
+    path,
+    params,
+    query,
+    headers,
+    body,
+    get signal() {
+      return lazy ? lazy.signal : (cancel as AbortSignal);
+    },
+    get cancellation() {
+      return lazy ? lazy.cancellation : (cancel as AbortSignal);
+    },
+    json: () => jsonObjectBody(body),
+  };
 }
 
 /**
@@ -380,7 +398,7 @@ export async function startRestServer(host: string, port: number, routes: Route[
     const path = req.getUrl();
     const query = new URLSearchParams(req.getQuery() ?? "");
     const { headers, count: headerCount, bytes: headerBytes } = requestHeaders(req);
-    const ac = new AbortController();
+    const cancel = new LazyAbort();
     let done = false;
     let routeName = "unmatched";
     inflight++;
@@ -393,7 +411,7 @@ export async function startRestServer(host: string, port: number, routes: Route[
       done = true;
       inflight--;
       open.delete(res);
-      ac.abort(new GatewayError(Code.CANCELLED, "the client closed the request"));
+      cancel.abort(new GatewayError(Code.CANCELLED, "the client closed the request"));
       deps.requests.inc({ route: routeName, method, status: 499 });
     });
 
@@ -482,7 +500,7 @@ export async function startRestServer(host: string, port: number, routes: Route[
       if (decision.reply) return send(decision.reply);
       const route = decision.route!;
       const run = (body: Buffer): void => {
-        route.handler(createRestRequest(method, path, decision.params, query, headers, body, ac.signal)).then(send, fail);
+        route.handler(createRestRequest(method, path, decision.params, query, headers, body, cancel)).then(send, fail);
       };
       if (!BODY_METHODS.has(method)) return run(Buffer.alloc(0));
       const declared = Number(headers["content-length"] ?? NaN);

@@ -1,3 +1,4 @@
+import type { CancelSignal } from "../shared/signals.js";
 import * as grpc from "@grpc/grpc-js";
 import type { Backend } from "../backends/backend.js";
 import type { BackendRegistry } from "../backends/registry.js";
@@ -25,7 +26,7 @@ export interface InvokeInput {
   /** Epoch ms; default now + `invokeDeadlineMs`. */
   deadline?: number | undefined;
   /** Aborting it cancels the backend call. */
-  signal?: AbortSignal | undefined;
+  signal?: CancelSignal | undefined;
   /** The caller's trace context and the server span to open; set by the front only when tracing is on. */
   trace?: TraceIncoming | undefined;
 }
@@ -107,7 +108,7 @@ export function invokeFromWire(wire: InvokeWire, signal: AbortSignal): InvokeInp
  * converter), or answers undefined when none can take it (the caller runs it itself). Rejects with a GatewayError when
  * the call got no answer (the thread exited, the bridge is full, or it did not answer within `timeoutMs`).
  */
-export type InvokeOffload = (wire: InvokeWire, signal: AbortSignal | undefined, timeoutMs: number) => Promise<InvokeResult> | undefined;
+export type InvokeOffload = (wire: InvokeWire, signal: CancelSignal | undefined, timeoutMs: number) => Promise<InvokeResult> | undefined;
 
 /** Past the invocation's own deadline, how long the thread running it gets to answer before the bridge gives up, ms. */
 export const OFFLOAD_GRACE_MS = 2_000;

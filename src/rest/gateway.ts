@@ -65,7 +65,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
             method: body["method"],
             requestData: data === undefined || data === null ? "" : JSON.stringify(data),
             metadata: filter.fromHeaders(req.headers),
-            signal: req.signal,
+            signal: req.cancellation,
             trace: filter.traceOfHeaders(req.headers, INVOKE_SPAN),
           });
         }
@@ -87,7 +87,7 @@ export function gatewayRoutes(ops: DispatchOps, filter: MetadataFilter): Route[]
           method: body["method"],
           requestData: body["request_data"] ?? body["requestData"],
           metadata: filter.fromHeaders(req.headers),
-          signal: req.signal,
+          signal: req.cancellation,
           trace: filter.traceOfHeaders(req.headers, INVOKE_JSON_SPAN),
         });
         return json({ ...toInBand(r), response_data: r.responseData });

@@ -56,7 +56,7 @@ export function grpcReflectionRoutes(ops: DispatchOps, filter: MetadataFilter): 
           method: body["method"],
           requestData: body["request"],
           metadata,
-          signal: req.signal,
+          signal: req.cancellation,
           trace: filter.traceOfHeaders(req.headers, CALL_SPAN),
         });
         return callReply(r, r.responseData);

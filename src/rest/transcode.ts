@@ -46,7 +46,7 @@ export function transcodeRoutes(table: TranscodeTable, ops: DispatchOps, streamD
       method: rule.method,
       requestData: request,
       metadata: filter.fromHeaders(req.headers),
-      signal: req.signal,
+      signal: req.cancellation,
       trace: filter.traceOfHeaders(req.headers, span),
     });
     const failed = statusError(r);

@@ -1,7 +1,7 @@
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { clampTimerMs, MAX_TIMER_MS } from "../shared/timers.js";
-import { onAbort } from "../shared/signals.js";
+import { onAbort, type CancelSignal } from "../shared/signals.js";
 import { statusOf, type Status } from "../shared/status.js";
 
 /** What a bridge needs of a MessagePort, a Worker or a worker's parentPort. */
@@ -32,7 +32,7 @@ export interface Bridge {
    * Ask the other side to run `op`; `signal` aborting cancels it there too. `timeoutMs` replaces the bridge's
    * timeout for this call (e.g. an invoke's own deadline plus a grace); it is capped at what a timer can hold.
    */
-  call<T>(op: string, payload: unknown, signal?: AbortSignal, timeoutMs?: number): Promise<T>;
+  call<T>(op: string, payload: unknown, signal?: CancelSignal, timeoutMs?: number): Promise<T>;
   /** Feed one message from the port; false when it is not a bridge message (the caller handles it). */
   receive(message: unknown): boolean;
   /** Calls waiting for an answer. */
@@ -119,7 +119,7 @@ export function createBridge(port: BridgePort, handlers: Record<string, BridgeHa
   }
 
   return {
-    call<T>(op: string, payload: unknown, signal?: AbortSignal, timeoutMs = options.timeoutMs): Promise<T> {
+    call<T>(op: string, payload: unknown, signal?: CancelSignal, timeoutMs = options.timeoutMs): Promise<T> {
       if (closedWhy !== undefined) return Promise.reject(new GatewayError(Code.UNAVAILABLE, closedWhy));
       if (signal?.aborted) return Promise.reject(GatewayError.from(signal.reason, Code.CANCELLED));
       if (waiting.size >= options.maxPending) {

@@ -1,3 +1,4 @@
+import type { CancelSignal } from "../shared/signals.js";
 import type { InvokeResult, InvokeWire } from "../ops/dispatch.js";
 import type { Bridge } from "./bridge.js";
 
@@ -12,7 +13,7 @@ export interface InvokeTarget {
  * thread with the fewest bridge calls waiting, round robin among equals; undefined when no thread is running (the main
  * thread then runs the call itself).
  */
-export function createInvokeOffload(threads: readonly InvokeTarget[]): (wire: InvokeWire, signal: AbortSignal | undefined, timeoutMs: number) => Promise<InvokeResult> | undefined {
+export function createInvokeOffload(threads: readonly InvokeTarget[]): (wire: InvokeWire, signal: CancelSignal | undefined, timeoutMs: number) => Promise<InvokeResult> | undefined {
   let turn = 0;
   return (wire, signal, timeoutMs) => {
     const n = threads.length;

@@ -1,3 +1,4 @@
+import type { CancelSignal } from "../shared/signals.js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { HealthEntry } from "../observe/health.js";
@@ -70,7 +71,7 @@ export interface UwsThreads {
    * Run an invocation (gRPC Invoke/InvokeJson) on the running thread with the fewest calls waiting (round robin among
    * equals); undefined when no thread is running (the main thread then runs it itself). An InvokeOffload.
    */
-  invoke(wire: InvokeWire, signal: AbortSignal | undefined, timeoutMs: number): Promise<InvokeResult> | undefined;
+  invoke(wire: InvokeWire, signal: CancelSignal | undefined, timeoutMs: number): Promise<InvokeResult> | undefined;
 }
 
 /**

@@ -2,6 +2,7 @@
  * The contract between the dispatch facility and the conversion layer (src/workers). Kept apart so both sides can be
  * built against it.
  */
+import type { CancelSignal } from "../shared/signals.js";
 import type { WorkerSlots } from "./worker-slots.js";
 
 /** One version of a backend's schema: every FileDescriptorProto its services need, encoded, and a stable id. */
@@ -26,9 +27,9 @@ export interface ConversionReport {
  */
 export interface Converter {
   /** JSON text (a JSON object) to the binary encoding of `typeName` (fully qualified, no leading dot). */
-  jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal, report?: ConversionReport): Promise<Uint8Array>;
+  jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: CancelSignal, report?: ConversionReport): Promise<Uint8Array>;
   /** Binary encoding of `typeName` to proto3 canonical JSON text. */
-  binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal, report?: ConversionReport): Promise<string>;
+  binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: CancelSignal, report?: ConversionReport): Promise<string>;
   /** Let queued conversions finish, then stop the workers. Safe to call twice. */
   close(): Promise<void>;
   /** Stop the workers now. Safe to call twice. */

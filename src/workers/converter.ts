@@ -8,7 +8,7 @@ import { availableParallelism } from "node:os";
 import type { FileRegistry } from "@bufbuild/protobuf";
 import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
-import { abortable } from "../shared/signals.js";
+import { abortable, type CancelSignal } from "../shared/signals.js";
 import { binaryToJson, jsonToBinary } from "./codec.js";
 import type { ConversionReport, Converter, ConverterOptions, SchemaSet } from "./converter-types.js";
 import { SchemaCache } from "./schema-registry.js";
@@ -87,13 +87,13 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
   });
   let closed = false;
 
-  const checkOpen = (signal: AbortSignal | undefined): void => {
+  const checkOpen = (signal: CancelSignal | undefined): void => {
     if (closed) throw new GatewayError(Code.UNAVAILABLE, "the converter is closed");
     if (signal?.aborted === true) throw cancelled();
   };
 
   // The pool keeps a running task going when its caller aborts (see worker-pool.ts); the caller is answered now.
-  const viaPool = (run: Promise<ConvertResult>, signal: AbortSignal | undefined): Promise<ConvertResult> => abortable(run, signal, cancelled);
+  const viaPool = (run: Promise<ConvertResult>, signal: CancelSignal | undefined): Promise<ConvertResult> => abortable(run, signal, cancelled);
 
   const unwrap = (r: ConvertResult): ConvertResult => {
     if (r.kind === "failure") throw new GatewayError(r.failure.code, r.failure.message);
@@ -107,7 +107,7 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
     inline: (registry: FileRegistry) => ResultValue<K>,
     task: ConvertTask,
     expect: K,
-    signal: AbortSignal | undefined,
+    signal: CancelSignal | undefined,
     report: ConversionReport | undefined,
   ): Promise<ResultValue<K>> {
     checkOpen(signal);
@@ -134,11 +134,11 @@ export function createConverter(opts: ConverterOptions = {}, internals: Converte
       return pool.workers;
     },
 
-    jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: AbortSignal, report?: ConversionReport): Promise<Uint8Array> {
+    jsonToBinary(schema: SchemaSet, typeName: string, json: string, signal?: CancelSignal, report?: ConversionReport): Promise<Uint8Array> {
       return convert(schema, json.length, (registry) => jsonToBinary(registry, typeName, json), { kind: "convert", schemaId: schema.id, typeName, json }, "binary", signal, report);
     },
 
-    binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: AbortSignal, report?: ConversionReport): Promise<string> {
+    binaryToJson(schema: SchemaSet, typeName: string, bytes: Uint8Array, signal?: CancelSignal, report?: ConversionReport): Promise<string> {
       // Input bytes are copied to the worker, not moved: they belong to the caller (grpc-js buffers may be slices
       // of a shared slab, and moving would detach the whole slab).
       return convert(schema, bytes.byteLength, (registry) => binaryToJson(registry, typeName, bytes), { kind: "convert", schemaId: schema.id, typeName, bytes }, "json", signal, report);

@@ -11,7 +11,7 @@
 import { Piscina } from "piscina";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import { onAbort } from "../shared/signals.js";
+import { onAbort, type CancelSignal } from "../shared/signals.js";
 import { errorText } from "./schema-registry.js";
 import { workerEntry } from "./worker-path.js";
 import type { ConvertTask, CrashTask, WorkerOptions, WorkerResult } from "./worker-protocol.js";
@@ -100,7 +100,7 @@ export class ConversionPool {
    * Rejects GatewayError RESOURCE_EXHAUSTED (queue full), CANCELLED (aborted while waiting), UNAVAILABLE (closed),
    * INTERNAL (the worker died during the task; the pool starts a new one).
    */
-  run(task: ConvertTask | CrashTask, files: readonly Uint8Array[], signal?: AbortSignal, report?: { queuedMs: number }): Promise<ConvertResult> {
+  run(task: ConvertTask | CrashTask, files: readonly Uint8Array[], signal?: CancelSignal, report?: { queuedMs: number }): Promise<ConvertResult> {
     if (this.closing !== undefined || this.destroyed) {
       return Promise.reject(new GatewayError(Code.UNAVAILABLE, "the conversion pool is closed"));
     }

@@ -149,7 +149,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   get cancellation(): CancelSignal {
     if (!this.light) {
       this.light = new Cancellation();
-      if (this.abortReason) this.light.abort();
+      if (this.abortReason) this.light.abort(this.abortReason);
     }
     return this.light;
   }
@@ -640,7 +640,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     if (!ac && !light) return;
     process.nextTick(() => {
       try {
-        light?.abort();
+        light?.abort(reason);
         ac?.abort(reason);
       } catch (e) {
         this.ctx.onError(e, this.path);
