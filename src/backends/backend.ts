@@ -2,6 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { abortable, type CancelSignal } from "../shared/signals.js";
+import type { TraceContextHeaders } from "./h2-unary.js";
 import { loadBackendTls, type BackendTlsConfig } from "./backend-tls.js";
 import { createChannelPool, type ChannelPool } from "./channel-pool.js";
 import { createH2UnaryClient, type CallOutcome } from "./h2-unary.js";
@@ -65,7 +66,7 @@ export interface Backend {
    * fraction of the client CPU per call of grpc-js or node:http2); the grpc-js pool keeps health, reconnects,
    * reflection and streams.
    */
-  call(path: string, request: Uint8Array, metadata: grpc.Metadata, deadline: number, signal?: CancelSignal): Promise<CallOutcome>;
+  call(path: string, request: Uint8Array, metadata: grpc.Metadata, deadline: number, signal?: CancelSignal, trace?: TraceContextHeaders): Promise<CallOutcome>;
   /** Reflection fetches started so far and the protocol version in use (v1 until a fallback happened). */
   reflectionStats(): { fetches: number; version: ReflectionVersion };
   close(): void;
@@ -156,8 +157,8 @@ export function createBackend(opts: BackendOptions): Backend {
       }
       return { schema, method: found };
     },
-    call(path, request, metadata, deadline, signal): Promise<CallOutcome> {
-      return unary.call(path, asBuffer(request), metadata, deadline, signal);
+    call(path, request, metadata, deadline, signal, trace): Promise<CallOutcome> {
+      return unary.call(path, asBuffer(request), metadata, deadline, signal, trace);
     },
     reflectionStats: () => ({ fetches, version }),
     close() {

@@ -45,7 +45,11 @@ export interface H2UnaryOptions {
  * (bench/invoke/client-call.ts measures the difference).
  */
 export interface H2UnaryClient {
-  call(path: string, request: Buffer, metadata: grpc.Metadata, deadline: number, signal?: CancelSignal): Promise<CallOutcome>;
+  /**
+   * `trace`: the W3C trace context to send, in place of any `traceparent`/`tracestate` in `metadata` (the gateway's
+   * client span; set on the header list directly, not through grpc-js Metadata's per-value validation).
+   */
+  call(path: string, request: Buffer, metadata: grpc.Metadata, deadline: number, signal?: CancelSignal, trace?: TraceContextHeaders): Promise<CallOutcome>;
   close(): void;
 }
 
@@ -394,6 +398,12 @@ function splitAddress(address: string): { host: string; port: number } | string 
 
 /** Cached fixed header blocks per path; beyond this many paths the cache starts over. */
 const PATH_CACHE_LIMIT = 1024;
+
+/** A W3C trace context to send with a call (valid `traceparent`, optional `tracestate`). */
+export interface TraceContextHeaders {
+  readonly traceparent: string;
+  readonly tracestate: string | undefined;
+}
 /** Calls open on a connection before the next slot's is used (pick). */
 const FILL_STREAMS = 16;
 
@@ -458,7 +468,7 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
   };
 
   return {
-    call(path, message, metadata, deadline, signal) {
+    call(path, message, metadata, deadline, signal, trace) {
       return new Promise<CallOutcome>((resolve) => {
         if (closed) return resolve({ ok: false, code: Code.UNAVAILABLE, message: `backend ${opts.address} is closed` });
         if (signal?.aborted) return resolve({ ok: false, code: Code.CANCELLED, message: "the caller cancelled the call" });
@@ -471,6 +481,11 @@ export function createH2UnaryClient(opts: H2UnaryOptions): H2UnaryClient {
           paths.set(path, fixed);
         }
         const meta = metadata.toHttp2Headers() as Headers;
+        if (trace) {
+          meta["traceparent"] = trace.traceparent;
+          if (trace.tracestate) meta["tracestate"] = trace.tracestate;
+          else delete meta["tracestate"];
+        }
         new Attempt(client, fixed, meta, metadataBound(meta), message, deadline, signal, resolve, pick(), false).go(null);
       });
     },

@@ -9,7 +9,7 @@ import { onAbort } from "../shared/signals.js";
 import type { MetadataFilter } from "../ops/forward-metadata.js";
 import type { Logger } from "../observe/logger.js";
 import type { CounterMetric } from "../observe/metrics.js";
-import { clientSpan, kindOf, type MethodKind } from "../ops/dispatch.js";
+import { clientSpan, kindOf, putTraceHeaders, type MethodKind } from "../ops/dispatch.js";
 import { grpcServerSpan, type TraceSpan, type Tracer } from "../observe/span.js";
 import { statusOf } from "../shared/status.js";
 import type { GrpcServiceHost } from "./front.js";
@@ -122,7 +122,7 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
       const incoming = opts.tracer?.on ? filter.traceOfGrpc(md, serverSpan) : undefined;
       if (incoming === undefined) return { metadata };
       const server = opts.tracer!.start(incoming);
-      return { metadata, server, client: clientSpan(server, fullName, backendFor(backendName).address, metadata) };
+      return { metadata, server, client: clientSpan(server, fullName, backendFor(backendName).address) };
     };
     const endSpans = (spans: { server?: TraceSpan; client?: TraceSpan }, code: number, message?: string): void => {
       spans.client?.end(code, message);
@@ -141,7 +141,7 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
           // reply).
           const deadline = call.deadline ?? Date.now() + opts.invokeDeadlineMs;
           const sent = forward(call.metadata);
-          const o = await backendFor(backendName).call(path, call.request, sent.metadata, deadline, call.cancellation);
+          const o = await backendFor(backendName).call(path, call.request, sent.metadata, deadline, call.cancellation, sent.client?.headers());
           opts.calls.inc({ kind, code: o.ok ? "OK" : codeName(o.code) });
           if (o.ok) {
             endSpans(sent, Code.OK);
@@ -162,6 +162,7 @@ export function createGrpcProxy(opts: ProxyOptions): GrpcProxy {
         let ended = false;
         let response: Buffer | undefined;
         const sent = forward(call.metadata);
+        if (sent.client) putTraceHeaders(sent.metadata, sent.client);
         const backendCall = openStreamCall(backendFor(backendName), path, sent.metadata, call.deadline ?? Infinity, {
           onMessage(bytes) {
             if (!out) {

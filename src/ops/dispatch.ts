@@ -176,11 +176,12 @@ function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: s
 }
 
 /**
- * The backend call's client span (RPC conventions), its context put in the call's metadata as `traceparent` and
- * `tracestate`: they replace the caller's, which the forwarding allow-list let through (the caller's trace continues
- * through the gateway's spans instead).
+ * The backend call's client span (RPC conventions). Its context goes to the backend as `traceparent` and `tracestate`,
+ * replacing the caller's, which the forwarding allow-list let through (the caller's trace continues through the
+ * gateway's spans instead): a unary call hands `span.headers()` to the backend call, a stream puts them in its
+ * metadata (putTraceHeaders).
  */
-export function clientSpan(parent: TraceSpan, fullName: string, address: string, metadata: grpc.Metadata): TraceSpan {
+export function clientSpan(parent: TraceSpan, fullName: string, address: string): TraceSpan {
   const attributes = sharedAttributes(fullName, address, () => {
     const slash = fullName.indexOf("/");
     const colon = address.lastIndexOf(":");
@@ -192,12 +193,15 @@ export function clientSpan(parent: TraceSpan, fullName: string, address: string,
       "server.port": Number(address.slice(colon + 1)),
     };
   });
-  const span = parent.child(fullName, "client", attributes);
+  return parent.child(fullName, "client", attributes);
+}
+
+/** A client span's context in a streaming call's metadata, in place of the caller's. */
+export function putTraceHeaders(metadata: grpc.Metadata, span: TraceSpan): void {
   const h = span.headers();
   metadata.set("traceparent", h.traceparent);
   if (h.tracestate) metadata.set("tracestate", h.tracestate);
   else metadata.remove("tracestate");
-  return span;
 }
 
 /** End a conversion's span: where it ran and, on the pool, how long it waited for a worker. */
@@ -253,10 +257,10 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     }
     if (toBinary) endConversion(toBinary);
     const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
-    const client = span ? clientSpan(span, method.fullName, backend.address, input.metadata) : undefined;
+    const client = span ? clientSpan(span, method.fullName, backend.address) : undefined;
     let outcome: Awaited<ReturnType<Backend["call"]>>;
     try {
-      outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal);
+      outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal, client?.headers());
     } catch (e) {
       endFailed(client, e);
       throw e;
@@ -342,8 +346,8 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
       throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kindOf(method)}; this call supports unary methods only`);
     }
     const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
-    const client = span ? clientSpan(span, method.fullName, backend.address, input.metadata) : undefined;
-    const outcome = await backend.call(method.path, input.request, input.metadata, deadline, input.signal).catch((e: unknown) => {
+    const client = span ? clientSpan(span, method.fullName, backend.address) : undefined;
+    const outcome = await backend.call(method.path, input.request, input.metadata, deadline, input.signal, client?.headers()).catch((e: unknown) => {
       endFailed(client, e);
       throw e;
     });

@@ -8,7 +8,7 @@ import { echo } from "../shared/echo.js";
 import { statusOf, statusOk, type Status } from "../shared/status.js";
 import type { Converter, SchemaSet } from "../workers/converter-types.js";
 import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
-import { clientSpan, kindOf, requireString, type MethodKind } from "./dispatch.js";
+import { clientSpan, kindOf, putTraceHeaders, requireString, type MethodKind } from "./dispatch.js";
 import type { TraceIncoming, TraceSpan, Tracer } from "../observe/span.js";
 
 /**
@@ -220,7 +220,10 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
       if (!binary && (!streamingRequests || first !== "")) firstBytes = await deps.converter.jsonToBinary(schemaSet, method.inputType, first || "{}");
       if (cancelled !== undefined) throw new GatewayError(Code.CANCELLED, cancelled);
       const deadline = input.deadline ?? (kind === "unary" ? Date.now() + deps.invokeDeadlineMs : Infinity);
-      if (span) client = clientSpan(span, method.fullName, backend.address, input.metadata);
+      if (span) {
+        client = clientSpan(span, method.fullName, backend.address);
+        putTraceHeaders(input.metadata, client);
+      }
       call = openStreamCall(backend, method.path, input.metadata, deadline, {
         onMessage,
         onStatus(code, message) {
