@@ -204,7 +204,7 @@ class Writer {
     let extra = 0;
     for (let v = len >>> 7; v > 0; v >>>= 7) extra++;
     this.room(extra);
-    this.buf.copy(this.buf, at + 1 + extra, at + 1, this.pos);
+    this.buf.copyWithin(at + 1 + extra, at + 1, this.pos);
     this.pos += extra;
     let v = len;
     let p = at;
