@@ -433,6 +433,10 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (this.socket.writableLength > SOCKET_LIMIT) this.fail(H2Error.ENHANCE_YOUR_CALM, "the client does not read what it asks for");
   }
 
+  flushFailed(e: unknown): void {
+    this.internalError(e);
+  }
+
   private socketBusy(): boolean {
     return this.socket.writableLength + this.out.pending > SOCKET_HWM;
   }
