@@ -12,6 +12,13 @@ const SLAB_MAX = 1024 * 1024;
  */
 const COPY_MAX = 4096;
 const EMPTY = Buffer.alloc(0);
+/**
+ * A writer claims the slab in blocks, so its frames stay contiguous (one chunk, one write) while other connections
+ * write between them: a block holds what the writer wrote in its previous turn (at least BLOCK_MIN, at most
+ * BLOCK_MAX), or the frame at hand when that is larger.
+ */
+const BLOCK_MIN = 512;
+const BLOCK_MAX = 64 * 1024;
 /** PING ACKs one connection holds for its next write; one more and they all go now. */
 const ACKS_HELD = 4;
 /**
@@ -31,12 +38,12 @@ export interface FlushOwner {
 }
 
 /**
- * What every FrameWriter of this thread shares: one slab the frames are written into, the writers with frames due
- * this turn (flushed from one setImmediate), and the writers holding PING ACKs. A connection owns no output buffer of
- * its own, so an idle one costs none; a slab segment is handed to its socket once, at the turn's flush, and when every
- * socket took its bytes there and then (nothing left in its write queue, so no socket holds a view of the slab), the
- * next turn writes from the slab's start again. A slab some socket still holds a piece of only moves forward, and is
- * left to the garbage collector once full.
+ * What every FrameWriter of this thread shares: one slab the frames are written into (each writer in blocks of it),
+ * the writers with frames due this turn (flushed from one setImmediate), and the writers holding PING ACKs. A
+ * connection owns no output buffer of its own, so an idle one costs none. A block is handed to its socket once, at
+ * the turn's flush; when every socket took its bytes there and then (nothing left in its write queue, so no socket
+ * holds a view of the slab), the next turn writes from the slab's start again. A slab some socket still holds a piece
+ * of only moves forward, and is left to the garbage collector once full.
  */
 const turn = {
   slab: EMPTY,
@@ -117,10 +124,14 @@ export class FrameWriter {
   closed = false;
   /** When the PING ACKs held now began to be held (performance.now()); their entry in the turn's list carries it too. */
   ackSince = 0;
-  /** This writer's frames not yet cut into `chunks`: turn slab `segSlab`[segStart, segEnd). */
+  /** This writer's frames not yet cut into `chunks`: turn slab `segSlab`[segStart, segEnd), in its block up to `blockEnd`. */
   private segSlab = EMPTY;
   private segStart = 0;
   private segEnd = 0;
+  private blockEnd = 0;
+  /** Slab bytes written this turn, and in the previous one (the next block's size). */
+  private turnBytes = 0;
+  private lastTurnBytes = 0;
   private chunks: Buffer[] = [];
   /** In the turn's `due` list. */
   private due = false;
@@ -150,15 +161,24 @@ export class FrameWriter {
 
   private drop(): void {
     this.chunks = [];
-    this.segStart = this.segEnd;
+    this.endBlock();
     this.pending = 0;
     this.ackCount = 0;
+  }
+
+  /** The frames are cut (or dropped): the rest of the block is given up, the slab may start over at the turn's end. */
+  private endBlock(): void {
+    this.segSlab = EMPTY;
+    this.segStart = this.segEnd = this.blockEnd = 0;
+    this.lastTurnBytes = this.turnBytes;
+    this.turnBytes = 0;
   }
 
   /** Hand everything written so far to the socket now. */
   flush(): void {
     if (this.ackCount > 0 && !this.closed) this.releaseAcks();
     this.cut();
+    this.endBlock();
     const c = this.chunks;
     if (c.length === 0) return;
     this.pending = 0;
@@ -180,16 +200,7 @@ export class FrameWriter {
 
   /** Room for `n` bytes at the returned position of `turn.slab`; commit() then moves past what was written. */
   private reserve(n: number): number {
-    if (turn.pos + n > turn.slab.length) {
-      this.cut();
-      newSlab(n);
-    }
-    if (this.segSlab !== turn.slab || this.segEnd !== turn.pos) {
-      // Another writer wrote since (or the slab is new): this writer's frames continue in a new segment.
-      this.cut();
-      this.segSlab = turn.slab;
-      this.segStart = this.segEnd = turn.pos;
-    }
+    if (this.segEnd + n > this.blockEnd) this.claim(n);
     if (!this.due) {
       this.due = true;
       turn.due.push(this);
@@ -198,12 +209,24 @@ export class FrameWriter {
         setImmediate(flushAll);
       }
     }
-    return turn.pos;
+    return this.segEnd;
+  }
+
+  /** A new block of the slab for this writer (its frames so far are cut into a chunk). */
+  private claim(n: number): void {
+    this.cut();
+    const size = Math.max(n, Math.min(BLOCK_MAX, Math.max(BLOCK_MIN, this.lastTurnBytes)));
+    if (turn.pos + size > turn.slab.length) newSlab(size);
+    this.segSlab = turn.slab;
+    this.segStart = this.segEnd = turn.pos;
+    this.blockEnd = turn.pos += size;
   }
 
   private commit(end: number): void {
-    this.pending += end - turn.pos;
-    turn.pos = this.segEnd = end;
+    const n = end - this.segEnd;
+    this.pending += n;
+    this.turnBytes += n;
+    this.segEnd = end;
   }
 
   private cut(): void {
