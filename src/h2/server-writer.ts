@@ -198,7 +198,10 @@ export class FrameWriter {
     if (socket.writableLength > 0) turn.reusable = false;
   }
 
-  /** Room for `n` bytes at the returned position of `turn.slab`; commit() then moves past what was written. */
+  /**
+   * Room for `n` bytes at the returned position of `this.segSlab` (the writer's block, which may be in a slab older than
+   * the turn's current one); commit() then moves past what was written.
+   */
   private reserve(n: number): number {
     if (this.segEnd + n > this.blockEnd) this.claim(n);
     if (!this.due) {
@@ -239,7 +242,7 @@ export class FrameWriter {
   /** Prebuilt frames (the greeting, a SETTINGS ACK). */
   buffer(b: Buffer): void {
     const p = this.reserve(b.length);
-    b.copy(turn.slab, p);
+    b.copy(this.segSlab, p);
     this.commit(p + b.length);
   }
 
@@ -254,8 +257,8 @@ export class FrameWriter {
     const es = endStream ? END_STREAM : 0;
     if (len <= this.maxFrame) {
       const p = this.reserve(9 + len);
-      const q = frameHeader(turn.slab, p, len, HEADERS, END_HEADERS | es, id);
-      block.copy(turn.slab, q);
+      const q = frameHeader(this.segSlab, p, len, HEADERS, END_HEADERS | es, id);
+      block.copy(this.segSlab, q);
       this.commit(q + len);
       return;
     }
@@ -263,8 +266,8 @@ export class FrameWriter {
       const n = Math.min(this.maxFrame, len - off);
       const last = off + n === len;
       const p = this.reserve(9 + n);
-      const q = frameHeader(turn.slab, p, n, off === 0 ? HEADERS : CONTINUATION, (off === 0 ? es : 0) | (last ? END_HEADERS : 0), id);
-      block.copy(turn.slab, q, off, off + n);
+      const q = frameHeader(this.segSlab, p, n, off === 0 ? HEADERS : CONTINUATION, (off === 0 ? es : 0) | (last ? END_HEADERS : 0), id);
+      block.copy(this.segSlab, q, off, off + n);
       this.commit(q + n);
       off += n;
     }
@@ -275,12 +278,12 @@ export class FrameWriter {
     const n = to - from;
     if (n <= COPY_MAX) {
       const p = this.reserve(9 + n);
-      const q = frameHeader(turn.slab, p, n, DATA, flags, id);
-      buf.copy(turn.slab, q, from, to);
+      const q = frameHeader(this.segSlab, p, n, DATA, flags, id);
+      buf.copy(this.segSlab, q, from, to);
       this.commit(q + n);
     } else {
       const p = this.reserve(9);
-      this.commit(frameHeader(turn.slab, p, n, DATA, flags, id));
+      this.commit(frameHeader(this.segSlab, p, n, DATA, flags, id));
       this.cut();
       this.chunks.push(from === 0 && to === buf.length ? buf : buf.subarray(from, to));
       this.pending += n;
@@ -291,12 +294,12 @@ export class FrameWriter {
 
   rst(id: number, code: number): void {
     const p = this.reserve(13);
-    this.commit(writeRst(turn.slab, p, id, code));
+    this.commit(writeRst(this.segSlab, p, id, code));
   }
 
   windowUpdate(id: number, inc: number): void {
     const p = this.reserve(13);
-    this.commit(writeWindowUpdate(turn.slab, p, id, inc));
+    this.commit(writeWindowUpdate(this.segSlab, p, id, inc));
   }
 
   /**
@@ -307,7 +310,7 @@ export class FrameWriter {
     if (this.due || this.ackCount === ACKS_HELD) {
       if (this.ackCount > 0) this.releaseAcks();
       const p = this.reserve(17);
-      this.commit(writePingAck(turn.slab, p, buf, at));
+      this.commit(writePingAck(this.segSlab, p, buf, at));
       return;
     }
     const acks = (this.acks ??= Buffer.allocUnsafe(8 * ACKS_HELD));
@@ -329,21 +332,21 @@ export class FrameWriter {
     this.ackSince = 0;
     if (n === 0 || this.closed) return;
     let q = this.reserve(17 * n);
-    for (let i = 0; i < n; i++) q = writePingAck(turn.slab, q, this.acks!, 8 * i);
+    for (let i = 0; i < n; i++) q = writePingAck(this.segSlab, q, this.acks!, 8 * i);
     this.commit(q);
   }
 
   /** PING (not an ACK) with an 8-byte payload. */
   ping(payload: Buffer): void {
     const p = this.reserve(17);
-    const q = frameHeader(turn.slab, p, 8, PING, 0, 0);
-    payload.copy(turn.slab, q, 0, 8);
+    const q = frameHeader(this.segSlab, p, 8, PING, 0, 0);
+    payload.copy(this.segSlab, q, 0, 8);
     this.commit(q + 8);
   }
 
   goaway(lastId: number, code: number, debug: string): void {
     const d = Buffer.from(debug.slice(0, 200), "utf8");
     const p = this.reserve(17 + d.length);
-    this.commit(writeGoaway(turn.slab, p, lastId, code, d));
+    this.commit(writeGoaway(this.segSlab, p, lastId, code, d));
   }
 }
