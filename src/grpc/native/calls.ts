@@ -69,7 +69,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   resetByUs = false;
   readonly deadline: number | undefined;
   readonly metadata: CallMetadata;
-  readonly trailers = new CallMetadata();
+  /** Made on first use of `trailers` (most calls send none; a long-lived stream should not hold an empty one). */
+  private trailerMd: CallMetadata | undefined;
   request: unknown = undefined;
   /** Made on first use of `signal` (most unary handlers never look). */
   private ac: AbortController | undefined;
@@ -125,6 +126,10 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
 
   get path(): string {
     return this.method.path;
+  }
+
+  get trailers(): CallMetadata {
+    return (this.trailerMd ??= new CallMetadata());
   }
 
   get session(): H2ServerSession {
@@ -210,7 +215,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
 
   end(status?: GatewayError): void {
     if (this.ended) return;
-    this.sendStatus(status ? { code: status.code, message: status.rawMessage, metadata: this.trailers } : { code: Code.OK, message: "OK", metadata: this.trailers });
+    this.sendStatus(status ? { code: status.code, message: status.rawMessage, metadata: this.trailerMd } : { code: Code.OK, message: "OK", metadata: this.trailerMd });
   }
 
   private close(code: number, why: string): void {
@@ -262,7 +267,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   /** A handler's rejection: a GatewayError is the status; anything else is a bug (fail). */
   private handlerFailed(e: unknown): void {
     if (this.ended) return;
-    if (e instanceof GatewayError) this.sendStatus({ code: e.code, message: e.rawMessage, metadata: this.trailers });
+    if (e instanceof GatewayError) this.sendStatus({ code: e.code, message: e.rawMessage, metadata: this.trailerMd });
     else this.fail(e);
   }
 
@@ -507,7 +512,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
       if (frame === undefined) return;
       this.maybeSendMetadata();
       this.writeFrame(frame);
-      this.sendStatus({ code: Code.OK, message: "OK", metadata: this.trailers });
+      this.sendStatus({ code: Code.OK, message: "OK", metadata: this.trailerMd });
     } catch (e) {
       this.fail(e);
     }
