@@ -279,7 +279,9 @@ export class FrameWriter {
     if (n <= COPY_MAX) {
       const p = this.reserve(9 + n);
       const q = frameHeader(this.segSlab, p, n, DATA, flags, id);
-      buf.copy(this.segSlab, q, from, to);
+      // A whole message (the usual case) is copied by TypedArray set(), a builtin, not Buffer.copy's C++ call.
+      if (from === 0 && to === buf.length) this.segSlab.set(buf, q);
+      else buf.copy(this.segSlab, q, from, to);
       this.commit(q + n);
     } else {
       const p = this.reserve(9);
