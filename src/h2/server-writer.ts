@@ -3,9 +3,10 @@ import { CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, PING, frameHeader
 import { headerBlock } from "./server-encode.js";
 import type { HeaderList } from "./types.js";
 
-/** The shared slab's first size; a turn that writes more continues in slabs up to SLAB_MAX. */
+/** The shared slab's size; a turn that writes more continues in further slabs. */
 const SLAB = 64 * 1024;
-const SLAB_MAX = 1024 * 1024;
+/** Slabs kept for reuse once a turn's flush has handed their bytes over. */
+const SLABS_KEPT = 8;
 /**
  * DATA payloads up to this size are copied next to their frame header; larger ones go to the socket as they are, by
  * reference (the write() contract in types.ts: a buffer handed to write() is never changed afterwards).
@@ -38,18 +39,20 @@ export interface FlushOwner {
 }
 
 /**
- * What every FrameWriter of this thread shares: one slab the frames are written into (each writer in blocks of it),
+ * What every FrameWriter of this thread shares: the slab the frames are written into (each writer in blocks of it),
  * the writers with frames due this turn (flushed from one setImmediate), and the writers holding PING ACKs. A
  * connection owns no output buffer of its own, so an idle one costs none. A block is handed to its socket once, at
- * the turn's flush; when every socket took its bytes there and then (nothing left in its write queue, so no socket
- * holds a view of the slab), the next turn writes from the slab's start again. A slab some socket still holds a piece
- * of only moves forward, and is left to the garbage collector once full.
+ * the turn's flush; the slabs of a turn are written again from the next turn on, unless a socket kept a view of one
+ * (its write did not complete at once): that slab is left to the garbage collector, which frees it once the socket has
+ * sent its piece. A socket with a backlog already gets copies, not views, so a slow reader pins at most the one slab
+ * its first unfinished write went out of, not one per frame it is behind.
  */
 const turn = {
-  slab: EMPTY,
+  slab: EMPTY as Buffer,
   pos: 0,
-  /** No socket holds a view of `slab` past its write() call. */
-  reusable: true,
+  /** The turn's earlier slabs (full ones), and the slabs ready for reuse (at most SLABS_KEPT). */
+  used: [] as Buffer[],
+  pool: [] as Buffer[],
   due: [] as FrameWriter[],
   scheduled: false,
   /** Writers holding PING ACKs, in the order they began to, and when (performance.now()); from `heldHead`. */
@@ -58,12 +61,18 @@ const turn = {
   heldHead: 0,
   ackTimer: undefined as ReturnType<typeof setTimeout> | undefined,
 };
+/** The memory of every slab, and of those a socket holds a view of past its write() call. */
+const slabs = new WeakSet<ArrayBufferLike>();
+const pinned = new WeakSet<ArrayBufferLike>();
 
 function newSlab(n: number): void {
-  const grown = turn.slab.length === 0 ? SLAB : Math.min(SLAB_MAX, turn.slab.length * 2);
-  turn.slab = Buffer.allocUnsafeSlow(Math.max(grown, n));
+  if (turn.slab.length > 0) turn.used.push(turn.slab);
+  if (n <= SLAB && turn.pool.length > 0) turn.slab = turn.pool.pop()!;
+  else {
+    turn.slab = Buffer.allocUnsafeSlow(Math.max(SLAB, n));
+    slabs.add(turn.slab.buffer);
+  }
   turn.pos = 0;
-  turn.reusable = true;
 }
 
 /** The turn's flush: every writer with frames hands them to its socket, one write each. */
@@ -75,7 +84,11 @@ function flushAll(): void {
     turn.due = [];
     for (let i = 0; i < list.length; i++) list[i]!.flushScheduled();
   }
-  if (turn.reusable) turn.pos = 0;
+  // Every block is handed over: the slabs no socket kept a view of are written again.
+  for (const s of turn.used) if (!pinned.has(s.buffer) && s.length === SLAB && turn.pool.length < SLABS_KEPT) turn.pool.push(s);
+  turn.used.length = 0;
+  if (pinned.has(turn.slab.buffer)) turn.slab = EMPTY;
+  turn.pos = 0;
 }
 
 function ackTimerFired(): void {
@@ -125,7 +138,7 @@ export class FrameWriter {
   /** When the PING ACKs held now began to be held (performance.now()); their entry in the turn's list carries it too. */
   ackSince = 0;
   /** This writer's frames not yet cut into `chunks`: turn slab `segSlab`[segStart, segEnd), in its block up to `blockEnd`. */
-  private segSlab = EMPTY;
+  private segSlab: Buffer = EMPTY;
   private segStart = 0;
   private segEnd = 0;
   private blockEnd = 0;
@@ -187,15 +200,18 @@ export class FrameWriter {
       c.length = 0;
       return;
     }
+    // Behind already: what waits in the socket's queue is a copy, so it holds no slab.
+    const backlog = socket.writableLength > 0;
+    if (backlog) for (let i = 0; i < c.length; i++) if (slabs.has(c[i]!.buffer)) c[i] = Buffer.from(c[i]!);
     if (c.length === 1) socket.write(c[0]!);
     else {
       socket.cork();
       for (let i = 0; i < c.length; i++) socket.write(c[i]!);
       socket.uncork();
     }
+    // Bytes the kernel did not take at once stay views of their slab in the socket's queue: it must not be rewritten.
+    if (!backlog && socket.writableLength > 0) for (let i = 0; i < c.length; i++) pinned.add(c[i]!.buffer);
     c.length = 0;
-    // Bytes the kernel did not take at once stay views of the slab in the socket's queue: it must not be rewritten.
-    if (socket.writableLength > 0) turn.reusable = false;
   }
 
   /**

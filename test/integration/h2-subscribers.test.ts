@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import { gatewayPackageDefinition } from "../../src/shared/protos.js";
 import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
-import { ACK, END_HEADERS, H, Raw, block, frame } from "../support/h2-raw-client.js";
+import { ACK, END_HEADERS, H, Raw, block, frame, settings, u32, type RawFrame } from "../support/h2-raw-client.js";
 import { event, publish, subscribe, type Sub } from "./pubsub-support.js";
 
 const KEY = "k1";
@@ -79,6 +79,37 @@ describe("gRPC subscribers on the native HTTP/2 server", () => {
         s.got.map((e) => e.cloudevent.text_data),
         texts,
       );
+    }
+  });
+
+  it("a reader that stops reading its socket gets every event intact once it reads again, while the others go on", async () => {
+    // A raw connection with windows so large that flow control never holds the server back: what it does not read
+    // piles up in the kernel, then in the server socket's queue, while a normal subscriber keeps the turns going.
+    const r = new Raw(gw.gateway.grpcPort).open(settings([0x4, 0x7fffffff]));
+    try {
+      await waitFor(() => r.of(H.SETTINGS).length > 0, "the server's SETTINGS");
+      r.send(frame(H.SETTINGS, ACK, 0, Buffer.alloc(0)), frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)));
+      rawSubscribe(r, 1, "stall");
+      await waitFor(() => r.of(H.HEADERS).some((f) => f.stream === 1), "the Subscribe response headers");
+      const other = subscribe(publisher, ["stall"], withKey(KEY));
+      subs.push(other);
+      await other.ready();
+      r.socket.pause();
+      const texts = Array.from({ length: 2000 }, (_, i) => `${i}:`.padEnd(3900, String.fromCharCode(97 + (i % 26))));
+      for (let i = 0; i < texts.length; i++) await publish(publisher, "stall", event(i, { text_data: texts[i] }), withKey(KEY));
+      await other.count(texts.length, 15_000);
+      r.socket.resume();
+      const data = (): RawFrame[] => r.of(H.DATA).filter((f) => f.stream === 1);
+      await waitFor(() => data().length === texts.length, `${texts.length} DATA frames on the stalled stream`, 15_000);
+      const decode = (gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as unknown as Record<string, { responseDeserialize(b: Buffer): any }>)[
+        "Subscribe"
+      ]!.responseDeserialize;
+      const got = data().map((f) => decode(f.payload.subarray(5)).cloudevent.text_data as string);
+      assert.equal(got.length, texts.length);
+      for (let i = 0; i < texts.length; i++) assert.equal(got[i], texts[i], `event ${i}`);
+      assert.equal(r.of(H.GOAWAY).length, 0, "the connection stays up");
+    } finally {
+      r.destroy();
     }
   });
 
