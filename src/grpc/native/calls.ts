@@ -197,15 +197,11 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
    * end() is the handler's status).
    */
   h2Handler(): H2StreamHandler {
-    return {
-      data: (buf, start, end) => this.data(buf, start, end),
-      end: () => this.clientEnd(),
-      close: (code, why) => this.close(code, why),
-      drain: () => this.drain(),
-    };
+    return new StreamEvents(this);
   }
 
-  private data(buf: Buffer, start: number, end: number): void {
+  /** @internal StreamEvents: DATA of the request. */
+  data(buf: Buffer, start: number, end: number): void {
     try {
       this.decode(buf, start, end);
     } catch (e) {
@@ -218,7 +214,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     this.sendStatus(status ? { code: status.code, message: status.rawMessage, metadata: this.trailerMd } : { code: Code.OK, message: "OK", metadata: this.trailerMd });
   }
 
-  private close(code: number, why: string): void {
+  /** @internal StreamEvents: the stream is gone. */
+  close(code: number, why: string): void {
     const wasEnded = this.ended;
     this.ended = true;
     this.clearTimers();
@@ -246,7 +243,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     }
   }
 
-  private drain(): void {
+  /** @internal StreamEvents: the stream's buffer emptied. */
+  drain(): void {
     this.needDrain = false;
     this.settleWaiters();
   }
@@ -407,8 +405,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     this.runHandler();
   }
 
-  /** The HTTP/2 layer's end(): the client half-closed. */
-  private clientEnd(): void {
+  /** The HTTP/2 layer's end() (through StreamEvents): the client half-closed. */
+  clientEnd(): void {
     if (this.ended) return;
     try {
       if (this.queue) this.queue.push({ ready: true, halfClose: true, value: undefined });
@@ -639,6 +637,26 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
         this.ctx.onError(e, this.path);
       }
     });
+  }
+}
+
+/**
+ * A call's H2StreamHandler: one small object per stream that forwards to the call (not four closures and their
+ * context, which a long-lived Subscribe stream would hold for its whole life).
+ */
+class StreamEvents implements H2StreamHandler {
+  constructor(private readonly call: GrpcCall) {}
+  data(buf: Buffer, start: number, end: number): void {
+    this.call.data(buf, start, end);
+  }
+  end(): void {
+    this.call.clientEnd();
+  }
+  close(code: number, why: string): void {
+    this.call.close(code, why);
+  }
+  drain(): void {
+    this.call.drain();
   }
 }
 
