@@ -23,6 +23,8 @@ const EMPTY = Buffer.alloc(0);
  */
 const BLOCK_MIN = 512;
 const BLOCK_MAX = 64 * 1024;
+/** The least size of a block of a writer's own (see claim()). */
+const OWN_BLOCK = 16 * 1024;
 /** PING ACKs one connection holds for its next write; one more and they all go now. */
 const ACKS_HELD = 4;
 /**
@@ -145,6 +147,8 @@ export class FrameWriter {
   private segStart = 0;
   private segEnd = 0;
   private blockEnd = 0;
+  /** The block is a buffer of this writer's own (claimed while its socket was behind), not a piece of the slab. */
+  private own = false;
   /** Slab bytes written this turn, and in the previous one (the next block's size). */
   private turnBytes = 0;
   private lastTurnBytes = 0;
@@ -184,8 +188,12 @@ export class FrameWriter {
 
   /** The frames are cut (or dropped): the rest of the block is given up, the slab may start over at the turn's end. */
   private endBlock(): void {
-    this.segSlab = EMPTY;
-    this.segStart = this.segEnd = this.blockEnd = 0;
+    // A block of the writer's own goes on from where it is (no other writer uses it); a slab block is given up.
+    if (this.own) this.segStart = this.segEnd;
+    else {
+      this.segSlab = EMPTY;
+      this.segStart = this.segEnd = this.blockEnd = 0;
+    }
     this.lastTurnBytes = this.turnBytes;
     this.turnBytes = 0;
   }
@@ -238,6 +246,15 @@ export class FrameWriter {
   private claim(n: number): void {
     this.cut();
     const size = Math.max(n, Math.min(BLOCK_MAX, Math.max(BLOCK_MIN, this.lastTurnBytes)));
+    this.own = this.socket.writableLength > 0;
+    if (this.own) {
+      // The socket is behind: its frames will wait in its queue, so they go into memory of this writer's own, which
+      // they alone hold (not a copy of a slab block at the flush, nor a view that pins a slab).
+      this.segSlab = Buffer.allocUnsafeSlow(Math.max(size, OWN_BLOCK));
+      this.segStart = this.segEnd = 0;
+      this.blockEnd = this.segSlab.length;
+      return;
+    }
     if (turn.pos + size > turn.slab.length) newSlab(size);
     this.segSlab = turn.slab;
     this.segStart = this.segEnd = turn.pos;
