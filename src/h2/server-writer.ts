@@ -3,13 +3,16 @@ import { CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, PING, frameHeader
 import { headerBlock } from "./server-encode.js";
 import type { HeaderList } from "./types.js";
 
-/** The shared slab's size; a turn that writes more continues in further slabs. */
-const SLAB = 64 * 1024;
+/**
+ * The shared slab's size (a turn that writes more continues in further slabs): several of the largest blocks fit, so
+ * a turn of many busy connections fills its slabs instead of leaving most of each one unused.
+ */
+const SLAB = 256 * 1024;
 /**
  * Slabs kept for reuse once a turn's flush has handed their bytes over (4 MiB: a turn of 100 connections with 100
  * streams each writes about 3.3 MB), so a busy thread allocates none from turn to turn.
  */
-const SLABS_KEPT = 64;
+const SLABS_KEPT = 16;
 /**
  * DATA payloads up to this size are copied next to their frame header; larger ones go to the socket as they are, by
  * reference (the write() contract in types.ts: a buffer handed to write() is never changed afterwards).
