@@ -38,6 +38,8 @@ const ACKS_HELD = 4;
  * a connection that moves data writes every turn, and its ACKs go at once.
  */
 export const ACK_HOLD_MS = 20;
+/** ACKs are held only on connections that wrote less than this in their last turn (a trickle of small events). */
+const ACK_HOLD_BYTES = 4096;
 
 /** Told after each batched flush (the session checks the socket's backlog there). */
 export interface FlushOwner {
@@ -348,7 +350,9 @@ export class FrameWriter {
    * next write, at most ACK_HOLD_MS (and at most ACKS_HELD of them).
    */
   pingAck(buf: Buffer, at: number): void {
-    if (this.due || this.ackCount === ACKS_HELD) {
+    // A connection that moved data in its last turn gets its ACK at once: the client times the round trip to size its
+    // windows (grpc-go's BDP estimator grows them only from samples of tens of KB), and a late ACK would keep them small.
+    if (this.due || this.ackCount === ACKS_HELD || this.lastTurnBytes >= ACK_HOLD_BYTES) {
       if (this.ackCount > 0) this.releaseAcks();
       const p = this.reserve(17);
       this.commit(writePingAck(this.segSlab, p, buf, at));
