@@ -154,7 +154,7 @@ export class FrameWriter {
   private blockEnd = 0;
   /** The block is a buffer of this writer's own (claimed while its socket was behind), not a piece of the slab. */
   private own = false;
-  /** Slab bytes written this turn, and in the previous one (the next block's size). */
+  /** Bytes written this turn, and in the previous one (the next block's size; whether PING ACKs are held). */
   private turnBytes = 0;
   private lastTurnBytes = 0;
   private chunks: Buffer[] = [];
@@ -330,6 +330,7 @@ export class FrameWriter {
       this.cut();
       this.chunks.push(from === 0 && to === buf.length ? buf : buf.subarray(from, to));
       this.pending += n;
+      this.turnBytes += n;
     }
     // Held ACKs go right after the DATA: a grpc-go client reads the DATA before the ACK, so it does not PING for it.
     if (this.ackCount > 0) this.releaseAcks();
