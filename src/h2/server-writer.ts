@@ -34,8 +34,8 @@ const ACKS_HELD = 4;
  * A held PING ACK goes out on its own after at most this long. grpc-go clients (BDP estimation, on by default) PING
  * after each DATA burst they read; a subscriber's ACK then rides with its next event (one socket write instead of two,
  * and a client that reads the ACK after that DATA does not PING again for it). RFC 9113 6.7 asks for an ACK, not for
- * one at once; what a client learns from the delay is a longer round trip on an idle connection, which sizes no window:
- * a connection that moves data writes every turn, and its ACKs go at once.
+ * one at once; what a client learns from the delay is a longer round trip on a connection that trickles, which sizes
+ * no window (one that moved ACK_HOLD_BYTES or more in its last turn gets its ACKs at once).
  */
 export const ACK_HOLD_MS = 20;
 /** ACKs are held only on connections that wrote less than this in their last turn (a trickle of small events). */
