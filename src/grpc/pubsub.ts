@@ -167,7 +167,6 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
     }
     if (asked) return positionedStreams.subscribe(call, topics, asked.since);
     open.add(call);
-    const ac = new AbortController();
     let sub: Subscription | undefined;
     /** The call has its status, or is over: nothing more is written to it. */
     let done = false;
@@ -178,9 +177,9 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
     };
     // The signal aborts once the stream has closed (after the status and the events buffered before it reached the
     // client, or a cancel): until then the call stays in `open`, so dropAll() can reset a reader that stopped reading.
+    // The call's signal is the subscribe's too (the broker only reads `aborted`): no second controller per stream.
     onAbort(call.signal, () => {
       done = true;
-      ac.abort();
       sub?.close();
       open.delete(call);
     });
@@ -219,13 +218,13 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
           }
         },
       },
-      ac.signal,
+      call.signal,
     );
     (span ? endWith(span, subscribing) : subscribing).then(
       (s) => {
         sub = s;
         // Cancelled in the instant between attach and here: the abort handler saw no subscription yet.
-        if (ac.signal.aborted || done) s.close();
+        if (call.signal.aborted || done) s.close();
       },
       (e: unknown) => {
         if (done) return;

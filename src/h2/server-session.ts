@@ -45,10 +45,11 @@ import { FrameWriter, type FlushOwner } from "./server-writer.js";
  * header-block timeouts; a graceful close is two GOAWAYs (the first naming every stream, the final one the last
  * stream id seen); connection flow-control credit is returned as DATA is consumed, not as it arrives.
  *
- * Writing (frames batched into one socket write per event-loop turn by src/h2/server-writer.ts): DATA respects the
- * client's windows and MAX_FRAME_SIZE, the rest waits per stream; the socket's own backlog is bounded too
- * (SOCKET_HWM), so a client that grants windows but does not read cannot grow this process's memory. Request header
- * lists are collected and checked by src/h2/server-headers.ts, response ones encoded by src/h2/server-encode.ts.
+ * Writing (frames batched into one socket write per event-loop turn by src/h2/server-writer.ts, PING ACKs riding with
+ * the connection's next write): DATA respects the client's windows and MAX_FRAME_SIZE, the rest waits per stream; the
+ * socket's own backlog is bounded too (SOCKET_HWM), so a client that grants windows but does not read cannot grow this
+ * process's memory. Request header lists are collected and checked by src/h2/server-headers.ts, response ones encoded
+ * by src/h2/server-encode.ts.
  */
 
 /** DATA waits (like a closed window) while the socket holds this many unsent bytes; its 'drain' resumes it. */
@@ -431,6 +432,10 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   /** After each batched flush: a client that does not read even our control frames is let go. */
   flushed(): void {
     if (this.socket.writableLength > SOCKET_LIMIT) this.fail(H2Error.ENHANCE_YOUR_CALM, "the client does not read what it asks for");
+  }
+
+  flushFailed(e: unknown): void {
+    this.internalError(e);
   }
 
   private socketBusy(): boolean {
@@ -911,6 +916,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     // Our keepalive and graceful-close PINGs are acknowledged; unsolicited ACKs cost a token like any PING.
     if (this.flooded()) return;
     if ((flags & ACK) !== 0) return this.timers.pingAck(buf, p);
+    // Answered with this connection's next write (held at most ACK_HOLD_MS): see src/h2/server-writer.ts.
     this.out.pingAck(buf, p);
   }
 

@@ -3,30 +3,138 @@ import { CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, PING, frameHeader
 import { headerBlock } from "./server-encode.js";
 import type { HeaderList } from "./types.js";
 
-/** Output slab size: many small frames per allocation. */
-const SLAB = 16 * 1024;
+/**
+ * The shared slab's size (a turn that writes more continues in further slabs): several of the largest blocks fit, so
+ * a turn of many busy connections fills its slabs instead of leaving most of each one unused.
+ */
+const SLAB = 256 * 1024;
+/**
+ * Slabs kept for reuse once a turn's flush has handed their bytes over (4 MiB: a turn of 100 connections with 100
+ * streams each writes about 3.3 MB), so a busy thread allocates none from turn to turn.
+ */
+const SLABS_KEPT = 16;
 /**
  * DATA payloads up to this size are copied next to their frame header; larger ones go to the socket as they are, by
  * reference (the write() contract in types.ts: a buffer handed to write() is never changed afterwards).
  */
 const COPY_MAX = 4096;
 const EMPTY = Buffer.alloc(0);
+/**
+ * A writer claims the slab in blocks, so its frames stay contiguous (one chunk, one write) while other connections
+ * write between them: a block holds what the writer wrote in its previous turn (at least BLOCK_MIN, at most
+ * BLOCK_MAX), or the frame at hand when that is larger.
+ */
+const BLOCK_MIN = 512;
+const BLOCK_MAX = 64 * 1024;
+/** The least size of a block of a writer's own (see claim()). */
+const OWN_BLOCK = 16 * 1024;
+/** PING ACKs one connection holds for its next write; one more and they all go now. */
+const ACKS_HELD = 4;
+/**
+ * A held PING ACK goes out on its own after at most this long. grpc-go clients (BDP estimation, on by default) PING
+ * after each DATA burst they read; a subscriber's ACK then rides with its next event (one socket write instead of two,
+ * and a client that reads the ACK after that DATA does not PING again for it). RFC 9113 6.7 asks for an ACK, not for
+ * one at once; what a client learns from the delay is a longer round trip on a connection that trickles, which sizes
+ * no window (one that moved ACK_HOLD_BYTES or more in its last turn gets its ACKs at once).
+ */
+export const ACK_HOLD_MS = 20;
+/** ACKs are held only on connections that wrote less than this in their last turn (a trickle of small events). */
+const ACK_HOLD_BYTES = 4096;
 
 /** Told after each batched flush (the session checks the socket's backlog there). */
 export interface FlushOwner {
   flushed(): void;
-}
-
-function flushLater(w: FrameWriter): void {
-  w.flushScheduled();
+  /** The flush threw (a bug of this layer): the owner ends the connection. */
+  flushFailed(e: unknown): void;
 }
 
 /**
- * The frames one server connection writes. Frames are written into a slab (no Buffer per frame) and leave in one
- * socket write per event-loop turn: the flush runs from setImmediate, after every request the poll phase read has been
- * answered, so respond() + write() + end() of a unary reply, and the replies of every call that arrived in the same
- * read, are one syscall. Slab segments handed to the socket are never written again (the slab only moves forward); a
- * large DATA payload goes to the socket as it is, after its frame header (one writev).
+ * What every FrameWriter of this thread shares: the slab the frames are written into (each writer in blocks of it),
+ * the writers with frames due this turn (flushed from one setImmediate), and the writers holding PING ACKs. A
+ * connection owns no output buffer of its own, so an idle one costs none. A block is handed to its socket once, at
+ * the turn's flush; the slabs of a turn are written again from the next turn on, unless a socket kept a view of one
+ * (its write did not complete at once): that slab is left to the garbage collector, which frees it once the socket has
+ * sent its piece. A socket with a backlog already gets copies, not views, so a slow reader pins at most the one slab
+ * its first unfinished write went out of, not one per frame it is behind.
+ */
+const turn = {
+  slab: EMPTY as Buffer,
+  pos: 0,
+  /** The turn's earlier slabs (full ones), and the slabs ready for reuse (at most SLABS_KEPT). */
+  used: [] as Buffer[],
+  pool: [] as Buffer[],
+  due: [] as FrameWriter[],
+  scheduled: false,
+  /** Writers holding PING ACKs, in the order they began to, and when (performance.now()); from `heldHead`. */
+  held: [] as FrameWriter[],
+  heldAt: [] as number[],
+  heldHead: 0,
+  ackTimer: undefined as ReturnType<typeof setTimeout> | undefined,
+};
+/** The memory of every slab, and of those a socket holds a view of past its write() call. */
+const slabs = new WeakSet<ArrayBufferLike>();
+const pinned = new WeakSet<ArrayBufferLike>();
+
+function newSlab(n: number): void {
+  if (turn.slab.length > 0) turn.used.push(turn.slab);
+  if (n <= SLAB && turn.pool.length > 0) turn.slab = turn.pool.pop()!;
+  else {
+    turn.slab = Buffer.allocUnsafeSlow(Math.max(SLAB, n));
+    slabs.add(turn.slab.buffer);
+  }
+  turn.pos = 0;
+}
+
+/** The turn's flush: every writer with frames hands them to its socket, one write each. */
+function flushAll(): void {
+  turn.scheduled = false;
+  // A writer's flushed() may write (a GOAWAY): its writer joins `due` again and is flushed in this same pass.
+  while (turn.due.length > 0) {
+    const list = turn.due;
+    turn.due = [];
+    for (let i = 0; i < list.length; i++) list[i]!.flushScheduled();
+  }
+  // Every block is handed over: the slabs no socket kept a view of are written again.
+  for (const s of turn.used) if (!pinned.has(s.buffer) && s.length === SLAB && turn.pool.length < SLABS_KEPT) turn.pool.push(s);
+  turn.used.length = 0;
+  if (pinned.has(turn.slab.buffer)) turn.slab = EMPTY;
+  turn.pos = 0;
+}
+
+function ackTimerFired(): void {
+  turn.ackTimer = undefined;
+  const { held, heldAt } = turn;
+  const now = performance.now();
+  let i = turn.heldHead;
+  for (; i < held.length; i++) {
+    const w = held[i]!;
+    // An entry is stale when its writer has sent its ACKs since (and maybe holds newer ones, under a later entry).
+    if (w.ackSince !== heldAt[i]) continue;
+    if (now - heldAt[i]! < ACK_HOLD_MS - 1) break;
+    w.releaseAcks();
+  }
+  if (i === held.length) {
+    turn.held = [];
+    turn.heldAt = [];
+    turn.heldHead = 0;
+    return;
+  }
+  turn.heldHead = i;
+  if (i > 1024 && i * 2 > held.length) {
+    turn.held = held.slice(i);
+    turn.heldAt = heldAt.slice(i);
+    turn.heldHead = 0;
+  }
+  turn.ackTimer = setTimeout(ackTimerFired, Math.max(1, ACK_HOLD_MS - (now - heldAt[i]!)));
+  turn.ackTimer.unref();
+}
+
+/**
+ * The frames one server connection writes. Frames are written into the thread's shared slab (no Buffer per frame,
+ * none per connection) and leave in one socket write per event-loop turn: the flush runs from setImmediate, after every
+ * request the poll phase read has been answered, so respond() + write() + end() of a unary reply, and the replies of
+ * every call that arrived in the same read, are one syscall. A large DATA payload goes to the socket as it is, after
+ * its frame header (one writev). PING ACKs ride with the connection's next write (ACK_HOLD_MS).
  */
 export class FrameWriter {
   /** The client's SETTINGS_MAX_FRAME_SIZE: the largest frame payload this side sends. */
@@ -37,79 +145,145 @@ export class FrameWriter {
   pending = 0;
   /** Drop everything from now on (the connection is gone). */
   closed = false;
-  private slab = EMPTY;
-  private slabStart = 0;
-  private slabPos = 0;
+  /** When the PING ACKs held now began to be held (performance.now()); their entry in the turn's list carries it too. */
+  ackSince = 0;
+  /** This writer's frames not yet cut into `chunks`: turn slab `segSlab`[segStart, segEnd), in its block up to `blockEnd`. */
+  private segSlab: Buffer = EMPTY;
+  private segStart = 0;
+  private segEnd = 0;
+  private blockEnd = 0;
+  /** The block is a buffer of this writer's own (claimed while its socket was behind), not a piece of the slab. */
+  private own = false;
+  /** Bytes written this turn, and in the previous one (the next block's size; whether PING ACKs are held). */
+  private turnBytes = 0;
+  private lastTurnBytes = 0;
   private chunks: Buffer[] = [];
-  private flushPending = false;
+  /** In the turn's `due` list. */
+  private due = false;
+  /** Payloads of the PING ACKs held (8 bytes each), made on the first one. */
+  private acks: Buffer | null = null;
+  private ackCount = 0;
 
   constructor(
     private readonly socket: net.Socket,
     private readonly owner: FlushOwner,
   ) {}
 
-  /** The setImmediate flush. */
+  /** The turn's flush of this writer. */
   flushScheduled(): void {
-    this.flushPending = false;
-    if (this.closed) {
-      this.chunks = [];
-      this.pending = 0;
-      return;
+    this.due = false;
+    try {
+      if (this.closed) {
+        this.drop();
+        return;
+      }
+      this.flush();
+      this.owner.flushed();
+    } catch (e) {
+      this.owner.flushFailed(e);
     }
-    this.flush();
-    this.owner.flushed();
+  }
+
+  private drop(): void {
+    this.chunks = [];
+    this.endBlock();
+    this.pending = 0;
+    this.ackCount = 0;
+  }
+
+  /** The frames are cut (or dropped): the rest of the block is given up, the slab may start over at the turn's end. */
+  private endBlock(): void {
+    // A block of the writer's own goes on from where it is (no other writer uses it); a slab block is given up.
+    if (this.own) this.segStart = this.segEnd;
+    else {
+      this.segSlab = EMPTY;
+      this.segStart = this.segEnd = this.blockEnd = 0;
+    }
+    this.lastTurnBytes = this.turnBytes;
+    this.turnBytes = 0;
   }
 
   /** Hand everything written so far to the socket now. */
   flush(): void {
+    if (this.ackCount > 0 && !this.closed) this.releaseAcks();
     this.cut();
+    this.endBlock();
     const c = this.chunks;
     if (c.length === 0) return;
     this.pending = 0;
-    if (this.socket.destroyed || !this.socket.writable) {
+    const socket = this.socket;
+    if (socket.destroyed || !socket.writable) {
       c.length = 0;
       return;
     }
-    if (c.length === 1) this.socket.write(c[0]!);
+    // Behind already: what waits in the socket's queue is a copy, so it holds no slab.
+    const backlog = socket.writableLength > 0;
+    if (backlog) for (let i = 0; i < c.length; i++) if (slabs.has(c[i]!.buffer)) c[i] = Buffer.from(c[i]!);
+    if (c.length === 1) socket.write(c[0]!);
     else {
-      this.socket.cork();
-      for (let i = 0; i < c.length; i++) this.socket.write(c[i]!);
-      this.socket.uncork();
+      socket.cork();
+      for (let i = 0; i < c.length; i++) socket.write(c[i]!);
+      socket.uncork();
     }
+    // Bytes the kernel did not take at once stay views of their slab in the socket's queue: it must not be rewritten.
+    if (!backlog && socket.writableLength > 0) for (let i = 0; i < c.length; i++) pinned.add(c[i]!.buffer);
     c.length = 0;
   }
 
-  /** Room for `n` bytes at the returned position of `this.slab`; commit() then moves past what was written. */
+  /**
+   * Room for `n` bytes at the returned position of `this.segSlab` (the writer's block, which may be in a slab older than
+   * the turn's current one); commit() then moves past what was written.
+   */
   private reserve(n: number): number {
-    if (this.slabPos + n > this.slab.length) {
-      this.cut();
-      this.slab = Buffer.allocUnsafe(Math.max(SLAB, n));
-      this.slabStart = 0;
-      this.slabPos = 0;
+    if (this.segEnd + n > this.blockEnd) this.claim(n);
+    if (!this.due) {
+      this.due = true;
+      turn.due.push(this);
+      if (!turn.scheduled) {
+        turn.scheduled = true;
+        setImmediate(flushAll);
+      }
     }
-    if (!this.flushPending) {
-      this.flushPending = true;
-      setImmediate(flushLater, this);
+    return this.segEnd;
+  }
+
+  /** A new block of the slab for this writer (its frames so far are cut into a chunk). */
+  private claim(n: number): void {
+    this.cut();
+    const size = Math.max(n, Math.min(BLOCK_MAX, Math.max(BLOCK_MIN, this.lastTurnBytes)));
+    this.own = this.socket.writableLength > 0;
+    if (this.own) {
+      // The socket is behind: its frames will wait in its queue, so they go into memory of this writer's own, which
+      // they alone hold (not a copy of a slab block at the flush, nor a view that pins a slab).
+      this.segSlab = Buffer.allocUnsafeSlow(Math.max(size, OWN_BLOCK));
+      this.segStart = this.segEnd = 0;
+      this.blockEnd = this.segSlab.length;
+      return;
     }
-    return this.slabPos;
+    if (turn.pos + size > turn.slab.length) newSlab(size);
+    this.segSlab = turn.slab;
+    this.segStart = this.segEnd = turn.pos;
+    this.blockEnd = turn.pos += size;
   }
 
   private commit(end: number): void {
-    this.pending += end - this.slabPos;
-    this.slabPos = end;
+    const n = end - this.segEnd;
+    this.pending += n;
+    this.turnBytes += n;
+    this.segEnd = end;
   }
 
   private cut(): void {
-    if (this.slabPos > this.slabStart) {
-      this.chunks.push(this.slab.subarray(this.slabStart, this.slabPos));
-      this.slabStart = this.slabPos;
+    if (this.segEnd > this.segStart) {
+      this.chunks.push(this.segSlab.subarray(this.segStart, this.segEnd));
+      this.segStart = this.segEnd;
     }
   }
 
   /** Prebuilt frames (the greeting, a SETTINGS ACK). */
   buffer(b: Buffer): void {
     const p = this.reserve(b.length);
-    b.copy(this.slab, p);
+    b.copy(this.segSlab, p);
     this.commit(p + b.length);
   }
 
@@ -124,8 +298,8 @@ export class FrameWriter {
     const es = endStream ? END_STREAM : 0;
     if (len <= this.maxFrame) {
       const p = this.reserve(9 + len);
-      const q = frameHeader(this.slab, p, len, HEADERS, END_HEADERS | es, id);
-      block.copy(this.slab, q);
+      const q = frameHeader(this.segSlab, p, len, HEADERS, END_HEADERS | es, id);
+      block.copy(this.segSlab, q);
       this.commit(q + len);
       return;
     }
@@ -133,8 +307,8 @@ export class FrameWriter {
       const n = Math.min(this.maxFrame, len - off);
       const last = off + n === len;
       const p = this.reserve(9 + n);
-      const q = frameHeader(this.slab, p, n, off === 0 ? HEADERS : CONTINUATION, (off === 0 ? es : 0) | (last ? END_HEADERS : 0), id);
-      block.copy(this.slab, q, off, off + n);
+      const q = frameHeader(this.segSlab, p, n, off === 0 ? HEADERS : CONTINUATION, (off === 0 ? es : 0) | (last ? END_HEADERS : 0), id);
+      block.copy(this.segSlab, q, off, off + n);
       this.commit(q + n);
       off += n;
     }
@@ -145,45 +319,80 @@ export class FrameWriter {
     const n = to - from;
     if (n <= COPY_MAX) {
       const p = this.reserve(9 + n);
-      const q = frameHeader(this.slab, p, n, DATA, flags, id);
-      buf.copy(this.slab, q, from, to);
+      const q = frameHeader(this.segSlab, p, n, DATA, flags, id);
+      // A whole message (the usual case) is copied by TypedArray set(), a builtin, not Buffer.copy's C++ call.
+      if (from === 0 && to === buf.length) this.segSlab.set(buf, q);
+      else buf.copy(this.segSlab, q, from, to);
       this.commit(q + n);
-      return;
+    } else {
+      const p = this.reserve(9);
+      this.commit(frameHeader(this.segSlab, p, n, DATA, flags, id));
+      this.cut();
+      this.chunks.push(from === 0 && to === buf.length ? buf : buf.subarray(from, to));
+      this.pending += n;
+      this.turnBytes += n;
     }
-    const p = this.reserve(9);
-    this.commit(frameHeader(this.slab, p, n, DATA, flags, id));
-    this.cut();
-    this.chunks.push(from === 0 && to === buf.length ? buf : buf.subarray(from, to));
-    this.pending += n;
+    // Held ACKs go right after the DATA: a grpc-go client reads the DATA before the ACK, so it does not PING for it.
+    if (this.ackCount > 0) this.releaseAcks();
   }
 
   rst(id: number, code: number): void {
     const p = this.reserve(13);
-    this.commit(writeRst(this.slab, p, id, code));
+    this.commit(writeRst(this.segSlab, p, id, code));
   }
 
   windowUpdate(id: number, inc: number): void {
     const p = this.reserve(13);
-    this.commit(writeWindowUpdate(this.slab, p, id, inc));
+    this.commit(writeWindowUpdate(this.segSlab, p, id, inc));
   }
 
-  /** PING ACK echoing the 8 bytes at buf[at]. */
+  /**
+   * PING ACK echoing the 8 bytes at buf[at]: written now when this turn writes anyway, else held for the connection's
+   * next write, at most ACK_HOLD_MS (and at most ACKS_HELD of them).
+   */
   pingAck(buf: Buffer, at: number): void {
-    const p = this.reserve(17);
-    this.commit(writePingAck(this.slab, p, buf, at));
+    // A connection that moved data in its last turn gets its ACK at once: the client times the round trip to size its
+    // windows (grpc-go's BDP estimator grows them only from samples of tens of KB), and a late ACK would keep them small.
+    if (this.due || this.ackCount === ACKS_HELD || this.lastTurnBytes >= ACK_HOLD_BYTES) {
+      if (this.ackCount > 0) this.releaseAcks();
+      const p = this.reserve(17);
+      this.commit(writePingAck(this.segSlab, p, buf, at));
+      return;
+    }
+    const acks = (this.acks ??= Buffer.allocUnsafe(8 * ACKS_HELD));
+    buf.copy(acks, 8 * this.ackCount, at, at + 8);
+    if (this.ackCount++ > 0) return;
+    this.ackSince = performance.now();
+    turn.held.push(this);
+    turn.heldAt.push(this.ackSince);
+    if (turn.ackTimer === undefined) {
+      turn.ackTimer = setTimeout(ackTimerFired, ACK_HOLD_MS);
+      turn.ackTimer.unref();
+    }
+  }
+
+  /** Write the held PING ACKs (in the order they came). */
+  releaseAcks(): void {
+    const n = this.ackCount;
+    this.ackCount = 0;
+    this.ackSince = 0;
+    if (n === 0 || this.closed) return;
+    let q = this.reserve(17 * n);
+    for (let i = 0; i < n; i++) q = writePingAck(this.segSlab, q, this.acks!, 8 * i);
+    this.commit(q);
   }
 
   /** PING (not an ACK) with an 8-byte payload. */
   ping(payload: Buffer): void {
     const p = this.reserve(17);
-    const q = frameHeader(this.slab, p, 8, PING, 0, 0);
-    payload.copy(this.slab, q, 0, 8);
+    const q = frameHeader(this.segSlab, p, 8, PING, 0, 0);
+    payload.copy(this.segSlab, q, 0, 8);
     this.commit(q + 8);
   }
 
   goaway(lastId: number, code: number, debug: string): void {
     const d = Buffer.from(debug.slice(0, 200), "utf8");
     const p = this.reserve(17 + d.length);
-    this.commit(writeGoaway(this.slab, p, lastId, code, d));
+    this.commit(writeGoaway(this.segSlab, p, lastId, code, d));
   }
 }

@@ -130,6 +130,32 @@ describe("HPACK (RFC 7541)", () => {
     assert.throws(() => decode(d, Buffer.alloc(40, 0xbe)), /header list larger than 65536/);
   });
 
+  it("keeps the dynamic table in step as it grows, wraps and evicts: every entry reachable by its index, newest first", () => {
+    const d = new HpackDecoder(4096);
+    const added: [string, string][] = [];
+    // Entries of 38 to 42 octets: the table holds about 100 of them, so 300 additions fill it, then evict in turn.
+    for (let i = 0; i < 300; i++) {
+      const field: [string, string] = [`k${i % 7}`, `v${i}`];
+      const out = Buffer.alloc(64);
+      const n = literalField(out, 0, 0, field[0], field[1]);
+      out[0] = 0x40; // with incremental indexing
+      decode(d, out.subarray(0, n));
+      added.unshift(field);
+      const size = (f: [string, string]): number => f[0].length + f[1].length + 32;
+      let kept = 0;
+      let octets = 0;
+      while (kept < added.length && octets + size(added[kept]!) <= 4096) octets += size(added[kept++]!);
+      assert.equal(d.tableSize, octets);
+      assert.deepEqual(d.entries(), added.slice(0, kept));
+    }
+    // Index 62 is the newest entry, the last index the oldest one kept.
+    const n = d.entries().length;
+    assert.deepEqual(decode(d, Buffer.from([0x80 | 62])), [added[0]]);
+    const last = Buffer.alloc(4);
+    const end = writeInt(last, 0, 61 + n, 7, 0x80);
+    assert.deepEqual(decode(d, last.subarray(0, end)), [added[n - 1]]);
+  });
+
   it("literalField writes a literal without indexing that the decoder reads back", () => {
     const out = Buffer.alloc(512);
     let p = literalField(out, 0, 4, "", "/pkg.Svc/Method");

@@ -70,7 +70,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   resetByUs = false;
   readonly deadline: number | undefined;
   readonly metadata: CallMetadata;
-  readonly trailers = new CallMetadata();
+  /** Made on first use of `trailers` (most calls send none; a long-lived stream should not hold an empty one). */
+  private trailerMd: CallMetadata | undefined;
   request: unknown = undefined;
   /** Made on first use of `signal` (most unary handlers never look). */
   private ac: AbortController | undefined;
@@ -128,6 +129,10 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
 
   get path(): string {
     return this.method.path;
+  }
+
+  get trailers(): CallMetadata {
+    return (this.trailerMd ??= new CallMetadata());
   }
 
   get session(): H2ServerSession {
@@ -203,15 +208,11 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
    * end() is the handler's status).
    */
   h2Handler(): H2StreamHandler {
-    return {
-      data: (buf, start, end) => this.data(buf, start, end),
-      end: () => this.clientEnd(),
-      close: (code, why) => this.close(code, why),
-      drain: () => this.drain(),
-    };
+    return new StreamEvents(this);
   }
 
-  private data(buf: Buffer, start: number, end: number): void {
+  /** @internal StreamEvents: DATA of the request. */
+  data(buf: Buffer, start: number, end: number): void {
     try {
       this.decode(buf, start, end);
     } catch (e) {
@@ -221,10 +222,11 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
 
   end(status?: GatewayError): void {
     if (this.ended) return;
-    this.sendStatus(status ? { code: status.code, message: status.rawMessage, metadata: this.trailers } : { code: Code.OK, message: "OK", metadata: this.trailers });
+    this.sendStatus(status ? { code: status.code, message: status.rawMessage, metadata: this.trailerMd } : { code: Code.OK, message: "OK", metadata: this.trailerMd });
   }
 
-  private close(code: number, why: string): void {
+  /** @internal StreamEvents: the stream is gone. */
+  close(code: number, why: string): void {
     const wasEnded = this.ended;
     this.ended = true;
     this.clearTimers();
@@ -252,7 +254,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     }
   }
 
-  private drain(): void {
+  /** @internal StreamEvents: the stream's buffer emptied. */
+  drain(): void {
     this.needDrain = false;
     this.settleWaiters();
   }
@@ -273,7 +276,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   /** A handler's rejection: a GatewayError is the status; anything else is a bug (fail). */
   private handlerFailed(e: unknown): void {
     if (this.ended) return;
-    if (e instanceof GatewayError) this.sendStatus({ code: e.code, message: e.rawMessage, metadata: this.trailers });
+    if (e instanceof GatewayError) this.sendStatus({ code: e.code, message: e.rawMessage, metadata: this.trailerMd });
     else this.fail(e);
   }
 
@@ -413,8 +416,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     this.runHandler();
   }
 
-  /** The HTTP/2 layer's end(): the client half-closed. */
-  private clientEnd(): void {
+  /** The HTTP/2 layer's end() (through StreamEvents): the client half-closed. */
+  clientEnd(): void {
     if (this.ended) return;
     try {
       if (this.queue) this.queue.push({ ready: true, halfClose: true, value: undefined });
@@ -518,7 +521,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
       if (frame === undefined) return;
       this.maybeSendMetadata();
       this.writeFrame(frame);
-      this.sendStatus({ code: Code.OK, message: "OK", metadata: this.trailers });
+      this.sendStatus({ code: Code.OK, message: "OK", metadata: this.trailerMd });
     } catch (e) {
       this.fail(e);
     }
@@ -646,6 +649,26 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
         this.ctx.onError(e, this.path);
       }
     });
+  }
+}
+
+/**
+ * A call's H2StreamHandler: one small object per stream that forwards to the call (not four closures and their
+ * context, which a long-lived Subscribe stream would hold for its whole life).
+ */
+class StreamEvents implements H2StreamHandler {
+  constructor(private readonly call: GrpcCall) {}
+  data(buf: Buffer, start: number, end: number): void {
+    this.call.data(buf, start, end);
+  }
+  end(): void {
+    this.call.clientEnd();
+  }
+  close(code: number, why: string): void {
+    this.call.close(code, why);
+  }
+  drain(): void {
+    this.call.drain();
   }
 }
 

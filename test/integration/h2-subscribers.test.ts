@@ -1,0 +1,148 @@
+/**
+ * gRPC Subscribe streams as the native HTTP/2 server writes them (src/h2/server-writer.ts): every connection's frames
+ * go into one slab the thread shares, each connection in blocks of its own, and PING ACKs ride with a connection's
+ * next write. What a subscriber must see whatever the interleaving: every event, byte for byte, on every stream, and
+ * every PING answered with its payload, in order, busy or idle.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as grpc from "@grpc/grpc-js";
+import { gatewayPackageDefinition } from "../../src/shared/protos.js";
+import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
+import { ACK, END_HEADERS, H, Raw, block, frame, settings, u32, type RawFrame } from "../support/h2-raw-client.js";
+import { event, publish, subscribe, type Sub } from "./pubsub-support.js";
+
+const KEY = "k1";
+const SUBSCRIBE = "/io.cloudevents.v1.Pubsub/Subscribe";
+
+/** A Pubsub client on a connection of its own (grpc-js shares one per target unless told otherwise). */
+function ownConnection(address: string): grpc.Client {
+  const Ctor = grpc.makeGenericClientConstructor(gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as grpc.ServiceDefinition, "io.cloudevents.v1.Pubsub");
+  return new Ctor(address, grpc.credentials.createInsecure(), { "grpc.use_local_subchannel_pool": 1 });
+}
+
+/** A Subscribe request on stream `id` of a raw connection: headers, then the framed SubscribeRequest. */
+function rawSubscribe(r: Raw, id: number, topic: string): void {
+  const def = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as unknown as Record<string, { requestSerialize(v: object): Buffer }>;
+  const msg = def["Subscribe"]!.requestSerialize({ topics: [topic] });
+  const body = Buffer.alloc(5 + msg.length);
+  body.writeUInt32BE(msg.length, 1);
+  msg.copy(body, 5);
+  const headers = block([
+    [":method", "POST"],
+    [":scheme", "http"],
+    [":path", SUBSCRIBE],
+    [":authority", "x"],
+    ["content-type", "application/grpc"],
+    ["te", "trailers"],
+    ["x-api-key", KEY],
+  ]);
+  r.send(frame(H.HEADERS, END_HEADERS, id, headers), frame(H.DATA, 1, id, body));
+}
+
+describe("gRPC subscribers on the native HTTP/2 server", () => {
+  let gw: TestGateway;
+  let publisher: grpc.Client;
+  const clients: grpc.Client[] = [];
+  const subs: Sub[] = [];
+
+  before(async () => {
+    gw = await startTestGateway({ apiKeys: [KEY], sweepIntervalMs: 60_000 });
+    publisher = gw.client("io.cloudevents.v1.Pubsub");
+  });
+  after(async () => {
+    for (const s of subs) s.call.cancel();
+    await waitFor(() => subs.every((s) => s.status !== undefined), "every test stream to end");
+    for (const c of clients) c.close();
+    await gw.close();
+  });
+
+  it("delivers every event intact to every stream when many connections' frames interleave in one turn", async () => {
+    // 6 connections with 30 streams each and 40 connections with one: subscribed in turn, so the fan-out writes each
+    // connection's frames between the others', and one event's frames (about 0.7 MB) fill several slabs.
+    const conns = Array.from({ length: 46 }, () => ownConnection(gw.grpcAddress));
+    clients.push(...conns);
+    const mine: Sub[] = [];
+    for (let round = 0; round < 30; round++) {
+      for (let c = 0; c < conns.length; c++) {
+        if (c >= 6 && round > 0) continue;
+        mine.push(subscribe(conns[c]!, ["interleave"], withKey(KEY)));
+      }
+    }
+    subs.push(...mine);
+    await Promise.all(mine.map((s) => s.ready()));
+    const texts = Array.from({ length: 4 }, (_, i) => `${i}:`.padEnd(3000, String.fromCharCode(97 + i)));
+    await Promise.all(texts.map((t, i) => publish(publisher, "interleave", event(i, { text_data: t }), withKey(KEY))));
+    await Promise.all(mine.map((s) => s.count(texts.length, 15_000)));
+    for (const s of mine) {
+      assert.deepEqual(
+        s.got.map((e) => e.cloudevent.text_data),
+        texts,
+      );
+    }
+  });
+
+  it("a reader that stops reading its socket gets every event intact once it reads again, while the others go on", async () => {
+    // A raw connection with windows so large that flow control never holds the server back: what it does not read
+    // piles up in the kernel, then in the server socket's queue, while a normal subscriber keeps the turns going.
+    const r = new Raw(gw.gateway.grpcPort).open(settings([0x4, 0x7fffffff]));
+    try {
+      await waitFor(() => r.of(H.SETTINGS).length > 0, "the server's SETTINGS");
+      r.send(frame(H.SETTINGS, ACK, 0, Buffer.alloc(0)), frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)));
+      rawSubscribe(r, 1, "stall");
+      await waitFor(() => r.of(H.HEADERS).some((f) => f.stream === 1), "the Subscribe response headers");
+      const other = subscribe(publisher, ["stall"], withKey(KEY));
+      subs.push(other);
+      await other.ready();
+      r.socket.pause();
+      const texts = Array.from({ length: 2000 }, (_, i) => `${i}:`.padEnd(3900, String.fromCharCode(97 + (i % 26))));
+      for (let i = 0; i < texts.length; i++) await publish(publisher, "stall", event(i, { text_data: texts[i] }), withKey(KEY));
+      await other.count(texts.length, 15_000);
+      r.socket.resume();
+      const data = (): RawFrame[] => r.of(H.DATA).filter((f) => f.stream === 1);
+      await waitFor(() => data().length === texts.length, `${texts.length} DATA frames on the stalled stream`, 15_000);
+      const decode = (gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as unknown as Record<string, { responseDeserialize(b: Buffer): any }>)[
+        "Subscribe"
+      ]!.responseDeserialize;
+      const got = data().map((f) => decode(f.payload.subarray(5)).cloudevent.text_data as string);
+      assert.equal(got.length, texts.length);
+      for (let i = 0; i < texts.length; i++) assert.equal(got[i], texts[i], `event ${i}`);
+      assert.equal(r.of(H.GOAWAY).length, 0, "the connection stays up");
+    } finally {
+      r.destroy();
+    }
+  });
+
+  it("answers every PING with its payload, in order, while a stream receives events and when the connection is idle", async () => {
+    const r = new Raw(gw.gateway.grpcPort).open();
+    try {
+      await waitFor(() => r.of(H.SETTINGS).length > 0, "the server's SETTINGS");
+      r.send(frame(H.SETTINGS, ACK, 0, Buffer.alloc(0)));
+      rawSubscribe(r, 1, "pings");
+      await waitFor(() => r.of(H.HEADERS).some((f) => f.stream === 1), "the Subscribe response headers");
+      const payloads: Buffer[] = [];
+      // More PINGs than a connection holds between two writes, some sent while nothing else goes out, some right
+      // before an event's DATA.
+      for (let i = 0; i < 7; i++) {
+        const p = Buffer.from(`ping-00${i}`);
+        payloads.push(p);
+        r.send(frame(H.PING, 0, 0, p));
+        if (i % 2 === 1) await publish(publisher, "pings", event(i), withKey(KEY));
+      }
+      await waitFor(() => r.of(H.PING).filter((f) => f.flags & ACK).length === payloads.length, "an ACK for every PING");
+      assert.deepEqual(
+        r.of(H.PING).map((f) => f.payload.toString()),
+        payloads.map((p) => p.toString()),
+      );
+      await waitFor(() => r.of(H.DATA).filter((f) => f.stream === 1).length === 3, "the 3 events");
+      // Idle now: a PING still gets its ACK, and well within a second (held at most ACK_HOLD_MS for a write to ride).
+      const sentAt = Date.now();
+      r.send(frame(H.PING, 0, 0, Buffer.from("idle-png")));
+      await waitFor(() => r.of(H.PING).some((f) => f.payload.toString() === "idle-png"), "the idle PING's ACK", 1000);
+      assert.ok(Date.now() - sentAt < 1000);
+      assert.equal(r.of(H.GOAWAY).length, 0, "the connection stays up");
+    } finally {
+      r.destroy();
+    }
+  });
+});
