@@ -1,3 +1,4 @@
+import type { CancelSignal } from "../shared/signals.js";
 import { randomUUID } from "node:crypto";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
@@ -38,7 +39,7 @@ export function subscribeFailure(kind: SubscribeFailureKind, message: string, to
  * `closedMessage` is set when the owner (broker or web hub) closed meanwhile; `signal` is the subscriber's;
  * `deadTopic` names a topic whose upstream broke meanwhile. Closing wins over a cancel, a cancel over a dead topic.
  */
-export function notLive(closedMessage: string | undefined, signal: AbortSignal | undefined, deadTopic: string | undefined): GatewayError | undefined {
+export function notLive(closedMessage: string | undefined, signal: CancelSignal | undefined, deadTopic: string | undefined): GatewayError | undefined {
   if (closedMessage !== undefined) return subscribeFailure("closed", closedMessage);
   if (signal?.aborted) return subscribeFailure("cancelled", "the subscriber went away before it was live");
   if (deadTopic !== undefined) return subscribeFailure("upstream", `the upstream subscription of topic '${deadTopic}' broke while subscribing`, deadTopic);
@@ -69,7 +70,7 @@ export interface Broker {
    * subscriber is attached (`sink.open()` has been called); rejects with a subscribeFailure() and leaves nothing
    * behind when an upstream subscribe fails, the signal aborts first, or the broker is closing.
    */
-  subscribe(topics: readonly string[], sink: SubscriberSink, signal?: AbortSignal): Promise<Subscription>;
+  subscribe(topics: readonly string[], sink: SubscriberSink, signal?: CancelSignal): Promise<Subscription>;
   /** End the subscriber with this id (its sink gets `end({kind: "unsubscribed"})`). False when no live subscriber has it. */
   unsubscribe(id: string): boolean;
   /**

@@ -177,8 +177,8 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
     };
     // The signal aborts once the stream has closed (after the status and the events buffered before it reached the
     // client, or a cancel): until then the call stays in `open`, so dropAll() can reset a reader that stopped reading.
-    // The call's signal is the subscribe's too (the broker only reads `aborted`): no second controller per stream.
-    onAbort(call.signal, () => {
+    // The call's cancellation is the subscribe's too (the broker only reads `aborted`): no AbortController per stream.
+    onAbort(call.cancellation, () => {
       done = true;
       sub?.close();
       open.delete(call);
@@ -218,13 +218,13 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
           }
         },
       },
-      call.signal,
+      call.cancellation,
     );
     (span ? endWith(span, subscribing) : subscribing).then(
       (s) => {
         sub = s;
         // Cancelled in the instant between attach and here: the abort handler saw no subscription yet.
-        if (call.signal.aborted || done) s.close();
+        if (call.cancellation.aborted || done) s.close();
       },
       (e: unknown) => {
         if (done) return;
