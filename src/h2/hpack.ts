@@ -197,12 +197,9 @@ const ENTRY_OVERHEAD = 32;
  * sends must go through it in order (also blocks of streams the client has given up on), or the table falls out of step.
  */
 export class HpackDecoder {
-  // The dynamic table as a ring, newest at `head - 1`: at most `cap` (maxTableSize / 32) entries. The ring's arrays
-  // start empty and double as the table fills (most clients index a handful of fields), so an idle connection holds
-  // a few slots, not `cap`.
-  private names: string[] = [];
-  private values: string[] = [];
-  private readonly cap: number;
+  // The dynamic table as a ring, newest at `head - 1`: at most maxTableSize / 32 entries.
+  private readonly names: string[];
+  private readonly values: string[];
   private head = 0;
   private count = 0;
   private size = 0;
@@ -220,7 +217,9 @@ export class HpackDecoder {
     private readonly maxListSize = 256 * 1024,
   ) {
     this.tableLimit = maxTableSize;
-    this.cap = Math.max(1, Math.floor(maxTableSize / ENTRY_OVERHEAD));
+    const cap = Math.max(1, Math.floor(maxTableSize / ENTRY_OVERHEAD));
+    this.names = new Array<string>(cap).fill("");
+    this.values = new Array<string>(cap).fill("");
   }
 
   /** The dynamic table's size in RFC 7541 octets (for tests). */
@@ -321,29 +320,12 @@ export class HpackDecoder {
       return;
     }
     this.evict(size);
-    if (this.count === this.names.length) this.grow();
     const cap = this.names.length;
     this.names[this.head] = name;
     this.values[this.head] = value;
     this.head = (this.head + 1) % cap;
     this.count++;
     this.size += size;
-  }
-
-  /** The ring is full: twice the slots (at most `cap`; a full ring of `cap` entries is full in octets too), oldest first. */
-  private grow(): void {
-    const len = this.names.length;
-    const next = Math.min(this.cap, Math.max(8, len * 2));
-    const names = new Array<string>(next).fill("");
-    const values = new Array<string>(next).fill("");
-    for (let i = 0; i < this.count; i++) {
-      const at = (this.head - this.count + i + len) % len;
-      names[i] = this.names[at]!;
-      values[i] = this.values[at]!;
-    }
-    this.names = names;
-    this.values = values;
-    this.head = this.count % next;
   }
 
   /** Evict the oldest entries until `room` more octets fit. */
