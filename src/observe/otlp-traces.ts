@@ -1,5 +1,5 @@
 import type { SpanAttributes } from "./span.js";
-import { hex32, type TraceId } from "./trace-ids.js";
+import { spanHex, type TraceId } from "./trace-ids.js";
 
 /**
  * Spans' data and their OTLP encodings (ExportTraceServiceRequest of opentelemetry-proto's collector/trace/v1,
@@ -64,7 +64,6 @@ function nanosString(now: number): string {
 const TWO32 = 2 ** 32;
 const EMPTY = Buffer.alloc(0);
 const EMPTY_LIST: ReadonlyArray<string | number | boolean> = [];
-
 
 /** The encoded KeyValue fields of frozen attribute sets (field 9 of a span: the only field they are written in). */
 const ENCODED = new WeakMap<SpanAttributes, Uint8Array>();
@@ -229,8 +228,9 @@ class Writer {
     } else if (Number.isSafeInteger(value)) {
       // int64 two's complement: ten varint bytes
       this.tag(3, 0);
-      const hi = Math.floor(value / TWO32) >>> 0;
-      const lo = (value - Math.floor(value / TWO32) * TWO32) >>> 0;
+      const high = Math.floor(value / TWO32);
+      const hi = high >>> 0;
+      const lo = (value - high * TWO32) >>> 0;
       this.room(10);
       let l = lo;
       let h = hi;
@@ -403,9 +403,9 @@ function jsonAttributes(attrs: SpanAttributes | undefined, extra: ReadonlyArray<
 function jsonSpan(s: SpanData): string {
   return JSON.stringify({
     traceId: s.trace.hex,
-    spanId: hex32(s.s0) + hex32(s.s1),
+    spanId: spanHex(s.s0, s.s1),
     ...(s.traceState ? { traceState: s.traceState } : {}),
-    ...((s.p0 | s.p1) !== 0 ? { parentSpanId: hex32(s.p0) + hex32(s.p1) } : {}),
+    ...((s.p0 | s.p1) !== 0 ? { parentSpanId: spanHex(s.p0, s.p1) } : {}),
     flags: s.flags,
     name: s.name,
     kind: s.kind,
@@ -414,7 +414,7 @@ function jsonSpan(s: SpanData): string {
     attributes: jsonAttributes(s.attributes, s.extra),
     droppedAttributesCount: s.dropped,
     events: (s.events ?? []).map((e) => ({ timeUnixNano: nanosString(e.time), name: e.name, attributes: jsonAttributes(e.attributes) })),
-    links: (s.links ?? []).map((l) => ({ traceId: l.trace.hex, spanId: hex32(l.s0) + hex32(l.s1), ...(l.traceState ? { traceState: l.traceState } : {}), flags: l.flags })),
+    links: (s.links ?? []).map((l) => ({ traceId: l.trace.hex, spanId: spanHex(l.s0, l.s1), ...(l.traceState ? { traceState: l.traceState } : {}), flags: l.flags })),
     status: { code: s.status, ...(s.statusMessage ? { message: s.statusMessage } : {}) },
   });
 }

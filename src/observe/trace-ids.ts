@@ -9,8 +9,13 @@ import { randomFillSync } from "node:crypto";
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
 /** A word as 8 lowercase hex digits. */
-export function hex32(w: number): string {
+function hex32(w: number): string {
   return HEX[w >>> 24]! + HEX[(w >>> 16) & 0xff]! + HEX[(w >>> 8) & 0xff]! + HEX[w & 0xff]!;
+}
+
+/** A span id (its two words) as 16 lowercase hex digits. */
+export function spanHex(hi: number, lo: number): string {
+  return hex32(hi) + hex32(lo);
 }
 
 const pool = new Uint32Array(1024);

@@ -4,7 +4,7 @@ import { createOtlpHttpExportDelegate, convertLegacyHttpOptions } from "@opentel
 import { AlwaysOffSampler, AlwaysOnSampler, TraceIdRatioBasedSampler, type Sampler } from "@opentelemetry/sdk-trace-base";
 import type { Logger } from "./logger.js";
 import { OtlpKind, jsonBatches, protobufBatches, type BatchMaker, type SpanBatch, type SpanContextWords, type SpanData, type SpanEvent } from "./otlp-traces.js";
-import { TraceId, hex32, nonZeroWord, randomWord } from "./trace-ids.js";
+import { TraceId, nonZeroWord, randomWord, spanHex } from "./trace-ids.js";
 import { TRACING_OFF, type SpanAttributes, type TraceProtocol, type TraceSampler, type TraceHeaders, type TraceIncoming, type TraceSpan, type Tracer } from "./span.js";
 
 /** Options of createTracer. */
@@ -41,6 +41,7 @@ const REPORT_EVERY_MS = 60_000;
 const SERVER_ERRORS = new Set([2, 4, 12, 13, 14, 15]);
 const OTLP_ERROR = 2;
 const SAMPLED = 1;
+const CHILD_KINDS = { internal: OtlpKind.INTERNAL, client: OtlpKind.CLIENT, producer: OtlpKind.PRODUCER } as const;
 
 /** The context a W3C `traceparent` (and `tracestate`) names; undefined when the traceparent is malformed. */
 function remoteParent(traceparent: string, tracestate: string | undefined): SpanContextWords | undefined {
@@ -57,7 +58,7 @@ function rootSamplerOf(kind: TraceSampler, ratio: number): Sampler {
 }
 
 function headersOf(p: SpanContextWords): TraceHeaders {
-  return { traceparent: `00-${p.trace.hex}-${hex32(p.s0)}${hex32(p.s1)}-0${p.flags}`, tracestate: p.traceState };
+  return { traceparent: `00-${p.trace.hex}-${spanHex(p.s0, p.s1)}-0${p.flags}`, tracestate: p.traceState };
 }
 
 /** A sealed batch: its request bytes and span count. */
@@ -187,11 +188,11 @@ class RecordedSpan implements TraceSpan, SpanData {
   }
 
   get spanId(): string {
-    return hex32(this.s0) + hex32(this.s1);
+    return spanHex(this.s0, this.s1);
   }
 
   child(name: string, kind: "internal" | "client" | "producer", attributes?: SpanAttributes, link?: string): TraceSpan {
-    return recordChild(this.recorder, this, name, kind === "client" ? OtlpKind.CLIENT : kind === "producer" ? OtlpKind.PRODUCER : OtlpKind.INTERNAL, attributes, link);
+    return recordChild(this.recorder, this, name, CHILD_KINDS[kind], attributes, link);
   }
 
   set(key: string, value: string | number | boolean): void {
@@ -243,7 +244,7 @@ class ContextSpan implements TraceSpan {
   ) {}
   child(name: string, kind: "internal" | "client" | "producer", attributes?: SpanAttributes, link?: string): TraceSpan {
     if (this.ctx.flags !== SAMPLED) return this;
-    return recordChild(this.recorder, this.ctx, name, kind === "client" ? OtlpKind.CLIENT : kind === "producer" ? OtlpKind.PRODUCER : OtlpKind.INTERNAL, attributes, link);
+    return recordChild(this.recorder, this.ctx, name, CHILD_KINDS[kind], attributes, link);
   }
   set(): void {}
   event(): void {}
@@ -258,7 +259,7 @@ class ContextSpan implements TraceSpan {
     return this.ctx.trace.hex;
   }
   get spanId(): string {
-    return hex32(this.ctx.s0) + hex32(this.ctx.s1);
+    return spanHex(this.ctx.s0, this.ctx.s1);
   }
 }
 
@@ -297,6 +298,8 @@ export function createTracer(opts: TracerOptions): Tracer {
   );
   const parentBased = (opts.sampler ?? "parentbased_always_on").startsWith("parentbased_");
   const root = rootSamplerOf(opts.sampler ?? "parentbased_always_on", opts.samplerArg ?? 1);
+  // The default: every root is sampled, so no sampler call (and no hex trace id) per call for it.
+  const alwaysOn = root instanceof AlwaysOnSampler;
   let closing: Promise<void> | undefined;
   return {
     on: true,
@@ -313,7 +316,7 @@ export function createTracer(opts: TracerOptions): Tracer {
       const sampled =
         parent && parentBased
           ? parent.flags === SAMPLED
-          : root.shouldSample(ROOT_CONTEXT, trace.hex, server.name, SDK_KINDS[kind], server.attributes, []).decision === SamplingDecision.RECORD_AND_SAMPLED;
+          : alwaysOn || root.shouldSample(ROOT_CONTEXT, trace.hex, server.name, SDK_KINDS[kind], server.attributes, []).decision === SamplingDecision.RECORD_AND_SAMPLED;
       if (!sampled) return new ContextSpan(recorder, { trace, s0: randomWord(), s1: nonZeroWord(), flags: 0, traceState: parent?.traceState });
       return new RecordedSpan(recorder, trace, parent?.s0 ?? 0, parent?.s1 ?? 0, parent?.traceState, server.name, kind, server.attributes, undefined);
     },

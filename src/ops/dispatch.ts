@@ -1,6 +1,6 @@
 import type { CancelSignal } from "../shared/signals.js";
 import * as grpc from "@grpc/grpc-js";
-import type { Backend } from "../backends/backend.js";
+import type { Backend, CallOutcome } from "../backends/backend.js";
 import type { BackendRegistry } from "../backends/registry.js";
 import { encodeFileDescriptorSet, messageFields, type MethodEntry } from "../backends/schema.js";
 import { Code, codeName } from "../shared/code.js";
@@ -204,6 +204,48 @@ export function putTraceHeaders(metadata: grpc.Metadata, span: TraceSpan): void 
   else metadata.remove("tracestate");
 }
 
+/**
+ * Resolve `method` on the backend under a "resolve schema" span of `span` (a cache miss reflects the backend; on a uWS
+ * thread: asks the main thread, which reflects once for the process).
+ */
+export async function resolveTraced(backend: Backend, method: string, signal: CancelSignal | undefined, span: TraceSpan | undefined): ReturnType<Backend["resolve"]> {
+  const resolving = span?.child("resolve schema", "internal", backend.cachedSchema() ? CACHE_HIT : CACHE_MISS);
+  try {
+    const resolved = await backend.resolve(method, signal);
+    resolving?.end();
+    return resolved;
+  } catch (e) {
+    endFailed(resolving, e);
+    throw e;
+  }
+}
+
+/** The unary backend call under a client span of `span` (tracing on), ended with the call's outcome. */
+async function callTraced(
+  backend: Backend,
+  method: MethodEntry,
+  request: Uint8Array,
+  input: Pick<InvokeInput, "metadata" | "signal">,
+  deadline: number,
+  span: TraceSpan | undefined,
+): Promise<CallOutcome> {
+  const client = span ? clientSpan(span, method.fullName, backend.address) : undefined;
+  let outcome: CallOutcome;
+  try {
+    outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal, client?.headers());
+  } catch (e) {
+    endFailed(client, e);
+    throw e;
+  }
+  if (outcome.ok) client?.end();
+  else client?.end(outcome.code, outcome.message);
+  return outcome;
+}
+
+function bytesFailed(e: unknown): InvokeBytesResult {
+  return { ...statusOf(e), response: undefined };
+}
+
 /** End a conversion's span: where it ran and, on the pool, how long it waited for a worker. */
 function endConversion(c: { span: TraceSpan; report: ConversionReport }, e?: unknown): void {
   c.span.set("gateway.conversion", c.report.where);
@@ -231,17 +273,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     if (input.requestData !== undefined && input.requestData !== null && typeof input.requestData !== "string") {
       throw new GatewayError(Code.INVALID_ARGUMENT, `request data must be JSON text (a string), got ${typeof input.requestData}`);
     }
-    // A cache miss reflects the backend (on a uWS thread: asks the main thread, which reflects once for the process).
-    const resolving = span?.child("resolve schema", "internal", backend.cachedSchema() ? CACHE_HIT : CACHE_MISS);
-    let resolved: Awaited<ReturnType<Backend["resolve"]>>;
-    try {
-      resolved = await backend.resolve(methodName, input.signal);
-    } catch (e) {
-      endFailed(resolving, e);
-      throw e;
-    }
-    resolving?.end();
-    const { schema, method } = resolved;
+    const { schema, method } = await resolveTraced(backend, methodName, input.signal, span);
     if (method.clientStreaming || method.serverStreaming) {
       const kind = kindOf(method);
       throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kind}; invoke supports unary methods only (stream it with InvokeStream, POST /v1/gateway/invoke-stream or /v1/gateway/invoke-ws)`);
@@ -257,19 +289,8 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     }
     if (toBinary) endConversion(toBinary);
     const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
-    const client = span ? clientSpan(span, method.fullName, backend.address) : undefined;
-    let outcome: Awaited<ReturnType<Backend["call"]>>;
-    try {
-      outcome = await backend.call(method.path, request, input.metadata, deadline, input.signal, client?.headers());
-    } catch (e) {
-      endFailed(client, e);
-      throw e;
-    }
-    if (!outcome.ok) {
-      client?.end(outcome.code, outcome.message);
-      return { code: outcome.code, message: outcome.message, responseData: "" };
-    }
-    client?.end();
+    const outcome = await callTraced(backend, method, request, input, deadline, span);
+    if (!outcome.ok) return { code: outcome.code, message: outcome.message, responseData: "" };
     let responseData: string;
     const toJson = conversionSpan(span, "protobuf to json", method.outputType);
     try {
@@ -333,25 +354,12 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     countedHere(input.service, (b) => invokeOrThrow(input, b, span), failed, started, span);
 
   const invokeBytesOrThrow = async (input: InvokeBytesInput, backend: Backend, span: TraceSpan | undefined): Promise<InvokeBytesResult> => {
-    const resolving = span?.child("resolve schema", "internal", backend.cachedSchema() ? CACHE_HIT : CACHE_MISS);
-    let method: Awaited<ReturnType<Backend["resolve"]>>["method"];
-    try {
-      ({ method } = await backend.resolve(requireString("method", input.method), input.signal));
-    } catch (e) {
-      endFailed(resolving, e);
-      throw e;
-    }
-    resolving?.end();
+    const { method } = await resolveTraced(backend, requireString("method", input.method), input.signal, span);
     if (method.clientStreaming || method.serverStreaming) {
       throw new GatewayError(Code.UNIMPLEMENTED, `method ${method.fullName} is ${kindOf(method)}; this call supports unary methods only`);
     }
     const deadline = input.deadline ?? Date.now() + deps.invokeDeadlineMs;
-    const client = span ? clientSpan(span, method.fullName, backend.address) : undefined;
-    const outcome = await backend.call(method.path, input.request, input.metadata, deadline, input.signal, client?.headers()).catch((e: unknown) => {
-      endFailed(client, e);
-      throw e;
-    });
-    client?.end(outcome.ok ? Code.OK : outcome.code, outcome.ok ? undefined : outcome.message);
+    const outcome = await callTraced(backend, method, input.request, input, deadline, span);
     return outcome.ok ? { ...statusOk(), response: outcome.bytes } : { code: outcome.code, message: outcome.message, response: undefined };
   };
 
@@ -359,6 +367,19 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   /** Invocations in flight here, run here or offloaded. */
   let inflight = 0;
   const tracer = deps.tracer;
+
+  /**
+   * Run a call under its server span, ended with the call's outcome. Tracing off: the fronts hand no trace context,
+   * and this check is all a call pays for tracing (no extra promise: the call's own is returned).
+   */
+  const traced = <R extends Status>(trace: TraceIncoming | undefined, run: (span: TraceSpan | undefined) => Promise<R>): Promise<R> => {
+    if (trace === undefined || tracer?.on !== true) return run(undefined);
+    const span = tracer.start(trace);
+    return run(span).then((result) => {
+      span.end(result.code, result.message);
+      return result;
+    });
+  };
 
   /** Run here or on another thread; never throws. */
   const invokeRouted = async (input: InvokeInput, started: number, span: TraceSpan | undefined): Promise<InvokeResult> => {
@@ -388,24 +409,11 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   return {
     invoke(input) {
       const started = performance.now();
-      // Tracing off: the fronts hand no trace context, and this check is all a call pays for tracing (no extra
-      // promise: the call's own is returned).
-      if (input.trace === undefined || tracer?.on !== true) return invokeRouted(input, started, undefined);
-      const span = tracer.start(input.trace);
-      return invokeRouted(input, started, span).then((result) => {
-        span.end(result.code, result.message);
-        return result;
-      });
+      return traced(input.trace, (span) => invokeRouted(input, started, span));
     },
     invokeBytes(input) {
       const started = performance.now();
-      const failure = (e: unknown): InvokeBytesResult => ({ ...statusOf(e), response: undefined });
-      if (input.trace === undefined || tracer?.on !== true) return countedHere(input.service, (b) => invokeBytesOrThrow(input, b, undefined), failure, started);
-      const span = tracer.start(input.trace);
-      return countedHere(input.service, (b) => invokeBytesOrThrow(input, b, span), failure, started, span).then((result) => {
-        span.end(result.code, result.message);
-        return result;
-      });
+      return traced(input.trace, (span) => countedHere(input.service, (b) => invokeBytesOrThrow(input, b, span), bytesFailed, started, span));
     },
     listServices: () => backends.names,
     async listMethods(service, opts = {}) {

@@ -8,7 +8,7 @@ import { echo } from "../shared/echo.js";
 import { statusOf, statusOk, type Status } from "../shared/status.js";
 import type { Converter, SchemaSet } from "../workers/converter-types.js";
 import type { CounterMetric, HistogramMetric } from "../observe/metrics.js";
-import { clientSpan, kindOf, putTraceHeaders, requireString, type MethodKind } from "./dispatch.js";
+import { clientSpan, kindOf, putTraceHeaders, requireString, resolveTraced, type MethodKind } from "./dispatch.js";
 import type { TraceIncoming, TraceSpan, Tracer } from "../observe/span.js";
 
 /**
@@ -195,18 +195,7 @@ export function startInvokeStream(deps: InvokeStreamDeps, input: InvokeStreamInp
       const backend = deps.backendOf(input.service);
       const name = requireString("method", input.method);
       const first = dataOf(input.requestData);
-      const resolving = span?.child("resolve schema", "internal", { "gateway.schema.cache": backend.cachedSchema() ? "hit" : "miss" });
-      let resolved: Awaited<ReturnType<Backend["resolve"]>>;
-      try {
-        resolved = await backend.resolve(name);
-      } catch (e) {
-        if (resolving) {
-          const s = statusOf(e);
-          resolving.end(s.code, s.message);
-        }
-        throw e;
-      }
-      resolving?.end();
+      const resolved = await resolveTraced(backend, name, undefined, span);
       if (span) span.set("gateway.service", typeof input.service === "string" ? echo(input.service) : "(unknown)");
       method = resolved.method;
       schemaSet = resolved.schema.set;
