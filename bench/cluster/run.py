@@ -19,6 +19,7 @@ on failure and on Ctrl-C; every wait is bounded; only 127.0.0.1.
 import argparse
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -97,6 +98,17 @@ def on_signal(signum, _frame):
     sys.exit(130)
 
 
+def redis_commands(port):
+    """Calls per command so far (`INFO commandstats`), for commands per event between two samples."""
+    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"], capture_output=True, text=True, timeout=10).stdout
+    calls = {}
+    for line in out.splitlines():
+        m = re.match(r"cmdstat_([^:]+):calls=(\d+)", line)
+        if m:
+            calls[m.group(1)] = int(m.group(2))
+    return calls
+
+
 def raise_nofile():
     """Children inherit the limit: raise the soft limit up to the hard one (20,000 here), never past it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -156,7 +168,7 @@ class Lines:
 
 
 def start_gateway(args, redis_url, idx, work):
-    cmd = ["node", os.path.join(ROOT, "dist/src/main/cli.js"), "--grpc-port", "0", "--http-port", "0",
+    cmd = ["node", *args.node_args.split(), os.path.join(ROOT, "dist/src/main/cli.js"), "--grpc-port", "0", "--http-port", "0",
            "--threads", str(args.threads), "--conversion-workers", "1", "--log-level", "info",
            # 15,000 subscribers per replica is the default bound (3/4 of 20,000 files) and exactly this run's share: with
            # churn a replica may briefly hold more. 19,000 still keeps it under the file limit (results before the
@@ -278,6 +290,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
 
         sample()
         cpu0 = dict(last_cpu)
+        cmds0 = redis_commands(rport) if redis_p else {}
         threading.Thread(target=sampler, daemon=True).start()
 
         final_path = os.path.join(work, f"pub-final-{name}.json")
@@ -303,6 +316,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             raise RuntimeError("publisher gave no final result")
         sample()
         cpu1 = dict(last_cpu)
+        cmds1 = redis_commands(rport) if redis_p else {}
         log(f"{name}: published {pf['published']} events ({pf['failures']} failed) in {pf['elapsed_s']:.1f} s")
         for c in clients:
             c.proc.stdin.write(f"stop {final_path}\n")
@@ -357,6 +371,8 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             "redis_cpu_us_per_event": dcpu("redis", cpu0, cpu1) * 1e6 / max(published, 1) if redis_p else None,
             "client_cpu_us_per_delivery": dcpu("clients", cpu0, cpu1) * 1e6 / max(delivered, 1),
             "box_cpu_cores": (dcpu("gateways", cpu0, cpu1) + dcpu("redis", cpu0, cpu1) + dcpu("clients", cpu0, cpu1)) / pf["elapsed_s"],
+            "redis_commands_per_event": {k: round((v - cmds0.get(k, 0)) / max(published, 1), 2)
+                                         for k, v in sorted(cmds1.items()) if v > cmds0.get(k, 0)},
             "loadavg_start": load0, "loadavg_end": open("/proc/loadavg").read().strip(),
         }
         raw.write(json.dumps({"src": "runner", "type": "summary", **summary}) + "\n")
@@ -416,6 +432,8 @@ def main():
     ap.add_argument("--wait-max", type=float, default=300, help="bound on that wait (seconds); the run starts anyway after it")
     ap.add_argument("--runs", default="normal", help="comma-separated: normal, kill (kill needs the survivors within the file limit)")
     ap.add_argument("--tag", default=time.strftime("%Y-%m-%dT%H-%M"))
+    ap.add_argument("--node-args", default="", help="node options for every replica, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' "
+                    "(a profile is written when the replica exits at the end of the run)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/cluster"))
     args = ap.parse_args()
     if args.runtime == "embedded" and args.replicas != 1:
