@@ -257,7 +257,8 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         for i, n in enumerate(per):
             p = spawn([binary, "-mode", "sub", "-ws-addrs", ws_addrs, "-subs", str(n), "-first", str(first), "-topics",
                        str(args.topics), "-churn", str(args.churn), "-dial-par", str(args.dial_par), "-drain-timeout-s",
-                       str(args.drain), "-loops", str(args.client_loops)] + ([] if args.resume else ["-resume=false"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),
+                       str(args.drain), "-loops", str(args.client_loops)] + ([] if args.resume else ["-resume=false"])
+                      + (["-cpuprofile", os.path.join(args.client_cpuprofile, f"{name}-client-{i}.pprof")] if args.client_cpuprofile else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),
                       text=True, env=client_env)
             clients.append(Lines(p, f"sub{i}", raw))
             first += n
@@ -422,6 +423,8 @@ def main():
     # default (a P per core, spinning for work) cost the 1% churn run p50 507 ms / p99 5.4 s against 60 ms / 0.7 s
     # (bench/results/cluster/summary-2026-11-27-s8.md).
     ap.add_argument("--client-loops", type=int, default=1, help="epoll loops per client process")
+    ap.add_argument("--client-cpuprofile", default="", help="a directory: each client process writes a Go CPU profile of its "
+                    "measured part there (go tool pprof -top)")
     ap.add_argument("--client-gomaxprocs", type=int, default=1, help="GOMAXPROCS of the client processes (0: Go's default)")
     ap.add_argument("--dial-par", type=int, default=32, help="parallel connection setups per client process")
     ap.add_argument("--drain", type=float, default=30, help="bound on the wait for the last events after publishing")
