@@ -49,7 +49,7 @@ function remoteParent(traceparent: string, tracestate: string | undefined): Span
   if (!sc || !isSpanContextValid(sc)) return undefined;
   const state = tracestate ? new TraceState(tracestate).serialize() : "";
   const id = sc.spanId.toLowerCase();
-  return { trace: TraceId.parse(sc.traceId.toLowerCase()), s0: parseInt(id.slice(0, 8), 16), s1: parseInt(id.slice(8), 16), flags: sc.traceFlags & SAMPLED, traceState: state || undefined };
+  return { trace: TraceId.parse(sc.traceId.toLowerCase()), s0: parseInt(id.slice(0, 8), 16) | 0, s1: parseInt(id.slice(8), 16) | 0, flags: sc.traceFlags & SAMPLED, traceState: state || undefined };
 }
 
 /** The root sampler of a configured OTEL_TRACES_SAMPLER (the SDK's own, so the ratio means what it means there). */
@@ -163,6 +163,7 @@ class RecordedSpan implements TraceSpan, SpanData {
   readonly s1 = nonZeroWord();
   endTime = 0;
   extra: Array<string | number | boolean> | undefined;
+  code = -1;
   dropped = 0;
   events: SpanEvent[] | undefined;
   status = 0;
@@ -197,8 +198,10 @@ class RecordedSpan implements TraceSpan, SpanData {
 
   set(key: string, value: string | number | boolean): void {
     if (this.ended) return;
-    const extra = (this.extra ??= []);
-    if (extra.length >= 2 * MAX_ATTRIBUTES) this.dropped++;
+    const extra = this.extra;
+    // Most spans get one or two: an array made for the first pair holds just it (an empty one grows to 17 slots).
+    if (extra === undefined) this.extra = [key, value];
+    else if (extra.length >= 2 * MAX_ATTRIBUTES) this.dropped++;
     else extra.push(key, value);
   }
 
@@ -212,7 +215,7 @@ class RecordedSpan implements TraceSpan, SpanData {
     if (this.ended) return;
     this.ended = true;
     this.endTime = performance.now();
-    if (this.kind !== OtlpKind.INTERNAL && this.kind !== OtlpKind.CONSUMER) (this.extra ??= []).push("rpc.grpc.status_code", code);
+    if (this.kind !== OtlpKind.INTERNAL && this.kind !== OtlpKind.CONSUMER) this.code = code;
     const error = this.kind === OtlpKind.SERVER ? SERVER_ERRORS.has(code) : code !== 0;
     if (error) {
       this.status = OTLP_ERROR;
