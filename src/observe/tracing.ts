@@ -65,6 +65,7 @@ function headersOf(p: SpanContextWords): TraceHeaders {
 interface Sealed {
   readonly bytes: Uint8Array;
   readonly count: number;
+  readonly batch: SpanBatch;
 }
 
 /**
@@ -109,7 +110,7 @@ class Recorder {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     if (this.open.count > 0) {
-      this.sealed.push({ bytes: this.open.request(), count: this.open.count });
+      this.sealed.push({ bytes: this.open.request(), count: this.open.count, batch: this.open });
       this.open = this.newBatch();
     }
     if (this.exporting) return;
@@ -118,6 +119,9 @@ class Recorder {
     this.exporting = true;
     this.send(batch, (ok, error) => {
       this.exporting = false;
+      // A success means the collector read the whole request; after a failure (a timeout, an early answer) the
+      // socket may still hold a view of the bytes, so that memory is not written again.
+      if (ok) batch.batch.release();
       this.waiting -= batch.count;
       if (!ok) this.report("failed", `exporting ${batch.count} spans failed: ${error?.message ?? "unknown error"}`);
       if (this.dropped > 0) this.report("dropped", `${this.dropped} spans dropped: ${this.maxQueue} were waiting for export`);
@@ -180,12 +184,16 @@ class RecordedSpan implements TraceSpan, SpanData {
     readonly traceState: string | undefined,
     readonly name: string,
     readonly kind: OtlpKind,
-    readonly attributes: SpanAttributes | undefined,
+    public attributes: SpanAttributes | undefined,
     readonly links: SpanContextWords[] | undefined,
   ) {}
 
   get traceId(): string {
     return this.trace.hex;
+  }
+
+  setShared(attributes: SpanAttributes): void {
+    if (!this.ended) this.attributes = attributes;
   }
 
   get spanId(): string {
@@ -250,6 +258,7 @@ class ContextSpan implements TraceSpan {
     return recordChild(this.recorder, this.ctx, name, CHILD_KINDS[kind], attributes, link);
   }
   set(): void {}
+  setShared(): void {}
   event(): void {}
   end(): void {}
   headers(): TraceHeaders {

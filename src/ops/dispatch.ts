@@ -168,11 +168,17 @@ function endFailed(span: TraceSpan | undefined, e: unknown): void {
   span.end(s.code, s.message);
 }
 
-/** A conversion's span under `parent` and the report the converter fills in for it (tracing on), else nothing. */
-function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: string): { span: TraceSpan; report: ConversionReport } | undefined {
+/** A conversion's span under `parent`, with the report the converter fills in for it. */
+interface ConversionTrace {
+  readonly span: TraceSpan;
+  readonly typeName: string;
+  readonly report: ConversionReport;
+}
+
+/** A conversion's span under `parent` (tracing on), else nothing; its attributes are set when it ends. */
+function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: string): ConversionTrace | undefined {
   if (!parent) return undefined;
-  const attributes = sharedAttributes(typeName, "", () => ({ "gateway.message.type": typeName }));
-  return { span: parent.child(name, "internal", attributes), report: { where: "inline", queuedMs: 0 } };
+  return { span: parent.child(name, "internal"), typeName, report: { where: "inline", queuedMs: 0 } };
 }
 
 /**
@@ -246,10 +252,15 @@ function bytesFailed(e: unknown): InvokeBytesResult {
   return { ...statusOf(e), response: undefined };
 }
 
-/** End a conversion's span: where it ran and, on the pool, how long it waited for a worker. */
-function endConversion(c: { span: TraceSpan; report: ConversionReport }, e?: unknown): void {
-  c.span.set("gateway.conversion", c.report.where);
-  if (c.report.where === "pool") c.span.set("gateway.conversion.queue_ms", c.report.queuedMs);
+/**
+ * End a conversion's span: its message type and where it ran (one shared set per type and place) and, on the pool,
+ * how long it waited for a worker.
+ */
+function endConversion(c: ConversionTrace, e?: unknown): void {
+  const { typeName } = c;
+  const where = c.report.where;
+  c.span.setShared(sharedAttributes(typeName, where, () => ({ "gateway.message.type": typeName, "gateway.conversion": where })));
+  if (where === "pool") c.span.set("gateway.conversion.queue_ms", c.report.queuedMs);
   if (e === undefined) c.span.end();
   else endFailed(c.span, e);
 }

@@ -118,6 +118,21 @@ describe("OTLP trace encoding: protobuf and JSON say the same", () => {
     assert.equal(proto[499]!.attributes["i"], 499);
   });
 
+  it("a sent batch's memory holds the next batch, which decodes whole", () => {
+    const make = protobufBatches(RESOURCE, "gateway");
+    const first = make();
+    for (let i = 0; i < 300; i++) first.add(span({ s0: i + 1, name: `first ${i}` }));
+    const firstBytes = first.request();
+    assert.equal(decodeTraceRequest(firstBytes, "application/x-protobuf").length, 300);
+    first.release();
+    const second = make();
+    for (let i = 0; i < 200; i++) second.add(span({ s0: i + 1, name: `second ${i}` }));
+    const secondBytes = second.request();
+    assert.equal(secondBytes.buffer, firstBytes.buffer, "the second batch is written where the first was");
+    const got = decodeTraceRequest(secondBytes, "application/x-protobuf");
+    assert.deepEqual(got.map((s) => s.name), Array.from({ length: 200 }, (_, i) => `second ${i}`));
+  });
+
   it("a span of more than 2^14 bytes between short ones", () => {
     const huge = "y".repeat(20_000);
     const spans = [span({ name: "a" }), span({ name: "huge", attributes: { huge }, extra: ["after", 1] }), span({ name: "b" })];
