@@ -322,18 +322,13 @@ class Writer {
 
   attributes(field: number, attrs: SpanAttributes | undefined): void {
     if (attrs === undefined) return;
-    if (field !== 9 || !Object.isFrozen(attrs)) {
-      for (const key in attrs) this.keyValue(field, key, attrs[key]!);
-      return;
-    }
     // A frozen attribute set is one the code keeps and shares (a route's, a backend method's): its encoding is made
-    // once and copied.
-    let bytes = ENCODED.get(attrs);
+    // once and copied. The cache is asked first: Object.isFrozen is a call into the runtime.
+    const bytes = field === 9 ? ENCODED.get(attrs) : undefined;
     if (bytes === undefined) {
       const at = this.pos;
       for (const key in attrs) this.keyValue(field, key, attrs[key]!);
-      bytes = Buffer.from(this.buf.subarray(at, this.pos));
-      ENCODED.set(attrs, bytes);
+      if (field === 9 && Object.isFrozen(attrs)) ENCODED.set(attrs, Buffer.from(this.buf.subarray(at, this.pos)));
       return;
     }
     this.room(bytes.length);

@@ -35,6 +35,7 @@ export function randomWord(): number {
 /** A trace id (shared by every span of the trace this process records); never all zeros. */
 export class TraceId {
   private text: string | undefined;
+  private prefix: string | undefined;
   constructor(
     readonly w0: number,
     readonly w1: number,
@@ -53,6 +54,11 @@ export class TraceId {
 
   get hex(): string {
     return (this.text ??= hex32(this.w0) + hex32(this.w1) + hex32(this.w2) + hex32(this.w3));
+  }
+
+  /** "00-<trace id>-": a W3C traceparent up to its span id (made once per trace, every client span of it sends one). */
+  get headerPrefix(): string {
+    return (this.prefix ??= `00-${this.hex}-`);
   }
 }
 

@@ -37,8 +37,8 @@ const MAX_EVENTS = 128;
 const EXPORT_TIMEOUT_MS = 10_000;
 const REPORT_EVERY_MS = 60_000;
 
-/** gRPC codes a server reports as its own failure (the RPC conventions: the rest are the caller's). */
-const SERVER_ERRORS = new Set([2, 4, 12, 13, 14, 15]);
+/** gRPC codes a server reports as its own failure (the RPC conventions: the rest are the caller's), one bit each. */
+const SERVER_ERRORS = (1 << 2) | (1 << 4) | (1 << 12) | (1 << 13) | (1 << 14) | (1 << 15);
 const OTLP_ERROR = 2;
 const SAMPLED = 1;
 const CHILD_KINDS = { internal: OtlpKind.INTERNAL, client: OtlpKind.CLIENT, producer: OtlpKind.PRODUCER } as const;
@@ -58,7 +58,7 @@ function rootSamplerOf(kind: TraceSampler, ratio: number): Sampler {
 }
 
 function headersOf(p: SpanContextWords): TraceHeaders {
-  return { traceparent: `00-${p.trace.hex}-${spanHex(p.s0, p.s1)}-0${p.flags}`, tracestate: p.traceState };
+  return { traceparent: p.trace.headerPrefix + spanHex(p.s0, p.s1) + (p.flags === SAMPLED ? "-01" : "-00"), tracestate: p.traceState };
 }
 
 /** A sealed batch: its request bytes and span count. */
@@ -224,7 +224,7 @@ class RecordedSpan implements TraceSpan, SpanData {
     this.ended = true;
     this.endTime = performance.now();
     if (this.kind !== OtlpKind.INTERNAL && this.kind !== OtlpKind.CONSUMER) this.code = code;
-    const error = this.kind === OtlpKind.SERVER ? SERVER_ERRORS.has(code) : code !== 0;
+    const error = this.kind === OtlpKind.SERVER ? code >= 0 && code < 32 && ((SERVER_ERRORS >>> code) & 1) === 1 : code !== 0;
     if (error) {
       this.status = OTLP_ERROR;
       this.statusMessage = message;
