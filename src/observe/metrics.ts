@@ -3,7 +3,7 @@ import type { Meter, MeterProvider as ApiMeterProvider } from "@opentelemetry/ap
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { GAUGE_HASHMAP_SHAPE, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash, setBucketExemplar } from "./prom-client-internals.js";
+import { GAUGE_HASHMAP_SHAPE, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash, setBucketExemplar, type HistogramSeries } from "./prom-client-internals.js";
 
 type Labels<L extends string> = Partial<Record<L, string | number>>;
 
@@ -148,11 +148,27 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     histogram(name, help, labelNames, { buckets = LATENCY_BUCKETS, exemplars = false } = {}) {
       // prom-client refuses exemplars on a registry in Prometheus text mode, which this one stays in for the plain
       // format; the OpenMetrics text is printed by openmetrics.ts from the same values. So it is registered afterwards.
-      const h = new Histogram({ name, help, labelNames: [...labelNames], buckets, registers: [], enableExemplars: exemplars });
+      /**
+       * Exemplars observed since the histogram was last read, per series: the latest value and ids per bucket (the
+       * last slot: +Inf). They become prom-client's exemplars when it is read (its `collect`), so an observation keeps
+       * a reference and two numbers instead of making a label set, an exemplar and the span id's hex each time.
+       */
+      const pending = new Map<HistogramSeries, { ids: Array<ExemplarIds | undefined>; values: Float64Array; times: Float64Array }>();
+      let bounds: readonly number[] | undefined;
+      const collect = (): void => {
+        for (const [series, p] of pending) {
+          for (let i = 0; i < p.ids.length; i++) {
+            const ids = p.ids[i];
+            if (ids !== undefined) setBucketExemplar(series, bounds!, p.values[i]!, { trace_id: ids.traceId, span_id: ids.spanId }, p.times[i]!);
+          }
+        }
+        pending.clear();
+      };
+      const h = new Histogram({ name, help, labelNames: [...labelNames], buckets, registers: [], enableExemplars: exemplars, ...(exemplars ? { collect } : {}) });
       registry.registerMetric(h);
       const o = meter?.createHistogram(name, { description: help, advice: { explicitBucketBoundaries: buckets } });
       const sorted = [...labelNames].sort();
-      const bounds = histogramBounds(h);
+      bounds = histogramBounds(h);
       const keys = bounds?.map(String) ?? [];
       return {
         observe(labels, value, exemplar) {
@@ -168,7 +184,17 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
           }
           if (exemplars && exemplar !== undefined && Number.isFinite(value)) {
             const series = s ?? (bounds !== undefined ? histogramSeries(h, seriesHash(sorted, labels)) : undefined);
-            if (series !== undefined) setBucketExemplar(series, bounds!, value, { trace_id: exemplar.traceId, span_id: exemplar.spanId });
+            if (series === undefined) return;
+            let p = pending.get(series);
+            if (p === undefined) {
+              const n = bounds!.length + 1;
+              pending.set(series, (p = { ids: new Array<ExemplarIds | undefined>(n).fill(undefined), values: new Float64Array(n), times: new Float64Array(n) }));
+            }
+            let i = 0;
+            while (i < bounds!.length && value > bounds![i]!) i++;
+            p.ids[i] = exemplar;
+            p.values[i] = value;
+            p.times[i] = Date.now();
           }
         },
       };

@@ -133,10 +133,11 @@ export function observeSeries(series: HistogramSeries, upperBounds: readonly num
 
 /**
  * Make `labelSet` the exemplar of the bucket `value` falls in, as prom-client's `observeWithExemplar` does after the
- * observation (+Inf under "-1"); false when the series keeps no exemplars (a histogram made without them, or
- * prom-client's shape changed). The label set must stay within OpenMetrics' 128 characters (the caller's is fixed-size).
+ * observation (+Inf under "-1"), observed at `timestampMs` (epoch ms); false when the series keeps no exemplars (a
+ * histogram made without them, or prom-client's shape changed). The label set must stay within OpenMetrics' 128
+ * characters (the caller's is fixed-size).
  */
-export function setBucketExemplar(series: HistogramSeries, upperBounds: readonly number[], value: number, labelSet: Record<string, string>): boolean {
+export function setBucketExemplar(series: HistogramSeries, upperBounds: readonly number[], value: number, labelSet: Record<string, string>, timestampMs: number): boolean {
   const exemplars = series.bucketExemplars;
   if (typeof exemplars !== "object" || exemplars === null) return false;
   let bound = -1;
@@ -146,6 +147,6 @@ export function setBucketExemplar(series: HistogramSeries, upperBounds: readonly
       break;
     }
   }
-  exemplars[bound] = { labelSet, value, timestamp: Date.now() / 1000 };
+  exemplars[bound] = { labelSet, value, timestamp: timestampMs / 1000 };
   return true;
 }

@@ -98,6 +98,11 @@ export interface TraceSpan {
   child(name: string, kind: "internal" | "client" | "producer", attributes?: SpanAttributes, link?: string): TraceSpan;
   /** Set an attribute (on a handle of another thread's span: ignored, that thread sets its own). */
   set(key: string, value: string | number | boolean): void;
+  /**
+   * Replace the attributes the span was started with by `attributes`, a set the code shares (sharedAttributes) picked
+   * from what the work found out: encoded once for every span that ends with it, where set() encodes its pair per span.
+   */
+  setShared(attributes: SpanAttributes): void;
   event(name: string, attributes?: SpanAttributes): void;
   /**
    * End it with a gRPC status code (default OK), recorded as `rpc.grpc.status_code`; the span's status is an error

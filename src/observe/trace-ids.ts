@@ -4,6 +4,10 @@ import { randomFillSync } from "node:crypto";
  * Trace and span ids as 32-bit words (the id's bytes in order, big-endian words): made from a pool of random words
  * without a string per id, written into OTLP protobuf as bytes, turned into hex only where a header or an exemplar
  * needs it. The SDK draws each id's hex digit by digit from Math.random.
+ *
+ * A word is kept as a signed 32-bit integer (its bits, read with `>>>` where they are written out): V8 keeps those in
+ * the object as small integers, where an unsigned word above 2^31 is a heap number, and once a field has held one,
+ * every span after it allocates a box for that field (four ids per span, four words per trace).
  */
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
@@ -18,7 +22,7 @@ export function spanHex(hi: number, lo: number): string {
   return hex32(hi) + hex32(lo);
 }
 
-const pool = new Uint32Array(1024);
+const pool = new Int32Array(1024);
 let poolAt = pool.length;
 export function randomWord(): number {
   if (poolAt === pool.length) {
@@ -31,6 +35,7 @@ export function randomWord(): number {
 /** A trace id (shared by every span of the trace this process records); never all zeros. */
 export class TraceId {
   private text: string | undefined;
+  private prefix: string | undefined;
   constructor(
     readonly w0: number,
     readonly w1: number,
@@ -44,11 +49,16 @@ export class TraceId {
 
   /** From 32 hex digits (checked by the caller). */
   static parse(hex: string): TraceId {
-    return new TraceId(parseInt(hex.slice(0, 8), 16), parseInt(hex.slice(8, 16), 16), parseInt(hex.slice(16, 24), 16), parseInt(hex.slice(24, 32), 16));
+    return new TraceId(parseInt(hex.slice(0, 8), 16) | 0, parseInt(hex.slice(8, 16), 16) | 0, parseInt(hex.slice(16, 24), 16) | 0, parseInt(hex.slice(24, 32), 16) | 0);
   }
 
   get hex(): string {
     return (this.text ??= hex32(this.w0) + hex32(this.w1) + hex32(this.w2) + hex32(this.w3));
+  }
+
+  /** "00-<trace id>-": a W3C traceparent up to its span id (made once per trace, every client span of it sends one). */
+  get headerPrefix(): string {
+    return (this.prefix ??= `00-${this.hex}-`);
   }
 }
 

@@ -37,8 +37,8 @@ const MAX_EVENTS = 128;
 const EXPORT_TIMEOUT_MS = 10_000;
 const REPORT_EVERY_MS = 60_000;
 
-/** gRPC codes a server reports as its own failure (the RPC conventions: the rest are the caller's). */
-const SERVER_ERRORS = new Set([2, 4, 12, 13, 14, 15]);
+/** gRPC codes a server reports as its own failure (the RPC conventions: the rest are the caller's), one bit each. */
+const SERVER_ERRORS = (1 << 2) | (1 << 4) | (1 << 12) | (1 << 13) | (1 << 14) | (1 << 15);
 const OTLP_ERROR = 2;
 const SAMPLED = 1;
 const CHILD_KINDS = { internal: OtlpKind.INTERNAL, client: OtlpKind.CLIENT, producer: OtlpKind.PRODUCER } as const;
@@ -49,7 +49,7 @@ function remoteParent(traceparent: string, tracestate: string | undefined): Span
   if (!sc || !isSpanContextValid(sc)) return undefined;
   const state = tracestate ? new TraceState(tracestate).serialize() : "";
   const id = sc.spanId.toLowerCase();
-  return { trace: TraceId.parse(sc.traceId.toLowerCase()), s0: parseInt(id.slice(0, 8), 16), s1: parseInt(id.slice(8), 16), flags: sc.traceFlags & SAMPLED, traceState: state || undefined };
+  return { trace: TraceId.parse(sc.traceId.toLowerCase()), s0: parseInt(id.slice(0, 8), 16) | 0, s1: parseInt(id.slice(8), 16) | 0, flags: sc.traceFlags & SAMPLED, traceState: state || undefined };
 }
 
 /** The root sampler of a configured OTEL_TRACES_SAMPLER (the SDK's own, so the ratio means what it means there). */
@@ -58,13 +58,14 @@ function rootSamplerOf(kind: TraceSampler, ratio: number): Sampler {
 }
 
 function headersOf(p: SpanContextWords): TraceHeaders {
-  return { traceparent: `00-${p.trace.hex}-${spanHex(p.s0, p.s1)}-0${p.flags}`, tracestate: p.traceState };
+  return { traceparent: p.trace.headerPrefix + spanHex(p.s0, p.s1) + (p.flags === SAMPLED ? "-01" : "-00"), tracestate: p.traceState };
 }
 
 /** A sealed batch: its request bytes and span count. */
 interface Sealed {
   readonly bytes: Uint8Array;
   readonly count: number;
+  readonly batch: SpanBatch;
 }
 
 /**
@@ -109,7 +110,7 @@ class Recorder {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     if (this.open.count > 0) {
-      this.sealed.push({ bytes: this.open.request(), count: this.open.count });
+      this.sealed.push({ bytes: this.open.request(), count: this.open.count, batch: this.open });
       this.open = this.newBatch();
     }
     if (this.exporting) return;
@@ -118,6 +119,9 @@ class Recorder {
     this.exporting = true;
     this.send(batch, (ok, error) => {
       this.exporting = false;
+      // A success means the collector read the whole request; after a failure (a timeout, an early answer) the
+      // socket may still hold a view of the bytes, so that memory is not written again.
+      if (ok) batch.batch.release();
       this.waiting -= batch.count;
       if (!ok) this.report("failed", `exporting ${batch.count} spans failed: ${error?.message ?? "unknown error"}`);
       if (this.dropped > 0) this.report("dropped", `${this.dropped} spans dropped: ${this.maxQueue} were waiting for export`);
@@ -163,6 +167,7 @@ class RecordedSpan implements TraceSpan, SpanData {
   readonly s1 = nonZeroWord();
   endTime = 0;
   extra: Array<string | number | boolean> | undefined;
+  code = -1;
   dropped = 0;
   events: SpanEvent[] | undefined;
   status = 0;
@@ -179,12 +184,16 @@ class RecordedSpan implements TraceSpan, SpanData {
     readonly traceState: string | undefined,
     readonly name: string,
     readonly kind: OtlpKind,
-    readonly attributes: SpanAttributes | undefined,
+    public attributes: SpanAttributes | undefined,
     readonly links: SpanContextWords[] | undefined,
   ) {}
 
   get traceId(): string {
     return this.trace.hex;
+  }
+
+  setShared(attributes: SpanAttributes): void {
+    if (!this.ended) this.attributes = attributes;
   }
 
   get spanId(): string {
@@ -197,8 +206,10 @@ class RecordedSpan implements TraceSpan, SpanData {
 
   set(key: string, value: string | number | boolean): void {
     if (this.ended) return;
-    const extra = (this.extra ??= []);
-    if (extra.length >= 2 * MAX_ATTRIBUTES) this.dropped++;
+    const extra = this.extra;
+    // Most spans get one or two: an array made for the first pair holds just it (an empty one grows to 17 slots).
+    if (extra === undefined) this.extra = [key, value];
+    else if (extra.length >= 2 * MAX_ATTRIBUTES) this.dropped++;
     else extra.push(key, value);
   }
 
@@ -212,8 +223,8 @@ class RecordedSpan implements TraceSpan, SpanData {
     if (this.ended) return;
     this.ended = true;
     this.endTime = performance.now();
-    if (this.kind !== OtlpKind.INTERNAL && this.kind !== OtlpKind.CONSUMER) (this.extra ??= []).push("rpc.grpc.status_code", code);
-    const error = this.kind === OtlpKind.SERVER ? SERVER_ERRORS.has(code) : code !== 0;
+    if (this.kind !== OtlpKind.INTERNAL && this.kind !== OtlpKind.CONSUMER) this.code = code;
+    const error = this.kind === OtlpKind.SERVER ? code >= 0 && code < 32 && ((SERVER_ERRORS >>> code) & 1) === 1 : code !== 0;
     if (error) {
       this.status = OTLP_ERROR;
       this.statusMessage = message;
@@ -247,6 +258,7 @@ class ContextSpan implements TraceSpan {
     return recordChild(this.recorder, this.ctx, name, CHILD_KINDS[kind], attributes, link);
   }
   set(): void {}
+  setShared(): void {}
   event(): void {}
   end(): void {}
   headers(): TraceHeaders {

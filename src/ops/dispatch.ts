@@ -168,11 +168,17 @@ function endFailed(span: TraceSpan | undefined, e: unknown): void {
   span.end(s.code, s.message);
 }
 
-/** A conversion's span under `parent` and the report the converter fills in for it (tracing on), else nothing. */
-function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: string): { span: TraceSpan; report: ConversionReport } | undefined {
+/** A conversion's span under `parent`, with the report the converter fills in for it. */
+interface ConversionTrace {
+  readonly span: TraceSpan;
+  readonly typeName: string;
+  readonly report: ConversionReport;
+}
+
+/** A conversion's span under `parent` (tracing on), else nothing; its attributes are set when it ends. */
+function conversionSpan(parent: TraceSpan | undefined, name: string, typeName: string): ConversionTrace | undefined {
   if (!parent) return undefined;
-  const attributes = sharedAttributes(typeName, "", () => ({ "gateway.message.type": typeName }));
-  return { span: parent.child(name, "internal", attributes), report: { where: "inline", queuedMs: 0 } };
+  return { span: parent.child(name, "internal"), typeName, report: { where: "inline", queuedMs: 0 } };
 }
 
 /**
@@ -246,10 +252,15 @@ function bytesFailed(e: unknown): InvokeBytesResult {
   return { ...statusOf(e), response: undefined };
 }
 
-/** End a conversion's span: where it ran and, on the pool, how long it waited for a worker. */
-function endConversion(c: { span: TraceSpan; report: ConversionReport }, e?: unknown): void {
-  c.span.set("gateway.conversion", c.report.where);
-  if (c.report.where === "pool") c.span.set("gateway.conversion.queue_ms", c.report.queuedMs);
+/**
+ * End a conversion's span: its message type and where it ran (one shared set per type and place) and, on the pool,
+ * how long it waited for a worker.
+ */
+function endConversion(c: ConversionTrace, e?: unknown): void {
+  const { typeName } = c;
+  const where = c.report.where;
+  c.span.setShared(sharedAttributes(typeName, where, () => ({ "gateway.message.type": typeName, "gateway.conversion": where })));
+  if (where === "pool") c.span.set("gateway.conversion.queue_ms", c.report.queuedMs);
   if (e === undefined) c.span.end();
   else endFailed(c.span, e);
 }
@@ -335,7 +346,10 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
     }
   };
 
-  /** Run an invocation here on the backend `service` names, counted by that backend and the outcome's code. */
+  /**
+   * Run an invocation here on the backend `service` names, counted by that backend and the outcome's code; `span` (the
+   * call's server span) ends with the outcome.
+   */
   const countedHere = async <R extends Status>(service: unknown, run: (backend: Backend) => Promise<R>, failure: (e: unknown) => R, started: number, span?: TraceSpan): Promise<R> => {
     let label = "(unknown)";
     let result: R;
@@ -348,6 +362,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
       result = failure(e);
     }
     record(label, result, started, span);
+    span?.end(result.code, result.message);
     return result;
   };
   const invokeHere = (input: InvokeInput, started: number, span: TraceSpan | undefined): Promise<InvokeResult> =>
@@ -369,19 +384,13 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   const tracer = deps.tracer;
 
   /**
-   * Run a call under its server span, ended with the call's outcome. Tracing off: the fronts hand no trace context,
-   * and this check is all a call pays for tracing (no extra promise: the call's own is returned).
+   * A call's server span, which the code that has its outcome ends (countedHere, or invokeRouted for an offloaded
+   * call): no promise of its own per traced call. Tracing off: the fronts hand no trace context, and this check is
+   * all a call pays for tracing.
    */
-  const traced = <R extends Status>(trace: TraceIncoming | undefined, run: (span: TraceSpan | undefined) => Promise<R>): Promise<R> => {
-    if (trace === undefined || tracer?.on !== true) return run(undefined);
-    const span = tracer.start(trace);
-    return run(span).then((result) => {
-      span.end(result.code, result.message);
-      return result;
-    });
-  };
+  const serverSpan = (trace: TraceIncoming | undefined): TraceSpan | undefined => (trace === undefined || tracer?.on !== true ? undefined : tracer.start(trace));
 
-  /** Run here or on another thread; never throws. */
+  /** Run here or on another thread, under `span` (ended with the outcome); never throws. */
   const invokeRouted = async (input: InvokeInput, started: number, span: TraceSpan | undefined): Promise<InvokeResult> => {
     // A call already given up is answered here at once, as the op always answers it.
     if (deps.offload && inflight >= offloadMin && !input.signal?.aborted) {
@@ -391,11 +400,14 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
         // The thread runs the call under this span but cannot annotate it: name the backend here.
         if (span) span.set("gateway.service", typeof input.service === "string" ? echo(input.service) : "(unknown)");
         inflight++;
+        let result: InvokeResult;
         try {
-          return await offloaded(far, input, started);
+          result = await offloaded(far, input, started);
         } finally {
           inflight--;
         }
+        span?.end(result.code, result.message);
+        return result;
       }
     }
     inflight++;
@@ -409,11 +421,12 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
   return {
     invoke(input) {
       const started = performance.now();
-      return traced(input.trace, (span) => invokeRouted(input, started, span));
+      return invokeRouted(input, started, serverSpan(input.trace));
     },
     invokeBytes(input) {
       const started = performance.now();
-      return traced(input.trace, (span) => countedHere(input.service, (b) => invokeBytesOrThrow(input, b, span), bytesFailed, started, span));
+      const span = serverSpan(input.trace);
+      return countedHere(input.service, (b) => invokeBytesOrThrow(input, b, span), bytesFailed, started, span);
     },
     listServices: () => backends.names,
     async listMethods(service, opts = {}) {

@@ -20,6 +20,7 @@ function span(over: Partial<SpanData>): SpanData {
     endTime: 1002.25,
     attributes: undefined,
     extra: undefined,
+    code: -1,
     dropped: 0,
     events: undefined,
     links: undefined,
@@ -55,22 +56,25 @@ describe("OTLP trace encoding: protobuf and JSON say the same", () => {
       span({ attributes: { "http.request.method": "GET", ok: true, ratio: 0.25, big: 2 ** 40, negative: -7 }, extra: ["http.response.status_code", 200] }),
       span({ s0: 1, s1: 2, p0: 0xb7ad6b71, p1: 0x69203331, name: "backend", kind: OtlpKind.CLIENT, attributes: frozen, traceState: "vendor=x" }),
       // the same frozen set again: the second copy comes from the cache of encoded sets
-      span({ s0: 3, s1: 4, p0: 0xb7ad6b71, p1: 0x69203331, name: "backend again", kind: OtlpKind.CLIENT, attributes: frozen }),
+      span({ s0: 3, s1: 4, p0: 0xb7ad6b71, p1: 0x69203331, name: "backend again", kind: OtlpKind.CLIENT, attributes: frozen, extra: ["gateway.retry", true], code: 14 }),
+      // ids as the tracer keeps them: signed 32-bit words
+      span({ s0: 0xb7ad6b71 | 0, s1: -1, p0: 0x80000000 | 0, p1: 1, name: "signed words" }),
     ];
     const { proto, json } = roundTrip(spans);
     for (const got of [proto, json]) {
-      assert.equal(got.length, 3);
+      assert.equal(got.length, 4);
       assert.deepEqual(
         got.map((s) => [s.traceId, s.spanId, s.parentSpanId, s.kind, s.flags]),
         [
           ["0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "", 2, 1],
           ["0af7651916cd43dd8448eb211c80319c", "0000000100000002", "b7ad6b7169203331", 3, 1],
           ["0af7651916cd43dd8448eb211c80319c", "0000000300000004", "b7ad6b7169203331", 3, 1],
+          ["0af7651916cd43dd8448eb211c80319c", "b7ad6b71ffffffff", "8000000000000001", 2, 1],
         ],
       );
       assert.deepEqual(got[0]!.attributes, { "http.request.method": "GET", ok: true, ratio: 0.25, big: 2 ** 40, negative: -7, "http.response.status_code": 200 });
       assert.deepEqual(got[1]!.attributes, { "rpc.system": "grpc", "server.port": 50051 });
-      assert.deepEqual(got[2]!.attributes, got[1]!.attributes);
+      assert.deepEqual(got[2]!.attributes, { "rpc.system": "grpc", "server.port": 50051, "gateway.retry": true, "rpc.grpc.status_code": 14 });
       assert.equal(got[1]!.traceState, "vendor=x");
       assert.equal(got[0]!.startTimeUnixNano, nanos(1000.5));
       assert.equal(got[0]!.endTimeUnixNano, nanos(1002.25));
@@ -112,5 +116,30 @@ describe("OTLP trace encoding: protobuf and JSON say the same", () => {
     assert.equal(proto.length, 500);
     assert.deepEqual(proto.map((s) => s.name), json.map((s) => s.name));
     assert.equal(proto[499]!.attributes["i"], 499);
+  });
+
+  it("a sent batch's memory holds the next batch, which decodes whole", () => {
+    const make = protobufBatches(RESOURCE, "gateway");
+    const first = make();
+    for (let i = 0; i < 300; i++) first.add(span({ s0: i + 1, name: `first ${i}` }));
+    const firstBytes = first.request();
+    assert.equal(decodeTraceRequest(firstBytes, "application/x-protobuf").length, 300);
+    first.release();
+    const second = make();
+    for (let i = 0; i < 200; i++) second.add(span({ s0: i + 1, name: `second ${i}` }));
+    const secondBytes = second.request();
+    assert.equal(secondBytes.buffer, firstBytes.buffer, "the second batch is written where the first was");
+    const got = decodeTraceRequest(secondBytes, "application/x-protobuf");
+    assert.deepEqual(got.map((s) => s.name), Array.from({ length: 200 }, (_, i) => `second ${i}`));
+  });
+
+  it("a span of more than 2^14 bytes between short ones", () => {
+    const huge = "y".repeat(20_000);
+    const spans = [span({ name: "a" }), span({ name: "huge", attributes: { huge }, extra: ["after", 1] }), span({ name: "b" })];
+    const { proto, json } = roundTrip(spans);
+    for (const got of [proto, json]) {
+      assert.deepEqual(got.map((s) => s.name), ["a", "huge", "b"]);
+      assert.deepEqual(got[1]!.attributes, { huge, after: 1 });
+    }
   });
 });

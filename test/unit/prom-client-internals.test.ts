@@ -112,11 +112,11 @@ test("setBucketExemplar writes the bucket exemplar prom-client's histogram with 
   const s = histogramSeries(h, seriesHash(["code"], { code: "OK" }));
   assert.ok(s?.bucketExemplars, promClientProblem("Histogram's bucketExemplars"));
   const labels = { trace_id: "ab".repeat(16), span_id: "cd".repeat(8) };
-  assert.equal(setBucketExemplar(s, histogramBounds(h)!, 0.5, labels), true);
-  assert.equal(setBucketExemplar(s, histogramBounds(h)!, 7, labels), true);
-  assert.deepEqual(s.bucketExemplars["1"] && { labelSet: s.bucketExemplars["1"].labelSet, value: s.bucketExemplars["1"].value }, { labelSet: labels, value: 0.5 });
+  assert.equal(setBucketExemplar(s, histogramBounds(h)!, 0.5, labels, 1_700_000_000_250), true);
+  assert.equal(setBucketExemplar(s, histogramBounds(h)!, 7, labels, 1_700_000_000_500), true);
+  assert.deepEqual(s.bucketExemplars["1"], { labelSet: labels, value: 0.5, timestamp: 1_700_000_000.25 });
   assert.equal(s.bucketExemplars["-1"]?.value, 7, "+Inf's exemplar under -1, as prom-client keeps it");
   const plain = new Histogram({ name: "t_hp", help: "test", labelNames: ["code"], buckets: [0.1, 1], registers: [new Registry()] });
   plain.observe({ code: "OK" }, 0.5);
-  assert.equal(setBucketExemplar(histogramSeries(plain, seriesHash(["code"], { code: "OK" }))!, [0.1, 1], 0.5, labels), false);
+  assert.equal(setBucketExemplar(histogramSeries(plain, seriesHash(["code"], { code: "OK" }))!, [0.1, 1], 0.5, labels, Date.now()), false);
 });
