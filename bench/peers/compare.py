@@ -58,6 +58,7 @@ def side_env(a, side):
 SINK = r"""
 import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a collector does
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length") or 0))
         self.send_response(200); self.send_header("content-type", "application/x-protobuf"); self.send_header("content-length", "0"); self.end_headers()

@@ -20,6 +20,8 @@ from peerslib import BUILD, PEERS, run_json  # noqa: E402
 
 
 class Sink(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a collector does
+
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length") or 0))
         self.send_response(200)
