@@ -98,6 +98,9 @@ def on_signal(signum, _frame):
     sys.exit(130)
 
 
+LOCAL_PORTS_LO = 10000  # the load clients' own local ports start here and end below the ephemeral range
+
+
 def redis_commands(port):
     """Calls per command so far (`INFO commandstats`), for commands per event between two samples."""
     out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"], capture_output=True, text=True, timeout=10).stdout
@@ -254,8 +257,12 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         per = [args.subs // args.client_procs + (1 if i < args.subs % args.client_procs else 0) for i in range(args.client_procs)]
         client_env = dict(os.environ, GOMAXPROCS=str(args.client_gomaxprocs)) if args.client_gomaxprocs else None
         clients, first = [], 0
+        # Each client process binds its connections from its own slice of the ports below the ephemeral range (see
+        # portPool in clusterload/main.go); the kernel's port search stays for what the slices do not cover.
+        eph_lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+        span = (eph_lo - LOCAL_PORTS_LO) // args.client_procs
         for i, n in enumerate(per):
-            p = spawn([binary, "-mode", "sub", "-ws-addrs", ws_addrs, "-subs", str(n), "-first", str(first), "-topics",
+            p = spawn([binary, "-mode", "sub", "-ports", f"{LOCAL_PORTS_LO + i * span}-{LOCAL_PORTS_LO + (i + 1) * span - 1}", "-ws-addrs", ws_addrs, "-subs", str(n), "-first", str(first), "-topics",
                        str(args.topics), "-churn", str(args.churn), "-dial-par", str(args.dial_par), "-drain-timeout-s",
                        str(args.drain), "-loops", str(args.client_loops)] + ([] if args.resume else ["-resume=false"])
                       + (["-cpuprofile", os.path.join(args.client_cpuprofile, f"{name}-client-{i}.pprof")] if args.client_cpuprofile else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),

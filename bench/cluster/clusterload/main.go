@@ -55,6 +55,7 @@ var (
 	inflightMax = flag.Int("http-conns", 64, "pub: keep-alive connections per replica")
 	resume      = flag.Bool("resume", true, "sub: reconnect with since (false checks the checker: the gaps must show as lost)")
 	nLoops      = flag.Int("loops", 2, "sub: epoll loops (goroutines reading the sockets)")
+	portRange   = flag.String("ports", "", "sub: LO-HI, local ports this process binds its connections from (empty: the kernel picks)")
 	cpuProfile  = flag.String("cpuprofile", "", "sub: write a Go CPU profile of the run to this file")
 )
 
@@ -129,7 +130,7 @@ type sub struct {
 	accept     string
 	dialFailed bool // the last setup failed (for the reconnectors)
 	closing    bool // the server answered our Close: its FIN comes next
-	port       int  // the local port of the last connection (the next one binds it again)
+	port       int  // the local port the connection bound from the pool (0: the kernel's)
 	tries      int  // setups failed in a row
 }
 
@@ -260,34 +261,93 @@ const handshakeTimeout = 10 * time.Second
 var wsGUID = []byte("258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
 
 // start begins a connection to replica r (any goroutine); the loop finishes it. False: it failed at once.
+// portPool holds this process's own local ports (-ports), one free list per replica: a connection binds a port no
+// other connection of this process uses towards the same replica. Left to the kernel, connect() picks a port by
+// scanning the ephemeral range (even ports first) past every port already connected to that replica, and with tens of
+// thousands of sockets from one address that scan cost about 260 us of CPU per connect here: most of what a reconnect
+// cost this client, and a load-generator cost no real client (one socket per machine) pays.
+type portPool struct {
+	mu   sync.Mutex
+	free [][]int // by replica
+}
+
+var ports *portPool
+
+func newPortPool(spec string, replicas int) *portPool {
+	var lo, hi int
+	if _, err := fmt.Sscanf(spec, "%d-%d", &lo, &hi); err != nil || lo < 1024 || hi > 65535 || hi <= lo {
+		die("-ports %q: want LO-HI within 1024-65535", spec)
+	}
+	p := &portPool{free: make([][]int, replicas)}
+	for r := range p.free {
+		for port := hi; port >= lo; port-- {
+			p.free[r] = append(p.free[r], port)
+		}
+	}
+	return p
+}
+
+// take a free port towards replica r (0: none left, the kernel picks).
+func (p *portPool) take(r int) int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.free[r])
+	if n == 0 {
+		return 0
+	}
+	port := p.free[r][n-1]
+	p.free[r] = p.free[r][:n-1]
+	return port
+}
+
+func (p *portPool) give(r, port int) {
+	if p == nil || port == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.free[r] = append(p.free[r], port)
+	p.mu.Unlock()
+}
+
+// start begins a connection to replica r (any goroutine); the loop finishes it. False: it failed at once.
 func (s *sub) start(r int) bool {
 	addr, err := net.ResolveTCPAddr("tcp4", replicas[r])
 	if err != nil {
 		return false
 	}
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
 	sa := &syscall.SockaddrInet4{Port: addr.Port}
 	copy(sa.Addr[:], addr.IP.To4())
-	// Reconnect from the subscriber's own last local port. With tens of thousands of sockets from one address, the
-	// kernel's choice of a port for connect() scans the ephemeral range (even ports first) past every port already
-	// connected to the same replica: about 260 us of CPU per connect here, most of what a reconnect cost this client.
-	// A port bound here that another connection to this replica holds fails the connect at once: the kernel picks.
-	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-	if s.port != 0 && syscall.Bind(fd, &syscall.SockaddrInet4{Port: s.port, Addr: sa.Addr}) != nil {
-		s.port = 0
-	}
-	if err := syscall.Connect(fd, sa); err != nil && err != syscall.EINPROGRESS {
-		syscall.Close(fd)
-		if s.port == 0 {
+	// A port another program holds, or whose 4-tuple is still in TIME_WAIT, fails bind or connect at once: it stays
+	// out of the pool and the next one is tried.
+	fd := -1
+	port := 0
+	for try := 0; try < 4 && fd < 0; try++ {
+		if fd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0); err != nil {
 			return false
 		}
-		s.port = 0
-		return s.start(r)
+		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+		port = ports.take(r)
+		if port != 0 && syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: sa.Addr}) != nil {
+			syscall.Close(fd)
+			fd = -1
+			continue
+		}
+		if err := syscall.Connect(fd, sa); err != nil && err != syscall.EINPROGRESS {
+			syscall.Close(fd)
+			fd = -1
+			if port == 0 {
+				return false
+			}
+		}
+	}
+	if fd < 0 {
+		return false
 	}
 	s.replica = r
+	s.port = port
 	s.closing = false
 	s.state = stateConnecting
 	s.dialNs = time.Now().UnixNano()
@@ -302,6 +362,8 @@ func (s *sub) start(r int) bool {
 		syscall.Close(fd)
 		s.fd = -1
 		s.mu.Unlock()
+		ports.give(r, port)
+		s.port = 0
 		return false
 	}
 	return true
@@ -311,13 +373,7 @@ func (s *sub) start(r int) bool {
 func (s *sub) handshake(l *loop, rbuf []byte) bool {
 	if s.state == stateConnecting {
 		if e, err := syscall.GetsockoptInt(s.fd, syscall.SOL_SOCKET, syscall.SO_ERROR); err != nil || e != 0 {
-			s.port = 0
 			return false
-		}
-		if sa, err := syscall.Getsockname(s.fd); err == nil {
-			if in4, ok := sa.(*syscall.SockaddrInet4); ok {
-				s.port = in4.Port
-			}
 		}
 		req := "GET /v1/pubsub/ws HTTP/1.1\r\nHost: " + replicas[s.replica] + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
 			"Sec-WebSocket-Key: " + s.key + "\r\nSec-WebSocket-Version: 13\r\n\r\n"
@@ -455,6 +511,8 @@ func (l *loop) drop(s *sub, gone chan<- *sub) {
 	syscall.Close(s.fd)
 	s.fd = -1
 	s.mu.Unlock()
+	ports.give(s.replica, s.port)
+	s.port = 0
 	if s.state != stateLive {
 		s.state = stateLive
 		atomic.AddInt64(&setups, -1)
@@ -597,6 +655,9 @@ func runSub() {
 		all[i].key = base64.StdEncoding.EncodeToString(k[:])
 		h := sha1.Sum(append([]byte(all[i].key), wsGUID...))
 		all[i].accept = base64.StdEncoding.EncodeToString(h[:])
+	}
+	if *portRange != "" {
+		ports = newPortPool(*portRange, len(replicas))
 	}
 	loops := make([]*loop, *nLoops)
 	gone := make(chan *sub, len(all))
