@@ -342,6 +342,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         bucket = finals[0]["hist_bucket_us"]
         live = hist_merge(f["live_hist"] for f in finals)
         rep = hist_merge(f["replay_hist"] for f in finals)
+        resub = hist_merge(f.get("resubscribe_hist", []) for f in finals)
         allh = hist_merge([live, rep])
         s = lambda k: sum(f[k] for f in finals)  # noqa: E731
         delivered = s("delivered")
@@ -365,6 +366,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             "p50_ms": hist_q(allh, 0.5, bucket), "p99_ms": hist_q(allh, 0.99, bucket), "p999_ms": hist_q(allh, 0.999, bucket),
             "live_p50_ms": hist_q(live, 0.5, bucket), "live_p99_ms": hist_q(live, 0.99, bucket),
             "replay_p50_ms": hist_q(rep, 0.5, bucket), "replay_p99_ms": hist_q(rep, 0.99, bucket),
+            "resubscribe_p50_ms": hist_q(resub, 0.5, bucket), "resubscribe_p99_ms": hist_q(resub, 0.99, bucket),
             "lost": s("lost"), "duplicated": s("duplicated"), "out_of_order": s("out_of_order"),
             "reconnects": s("reconnects"), "churn_reconnects": s("churn_reconnects"), "failure_reconnects": s("failure_reconnects"),
             "dial_failures": s("dial_failures"), "abandoned": s("abandoned"), "recovered_true": s("recovered_true"),

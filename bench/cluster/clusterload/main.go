@@ -142,6 +142,7 @@ var (
 	dialFailures, replayed                        int64
 	setups                                        int64 // connection setups in flight
 	liveHist, replayHist                          = newHist(), newHist()
+	resubHist                                     = newHist() // a resubscribe's subscribe frame to its `subscribed` reply
 	frameSeq, frameT, frameID, framePos, frameRec = []byte(`"seq":`), []byte(`"t":`), []byte(`"id":"`), []byte(`"position":"`), []byte(`"recovered":`)
 	opEvent, opSubscribed, opError                = []byte(`"op":"event"`), []byte(`"op":"subscribed"`), []byte(`"op":"error"`)
 	errorsLogged                                  int64
@@ -223,7 +224,9 @@ func (s *sub) onFrame(b []byte) {
 		return
 	}
 	if bytes.Contains(b, opSubscribed) {
-		atomic.StoreInt32(&s.acked, 1)
+		if atomic.SwapInt32(&s.acked, 1) == 1 {
+			resubHist.add((time.Now().UnixNano() - atomic.LoadInt64(&s.resubNs)) / 1000)
+		}
 		if pos, ok := strAfter(b, framePos); ok && s.lastPos == "" {
 			s.lastPos = pos
 		}
@@ -855,7 +858,8 @@ func finish(all []*sub, final []int64) {
 		"abandoned": atomic.LoadInt64(&abandoned), "recovered_true": atomic.LoadInt64(&recoveredTrue),
 		"recovered_false": atomic.LoadInt64(&recoveredFalse), "frame_errors": atomic.LoadInt64(&frameErrs),
 		"drain_s": drainS, "behind_at_end": stillBehind, "live_hist": liveHist.snapshot(), "replay_hist": replayHist.snapshot(),
-		"hist_bucket_us": bucketUs})
+		"resubscribe_hist": resubHist.snapshot(),
+		"hist_bucket_us":   bucketUs})
 }
 
 // ---- publisher ----
