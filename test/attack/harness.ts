@@ -5,11 +5,12 @@
  * delay its measurements) that makes platform.Config/ListServices calls one after another over one node:http2
  * connection: first unloaded for BASELINE_MS, then while the attack runs for ATTACK_MS. `check` asserts what every
  * class must show: the gateway is up and answering, its RSS stayed under the class's stated bound, and the
- * well-behaved client's p99 under attack is within 3x its unloaded p99 (the unloaded p99 is taken as at least
- * P99_FLOOR_MS, 2 ms: on loopback it is 0.5-1 ms, and on the 2-core CI machine the attacker, the gateway and the
- * measuring client share the cores, so a class that only makes the server accept and close connections (invalid
- * preface, half-closed TCP, huge headers) moves it to 4-6 ms by CPU contention alone; the classes the server does not
- * hold move it by 30-300x).
+ * well-behaved client's p99 under attack is within 3x its unloaded p99. The unloaded p99 is taken as at least
+ * P99_FLOOR_MS, 3 ms. On loopback it is 0.5-1 ms, but on the 2-core CI machine the attacker, the gateway and the
+ * measuring client share the cores. A class that only makes the server accept and close connections (invalid
+ * preface, half-closed TCP, huge headers) therefore moves it to 4-8 ms by CPU contention alone: huge headers measured
+ * 6.4-8.1 ms on a quiet machine, with the same code that had measured 4-6 ms on other days, and with a p50 of 0.2-0.5
+ * ms. The classes the server does not hold move it by 30-300x. The bound (9 ms) sits between the two.
  */
 import assert from "node:assert/strict";
 import { Worker } from "node:worker_threads";
@@ -19,7 +20,7 @@ import { rssOf } from "../fuzz/target.js";
 
 export const BASELINE_MS = 2000;
 export const ATTACK_MS = 5000;
-export const P99_FLOOR_MS = 2;
+export const P99_FLOOR_MS = 3;
 export const MIB = 1 << 20;
 
 /** Latency figures of the well-behaved client, ms. */
