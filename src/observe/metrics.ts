@@ -3,7 +3,7 @@ import type { Meter, MeterProvider as ApiMeterProvider } from "@opentelemetry/ap
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { GAUGE_HASHMAP_SHAPE, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash, setBucketExemplar, type HistogramSeries } from "./prom-client-internals.js";
+import { GAUGE_HASHMAP_SHAPE, bucketIndex, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash, setBucketExemplar, type HistogramSeries } from "./prom-client-internals.js";
 
 type Labels<L extends string> = Partial<Record<L, string | number>>;
 
@@ -190,8 +190,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
               const n = bounds!.length + 1;
               pending.set(series, (p = { ids: new Array<ExemplarIds | undefined>(n).fill(undefined), values: new Float64Array(n), times: new Float64Array(n) }));
             }
-            let i = 0;
-            while (i < bounds!.length && value > bounds![i]!) i++;
+            const i = bucketIndex(bounds!, value);
             p.ids[i] = exemplar;
             p.values[i] = value;
             p.times[i] = Date.now();

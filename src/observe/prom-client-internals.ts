@@ -114,6 +114,13 @@ export function histogramBounds(histogram: Histogram): readonly number[] | undef
   return Array.isArray(b) && b.every((x) => typeof x === "number") ? (b as number[]) : undefined;
 }
 
+/** The index of the first bucket whose upper bound is >= `value` (`upperBounds.length`: the +Inf bucket). */
+export function bucketIndex(upperBounds: readonly number[], value: number): number {
+  let i = 0;
+  while (i < upperBounds.length && value > upperBounds[i]!) i++;
+  return i;
+}
+
 /**
  * Record `value` (finite) in `series` as prom-client's histogram `observe` does: sum, count, the first bucket >= it.
  * `keys`: the bounds as the bucket keys, `upperBounds.map(String)`, made once by the caller (converting a bound to its
@@ -122,13 +129,10 @@ export function histogramBounds(histogram: Histogram): readonly number[] | undef
 export function observeSeries(series: HistogramSeries, upperBounds: readonly number[], keys: readonly string[], value: number): void {
   series.sum += value;
   series.count += 1;
-  for (let i = 0; i < upperBounds.length; i++) {
-    if (value <= upperBounds[i]!) {
-      const key = keys[i]!;
-      if (Object.prototype.hasOwnProperty.call(series.bucketValues, key)) series.bucketValues[key]! += 1;
-      return;
-    }
-  }
+  const i = bucketIndex(upperBounds, value);
+  if (i === upperBounds.length) return;
+  const key = keys[i]!;
+  if (Object.prototype.hasOwnProperty.call(series.bucketValues, key)) series.bucketValues[key]! += 1;
 }
 
 /**
@@ -140,13 +144,7 @@ export function observeSeries(series: HistogramSeries, upperBounds: readonly num
 export function setBucketExemplar(series: HistogramSeries, upperBounds: readonly number[], value: number, labelSet: Record<string, string>, timestampMs: number): boolean {
   const exemplars = series.bucketExemplars;
   if (typeof exemplars !== "object" || exemplars === null) return false;
-  let bound = -1;
-  for (let i = 0; i < upperBounds.length; i++) {
-    if (value <= upperBounds[i]!) {
-      bound = upperBounds[i]!;
-      break;
-    }
-  }
-  exemplars[bound] = { labelSet, value, timestamp: timestampMs / 1000 };
+  const i = bucketIndex(upperBounds, value);
+  exemplars[i < upperBounds.length ? upperBounds[i]! : -1] = { labelSet, value, timestamp: timestampMs / 1000 };
   return true;
 }
