@@ -264,7 +264,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         for i, n in enumerate(per):
             p = spawn([binary, "-mode", "sub", "-ports", f"{LOCAL_PORTS_LO + i * span}-{LOCAL_PORTS_LO + (i + 1) * span - 1}", "-ws-addrs", ws_addrs, "-subs", str(n), "-first", str(first), "-topics",
                        str(args.topics), "-churn", str(args.churn), "-dial-par", str(args.dial_par), "-drain-timeout-s",
-                       str(args.drain), "-loops", str(args.client_loops)] + ([] if args.resume else ["-resume=false"])
+                       str(args.drain), "-loops", str(args.client_loops), "-poll", args.client_poll] + ([] if args.resume else ["-resume=false"])
                       + (["-cpuprofile", os.path.join(args.client_cpuprofile, f"{name}-client-{i}.pprof")] if args.client_cpuprofile else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),
                       text=True, env=client_env)
             clients.append(Lines(p, f"sub{i}", raw))
@@ -308,22 +308,41 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             c.proc.stdin.write("start\n")
             c.proc.stdin.flush()
         pub = spawn([binary, "-mode", "pub", "-http-addrs", pub_addrs, "-topics", str(args.topics), "-rate", str(args.rate),
-                     "-duration-s", str(args.duration), "-size", str(args.size), "-out", final_path],
+                     "-duration-s", str(args.warmup + args.duration), "-size", str(args.size), "-out", final_path],
                     stdout=subprocess.PIPE, stderr=open(os.path.join(work, "pub.log"), "w"), text=True)
         pids["clients"].append(pub.pid)
         publ = Lines(pub, "pub", raw)
         t_pub = time.time()
+        # The warm-up: publishing and churn at full rate while the replicas' code is compiled and their heaps grow;
+        # then the clients start their latency histograms afresh and the CPU and Redis counters are read again. The
+        # sequence checks (lost, duplicated, out of order) cover the whole run.
+        delivered_w = 0
+        if args.warmup > 0:
+            time.sleep(args.warmup)
+            for c in clients:
+                c.proc.stdin.write("measure\n")
+                c.proc.stdin.flush()
+            for i, c in enumerate(clients):
+                m = c.wait_for(lambda o: o.get("type") == "measuring", 30)
+                if m is None:
+                    raise RuntimeError(f"client {i} did not start measuring")
+                delivered_w += m["delivered"]
+            sample()
+            cpu0 = dict(last_cpu)
+            cmds0 = redis_commands(rport) if redis_p else {}
+        t_measure = time.time()
         killed_at = None
         if kill:
             time.sleep(args.duration / 2)
             gws[victim][0].send_signal(signal.SIGKILL)
             killed_at = time.time() - t_pub
             log(f"{name}: SIGKILL replica {victim} (pid {gw_pids[victim]}) at {killed_at:.1f} s")
-        pf = publ.wait_for(lambda o: o.get("type") == "final", args.duration + 60)
+        pf = publ.wait_for(lambda o: o.get("type") == "final", args.warmup + args.duration + 60)
         if pf is None:
             raise RuntimeError("publisher gave no final result")
         sample()
         cpu1 = dict(last_cpu)
+        measured_s = time.time() - t_measure
         cmds1 = redis_commands(rport) if redis_p else {}
         log(f"{name}: published {pf['published']} events ({pf['failures']} failed) in {pf['elapsed_s']:.1f} s")
         for c in clients:
@@ -344,26 +363,30 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         rep = hist_merge(f["replay_hist"] for f in finals)
         resub = hist_merge(f.get("resubscribe_hist", []) for f in finals)
         allh = hist_merge([live, rep])
+        whole = hist_merge([allh] + [f.get("warmup_live_hist", []) for f in finals] + [f.get("warmup_replay_hist", []) for f in finals])
         s = lambda k: sum(f[k] for f in finals)  # noqa: E731
         delivered = s("delivered")
+        measured = delivered - delivered_w  # deliveries after the warm-up (with the drain's, which the CPU window lacks)
 
         def dcpu(group, a, b):
             return sum(b.get(pid, 0) - a.get(pid, 0) for pid in pids[group])
 
         published = pf["published"]
+        published_m = published * measured_s / max(pf["elapsed_s"], 1e-9)  # the measured window's share (a fixed rate)
         summary = {
             "tag": tag, "run": name, "runtime": args.runtime, "replicas": args.replicas, "threads": args.threads,
-            "client_loops": args.client_loops, "client_gomaxprocs": args.client_gomaxprocs,
+            "client_loops": args.client_loops, "client_poll": args.client_poll, "client_gomaxprocs": args.client_gomaxprocs,
             "subs": args.subs, "client_procs": args.client_procs, "topics": args.topics, "rate_events_s": args.rate,
-            "duration_s": args.duration, "churn_per_s": args.churn, "payload_pad_bytes": args.size,
+            "duration_s": args.duration, "warmup_s": args.warmup, "churn_per_s": args.churn, "payload_pad_bytes": args.size,
             "killed_replica_at_s": killed_at, "setup_s": round(setup_s, 1),
             "published": published, "publish_failures": pf["failures"], "publish_retries": pf["retries"],
             "publish_elapsed_s": pf["elapsed_s"], "publish_ack_p50_ms": hist_q(pf["ack_hist"], 0.5, bucket),
             "publish_ack_p99_ms": hist_q(pf["ack_hist"], 0.99, bucket),
             "expected": s("expected"), "delivered": delivered, "replayed": s("replayed"),
-            "deliveries_per_s": delivered / pf["elapsed_s"],
+            "deliveries_per_s": measured / measured_s,
             "offered_deliveries_per_s": args.rate * args.subs / args.topics,
             "p50_ms": hist_q(allh, 0.5, bucket), "p99_ms": hist_q(allh, 0.99, bucket), "p999_ms": hist_q(allh, 0.999, bucket),
+            "with_warmup_p50_ms": hist_q(whole, 0.5, bucket), "with_warmup_p99_ms": hist_q(whole, 0.99, bucket),
             "live_p50_ms": hist_q(live, 0.5, bucket), "live_p99_ms": hist_q(live, 0.99, bucket),
             "replay_p50_ms": hist_q(rep, 0.5, bucket), "replay_p99_ms": hist_q(rep, 0.99, bucket),
             "resubscribe_p50_ms": hist_q(resub, 0.5, bucket), "resubscribe_p99_ms": hist_q(resub, 0.99, bucket),
@@ -377,11 +400,11 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             "rss_bytes_per_sub": sum((rss1[p] or 0) - (rss0[p] or 0) for p in gw_pids) / args.subs,
             "gateway_cpu_s": dcpu("gateways", cpu0, cpu1), "redis_cpu_s": dcpu("redis", cpu0, cpu1),
             "client_cpu_s": dcpu("clients", cpu0, cpu1),
-            "gateway_cpu_us_per_delivery": dcpu("gateways", cpu0, cpu1) * 1e6 / max(delivered, 1),
-            "redis_cpu_us_per_event": dcpu("redis", cpu0, cpu1) * 1e6 / max(published, 1) if redis_p else None,
-            "client_cpu_us_per_delivery": dcpu("clients", cpu0, cpu1) * 1e6 / max(delivered, 1),
-            "box_cpu_cores": (dcpu("gateways", cpu0, cpu1) + dcpu("redis", cpu0, cpu1) + dcpu("clients", cpu0, cpu1)) / pf["elapsed_s"],
-            "redis_commands_per_event": {k: round((v - cmds0.get(k, 0)) / max(published, 1), 2)
+            "gateway_cpu_us_per_delivery": dcpu("gateways", cpu0, cpu1) * 1e6 / max(measured, 1),
+            "redis_cpu_us_per_event": dcpu("redis", cpu0, cpu1) * 1e6 / max(published_m, 1) if redis_p else None,
+            "client_cpu_us_per_delivery": dcpu("clients", cpu0, cpu1) * 1e6 / max(measured, 1),
+            "box_cpu_cores": (dcpu("gateways", cpu0, cpu1) + dcpu("redis", cpu0, cpu1) + dcpu("clients", cpu0, cpu1)) / measured_s,
+            "redis_commands_per_event": {k: round((v - cmds0.get(k, 0)) / max(published_m, 1), 2)
                                          for k, v in sorted(cmds1.items()) if v > cmds0.get(k, 0)},
             "loadavg_start": load0, "loadavg_end": open("/proc/loadavg").read().strip(),
         }
@@ -425,7 +448,9 @@ def main():
     ap.add_argument("--client-procs", type=int, default=4)
     ap.add_argument("--topics", type=int, default=200)
     ap.add_argument("--rate", type=float, default=350, help="published events/s over all topics")
-    ap.add_argument("--duration", type=float, default=60, help="publishing seconds")
+    ap.add_argument("--duration", type=float, default=60, help="publishing seconds measured, after the warm-up")
+    ap.add_argument("--warmup", type=float, default=10, help="publishing (and churn) seconds before the measured ones: "
+                    "latency and CPU figures leave them out, the exactness checks do not (0: measure from the first event)")
     ap.add_argument("--churn", type=float, default=0.01, help="share of subscribers reconnecting per second")
     ap.add_argument("--size", type=int, default=128, help="padding bytes in each event's data")
     # One loop and GOMAXPROCS 1 per client process: with four client processes beside four replicas on two cores, Go's
@@ -434,6 +459,8 @@ def main():
     ap.add_argument("--client-loops", type=int, default=1, help="epoll loops per client process")
     ap.add_argument("--client-cpuprofile", default="", help="a directory: each client process writes a Go CPU profile of its "
                     "measured part there (go tool pprof -top)")
+    ap.add_argument("--client-poll", default="1ms", help="how often a client loop looks for ready sockets, sleeping in between "
+                    "(a Go duration; 0: block in epoll_wait). Adds up to that much to each measured latency")
     ap.add_argument("--client-gomaxprocs", type=int, default=1, help="GOMAXPROCS of the client processes (0: Go's default)")
     ap.add_argument("--dial-par", type=int, default=32, help="parallel connection setups per client process")
     ap.add_argument("--drain", type=float, default=30, help="bound on the wait for the last events after publishing")

@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 var (
@@ -57,6 +58,7 @@ var (
 	nLoops      = flag.Int("loops", 2, "sub: epoll loops (goroutines reading the sockets)")
 	portRange   = flag.String("ports", "", "sub: LO-HI, local ports this process binds its connections from (empty: the kernel picks)")
 	cpuProfile  = flag.String("cpuprofile", "", "sub: write a Go CPU profile of the run to this file")
+	pollEvery   = flag.Duration("poll", time.Millisecond, "sub: look for ready sockets this often, sleeping in between (0: block in epoll_wait, woken by every first arrival)")
 )
 
 func die(format string, a ...interface{}) {
@@ -95,6 +97,15 @@ func (h *hist) add(us int64) {
 	atomic.AddInt64(&h.b[i], 1)
 }
 
+// take moves h's counts into a new histogram and leaves h empty (the warm-up's share, at `measure`).
+func (h *hist) take() *hist {
+	w := newHist()
+	for i := range h.b {
+		w.b[i] = atomic.SwapInt64(&h.b[i], 0)
+	}
+	return w
+}
+
 // snapshot returns the non-empty buckets as [bucket_index, count] pairs (compact; the runner merges processes).
 func (h *hist) snapshot() [][2]int64 {
 	var s [][2]int64
@@ -119,7 +130,7 @@ type sub struct {
 	churning int32      // set by the churn goroutine before it shuts the socket down
 	live     int32      // 1 while subscribed
 	lastSeq  int64      // highest sequence number seen (atomic: the drain check reads it)
-	lastPos  string
+	lastPos  []byte // the last event's id (the resume position), reused: no allocation per event
 	missing  map[int64]struct{}
 	resubNs  int64 // wall clock of the last resubscribe: events published before it are replays
 	acked    int32 // 1 once the first `subscribed` reply came
@@ -143,53 +154,64 @@ var (
 	setups                                        int64 // connection setups in flight
 	liveHist, replayHist                          = newHist(), newHist()
 	resubHist                                     = newHist() // a resubscribe's subscribe frame to its `subscribed` reply
+	warmLive, warmReplay                          = newHist(), newHist() // latencies before `measure` (the warm-up)
+	secondHist                                    = make([]int64, 10001) // this second's deliveries by latency in ms (ticks report its p99 and max, then clear it)
 	frameSeq, frameT, frameID, framePos, frameRec = []byte(`"seq":`), []byte(`"t":`), []byte(`"id":"`), []byte(`"position":"`), []byte(`"recovered":`)
-	opEvent, opSubscribed, opError                = []byte(`"op":"event"`), []byte(`"op":"subscribed"`), []byte(`"op":"error"`)
+	opEvent, opSubscribed, opError                = []byte(`{"op":"event"`), []byte(`"op":"subscribed"`), []byte(`"op":"error"`)
 	errorsLogged                                  int64
 	stopping                                      int32
 	loopsDone                                     sync.WaitGroup
 )
 
+// intAfter reads the decimal integer after the first key in b (no allocation: this runs once per delivery).
 func intAfter(b, key []byte) (int64, bool) {
 	i := bytes.Index(b, key)
 	if i < 0 {
 		return 0, false
 	}
-	j := i + len(key)
-	k := j
-	for k < len(b) && b[k] >= '0' && b[k] <= '9' {
-		k++
+	var v int64
+	k := i + len(key)
+	j := k
+	for ; j < len(b) && b[j] >= '0' && b[j] <= '9' && j-k < 19; j++ {
+		v = v*10 + int64(b[j]-'0')
 	}
-	v, err := strconv.ParseInt(string(b[j:k]), 10, 64)
-	return v, err == nil
+	return v, j > k
 }
 
-func strAfter(b, key []byte) (string, bool) {
+// bytesAfter returns the JSON string's bytes after the first key (which ends with the opening quote) in b.
+func bytesAfter(b, key []byte) ([]byte, bool) {
 	i := bytes.Index(b, key)
 	if i < 0 {
-		return "", false
+		return nil, false
 	}
 	j := i + len(key)
 	k := bytes.IndexByte(b[j:], '"')
 	if k < 0 {
-		return "", false
+		return nil, false
 	}
-	return string(b[j : j+k]), true
+	return b[j : j+k], true
 }
 
 // onFrame handles one frame of subscriber s (called only from the loop that holds s's socket).
 func (s *sub) onFrame(b []byte) {
-	if bytes.Contains(b, opEvent) {
+	if bytes.HasPrefix(b, opEvent) { // the gateway writes op first: {"op":"event","topic":..,"id":..,"cloudevent":..}
 		now := time.Now().UnixNano()
+		pos, ok3 := bytesAfter(b, frameID) // the frame's own id precedes the cloudevent's
 		seq, ok1 := intAfter(b, frameSeq)
 		t, ok2 := intAfter(b, frameT)
-		pos, ok3 := strAfter(b, frameID) // the frame's own id precedes the cloudevent's
 		if !ok1 || !ok2 || !ok3 {
 			atomic.AddInt64(&frameErrs, 1)
 			return
 		}
 		atomic.AddInt64(&delivered, 1)
-		s.lastPos = pos
+		s.lastPos = append(s.lastPos[:0], pos...)
+		ms := (now - t) / 1e6
+		if ms < 0 {
+			ms = 0
+		} else if ms >= int64(len(secondHist)) {
+			ms = int64(len(secondHist)) - 1
+		}
+		atomic.AddInt64(&secondHist[ms], 1)
 		if t < atomic.LoadInt64(&s.resubNs) {
 			atomic.AddInt64(&replayed, 1)
 			replayHist.add((now - t) / 1000)
@@ -227,8 +249,8 @@ func (s *sub) onFrame(b []byte) {
 		if atomic.SwapInt32(&s.acked, 1) == 1 {
 			resubHist.add((time.Now().UnixNano() - atomic.LoadInt64(&s.resubNs)) / 1000)
 		}
-		if pos, ok := strAfter(b, framePos); ok && s.lastPos == "" {
-			s.lastPos = pos
+		if pos, ok := bytesAfter(b, framePos); ok && len(s.lastPos) == 0 {
+			s.lastPos = append(s.lastPos[:0], pos...)
 		}
 		if i := bytes.Index(b, frameRec); i >= 0 {
 			if bytes.HasPrefix(b[i+len(frameRec):], []byte("true")) {
@@ -260,6 +282,8 @@ const (
 )
 
 const handshakeTimeout = 10 * time.Second
+
+const epollET = 1 << 31 // syscall.EPOLLET is a negative int constant
 
 var wsGUID = []byte("258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
 
@@ -384,7 +408,7 @@ func (s *sub) handshake(l *loop, rbuf []byte) bool {
 			return false
 		}
 		s.state = stateUpgrading
-		return syscall.EpollCtl(l.efd, syscall.EPOLL_CTL_MOD, s.fd, &syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(s.fd)}) == nil
+		return syscall.EpollCtl(l.efd, syscall.EPOLL_CTL_MOD, s.fd, &syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET, Fd: int32(s.fd)}) == nil
 	}
 	k, err := syscall.Read(s.fd, rbuf)
 	if err == syscall.EAGAIN {
@@ -408,8 +432,8 @@ func (s *sub) handshake(l *loop, rbuf []byte) bool {
 	rest := append([]byte(nil), s.buf[end+4:]...)
 	s.buf = s.buf[:0]
 	msg := `{"op":"subscribe","topics":["` + topicName(s.topic) + `"]`
-	if s.lastPos != "" && *resume {
-		msg += `,"since":"` + s.lastPos + `"`
+	if len(s.lastPos) > 0 && *resume {
+		msg += `,"since":"` + string(s.lastPos) + `"`
 	}
 	msg += "}"
 	f := make([]byte, 0, 8+len(msg))
@@ -527,13 +551,34 @@ func (l *loop) drop(s *sub, gone chan<- *sub) {
 	}
 }
 
+// epollNow asks for the sockets ready now, without blocking and without the Go scheduler's syscall hand-off.
+func epollNow(efd int, events []syscall.EpollEvent) (int, error) {
+	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(efd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// run reads the loop's sockets. With -poll (the default, 1 ms) it looks for ready sockets that often and sleeps in
+// between, instead of blocking in epoll_wait: a blocked waiter is woken by the first frame that arrives, and at
+// 100,000 deliveries a second those wake-ups (the gateway's send pays for waking the reader, this process pays for the
+// scheduler's hand-off around a blocking syscall) cost more CPU than reading. The price is up to one interval (plus
+// the timer's slack) added to each measured latency. Sockets are edge-triggered: each is read until a short read, once
+// per arrival, not polled again by the next epoll_wait as a level-triggered socket is.
 func (l *loop) run(gone chan<- *sub, done *sync.WaitGroup) {
 	defer done.Done()
-	events := make([]syscall.EpollEvent, 256)
+	events := make([]syscall.EpollEvent, 1024)
 	rbuf := make([]byte, 64<<10)
 	lastSweep := time.Now()
 	for atomic.LoadInt32(&stopping) == 0 {
-		n, err := syscall.EpollWait(l.efd, events, 100)
+		var n int
+		var err error
+		if *pollEvery > 0 {
+			n, err = epollNow(l.efd, events)
+		} else {
+			n, err = syscall.EpollWait(l.efd, events, 100)
+		}
 		if err != nil && err != syscall.EINTR {
 			die("epoll_wait: %v", err)
 		}
@@ -545,23 +590,19 @@ func (l *loop) run(gone chan<- *sub, done *sync.WaitGroup) {
 			if s == nil {
 				continue
 			}
+			var ok bool
 			if s.state != stateLive {
-				if !s.handshake(l, rbuf) {
-					l.drop(s, gone)
-				}
-				continue
+				ok = s.handshake(l, rbuf)
+			} else {
+				ok = s.readAll(rbuf)
 			}
-			k, err := syscall.Read(fd, rbuf)
-			if err == syscall.EAGAIN {
-				continue
-			}
-			if k <= 0 || err != nil {
-				l.drop(s, gone)
-				continue
-			}
-			if !s.frames(rbuf[:k]) {
+			// the end comes after whatever data came before it; edge-triggered, no later event would report it
+			if !ok || events[i].Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 				l.drop(s, gone)
 			}
+		}
+		if *pollEvery > 0 && n < len(events) {
+			time.Sleep(*pollEvery)
 		}
 		// Setups past the handshake bound fail (a replica that accepted the connection but never answers); a close the
 		// server answered but never ended is dropped.
@@ -578,6 +619,23 @@ func (l *loop) run(gone chan<- *sub, done *sync.WaitGroup) {
 			for _, s := range late {
 				l.drop(s, gone)
 			}
+		}
+	}
+}
+
+// readAll reads s's socket until a short read (edge-triggered: the next arrival brings the next event); false when the
+// socket is to be dropped.
+func (s *sub) readAll(rbuf []byte) bool {
+	for {
+		k, err := syscall.Read(s.fd, rbuf)
+		if err == syscall.EAGAIN {
+			return true
+		}
+		if k <= 0 || err != nil || !s.frames(rbuf[:k]) {
+			return false
+		}
+		if k < len(rbuf) {
+			return true
 		}
 	}
 }
@@ -718,6 +776,11 @@ func runSub() {
 				pprof.StartCPUProfile(f)
 				defer pprof.StopCPUProfile()
 			}
+		case "measure":
+			// the warm-up ends: latencies from here on are the measured ones (the sequence checks run throughout)
+			warmLive, warmReplay = liveHist.take(), replayHist.take()
+			resubHist.take()
+			emit(map[string]interface{}{"type": "measuring", "delivered": atomic.LoadInt64(&delivered)})
 		case "stop":
 			atomic.StoreInt32(&churnOn, 0)
 			final := readFinal(f[1])
@@ -766,7 +829,25 @@ func tickLoop(all []*sub, stop chan struct{}) {
 		for _, s := range all {
 			live += int64(atomic.LoadInt32(&s.live))
 		}
+		// this second's latency p99 and max (1 ms buckets), to see when in a run the tail happens
+		var n, seen, p99, max int64
+		counts := make([]int64, len(secondHist))
+		for i := range secondHist {
+			counts[i] = atomic.SwapInt64(&secondHist[i], 0)
+			n += counts[i]
+		}
+		for i, c := range counts {
+			if c == 0 {
+				continue
+			}
+			seen += c
+			if p99 == 0 && seen*100 >= n*99 {
+				p99 = int64(i) + 1
+			}
+			max = int64(i) + 1
+		}
 		emit(map[string]interface{}{"type": "tick", "t": time.Now().UnixNano() / 1e6, "delivered": d, "delivered_1s": d - prev,
+			"p99_1s_ms": p99, "max_1s_ms": max,
 			"live": live, "reconnects": atomic.LoadInt64(&reconnects), "fail_reconnects": atomic.LoadInt64(&failReconnects),
 			"dups": atomic.LoadInt64(&dups), "ooo": atomic.LoadInt64(&ooo), "recovered_false": atomic.LoadInt64(&recoveredFalse)})
 		prev = d
@@ -858,7 +939,7 @@ func finish(all []*sub, final []int64) {
 		"abandoned": atomic.LoadInt64(&abandoned), "recovered_true": atomic.LoadInt64(&recoveredTrue),
 		"recovered_false": atomic.LoadInt64(&recoveredFalse), "frame_errors": atomic.LoadInt64(&frameErrs),
 		"drain_s": drainS, "behind_at_end": stillBehind, "live_hist": liveHist.snapshot(), "replay_hist": replayHist.snapshot(),
-		"resubscribe_hist": resubHist.snapshot(),
+		"resubscribe_hist": resubHist.snapshot(), "warmup_live_hist": warmLive.snapshot(), "warmup_replay_hist": warmReplay.snapshot(),
 		"hist_bucket_us":   bucketUs})
 }
 
