@@ -11,6 +11,10 @@ Usage (from the repository root, after `npm run build`):
     python3 bench/cluster/run.py --runtime embedded --replicas 1 --subs 2000 --client-procs 2 --topics 20 --rate 100 \\
         --duration 15 --runs normal
 
+Each run publishes and churns for --warmup seconds (default 10) before it measures: the latency histograms, CPU and
+Redis counters start at the end of the warm-up (the whole-run p99 is kept as with_warmup_p99_ms), and the exactness
+checks (lost, duplicated, out of order) cover the whole run. Client ticks report each second's p99 and maximum.
+
 Writes raw JSON lines (every process's ticks and finals, the runner's samples) to
 bench/results/cluster/<tag>-<run>.jsonl, one summary object per run to bench/results/cluster/runs.jsonl, and a markdown
 table to bench/results/cluster/summary-<tag>.md. Every child is a process of this runner, stopped by its pid at the end,
@@ -133,6 +137,22 @@ def build_client(work):
     return binary
 
 
+class RawLog:
+    """The run's raw JSON lines, written whole by several threads (the children's readers, the CPU sampler)."""
+
+    def __init__(self, path):
+        self.f = open(path, "w")
+        self.lock = threading.Lock()
+
+    def write(self, line):
+        with self.lock:
+            self.f.write(line)
+
+    def close(self):
+        with self.lock:
+            self.f.close()
+
+
 class Lines:
     """Reads a child's stdout on a thread: every line goes to the raw log (tagged) and JSON objects to a list."""
 
@@ -229,7 +249,7 @@ def wait_for_quiet(args):
 def one_run(args, name, kill, binary, work, out_dir, tag):
     load0 = wait_for_quiet(args)
     log(f"{name}: load average {load0:.2f} at start")
-    raw = open(os.path.join(out_dir, f"{tag}-{name}.jsonl"), "w")
+    raw = RawLog(os.path.join(out_dir, f"{tag}-{name}.jsonl"))
     redis_p = None
     redis_url = None
     try:
