@@ -191,15 +191,21 @@ export interface HeaderSink {
 
 /** The entry overhead of RFC 7541 4.1. */
 const ENTRY_OVERHEAD = 32;
+/** A decoder's first ring size (see HpackDecoder). */
+const INITIAL_ENTRIES = 8;
 
 /**
  * One connection's HPACK decoder: its dynamic table lives as long as the connection, and every header block the peer
  * sends must go through it in order (also blocks of streams the client has given up on), or the table falls out of step.
  */
 export class HpackDecoder {
-  // The dynamic table as a ring, newest at `head - 1`: at most maxTableSize / 32 entries.
-  private readonly names: string[];
-  private readonly values: string[];
+  // The dynamic table as a ring, newest at `head - 1`: at most maxTableSize / 32 entries (`maxEntries`). The ring
+  // starts small and doubles as entries arrive: a client's table holds a handful of entries (its first request's
+  // headers), and a connection that preallocated the bound (two arrays of 128 slots) paid about 2 KB for room it
+  // never used, with tens of thousands of idle subscriber connections.
+  private names: string[];
+  private values: string[];
+  private readonly maxEntries: number;
   private head = 0;
   private count = 0;
   private size = 0;
@@ -217,7 +223,8 @@ export class HpackDecoder {
     private readonly maxListSize = 256 * 1024,
   ) {
     this.tableLimit = maxTableSize;
-    const cap = Math.max(1, Math.floor(maxTableSize / ENTRY_OVERHEAD));
+    this.maxEntries = Math.max(1, Math.floor(maxTableSize / ENTRY_OVERHEAD));
+    const cap = Math.min(INITIAL_ENTRIES, this.maxEntries);
     this.names = new Array<string>(cap).fill("");
     this.values = new Array<string>(cap).fill("");
   }
@@ -320,12 +327,31 @@ export class HpackDecoder {
       return;
     }
     this.evict(size);
+    if (this.count === this.names.length) this.grow();
     const cap = this.names.length;
     this.names[this.head] = name;
     this.values[this.head] = value;
     this.head = (this.head + 1) % cap;
     this.count++;
     this.size += size;
+  }
+
+  /**
+   * Double the ring (up to maxEntries, which the size bound keeps `count` within), oldest entry first at slot 0. Only
+   * called when the ring is full, so its entries run from `head` around to `head - 1`.
+   */
+  private grow(): void {
+    const cap = this.names.length;
+    const next = Math.min(cap * 2, this.maxEntries);
+    const names = new Array<string>(next).fill("");
+    const values = new Array<string>(next).fill("");
+    for (let i = 0; i < cap; i++) {
+      names[i] = this.names[(this.head + i) % cap]!;
+      values[i] = this.values[(this.head + i) % cap]!;
+    }
+    this.names = names;
+    this.values = values;
+    this.head = cap % next;
   }
 
   /** Evict the oldest entries until `room` more octets fit. */

@@ -156,6 +156,27 @@ describe("HPACK (RFC 7541)", () => {
     assert.deepEqual(decode(d, last.subarray(0, end)), [added[n - 1]]);
   });
 
+  it("grows a ring that has wrapped: large entries evicting at a small size, then many small ones", () => {
+    const d = new HpackDecoder(4096);
+    const added: [string, string][] = [];
+    const size = (f: [string, string]): number => f[0].length + f[1].length + 32;
+    // 600-octet values: about 6 fit, so the first ring wraps while evicting; then 40-octet entries make it grow.
+    const values = [...Array.from({ length: 20 }, (_, i) => `L${i}`.padEnd(600, "x")), ...Array.from({ length: 200 }, (_, i) => `s${i}`)];
+    for (const [i, v] of values.entries()) {
+      const field: [string, string] = [`k${i % 5}`, v];
+      const out = Buffer.alloc(700);
+      const n = literalField(out, 0, 0, field[0], field[1]);
+      out[0] = 0x40; // with incremental indexing
+      decode(d, out.subarray(0, n));
+      added.unshift(field);
+      let kept = 0;
+      let octets = 0;
+      while (kept < added.length && octets + size(added[kept]!) <= 4096) octets += size(added[kept++]!);
+      assert.equal(d.tableSize, octets, `after entry ${i}`);
+      assert.deepEqual(d.entries(), added.slice(0, kept), `after entry ${i}`);
+    }
+  });
+
   it("literalField writes a literal without indexing that the decoder reads back", () => {
     const out = Buffer.alloc(512);
     let p = literalField(out, 0, 4, "", "/pkg.Svc/Method");
