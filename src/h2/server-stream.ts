@@ -1,5 +1,8 @@
 import type { H2ServerSession, H2ServerStream, H2StreamHandler, HeaderList } from "./types.js";
 
+/** What a stream holds once its headers were taken. */
+const NO_HEADERS: HeaderList = Object.freeze([]) as unknown as HeaderList;
+
 /** The handler of a stream until onStream returns one (and of streams refused before they got one). */
 export const NO_HANDLER: H2StreamHandler = {
   data(): void {},
@@ -68,12 +71,22 @@ export class ServerStream implements H2ServerStream {
   constructor(
     readonly session: StreamOwner,
     readonly id: number,
-    readonly headers: HeaderList,
+    private headerList: HeaderList,
     sendWindow: number,
     recvWindow: number,
   ) {
     this.sendWindow = sendWindow;
     this.recvWindow = recvWindow;
+  }
+
+  get headers(): HeaderList {
+    return this.headerList;
+  }
+
+  takeHeaders(): HeaderList {
+    const list = this.headerList;
+    this.headerList = NO_HEADERS;
+    return list;
   }
 
   respond(headers: HeaderList, endStream: boolean): void {

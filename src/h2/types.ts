@@ -45,8 +45,13 @@ export interface H2ServerStream {
   /** The HTTP/2 stream id (odd). */
   readonly id: number;
   readonly session: H2ServerSession;
-  /** The request's header list, decoded, in order (pseudo-headers `:method`, `:path`, ... included). */
+  /** The request's header list, decoded, in order (pseudo-headers `:method`, `:path`, ... included); empty once taken. */
   readonly headers: HeaderList;
+  /**
+   * Hand the header list over and forget it: a long-lived stream (an idle subscriber) need not hold its request's
+   * headers, which are a few hundred bytes of small arrays per stream.
+   */
+  takeHeaders(): HeaderList;
   /**
    * Send the response HEADERS (`:status` first). With `endStream` the response is complete (a gRPC "trailers-only"
    * reply) and the stream closes once the frame is written. Once per stream.

@@ -158,7 +158,10 @@ export class Cancellation implements CancelSignal {
 
   addEventListener(_type: "abort", listener: AbortListener): void {
     if (this.aborted || this.listeners.includes(listener)) return;
-    this.listeners.push(listener);
+    // Most have one listener for as long as they live (an idle subscriber's call): an exact-size array for it, where
+    // a push onto an empty one grows it to 17 slots.
+    if (this.listeners.length === 0) this.listeners = [listener];
+    else this.listeners.push(listener);
   }
 
   removeEventListener(_type: "abort", listener: AbortListener): void {

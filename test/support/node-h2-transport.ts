@@ -59,6 +59,7 @@ export function createNodeH2Transport(options: H2ServerOptions): H2Server {
       id: st.id ?? 0,
       session,
       headers,
+      takeHeaders: () => headers,
       respond(list, endStream) {
         st.respond(toObject(list), { endStream, waitForTrailers: !endStream });
       },

@@ -259,7 +259,7 @@ export class NativeGrpcServer {
 
   /** A new stream: route it (415 / UNIMPLEMENTED as grpc-js answers) and start its call. */
   private onStream(stream: H2ServerStream): H2StreamHandler {
-    const head = readRequestHead(stream.headers);
+    const head = readRequestHead(stream.takeHeaders());
     const ct = head.contentType;
     if (ct === undefined || !ct.startsWith("application/grpc")) {
       // The body goes as the stream's windows allow; end([]) ends it with no trailers and reads the request to its end.
