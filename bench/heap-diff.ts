@@ -1,14 +1,20 @@
 /**
- * Compares two V8 heap snapshots by constructor: `tsx bench/heap-diff.ts a.heapsnapshot b.heapsnapshot [top]`.
+ * Compares two V8 heap snapshots by constructor: `tsx bench/heap-diff.ts a.heapsnapshot b.heapsnapshot [top] [--per N]`.
  * Prints, for the `top` (default 25) constructors whose object count grew most from a to b, the count and self size
  * in each and the difference. Used with `bench/soak.ts --heap-snapshots dir` to tell a leak (some constructor's count
  * grows with the work done) from heap sizing (counts flat, only RSS grows).
+ *
+ * `--per N`: what each of N things opened between the snapshots keeps (subscribers, connections): the growth per
+ * thing, by constructor, and the arrays b holds at least N/2 of, by the object and property that hold them, with their
+ * element stores (a shared array is counted once per holder). Snapshots of a gateway:
+ * `node --heapsnapshot-signal=SIGUSR2 dist/src/main/cli.js ...`, `kill -USR2 <pid>` before and after.
  */
 import { readFileSync } from "node:fs";
 
 interface Snapshot {
-  snapshot: { meta: { node_fields: string[]; node_types: [string[], ...unknown[]] } };
+  snapshot: { meta: { node_fields: string[]; node_types: [string[], ...unknown[]]; edge_fields: string[]; edge_types: [string[], ...unknown[]] } };
   nodes: number[];
+  edges: number[];
   strings: string[];
 }
 
@@ -33,8 +39,45 @@ function tally(file: string): Map<string, { count: number; bytes: number }> {
   return out;
 }
 
-const [a, b, topArg] = process.argv.slice(2);
-if (!a || !b) throw new Error("usage: tsx bench/heap-diff.ts a.heapsnapshot b.heapsnapshot [top]");
+/** The JS arrays `file` holds, by (holder's constructor, property): how many, and their bytes with element stores. */
+function arraysByHolder(file: string): Map<string, { count: number; bytes: number }> {
+  const s = JSON.parse(readFileSync(file, "utf8")) as Snapshot;
+  const { node_fields: nf, node_types: nt, edge_fields: ef, edge_types: et } = s.snapshot.meta;
+  const [types, etypes, width, ewidth] = [nt[0], et[0], nf.length, ef.length];
+  const [iType, iName, iSize, iEdges] = [nf.indexOf("type"), nf.indexOf("name"), nf.indexOf("self_size"), nf.indexOf("edge_count")];
+  const { nodes, edges, strings } = s;
+  const firstEdge: number[] = [];
+  for (let i = 0, e = 0; i < nodes.length; i += width) {
+    firstEdge.push(e);
+    e += nodes[i + iEdges]! * ewidth;
+  }
+  const elements = (n: number): number => {
+    for (let e = firstEdge[n / width]!, k = 0; k < nodes[n + iEdges]!; k++, e += ewidth) {
+      if (etypes[edges[e]!] === "internal" && strings[edges[e + 1]!] === "elements") return nodes[edges[e + 2]! + iSize]!;
+    }
+    return 0;
+  };
+  const out = new Map<string, { count: number; bytes: number }>();
+  for (let n = 0; n < nodes.length; n += width) {
+    for (let e = firstEdge[n / width]!, k = 0; k < nodes[n + iEdges]!; k++, e += ewidth) {
+      const to = edges[e + 2]!;
+      if (etypes[edges[e]!] !== "property" || types[nodes[to + iType]!] !== "object" || strings[nodes[to + iName]!] !== "Array") continue;
+      if (strings[edges[e + 1]!] === "__proto__") continue; // Array.prototype, once per array
+      const key = `${strings[nodes[n + iName]!]!.slice(0, 40)}.${strings[edges[e + 1]!]}`;
+      const x = out.get(key) ?? { count: 0, bytes: 0 };
+      x.count++;
+      x.bytes += nodes[to + iSize]! + elements(to);
+      out.set(key, x);
+    }
+  }
+  return out;
+}
+
+const args = process.argv.slice(2);
+const perAt = args.indexOf("--per");
+const per = perAt >= 0 ? Number(args.splice(perAt, 2)[1]) : undefined;
+const [a, b, topArg] = args;
+if (!a || !b || (per !== undefined && !(per > 0))) throw new Error("usage: tsx bench/heap-diff.ts a.heapsnapshot b.heapsnapshot [top] [--per N]");
 const before = tally(a);
 const after = tally(b);
 const rows = [...new Set([...before.keys(), ...after.keys()])].map((k) => {
@@ -44,4 +87,24 @@ const rows = [...new Set([...before.keys(), ...after.keys()])].map((k) => {
 });
 const sum = (m: Map<string, { count: number; bytes: number }>): number => [...m.values()].reduce((s, e) => s + e.bytes, 0) / (1024 * 1024);
 console.log(`total self size: ${sum(before).toFixed(1)} MiB -> ${sum(after).toFixed(1)} MiB`);
-console.table(rows.sort((p, q) => q.dCount - p.dCount).slice(0, Number(topArg ?? 25)));
+const top = Number(topArg ?? 25);
+if (per === undefined) console.table(rows.sort((p, q) => q.dCount - p.dCount).slice(0, top));
+else {
+  const grown = (k: string): number => (after.get(k)?.bytes ?? 0) - (before.get(k)?.bytes ?? 0);
+  const total = [...after.keys()].reduce((t, k) => t + grown(k), 0);
+  console.log(`growth per one of ${per}: ${Math.round(total / per)} B`);
+  console.table(
+    [...after.keys()]
+      .sort((p, q) => grown(q) - grown(p))
+      .slice(0, top)
+      .map((k) => ({ constructor: k.slice(0, 60), bytesEach: Math.round(grown(k) / per), objectsEach: +(((after.get(k)?.count ?? 0) - (before.get(k)?.count ?? 0)) / per).toFixed(2) })),
+  );
+  console.log("arrays held, by holder and property (after):");
+  console.table(
+    [...arraysByHolder(b)]
+      .filter(([, x]) => x.count >= per / 2)
+      .sort(([, x], [, y]) => y.bytes - x.bytes)
+      .slice(0, top)
+      .map(([holder, x]) => ({ holder, count: x.count, bytesEach: Math.round(x.bytes / x.count) })),
+  );
+}
