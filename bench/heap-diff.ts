@@ -18,9 +18,10 @@ interface Snapshot {
   strings: string[];
 }
 
+const read = (file: string): Snapshot => JSON.parse(readFileSync(file, "utf8")) as Snapshot;
+
 /** Count and total self size of the nodes of each (type, name); strings and code lumped by type. */
-function tally(file: string): Map<string, { count: number; bytes: number }> {
-  const s = JSON.parse(readFileSync(file, "utf8")) as Snapshot;
+function tally(s: Snapshot): Map<string, { count: number; bytes: number }> {
   const fields = s.snapshot.meta.node_fields;
   const types = s.snapshot.meta.node_types[0];
   const width = fields.length;
@@ -39,9 +40,8 @@ function tally(file: string): Map<string, { count: number; bytes: number }> {
   return out;
 }
 
-/** The JS arrays `file` holds, by (holder's constructor, property): how many, and their bytes with element stores. */
-function arraysByHolder(file: string): Map<string, { count: number; bytes: number }> {
-  const s = JSON.parse(readFileSync(file, "utf8")) as Snapshot;
+/** The JS arrays `s` holds, by (holder's constructor, property): how many, and their bytes with element stores. */
+function arraysByHolder(s: Snapshot): Map<string, { count: number; bytes: number }> {
   const { node_fields: nf, node_types: nt, edge_fields: ef, edge_types: et } = s.snapshot.meta;
   const [types, etypes, width, ewidth] = [nt[0], et[0], nf.length, ef.length];
   const [iType, iName, iSize, iEdges] = [nf.indexOf("type"), nf.indexOf("name"), nf.indexOf("self_size"), nf.indexOf("edge_count")];
@@ -78,8 +78,9 @@ const perAt = args.indexOf("--per");
 const per = perAt >= 0 ? Number(args.splice(perAt, 2)[1]) : undefined;
 const [a, b, topArg] = args;
 if (!a || !b || (per !== undefined && !(per > 0))) throw new Error("usage: tsx bench/heap-diff.ts a.heapsnapshot b.heapsnapshot [top] [--per N]");
-const before = tally(a);
-const after = tally(b);
+const before = tally(read(a));
+const snapshotB = read(b);
+const after = tally(snapshotB);
 const rows = [...new Set([...before.keys(), ...after.keys()])].map((k) => {
   const x = before.get(k) ?? { count: 0, bytes: 0 };
   const y = after.get(k) ?? { count: 0, bytes: 0 };
@@ -101,7 +102,7 @@ else {
   );
   console.log("arrays held, by holder and property (after):");
   console.table(
-    [...arraysByHolder(b)]
+    [...arraysByHolder(snapshotB)]
       .filter(([, x]) => x.count >= per / 2)
       .sort(([, x], [, y]) => y.bytes - x.bytes)
       .slice(0, top)

@@ -154,6 +154,11 @@ describe("native HTTP/2 server", () => {
         [":path", "/echo"],
       ]);
       assert.ok(s.stream.headers.some(([k, v]) => k === "x-meta" && v === "abc"));
+      // The gRPC layer takes the list; the stream keeps none after that.
+      const before = s.stream.headers;
+      assert.equal(s.stream.takeHeaders(), before);
+      assert.deepEqual(s.stream.headers, []);
+      assert.deepEqual(s.stream.takeHeaders(), []);
       await waitFor(() => s.closed.length === 1, "close");
       assert.deepEqual(s.closed, [{ code: 0, why: "complete" }]);
       assert.deepEqual(s.events, ["data", "end", "close"]);

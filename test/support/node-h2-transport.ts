@@ -42,7 +42,7 @@ export function createNodeH2Transport(options: H2ServerOptions): H2Server {
     const entry = sessionOf.get(st.session as http2.ServerHttp2Session)!;
     const session = entry.session;
     entry.open++;
-    const headers: HeaderList = [];
+    let headers: HeaderList = [];
     for (let i = 0; i + 1 < raw.length; i += 2) headers.push([raw[i]!, raw[i + 1]!]);
     let resetByUs = -1;
     let closed = false;
@@ -58,8 +58,14 @@ export function createNodeH2Transport(options: H2ServerOptions): H2Server {
     const stream: H2ServerStream = {
       id: st.id ?? 0,
       session,
-      headers,
-      takeHeaders: () => headers,
+      get headers() {
+        return headers;
+      },
+      takeHeaders() {
+        const list = headers;
+        headers = [];
+        return list;
+      },
       respond(list, endStream) {
         st.respond(toObject(list), { endStream, waitForTrailers: !endStream });
       },

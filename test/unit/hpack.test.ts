@@ -130,24 +130,29 @@ describe("HPACK (RFC 7541)", () => {
     assert.throws(() => decode(d, Buffer.alloc(40, 0xbe)), /header list larger than 65536/);
   });
 
+  /**
+   * Decode `field` as a literal with incremental indexing into `d` (a 4096-octet table), and check the table against a
+   * model: the newest entries of `added` (newest first) that fit, and their size.
+   */
+  const addAndCheck = (d: HpackDecoder, added: [string, string][], field: [string, string]): void => {
+    const out = Buffer.alloc(field[0].length + field[1].length + 16);
+    const n = literalField(out, 0, 0, field[0], field[1]);
+    out[0] = 0x40; // with incremental indexing
+    decode(d, out.subarray(0, n));
+    added.unshift(field);
+    const size = (f: [string, string]): number => f[0].length + f[1].length + 32;
+    let kept = 0;
+    let octets = 0;
+    while (kept < added.length && octets + size(added[kept]!) <= 4096) octets += size(added[kept++]!);
+    assert.equal(d.tableSize, octets, `after ${added.length} entries`);
+    assert.deepEqual(d.entries(), added.slice(0, kept), `after ${added.length} entries`);
+  };
+
   it("keeps the dynamic table in step as it grows, wraps and evicts: every entry reachable by its index, newest first", () => {
     const d = new HpackDecoder(4096);
     const added: [string, string][] = [];
     // Entries of 38 to 42 octets: the table holds about 100 of them, so 300 additions fill it, then evict in turn.
-    for (let i = 0; i < 300; i++) {
-      const field: [string, string] = [`k${i % 7}`, `v${i}`];
-      const out = Buffer.alloc(64);
-      const n = literalField(out, 0, 0, field[0], field[1]);
-      out[0] = 0x40; // with incremental indexing
-      decode(d, out.subarray(0, n));
-      added.unshift(field);
-      const size = (f: [string, string]): number => f[0].length + f[1].length + 32;
-      let kept = 0;
-      let octets = 0;
-      while (kept < added.length && octets + size(added[kept]!) <= 4096) octets += size(added[kept++]!);
-      assert.equal(d.tableSize, octets);
-      assert.deepEqual(d.entries(), added.slice(0, kept));
-    }
+    for (let i = 0; i < 300; i++) addAndCheck(d, added, [`k${i % 7}`, `v${i}`]);
     // Index 62 is the newest entry, the last index the oldest one kept.
     const n = d.entries().length;
     assert.deepEqual(decode(d, Buffer.from([0x80 | 62])), [added[0]]);
@@ -159,22 +164,9 @@ describe("HPACK (RFC 7541)", () => {
   it("grows a ring that has wrapped: large entries evicting at a small size, then many small ones", () => {
     const d = new HpackDecoder(4096);
     const added: [string, string][] = [];
-    const size = (f: [string, string]): number => f[0].length + f[1].length + 32;
     // 600-octet values: about 6 fit, so the first ring wraps while evicting; then 40-octet entries make it grow.
     const values = [...Array.from({ length: 20 }, (_, i) => `L${i}`.padEnd(600, "x")), ...Array.from({ length: 200 }, (_, i) => `s${i}`)];
-    for (const [i, v] of values.entries()) {
-      const field: [string, string] = [`k${i % 5}`, v];
-      const out = Buffer.alloc(700);
-      const n = literalField(out, 0, 0, field[0], field[1]);
-      out[0] = 0x40; // with incremental indexing
-      decode(d, out.subarray(0, n));
-      added.unshift(field);
-      let kept = 0;
-      let octets = 0;
-      while (kept < added.length && octets + size(added[kept]!) <= 4096) octets += size(added[kept++]!);
-      assert.equal(d.tableSize, octets, `after entry ${i}`);
-      assert.deepEqual(d.entries(), added.slice(0, kept), `after entry ${i}`);
-    }
+    for (const [i, v] of values.entries()) addAndCheck(d, added, [`k${i % 5}`, v]);
   });
 
   it("literalField writes a literal without indexing that the decoder reads back", () => {
