@@ -127,6 +127,18 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
           if (Object.entries(l).every(([k, v]) => entry.labels[k] === v)) o.record(entry.value, entry.labels);
         }
       };
+      const sorted = [...labelNames].sort();
+      /**
+       * Hot path as for counters (a WebSocket's open and close each move the subscriber gauge): an existing series takes
+       * the change directly, as prom-client's own inc/dec would once its labels are validated and hashed.
+       */
+      const addToSeries = (labels: Labels<string> | undefined, delta: number): boolean => {
+        if (!Number.isFinite(delta)) return false;
+        const s = counterSeries(g, seriesHash(sorted, labels));
+        if (s === undefined) return false;
+        s.value += delta;
+        return true;
+      };
       return {
         set(labels, value) {
           const l = clean(labels);
@@ -134,11 +146,13 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
           o?.record(value, l);
         },
         inc(labels, value = 1) {
+          if (o === undefined && addToSeries(labels, value)) return;
           const l = clean(labels);
           g.inc(l as never, value);
           mirror(l);
         },
         dec(labels, value = 1) {
+          if (o === undefined && addToSeries(labels, -value)) return;
           const l = clean(labels);
           g.dec(l as never, value);
           mirror(l);

@@ -4,8 +4,9 @@ import type { Counter, Gauge, Histogram } from "prom-client";
 /**
  * The one place the gateway reads prom-client's private internals. prom-client 15's public `Gauge.get()` is async
  * (it runs collect callbacks), while the OTLP mirror of a gauge's `inc`/`dec` needs the value right after the change,
- * synchronously; so this reads the gauge's private `hashMap` (label hash -> {value, labels}). And a counter's `inc` and
- * a histogram's `observe` on the invoke hot path (a few per call) update an existing series in that map directly,
+ * synchronously; so this reads the gauge's private `hashMap` (label hash -> {value, labels}). And a counter's `inc`, a
+ * gauge's `inc`/`dec` and a histogram's `observe` on hot paths (a few per invoke, two per WebSocket subscriber) update
+ * an existing series in that map directly,
  * skipping prom-client's per-call label validation, cleaning and closure allocation (about 2% of a REST invoke's CPU);
  * a series' first update, and any update when the shape is not the expected one, goes through the public API. The
  * accessors check that shape, and test/unit/prom-client-internals.test.ts exercises them against the real library,
@@ -72,8 +73,11 @@ export interface CounterSeries {
   value: number;
 }
 
-/** The series of `counter` under `hash` (seriesHash), or undefined when it has none yet or prom-client's shape changed. */
-export function counterSeries(counter: Counter, hash: string): CounterSeries | undefined {
+/**
+ * The series of `counter` (or gauge: its series has the same `value`, changed in place by its inc and dec) under `hash`
+ * (seriesHash), or undefined when it has none yet or prom-client's shape changed.
+ */
+export function counterSeries(counter: Counter | Gauge, hash: string): CounterSeries | undefined {
   const e = ((counter as unknown as { hashMap?: Record<string, unknown> }).hashMap)?.[hash] as Partial<CounterSeries> | undefined;
   return e !== undefined && e !== null && typeof e.value === "number" ? (e as CounterSeries) : undefined;
 }

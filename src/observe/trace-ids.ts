@@ -47,11 +47,6 @@ export class TraceId {
     return new TraceId(randomWord(), randomWord(), randomWord(), nonZeroWord());
   }
 
-  /** From 32 hex digits (checked by the caller). */
-  static parse(hex: string): TraceId {
-    return new TraceId(parseInt(hex.slice(0, 8), 16) | 0, parseInt(hex.slice(8, 16), 16) | 0, parseInt(hex.slice(16, 24), 16) | 0, parseInt(hex.slice(24, 32), 16) | 0);
-  }
-
   get hex(): string {
     return (this.text ??= hex32(this.w0) + hex32(this.w1) + hex32(this.w2) + hex32(this.w3));
   }
@@ -60,6 +55,77 @@ export class TraceId {
   get headerPrefix(): string {
     return (this.prefix ??= `00-${this.hex}-`);
   }
+}
+
+/** A W3C `traceparent`'s context: its trace, the parent span id's words and the trace flags. */
+export interface Traceparent {
+  readonly trace: TraceId;
+  readonly s0: number;
+  readonly s1: number;
+  readonly flags: number;
+}
+
+/** Hex digit values of the lowercase digits W3C trace context allows; -1 for every other code unit below 128. */
+const HEX_VALUE = new Int8Array(128).fill(-1);
+for (let i = 0; i < 16; i++) HEX_VALUE["0123456789abcdef".charCodeAt(i)] = i;
+
+/** The 32-bit word (signed, see above) of the 8 hex digits at `at`; NaN when one is not a lowercase hex digit. */
+function hexWord(s: string, at: number): number {
+  let w = 0;
+  for (let i = at; i < at + 8; i++) {
+    const c = s.charCodeAt(i);
+    const d = c < 128 ? HEX_VALUE[c]! : -1;
+    if (d < 0) return NaN;
+    w = (w << 4) | d;
+  }
+  return w;
+}
+
+const DASH = 0x2d;
+const WHITESPACE = /^\s$/;
+
+/**
+ * Parse a W3C `traceparent` header: undefined when it is malformed or names the invalid (all-zero) trace or span.
+ * It accepts what the OpenTelemetry SDK's propagator accepts (test/unit/trace-ids.test.ts checks the two against each
+ * other): one optional whitespace character at either end, version `ff` refused, and for a version other than `00`
+ * more fields after the flags. Words come straight from the digits: no regular expression, substring or parseInt.
+ */
+export function parseTraceparent(header: string): Traceparent | undefined {
+  const end = header.length;
+  const first = header.charCodeAt(0);
+  // A leading whitespace character is skipped (asked of the regular expression only when the first is not a digit).
+  const at = end > 0 && !(first < 128 && HEX_VALUE[first]! >= 0) && WHITESPACE.test(header[0]!) ? 1 : 0;
+  if (end - at < 55) return undefined;
+  if (header.charCodeAt(at + 2) !== DASH || header.charCodeAt(at + 35) !== DASH || header.charCodeAt(at + 52) !== DASH) return undefined;
+  const version = hexByte(header, at);
+  const flags = hexByte(header, at + 53);
+  if (version < 0 || version === 0xff || flags < 0) return undefined;
+  if (end > at + 55) {
+    // More after the flags: a future version's fields (`-...`), or one trailing whitespace character.
+    const next = header.charCodeAt(at + 55);
+    if (next === DASH) {
+      if (version === 0) return undefined;
+    } else if (end !== at + 56 || !WHITESPACE.test(header[at + 55]!)) return undefined;
+  }
+  const w0 = hexWord(header, at + 3);
+  const w1 = hexWord(header, at + 11);
+  const w2 = hexWord(header, at + 19);
+  const w3 = hexWord(header, at + 27);
+  const s0 = hexWord(header, at + 36);
+  const s1 = hexWord(header, at + 44);
+  // NaN | 0 is 0, so a bad digit is caught by the isNaN checks, never by the all-zero ones.
+  if (Number.isNaN(w0 + w1 + w2 + w3 + s0 + s1)) return undefined;
+  if ((w0 | w1 | w2 | w3) === 0 || (s0 | s1) === 0) return undefined;
+  return { trace: new TraceId(w0, w1, w2, w3), s0, s1, flags };
+}
+
+/** The byte of the two hex digits at `at`; -1 when one is not a lowercase hex digit. */
+function hexByte(s: string, at: number): number {
+  const a = s.charCodeAt(at);
+  const b = s.charCodeAt(at + 1);
+  const hi = a < 128 ? HEX_VALUE[a]! : -1;
+  const lo = b < 128 ? HEX_VALUE[b]! : -1;
+  return hi < 0 || lo < 0 ? -1 : (hi << 4) | lo;
 }
 
 /** A random word that is not zero: the last word of a new id, so that no id is all zeros (0 becomes 1: a 2^-32 bias). */

@@ -1,10 +1,10 @@
-import { ROOT_CONTEXT, SamplingDecision, SpanKind, isSpanContextValid } from "@opentelemetry/api";
-import { TraceState, parseTraceParent } from "@opentelemetry/core";
+import { ROOT_CONTEXT, SamplingDecision, SpanKind } from "@opentelemetry/api";
+import { TraceState } from "@opentelemetry/core";
 import { createOtlpHttpExportDelegate, convertLegacyHttpOptions } from "@opentelemetry/otlp-exporter-base/node-http";
 import { AlwaysOffSampler, AlwaysOnSampler, TraceIdRatioBasedSampler, type Sampler } from "@opentelemetry/sdk-trace-base";
 import type { Logger } from "./logger.js";
 import { OtlpKind, jsonBatches, protobufBatches, type BatchMaker, type SpanBatch, type SpanContextWords, type SpanData, type SpanEvent } from "./otlp-traces.js";
-import { TraceId, nonZeroWord, randomWord, spanHex } from "./trace-ids.js";
+import { TraceId, nonZeroWord, parseTraceparent, randomWord, spanHex } from "./trace-ids.js";
 import { TRACING_OFF, type SpanAttributes, type TraceProtocol, type TraceSampler, type TraceHeaders, type TraceIncoming, type TraceSpan, type Tracer } from "./span.js";
 
 /** Options of createTracer. */
@@ -45,11 +45,10 @@ const CHILD_KINDS = { internal: OtlpKind.INTERNAL, client: OtlpKind.CLIENT, prod
 
 /** The context a W3C `traceparent` (and `tracestate`) names; undefined when the traceparent is malformed. */
 function remoteParent(traceparent: string, tracestate: string | undefined): SpanContextWords | undefined {
-  const sc = parseTraceParent(traceparent);
-  if (!sc || !isSpanContextValid(sc)) return undefined;
+  const p = parseTraceparent(traceparent);
+  if (p === undefined) return undefined;
   const state = tracestate ? new TraceState(tracestate).serialize() : "";
-  const id = sc.spanId.toLowerCase();
-  return { trace: TraceId.parse(sc.traceId.toLowerCase()), s0: parseInt(id.slice(0, 8), 16) | 0, s1: parseInt(id.slice(8), 16) | 0, flags: sc.traceFlags & SAMPLED, traceState: state || undefined };
+  return { trace: p.trace, s0: p.s0, s1: p.s1, flags: p.flags & SAMPLED, traceState: state || undefined };
 }
 
 /** The root sampler of a configured OTEL_TRACES_SAMPLER (the SDK's own, so the ratio means what it means there). */

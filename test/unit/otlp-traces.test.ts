@@ -1,13 +1,18 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { jsonBatches, protobufBatches, OtlpKind, type SpanData } from "../../src/observe/otlp-traces.js";
-import { TraceId } from "../../src/observe/trace-ids.js";
+import { parseTraceparent, type TraceId } from "../../src/observe/trace-ids.js";
 import { decodeTraceRequest } from "../support/otlp-receiver.js";
+
+/** The trace of 32 hex digits. */
+function traceOf(hex: string): TraceId {
+  return parseTraceparent(`00-${hex}-0000000000000001-01`)!.trace;
+}
 
 /** A span as the tracer hands it over; times are performance.now() values. */
 function span(over: Partial<SpanData>): SpanData {
   return {
-    trace: TraceId.parse("0af7651916cd43dd8448eb211c80319c"),
+    trace: traceOf("0af7651916cd43dd8448eb211c80319c"),
     s0: 0xb7ad6b71,
     s1: 0x69203331,
     p0: 0,
@@ -90,7 +95,7 @@ describe("OTLP trace encoding: protobuf and JSON say the same", () => {
         kind: OtlpKind.PRODUCER,
         attributes: { long, "messaging.destination.name": "orders/東京" },
         events: [{ name: "retry", time: 1001, attributes: { attempt: 2 } }],
-        links: [{ trace: TraceId.parse("4bf92f3577b34da6a3ce929d0e0e4736"), s0: 0x00f067aa, s1: 0x0ba902b7, traceState: undefined, flags: 1 }],
+        links: [{ trace: traceOf("4bf92f3577b34da6a3ce929d0e0e4736"), s0: 0x00f067aa, s1: 0x0ba902b7, traceState: undefined, flags: 1 }],
         status: 2,
         statusMessage: `backend said ${long}`,
         dropped: 3,

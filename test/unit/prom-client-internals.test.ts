@@ -68,7 +68,7 @@ test("seriesHash finds the series prom-client made, for counters and histograms,
   assert.equal(counterSeries(c, seriesHash(["method", "route", "status"], { route: "/a", method: "POST", status: 200 })), undefined);
 });
 
-test("createMetrics' counters and histograms expose what prom-client's public API does for the same calls", async () => {
+test("createMetrics' counters, gauges and histograms expose what prom-client's public API does for the same calls", async () => {
   const m = createMetrics({ processMetrics: false });
   const ref = new Registry();
   const names = ["route", "method", "status"] as const;
@@ -78,6 +78,8 @@ test("createMetrics' counters and histograms expose what prom-client's public AP
   const rh = new Histogram({ name: "t_latency_seconds", help: "help h", labelNames: ["service", "code"], buckets: [0.001, 0.01, 0.1], registers: [ref] });
   const mp = m.counter("t_plain_total", "help p", []);
   const rp = new Counter({ name: "t_plain_total", help: "help p", registers: [ref] });
+  const mg = m.gauge("t_open", "help g", ["transport"]);
+  const rg = new Gauge({ name: "t_open", help: "help g", labelNames: ["transport"], registers: [ref] });
   const values = [0.0005, 0.001, 0.002, 0.01, 0.05, 0.1, 0.5, 3, 0];
   for (let i = 0; i < 40; i++) {
     const labels = { route: `/r${i % 3}`, method: i % 2 ? "GET" : "POST", status: i % 5 ? 200 : 404 };
@@ -89,6 +91,17 @@ test("createMetrics' counters and histograms expose what prom-client's public AP
     rh.observe(hl, values[i % values.length]!);
     mp.inc();
     rp.inc();
+    const gl = { transport: i % 3 ? "websocket" : "sse" };
+    if (i % 4 === 3) {
+      mg.dec(gl, 2);
+      rg.dec(gl, 2);
+    } else if (i === 20) {
+      mg.set(gl, 7);
+      rg.set(gl, 7);
+    } else {
+      mg.inc(gl);
+      rg.inc(gl);
+    }
   }
   // What prom-client refuses is still refused (the first call of a series and every later one).
   assert.throws(() => mc.inc({ route: "/r0", method: "GET", status: 200 }, -1), /decrease/);
