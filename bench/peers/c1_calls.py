@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Every call of an invoke run at concurrency 1, with its place: the peers harness's invokeload with one change
+(bench/peers/invokedump/invokeload-dump.patch: `-dump FILE` writes `path,round,index,us,start_unix_us` per measured
+call), run with the harness's c=1 counts (300 calls per block, 4 rounds, 200 warm-up calls per path) over the direct
+call, the gateway's gRPC InvokeJson and REST invoke-json, and grpc-gateway. It shows where a path's slowest calls are:
+which round (how long after the warm-up), and where in a block (after the path sat idle while the others ran).
+
+  python3 bench/peers/c1_calls.py --main /tmp/perf/new [--reps 3] [--calls 300] [--out /tmp/perf/c1]
+
+The summary per path: added p50 and p99 over the direct call per repetition, and the calls over 2 ms by round and
+in the first three calls of a block. With NODE set to a wrapper (e.g. `node --trace-opt --trace-gc` with timestamps)
+the gateway's log is kept as OUT/gwN.log to line slow calls up with V8's compilations and collections.
+Needs the harness's Go build (its build.sh: PERF_BUILD) and backend ($BACKEND_BIN), as compare.py."""
+import argparse
+import collections
+import csv
+import os
+import shutil
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+from peerslib import BACKEND_BIN, BUILD, PEERS, Server, free_port, start_gateway  # noqa: E402
+
+PATHS = ("direct", "gwgrpc", "gwrest", "grpcgw")
+
+
+def build_dump():
+    """invokeload with the dump patch, built as the harness's build.sh builds invokeload (its GOPATH, Debian's Go)."""
+    gp = os.path.join(BUILD, "gopath")
+    src = os.path.join(gp, "src/perf/invokedump")
+    out = os.path.join(BUILD, "bin/invokedump")
+    os.makedirs(src, exist_ok=True)
+    shutil.copy(os.path.join(PEERS, "go/invokeload/main.go"), os.path.join(src, "main.go"))
+    subprocess.run(["patch", "-s", "-p1", "-d", src, "-i", os.path.join(os.path.dirname(os.path.abspath(__file__)), "invokedump/invokeload-dump.patch")], check=True)
+    deb = os.path.join(BUILD, "debroot")
+    env = {**os.environ, "GOPATH": f"{gp}:{deb}/usr/share/gocode:/usr/share/gocode", "GO111MODULE": "off", "GOFLAGS": "",
+           "GOCACHE": os.environ.get("GOCACHE", os.path.join(BUILD, "gocache"))}
+    subprocess.run(["go", "build", "-o", out, "."], cwd=src, env=env, check=True)
+    return out
+
+
+def summarize(out, reps):
+    res = collections.defaultdict(list)
+    slow = collections.Counter()
+    first = collections.Counter()
+    for rep in range(reps):
+        by = collections.defaultdict(list)
+        for p, rnd, i, us, _ in (r for r in csv.reader(open(os.path.join(out, f"rep{rep}.csv"))) if len(r) == 5):
+            by[p].append(int(us))
+            if int(us) > 2000:
+                slow[(p, int(rnd))] += 1
+                if int(i) < 3:
+                    first[p] += 1
+        q = {p: sorted(v) for p, v in by.items()}
+        for p in PATHS[1:]:
+            res[p].append((q[p][len(q[p]) // 2] - q["direct"][len(q["direct"]) // 2], q[p][int(len(q[p]) * 0.99)] - q["direct"][int(len(q["direct"]) * 0.99)]))
+    for p in PATHS:
+        added = f"added p50 {[a for a, _ in res[p]]} us, p99 {[b for _, b in res[p]]} us; " if p in res else ""
+        print(f"{p}: {added}calls over 2 ms by round {[slow[(p, r)] for r in range(4)]}, in a block's first 3 calls {first[p]}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--main", default="/tmp/perf/new")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--out", default="/tmp/perf/c1")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    dump = build_dump()
+    for rep in range(a.reps):
+        bport = free_port()
+        procs = [Server("backend", [BACKEND_BIN, "-port", str(bport)], port=bport)]
+        try:
+            gw = start_gateway(a.main, bport)
+            procs.append(gw)
+            grpcgw = Server("grpcgw", [os.path.join(BUILD, "bin/grpcgwproxy"), "-backend", f"127.0.0.1:{bport}"], regex=r'"port":(\d+)')
+            procs.append(grpcgw)
+            subprocess.run([dump, "-conc", "1", "-calls", str(a.calls), "-rounds", "4", "-warm", "200", "-dump", os.path.join(a.out, f"rep{rep}.csv"),
+                            "-pid-backend", str(procs[0].pid), "-pid-gw", str(gw.pid), "-pid-grpcgw", str(grpcgw.pid),
+                            "-direct", f"127.0.0.1:{bport}", "-gwgrpc", f"127.0.0.1:{gw.port}", "-gwrest", f"127.0.0.1:{gw.http_port}",
+                            "-grpcgw", f"127.0.0.1:{grpcgw.port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600, check=True)
+            with open(os.path.join(a.out, f"gw{rep}.log"), "w") as f:
+                f.write(gw.text())
+        finally:
+            for p in reversed(procs):
+                p.stop()
+    summarize(a.out, a.reps)
+
+
+if __name__ == "__main__":
+    main()
