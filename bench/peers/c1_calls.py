@@ -5,7 +5,7 @@ call), run with the harness's c=1 counts (300 calls per block, 4 rounds, 200 war
 call, the gateway's gRPC InvokeJson and REST invoke-json, and grpc-gateway. It shows where a path's slowest calls are:
 which round (how long after the warm-up), and where in a block (after the path sat idle while the others ran).
 
-  python3 bench/peers/c1_calls.py --main /tmp/perf/new [--reps 3] [--calls 300] [--out /tmp/perf/c1]
+  python3 bench/peers/c1_calls.py --main /tmp/perf/new [--reps 3] [--calls 300] [--out /tmp/perf/c1] [--env K=V,...]
 
 The summary per path: added p50 and p99 over the direct call per repetition, and the calls over 2 ms by round and
 in the first three calls of a block. With NODE set to a wrapper (e.g. `node --trace-opt --trace-gc` with timestamps)
@@ -66,6 +66,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--out", default="/tmp/perf/c1")
+    ap.add_argument("--env", default="", help="K=V,... for the gateway (e.g. GATEWAY_THREADS=1)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     dump = build_dump()
@@ -73,7 +74,7 @@ def main():
         bport = free_port()
         procs = [Server("backend", [BACKEND_BIN, "-port", str(bport)], port=bport)]
         try:
-            gw = start_gateway(a.main, bport)
+            gw = start_gateway(a.main, bport, env=dict(kv.split("=", 1) for kv in a.env.split(",") if kv))
             procs.append(gw)
             grpcgw = Server("grpcgw", [os.path.join(BUILD, "bin/grpcgwproxy"), "-backend", f"127.0.0.1:{bport}"], regex=r'"port":(\d+)')
             procs.append(grpcgw)
