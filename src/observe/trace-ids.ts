@@ -69,16 +69,28 @@ export interface Traceparent {
 const HEX_VALUE = new Int8Array(128).fill(-1);
 for (let i = 0; i < 16; i++) HEX_VALUE["0123456789abcdef".charCodeAt(i)] = i;
 
+/** The value of the lowercase hex digit at `i` of `s`; -1 for anything else (or past the end). */
+function hexDigit(s: string, i: number): number {
+  const c = s.charCodeAt(i);
+  return c < 128 ? HEX_VALUE[c]! : -1;
+}
+
 /** The 32-bit word (signed, see above) of the 8 hex digits at `at`; NaN when one is not a lowercase hex digit. */
 function hexWord(s: string, at: number): number {
   let w = 0;
   for (let i = at; i < at + 8; i++) {
-    const c = s.charCodeAt(i);
-    const d = c < 128 ? HEX_VALUE[c]! : -1;
+    const d = hexDigit(s, i);
     if (d < 0) return NaN;
     w = (w << 4) | d;
   }
   return w;
+}
+
+/** The byte of the two hex digits at `at`; -1 when one is not a lowercase hex digit. */
+function hexByte(s: string, at: number): number {
+  const hi = hexDigit(s, at);
+  const lo = hexDigit(s, at + 1);
+  return hi < 0 || lo < 0 ? -1 : (hi << 4) | lo;
 }
 
 const DASH = 0x2d;
@@ -92,9 +104,8 @@ const WHITESPACE = /^\s$/;
  */
 export function parseTraceparent(header: string): Traceparent | undefined {
   const end = header.length;
-  const first = header.charCodeAt(0);
   // A leading whitespace character is skipped (asked of the regular expression only when the first is not a digit).
-  const at = end > 0 && !(first < 128 && HEX_VALUE[first]! >= 0) && WHITESPACE.test(header[0]!) ? 1 : 0;
+  const at = end > 0 && hexDigit(header, 0) < 0 && WHITESPACE.test(header[0]!) ? 1 : 0;
   if (end - at < 55) return undefined;
   if (header.charCodeAt(at + 2) !== DASH || header.charCodeAt(at + 35) !== DASH || header.charCodeAt(at + 52) !== DASH) return undefined;
   const version = hexByte(header, at);
@@ -117,15 +128,6 @@ export function parseTraceparent(header: string): Traceparent | undefined {
   if (Number.isNaN(w0 + w1 + w2 + w3 + s0 + s1)) return undefined;
   if ((w0 | w1 | w2 | w3) === 0 || (s0 | s1) === 0) return undefined;
   return { trace: new TraceId(w0, w1, w2, w3), s0, s1, flags };
-}
-
-/** The byte of the two hex digits at `at`; -1 when one is not a lowercase hex digit. */
-function hexByte(s: string, at: number): number {
-  const a = s.charCodeAt(at);
-  const b = s.charCodeAt(at + 1);
-  const hi = a < 128 ? HEX_VALUE[a]! : -1;
-  const lo = b < 128 ? HEX_VALUE[b]! : -1;
-  return hi < 0 || lo < 0 ? -1 : (hi << 4) | lo;
 }
 
 /** A random word that is not zero: the last word of a new id, so that no id is all zeros (0 becomes 1: a 2^-32 bias). */
