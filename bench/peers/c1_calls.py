@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 sys.dont_write_bytecode = True
-from peerslib import BACKEND_BIN, BUILD, PEERS, Server, free_port, start_gateway  # noqa: E402
+from peerslib import BUILD, PEERS, start_backend, start_gateway, start_grpcgw  # noqa: E402
 
 PATHS = ("direct", "gwgrpc", "gwrest", "grpcgw")
 
@@ -71,12 +71,12 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     dump = build_dump()
     for rep in range(a.reps):
-        bport = free_port()
-        procs = [Server("backend", [BACKEND_BIN, "-port", str(bport)], port=bport)]
+        procs = [start_backend()]
+        bport = procs[0].port
         try:
             gw = start_gateway(a.main, bport, env=dict(kv.split("=", 1) for kv in a.env.split(",") if kv))
             procs.append(gw)
-            grpcgw = Server("grpcgw", [os.path.join(BUILD, "bin/grpcgwproxy"), "-backend", f"127.0.0.1:{bport}"], regex=r'"port":(\d+)')
+            grpcgw = start_grpcgw(bport)
             procs.append(grpcgw)
             subprocess.run([dump, "-conc", "1", "-calls", str(a.calls), "-rounds", "4", "-warm", "200", "-dump", os.path.join(a.out, f"rep{rep}.csv"),
                             "-pid-backend", str(procs[0].pid), "-pid-gw", str(gw.pid), "-pid-grpcgw", str(grpcgw.pid),

@@ -41,7 +41,7 @@ import sys
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the repository
-from peerslib import BACKEND_BIN, BUILD, PEERS, TLS_BIN, Server, free_port, log, run_json, start_gateway, wait_quiet  # noqa: E402
+from peerslib import PEERS, TLS_BIN, log, run_json, start_backend, start_gateway, start_grpcgw, wait_quiet  # noqa: E402
 LIMIT = 0.05
 
 
@@ -96,17 +96,17 @@ def run_sbs(a, rep, outdir):
     first = "base" if rep % 2 == 0 else "new"
     sides = ["base", "new"] if first == "base" else ["new", "base"]
     dirs = [a.base if s == "base" else a.new for s in sides]
-    bport = free_port()
     procs = []
     t0 = time.time()
     try:
-        backend = Server("backend", [BACKEND_BIN, "-port", str(bport)], port=bport)
+        backend = start_backend()
+        bport = backend.port
         procs.append(backend)
         gw = start_gateway(dirs[0], bport, name="gateway-1", env=side_env(a, sides[0]))
         procs.append(gw)
         gw2 = start_gateway(dirs[1], bport, name="gateway-2", env=side_env(a, sides[1]))
         procs.append(gw2)
-        grpcgw = Server("grpcgw", [os.path.join(BUILD, "bin/grpcgwproxy"), "-backend", f"127.0.0.1:{bport}"], regex=r'"port":(\d+)')
+        grpcgw = start_grpcgw(bport)
         procs.append(grpcgw)
         for conc in (1, 64):
             # the harness's counts (run_invoke.py)

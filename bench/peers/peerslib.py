@@ -1,4 +1,4 @@
-"""Shared by bench/peers/compare.py and bench/peers-tls/run_tls.py: the quiet-machine gate, the peers harness's
+"""Shared by the scripts of bench/peers and bench/peers-tls/run_tls.py: the quiet-machine gate, the peers harness's
 perflib (imported from PEERS), and starting a gateway from a given checkout with extra flags (the harness's
 start_gateway always uses $PERF_MAIN and fixed flags).
 
@@ -62,6 +62,17 @@ def wait_quiet(busy_limit=0.15, load_limit=None, max_min=90.0, poll_s=20):
             raise SystemExit(f"no quiet window in {max_min} min: busy {busy:.2f}, load {load:.2f}")
         log(f"machine busy {busy:.2f} (limit {busy_limit}), load {load:.2f}: waiting {poll_s} s")
         time.sleep(poll_s)
+
+
+def start_backend():
+    """The harness's inventory backend ($BACKEND_BIN) on a free port; `.port` is it."""
+    bport = free_port()
+    return Server("backend", [BACKEND_BIN, "-port", str(bport)], port=bport)
+
+
+def start_grpcgw(bport):
+    """The harness's grpc-gateway (grpcgwproxy) in front of the backend on bport; `.port` is its HTTP port."""
+    return Server("grpcgw", [os.path.join(BUILD, "bin/grpcgwproxy"), "-backend", f"127.0.0.1:{bport}"], regex=r'"port":(\d+)')
 
 
 def start_gateway(gw_dir, bport, extra_args=(), name="gateway", env=None):

@@ -32,7 +32,7 @@ import time
 import urllib.request
 
 sys.dont_write_bytecode = True
-from peerslib import BACKEND_BIN, BUILD, Server, free_port, log, run_json, start_gateway, wait_quiet  # noqa: E402
+from peerslib import BUILD, log, run_json, start_backend, start_gateway, start_grpcgw, wait_quiet  # noqa: E402
 
 PATHS = ("direct", "gwgrpc", "gwrest", "grpcgw")
 
@@ -88,14 +88,14 @@ def over(buckets_after, buckets_before, bound):
 
 
 def one_rep(a, rep, outdir):
-    bport = free_port()
     procs = []
     try:
-        backend = Server("backend", [BACKEND_BIN, "-port", str(bport)], port=bport)
+        backend = start_backend()
+        bport = backend.port
         procs.append(backend)
         gw = start_gateway(a.main, bport)
         procs.append(gw)
-        grpcgw = Server("grpcgw", [os.path.join(BUILD, "bin/grpcgwproxy"), "-backend", f"127.0.0.1:{bport}"], regex=r'"port":(\d+)')
+        grpcgw = start_grpcgw(bport)
         procs.append(grpcgw)
         load = [os.path.join(BUILD, "bin/invokeload"), "-conc", "1", "-pid-backend", str(backend.pid), "-pid-gw", str(gw.pid), "-pid-grpcgw", str(grpcgw.pid),
                 "-direct", f"127.0.0.1:{bport}", "-gwgrpc", f"127.0.0.1:{gw.port}", "-gwrest", f"127.0.0.1:{gw.http_port}", "-grpcgw", f"127.0.0.1:{grpcgw.port}"]
