@@ -16,9 +16,12 @@ export interface StreamCallListener {
 export interface StreamCall {
   /** Ask for the next response message (flow control: the caller reads only when it can take one more). */
   read(): void;
-  /** Send one request message; resolves once grpc-js has handed it to HTTP/2 (so a slow backend slows the sender). */
+  /**
+   * Send one request message; resolves once grpc-js has handed it to HTTP/2 (so a slow backend slows the sender), or
+   * once the call has ended. Writes need not wait for each other: they are sent one at a time, in call order.
+   */
   write(bytes: Buffer): Promise<void>;
-  /** Half-close: no more requests. */
+  /** Half-close: no more requests, after every message already written. */
   end(): void;
   /** Cancel the call; the listener still gets one status (CANCELLED unless the call had already ended). */
   cancel(message: string): void;
@@ -29,16 +32,50 @@ export interface StreamCall {
  * its HTTP/2 stream is paused while no read is pending, so not calling `read()` pushes back on the backend through
  * HTTP/2 flow control: nothing is buffered here beyond the one message handed to `onMessage`.
  * `deadline` is epoch ms or Infinity.
+ *
+ * grpc-js takes one request message at a time: until its callback, a call still waiting for its channel keeps one
+ * pending message, and a second one replaces it. So writes wait here for the previous one's callback; the callers
+ * bound how many wait (a front takes the next request only once the previous one resolved, or caps them).
  */
 export function openStreamCall(backend: Backend, path: string, metadata: grpc.Metadata, deadline: number, listener: StreamCallListener): StreamCall {
   const call = backend.pool.next().getChannel().createCall(path, deadline, undefined, null, undefined);
   let done = false;
+  // Messages written but not yet taken by grpc-js, and whether one is with it now (its callback not yet called).
+  const queued: { bytes: Buffer; sent: () => void }[] = [];
+  let inFlight: (() => void) | undefined;
+  let halfClose = false;
+  const pump = (): void => {
+    if (inFlight || done) return;
+    const next = queued.shift();
+    if (!next) {
+      if (halfClose) {
+        halfClose = false;
+        call.halfClose();
+      }
+      return;
+    }
+    inFlight = next.sent;
+    call.sendMessageWithContext(
+      {
+        callback: () => {
+          inFlight = undefined;
+          next.sent();
+          pump();
+        },
+      },
+      next.bytes,
+    );
+  };
   call.start(metadata, {
     onReceiveMetadata: (md) => listener.onHeaders?.(md),
     onReceiveMessage: (message: Buffer) => listener.onMessage(message),
     onReceiveStatus: (status) => {
       if (done) return;
       done = true;
+      // Nothing more is sent: whoever waits on a write is released.
+      inFlight?.();
+      inFlight = undefined;
+      for (const q of queued.splice(0)) q.sent();
       listener.onStatus(status.code as number as Code, status.details, status.metadata);
     },
   });
@@ -47,9 +84,13 @@ export function openStreamCall(backend: Backend, path: string, metadata: grpc.Me
     write: (bytes) =>
       new Promise<void>((resolve) => {
         if (done) return resolve();
-        call.sendMessageWithContext({ callback: () => resolve() }, bytes);
+        queued.push({ bytes, sent: resolve });
+        pump();
       }),
-    end: () => call.halfClose(),
+    end: () => {
+      halfClose = true;
+      pump();
+    },
     cancel: (message) => call.cancelWithStatus(grpc.status.CANCELLED, message),
   };
 }
