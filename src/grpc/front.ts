@@ -5,6 +5,7 @@ import type { CounterMetric, Metrics } from "../observe/metrics.js";
 import type { ValidatedOptions } from "../config/options.js";
 import { NativeGrpcServer } from "./native/server.js";
 import type { H2ServerSession } from "../h2/types.js";
+import { h2ErrorName } from "../h2/frames.js";
 import { loadTls, logServing, serverTlsOptions, watchTls, type TlsWatch } from "../config/tls.js";
 
 /** What the gateway's gRPC services are bound to (bindService, the transparent proxy, reflection). */
@@ -42,8 +43,13 @@ function listenFailure(addr: string, err: Error): GatewayError {
 }
 
 /** The guards' counters. */
-function guardMetrics(metrics: Metrics): { rotated: CounterMetric<never>; stalled: CounterMetric<never>; refused: CounterMetric<never> } {
+function guardMetrics(metrics: Metrics): { rotated: CounterMetric<never>; stalled: CounterMetric<never>; refused: CounterMetric<never>; connectionErrors: CounterMetric<"code"> } {
   return {
+    connectionErrors: metrics.counter(
+      "platform_grpc_connection_errors_total",
+      "gRPC connections the gateway ended with an HTTP/2 connection error (GOAWAY), by error code: floods, protocol violations, timeouts",
+      ["code"],
+    ),
     refused: metrics.counter("platform_grpc_connections_refused_total", "gRPC connections closed at accept because --grpc-max-connections were open (native server)", []),
     rotated: metrics.counter("platform_grpc_connections_rotated_total", "gRPC connections closed gracefully because their client reset streams near the HTTP/2 reset-flood limit", []),
     stalled: metrics.counter("platform_grpc_streams_stalled_total", "gRPC streams reset because their client read none of a reply for the write-stall timeout", []),
@@ -52,6 +58,9 @@ function guardMetrics(metrics: Metrics): { rotated: CounterMetric<never>; stalle
 
 /** RST_STREAM / GOAWAY code a session is destroyed with when its client's resets use up the whole budget. */
 const CANCEL = 0x8;
+
+/** Connection errors logged per CONNECTION_ERROR_LOG_MS at most (each is counted); the next line says how many were not. */
+const CONNECTION_ERROR_LOG_MS = 10_000;
 
 /** What the gateway logs when the HTTP/2 layer closes a connection gracefully for its client's resets. */
 export const ROTATED_MESSAGE = "gRPC connection closed gracefully (GOAWAY NO_ERROR): its client reset streams near the HTTP/2 reset-flood limit; new calls go to a new connection";
@@ -68,6 +77,10 @@ export function createGrpcFront(deps: GrpcFrontDeps): GrpcFront {
   const peer = (s: H2ServerSession): string => `${s.remoteAddress}:${s.remotePort}`;
   // The files were checked by validateGatewayOptions; read again here, as they are on every change.
   const tls = opts.tls ? loadTls(opts.tls) : undefined;
+  // Connection errors since the last one logged (at most one line per CONNECTION_ERROR_LOG_MS: a client can earn one
+  // per connection it opens).
+  let errorsLoggedAt = -Infinity;
+  let errorsUnlogged = 0;
   let tlsWatch: TlsWatch | undefined;
   const server = new NativeGrpcServer({
     ...(tls ? { tls: serverTlsOptions(tls) } : {}),
@@ -88,6 +101,21 @@ export function createGrpcFront(deps: GrpcFrontDeps): GrpcFront {
           m.rotated.inc({});
           logger.info({ peer: peer(session), resets }, ROTATED_MESSAGE);
         }
+      },
+      onConnectionError(session, code, why) {
+        const name = h2ErrorName(code);
+        m.connectionErrors.inc({ code: name });
+        const now = performance.now();
+        if (now - errorsLoggedAt < CONNECTION_ERROR_LOG_MS) {
+          errorsUnlogged++;
+          return;
+        }
+        logger.warn(
+          { peer: peer(session), code: name, why: why.slice(0, 200), ...(errorsUnlogged > 0 ? { notLogged: errorsUnlogged } : {}) },
+          "gRPC connection ended by the gateway with an HTTP/2 connection error (GOAWAY); calls in flight on it failed",
+        );
+        errorsLoggedAt = now;
+        errorsUnlogged = 0;
       },
     },
     onMessageTimeout: (path) => deps.requests.inc({ method: path.slice(1), code: "DEADLINE_EXCEEDED" }),

@@ -42,6 +42,13 @@ export const H2Error = {
   HTTP_1_1_REQUIRED: 0xd,
 } as const;
 
+const H2_ERROR_NAMES = new Map<number, string>(Object.entries(H2Error).map(([name, code]) => [code, name]));
+
+/** An HTTP/2 error code's name (RFC 9113 7), or its hex value when it is not one of them. */
+export function h2ErrorName(code: number): string {
+  return H2_ERROR_NAMES.get(code) ?? `0x${code.toString(16)}`;
+}
+
 /** The client connection preface (RFC 9113 3.4). */
 export const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 /** The largest frame payload either side accepts: the protocol default, so it is never advertised. */

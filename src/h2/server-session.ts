@@ -63,9 +63,14 @@ const END_TIMEOUT_MS = 2000;
 /**
  * Frames that cost us work but carry nothing (PING, SETTINGS, PRIORITY, empty DATA, unknown types) are metered by a
  * token bucket: a burst of FLOOD_BURST, refilled at FLOOD_RATE per second; an empty bucket is ENHANCE_YOUR_CALM.
+ * Every HEADERS or DATA frame we send on a stream adds FLOOD_GRANT back (up to the burst): grpc-go's BDP estimator
+ * PINGs once per burst of DATA it reads, so a busy connection PINGs as often as it is answered (thousands a second),
+ * and grpc-go's own server forgives PINGs the same way (its ping strikes reset whenever it sends data or headers).
+ * A PING flood with no calls behind it still meets the rate.
  */
 export const FLOOD_BURST = 1000;
 export const FLOOD_RATE = 200;
+const FLOOD_GRANT = 1;
 /**
  * Client RST_STREAMs (the "rapid reset" attack, CVE-2023-44487, opens and cancels streams as fast as it can, each one
  * work for the gRPC layer) are counted against nghttp2's budget (nghttp2_ratelim): RESET_BUDGET per connection,
@@ -291,6 +296,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   respond(s: ServerStream, headers: HeaderList, endStream: boolean): void {
     if (s.done || s.headersSent) return;
     s.headersSent = true;
+    this.floods.grant(FLOOD_GRANT);
     this.out.headers(s.id, headers, endStream);
     if (endStream) this.localEnd(s);
   }
@@ -301,6 +307,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (n === 0) return s.bufferedBytes <= this.opts.streamHighWaterMark;
     if (s.out === null && n <= s.sendWindow && n <= this.sendWindow && n <= this.out.maxFrame && !this.socketBusy()) {
       // The common case: the whole message fits the windows, one DATA frame now.
+      this.floods.grant(FLOOD_GRANT);
       this.out.data(s.id, data, 0, n, 0);
       s.sendWindow -= n;
       this.sendWindow -= n;
@@ -338,6 +345,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
 
   /** Our END_STREAM: on the trailers, or on an empty DATA frame when there are none. */
   private endNow(s: ServerStream, trailers: HeaderList): void {
+    this.floods.grant(FLOOD_GRANT);
     if (trailers.length === 0) this.out.data(s.id, EMPTY, 0, 0, END_STREAM);
     else this.out.headers(s.id, trailers, true);
     this.localEnd(s);
@@ -461,6 +469,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
       const left = chunk.length - s.outOff;
       const n = Math.min(left, s.sendWindow, this.sendWindow, this.out.maxFrame);
       if (n <= 0) return;
+      this.floods.grant(FLOOD_GRANT);
       this.out.data(s.id, chunk, s.outOff, s.outOff + n, 0);
       s.sendWindow -= n;
       this.sendWindow -= n;
@@ -521,9 +530,16 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   }
 
   /** A connection error (RFC 9113 5.4.1): GOAWAY with the code and why, then the socket ended; every stream closed. */
-  fail(code: number, why: string): void {
+  fail(code: number, why: string, reported = false): void {
     if (this.destroyed) return;
     this.writeGoaway(code, why);
+    if (code !== H2Error.NO_ERROR && !reported) {
+      try {
+        this.opts.onConnectionError?.(this, code, why);
+      } catch {
+        // A hook's bug does not keep the connection open.
+      }
+    }
     // A NO_ERROR end (the keepalive PING unanswered) still cuts the open streams short: they close as cancelled.
     this.teardown(code === H2Error.NO_ERROR ? H2Error.CANCEL : code, why, true);
   }
@@ -862,7 +878,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.resetSec = nowSec;
     if (this.resetTokens <= 0) {
       this.resetBudgetHook("spent");
-      return this.fail(H2Error.ENHANCE_YOUR_CALM, "too many stream resets");
+      return this.fail(H2Error.ENHANCE_YOUR_CALM, "too many stream resets", true);
     }
     const s = this.streams.get(sid);
     if (s !== undefined) this.finish(s, buf.readUInt32BE(p), "client reset", CLOSED_BY_CLIENT);

@@ -155,6 +155,12 @@ export interface H2ServerOptions {
    */
   onResetBudget?(session: H2ServerSession, what: "rotated" | "spent"): void;
   /**
+   * This side ended a connection with a connection error (GOAWAY with `code`, not NO_ERROR: a flood, a protocol
+   * violation, a timeout), except the reset budget's, which onResetBudget reports. `why` is this layer's own text,
+   * never the client's bytes. For metrics and logs.
+   */
+  onConnectionError?(session: H2ServerSession, code: number, why: string): void;
+  /**
    * Serve HTTP/2 over TLS with these Node TLS server options (cert, key, ca, requestCert, minVersion, ...) instead of
    * cleartext; ALPN is always "h2" only. Default: cleartext (h2c with prior knowledge).
    */

@@ -11,6 +11,7 @@ import { after, describe, it } from "node:test";
 import { createH2Server } from "../../src/h2/server.js";
 import { literalField } from "../../src/h2/hpack.js";
 import { CONNECTION_WINDOW, STREAM_WINDOW } from "../../src/h2/frames.js";
+import { FLOOD_BURST } from "../../src/h2/server-session.js";
 import type { H2Server, H2ServerOptions, H2ServerSession, H2ServerStream } from "../../src/h2/types.js";
 import { parseCli } from "../../src/main/cli-args.js";
 import { defaultConnectionBound, validateGatewayOptions } from "../../src/config/options.js";
@@ -435,6 +436,31 @@ describe("the gateway's gRPC connection defences", () => {
     } finally {
       a.destroy();
       b.destroy();
+      await gw.gateway.close();
+    }
+  });
+
+  it("a connection ended for a flood is counted by code in platform_grpc_connection_errors_total and logged, one line per 10 s", async () => {
+    const gw = await startTestGateway({});
+    const flooders = [new Raw(gw.gateway.grpcPort).open(), new Raw(gw.gateway.grpcPort).open()];
+    try {
+      for (const r of flooders) {
+        r.send(...Array.from({ length: FLOOD_BURST + 500 }, (_, i) => frame(H.PING, 0, 0, Buffer.concat([u32(0), u32(i)]))));
+        await waitFor(() => r.closed, "the flooding connection closed");
+        const calm = r.goaways().find((g) => g.code === 0xb);
+        assert.ok(calm, `GOAWAY ENHANCE_YOUR_CALM: ${JSON.stringify(r.goaways())}`);
+      }
+      const text = await (await fetch(`${gw.http}/metrics`)).text();
+      assert.match(text, /# HELP platform_grpc_connection_errors_total .+/);
+      assert.match(text, /^platform_grpc_connection_errors_total\{code="ENHANCE_YOUR_CALM"\} 2$/m);
+      const lines = gw.logs.filter((l) => typeof l["msg"] === "string" && (l["msg"] as string).includes("HTTP/2 connection error"));
+      assert.equal(lines.length, 1, "the second within 10 s is counted, not logged");
+      assert.equal(lines[0]!["level"], "warn");
+      assert.equal(lines[0]!["code"], "ENHANCE_YOUR_CALM");
+      assert.equal(lines[0]!["why"], "too many control frames");
+      assert.match(String(lines[0]!["peer"]), /^127\.0\.0\.1:\d+$/);
+    } finally {
+      for (const r of flooders) r.destroy();
       await gw.gateway.close();
     }
   });

@@ -756,6 +756,33 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("keeps a connection whose client PINGs after every response it reads (grpc-go's BDP estimator), past the PING flood limit", async () => {
+    const { port, seen, sessionsClosed } = await start(echo);
+    const raw = new Raw(port).open();
+    try {
+      const b = block(REQ);
+      const batch = 50;
+      const calls = FLOOD_BURST * 5;
+      const ended = (): number => raw.of(H.HEADERS).filter((f) => (f.flags & END_STREAM) !== 0).length;
+      for (let id = 1, done = 0; done < calls; done += batch) {
+        const frames: Buffer[] = [];
+        for (let i = 0; i < batch; i++, id += 2) frames.push(frame(H.HEADERS, END_HEADERS, id, b), frame(H.DATA, END_STREAM, id, Buffer.from("x")));
+        raw.send(...frames);
+        await waitFor(() => raw.closed || ended() === done + batch, `the responses of calls ${done}-${done + batch}`);
+        assert.equal(raw.of(H.GOAWAY).length, 0, `no GOAWAY after ${done + batch} calls: ${raw.of(H.GOAWAY)[0]?.payload.subarray(8).toString()}`);
+        // One PING per response read, as a client estimating bandwidth after each burst of DATA.
+        raw.send(...Array.from({ length: batch }, (_, i) => frame(H.PING, 0, 0, Buffer.concat([u32(done), u32(i)]))));
+      }
+      await raw.sync();
+      assert.equal(raw.of(H.GOAWAY).length, 0);
+      assert.equal(seen.length, calls);
+      assert.equal(raw.of(H.PING).filter((p) => (p.flags & ACK) !== 0).length, calls + 1, "every PING answered");
+      assert.deepEqual(sessionsClosed, []);
+    } finally {
+      raw.destroy();
+    }
+  });
+
   it("closes a connection gracefully at half of its reset budget (nghttp2's), and with ENHANCE_YOUR_CALM when it is spent", async () => {
     const budget: string[] = [];
     const { port, seen } = await start(() => ({}), { onResetBudget: (_s, what) => budget.push(what) });
