@@ -6,6 +6,11 @@ call, the gateway's gRPC InvokeJson and REST invoke-json, and grpc-gateway. It s
 which round (how long after the warm-up), and where in a block (after the path sat idle while the others ran).
 
   python3 bench/peers/c1_calls.py --main /tmp/perf/new [--reps 3] [--calls 300] [--out /tmp/perf/c1] [--env K=V,...]
+      [--warm 200] [--warm-deadline] [--paths direct,gwgrpc,gwrest,grpcgw]
+
+The harness warms each path up with calls that carry no deadline, while every measured block runs under one deadline,
+so each measured gRPC call carries a grpc-timeout that changes from call to call (a new HPACK literal each time).
+`--warm-deadline` warms up the same way the blocks measure; `--warm` and `--paths` change the counts and the paths.
 
 The summary per path: added p50 and p99 over the direct call per repetition, and the calls over 2 ms by round and
 in the first three calls of a block. With NODE set to a wrapper (e.g. `node --trace-opt --trace-gc` with timestamps)
@@ -22,7 +27,7 @@ import sys
 sys.dont_write_bytecode = True
 from peerslib import BUILD, PEERS, start_backend, start_gateway, start_grpcgw  # noqa: E402
 
-PATHS = ("direct", "gwgrpc", "gwrest", "grpcgw")
+ALL_PATHS = ("direct", "gwgrpc", "gwrest", "grpcgw")
 
 
 def build_dump():
@@ -40,7 +45,7 @@ def build_dump():
     return out
 
 
-def summarize(out, reps):
+def summarize(out, reps, paths=ALL_PATHS):
     res = collections.defaultdict(list)
     slow = collections.Counter()
     first = collections.Counter()
@@ -53,9 +58,9 @@ def summarize(out, reps):
                 if int(i) < 3:
                     first[p] += 1
         q = {p: sorted(v) for p, v in by.items()}
-        for p in PATHS[1:]:
+        for p in paths[1:]:
             res[p].append((q[p][len(q[p]) // 2] - q["direct"][len(q["direct"]) // 2], q[p][int(len(q[p]) * 0.99)] - q["direct"][int(len(q["direct"]) * 0.99)]))
-    for p in PATHS:
+    for p in paths:
         added = f"added p50 {[a for a, _ in res[p]]} us, p99 {[b for _, b in res[p]]} us; " if p in res else ""
         print(f"{p}: {added}calls over 2 ms by round {[slow[(p, r)] for r in range(4)]}, in a block's first 3 calls {first[p]}")
 
@@ -67,7 +72,13 @@ def main():
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--out", default="/tmp/perf/c1")
     ap.add_argument("--env", default="", help="K=V,... for the gateway (e.g. GATEWAY_THREADS=1)")
+    ap.add_argument("--warm", type=int, default=200, help="warm-up calls per path (the harness: 200)")
+    ap.add_argument("--warm-deadline", action="store_true", help="warm up under one deadline per path, as the blocks measure")
+    ap.add_argument("--paths", default=",".join(ALL_PATHS), help="the paths to run; direct first (the added figures are over it)")
     a = ap.parse_args()
+    paths = tuple(a.paths.split(","))
+    if paths[0] != "direct" or set(paths) - set(ALL_PATHS):
+        raise SystemExit(f"--paths: direct first, then any of {ALL_PATHS[1:]}")
     os.makedirs(a.out, exist_ok=True)
     dump = build_dump()
     for rep in range(a.reps):
@@ -78,16 +89,17 @@ def main():
             procs.append(gw)
             grpcgw = start_grpcgw(bport)
             procs.append(grpcgw)
-            subprocess.run([dump, "-conc", "1", "-calls", str(a.calls), "-rounds", "4", "-warm", "200", "-dump", os.path.join(a.out, f"rep{rep}.csv"),
+            addr = {"direct": f"127.0.0.1:{bport}", "gwgrpc": f"127.0.0.1:{gw.port}", "gwrest": f"127.0.0.1:{gw.http_port}", "grpcgw": f"127.0.0.1:{grpcgw.port}"}
+            subprocess.run([dump, "-conc", "1", "-calls", str(a.calls), "-rounds", "4", "-warm", str(a.warm), "-dump", os.path.join(a.out, f"rep{rep}.csv"),
+                            *(["-warm-deadline"] if a.warm_deadline else []),
                             "-pid-backend", str(procs[0].pid), "-pid-gw", str(gw.pid), "-pid-grpcgw", str(grpcgw.pid),
-                            "-direct", f"127.0.0.1:{bport}", "-gwgrpc", f"127.0.0.1:{gw.port}", "-gwrest", f"127.0.0.1:{gw.http_port}",
-                            "-grpcgw", f"127.0.0.1:{grpcgw.port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600, check=True)
+                            *[x for p in paths for x in (f"-{p}", addr[p])]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600, check=True)
             with open(os.path.join(a.out, f"gw{rep}.log"), "w") as f:
                 f.write(gw.text())
         finally:
             for p in reversed(procs):
                 p.stop()
-    summarize(a.out, a.reps)
+    summarize(a.out, a.reps, paths)
 
 
 if __name__ == "__main__":
