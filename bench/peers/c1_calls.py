@@ -14,7 +14,9 @@ so each measured gRPC call carries a grpc-timeout that changes from call to call
 
 The summary per path: added p50 and p99 over the direct call per repetition, and the calls over 2 ms by round and
 in the first three calls of a block. With NODE set to a wrapper (e.g. `node --trace-opt --trace-gc` with timestamps)
-the gateway's log is kept as OUT/gwN.log to line slow calls up with V8's compilations and collections.
+the gateway's log is kept as OUT/gwN.log to line slow calls up with V8's compilations and collections. The wrapper must
+`exec node` (or pass SIGTERM on): stopping a wrapper such as `strace -f node ...` detaches strace and leaves the gateway
+running, idle but waking every 10 ms, through every later run on the box.
 Needs the harness's Go build (its build.sh: PERF_BUILD) and backend ($BACKEND_BIN), as compare.py."""
 import argparse
 import collections
