@@ -12,8 +12,8 @@ The harness warms each path up with calls that carry no deadline, while every me
 so each measured gRPC call carries a grpc-timeout that changes from call to call (a new HPACK literal each time).
 `--warm-deadline` warms up the same way the blocks measure; `--warm` and `--paths` change the counts and the paths.
 
-The summary per path: added p50 and p99 over the direct call per repetition, and the calls over 2 ms by round and
-in the first three calls of a block. With NODE set to a wrapper (e.g. `node --trace-opt --trace-gc` with timestamps)
+The summary per path: added p50 and p99 over the direct call per repetition, the calls over 2 ms by round and in the
+first three calls of a block, and the median of a block's first call against the others'. With NODE set to a wrapper (e.g. `node --trace-opt --trace-gc` with timestamps)
 the gateway's log is kept as OUT/gwN.log to line slow calls up with V8's compilations and collections. The wrapper must
 `exec node` (or pass SIGTERM on): stopping a wrapper such as `strace -f node ...` detaches strace and leaves the gateway
 running, idle but waking every 10 ms, through every later run on the box.
@@ -23,6 +23,7 @@ import collections
 import csv
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -51,10 +52,14 @@ def summarize(out, reps, paths=ALL_PATHS):
     res = collections.defaultdict(list)
     slow = collections.Counter()
     first = collections.Counter()
+    # Each block's first call (after the path sat idle while the others ran), and the rest.
+    opening = collections.defaultdict(list)
+    others = collections.defaultdict(list)
     for rep in range(reps):
         by = collections.defaultdict(list)
         for p, rnd, i, us, _ in (r for r in csv.reader(open(os.path.join(out, f"rep{rep}.csv"))) if len(r) == 5):
             by[p].append(int(us))
+            (opening if i == "0" else others)[p].append(int(us))
             if int(us) > 2000:
                 slow[(p, int(rnd))] += 1
                 if int(i) < 3:
@@ -64,7 +69,8 @@ def summarize(out, reps, paths=ALL_PATHS):
             res[p].append((q[p][len(q[p]) // 2] - q["direct"][len(q["direct"]) // 2], q[p][int(len(q[p]) * 0.99)] - q["direct"][int(len(q["direct"]) * 0.99)]))
     for p in paths:
         added = f"added p50 {[a for a, _ in res[p]]} us, p99 {[b for _, b in res[p]]} us; " if p in res else ""
-        print(f"{p}: {added}calls over 2 ms by round {[slow[(p, r)] for r in range(4)]}, in a block's first 3 calls {first[p]}")
+        print(f"{p}: {added}calls over 2 ms by round {[slow[(p, r)] for r in range(4)]}, in a block's first 3 calls {first[p]}; "
+              f"median of a block's first call {statistics.median(opening[p]):.0f} us, of the others {statistics.median(others[p]):.0f} us")
 
 
 def main():
