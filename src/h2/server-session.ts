@@ -544,7 +544,10 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.teardown(code === H2Error.NO_ERROR ? H2Error.CANCEL : code, why, true);
   }
 
-  /** The connection is gone: every stream closed with `code`; `letOut` flushes what is written (a GOAWAY) first. */
+  /**
+   * The connection is gone: every stream closed with `code`; `letOut` flushes what is written (a GOAWAY) first and
+   * ends the socket without reading from it again.
+   */
   private teardown(code: number, why: string, letOut: boolean): void {
     if (this.destroyed) return;
     this.destroyed = true;
@@ -554,6 +557,9 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (letOut && !this.socket.destroyed) {
       this.out.flush();
       this.socket.end();
+      // Nothing more is read: a client that keeps sending after a connection error (a flood) is not read and thrown
+      // away at our cost; its bytes wait in the kernel until it closes or endExpired destroys the socket.
+      this.socket.pause();
       setTimeout(endExpired, 1000, this.socket).unref();
     } else this.socket.destroy();
     this.out.closed = true;

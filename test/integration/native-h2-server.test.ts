@@ -783,6 +783,29 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("reads nothing more after a connection error: a client that keeps sending is left blocked, and the socket is closed within about a second", async () => {
+    const { port, sessionsClosed } = await start(echo);
+    const raw = new Raw(port).open();
+    try {
+      const t0 = Date.now();
+      // DATA on stream 0 is a connection error (RFC 9113 6.1); then 64 MiB more, far beyond what the kernel buffers on
+      // loopback.
+      raw.send(frame(H.DATA, 0, 0, Buffer.from("x")));
+      const chunk = Buffer.alloc(1 << 20, 0x61);
+      for (let i = 0; i < 64; i++) raw.socket.write(chunk);
+      await new Promise((r) => setTimeout(r, 300));
+      // Read and thrown away, all of it would have left by now, and the connection would be closed.
+      assert.ok(!raw.closed && raw.socket.writableLength > 32 << 20, `the server went on reading: ${raw.socket.writableLength} bytes still to write, closed ${raw.closed}`);
+      const g = await raw.goaway();
+      assert.equal(g.code, 0x1);
+      await waitFor(() => raw.closed, "the server to close the socket", 5000);
+      assert.ok(Date.now() - t0 < 3000, `closed after ${Date.now() - t0} ms`);
+      assert.equal(sessionsClosed.length, 1);
+    } finally {
+      raw.destroy();
+    }
+  });
+
   it("closes a connection gracefully at half of its reset budget (nghttp2's), and with ENHANCE_YOUR_CALM when it is spent", async () => {
     const budget: string[] = [];
     const { port, seen } = await start(() => ({}), { onResetBudget: (_s, what) => budget.push(what) });
