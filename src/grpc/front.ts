@@ -1,6 +1,6 @@
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import type { Logger } from "../observe/logger.js";
+import { logThrottle, type Logger } from "../observe/logger.js";
 import type { CounterMetric, Metrics } from "../observe/metrics.js";
 import type { ValidatedOptions } from "../config/options.js";
 import { NativeGrpcServer } from "./native/server.js";
@@ -77,10 +77,8 @@ export function createGrpcFront(deps: GrpcFrontDeps): GrpcFront {
   const peer = (s: H2ServerSession): string => `${s.remoteAddress}:${s.remotePort}`;
   // The files were checked by validateGatewayOptions; read again here, as they are on every change.
   const tls = opts.tls ? loadTls(opts.tls) : undefined;
-  // Connection errors since the last one logged (at most one line per CONNECTION_ERROR_LOG_MS: a client can earn one
-  // per connection it opens).
-  let errorsLoggedAt = -Infinity;
-  let errorsUnlogged = 0;
+  // A client can earn a connection error per connection it opens: each is counted, at most one a period is logged.
+  const errorLog = logThrottle(CONNECTION_ERROR_LOG_MS);
   let tlsWatch: TlsWatch | undefined;
   const server = new NativeGrpcServer({
     ...(tls ? { tls: serverTlsOptions(tls) } : {}),
@@ -105,17 +103,12 @@ export function createGrpcFront(deps: GrpcFrontDeps): GrpcFront {
       onConnectionError(session, code, why) {
         const name = h2ErrorName(code);
         m.connectionErrors.inc({ code: name });
-        const now = performance.now();
-        if (now - errorsLoggedAt < CONNECTION_ERROR_LOG_MS) {
-          errorsUnlogged++;
-          return;
-        }
+        const turn = errorLog.take();
+        if (turn === undefined) return;
         logger.warn(
-          { peer: peer(session), code: name, why: why.slice(0, 200), ...(errorsUnlogged > 0 ? { notLogged: errorsUnlogged } : {}) },
+          { peer: peer(session), code: name, why: why.slice(0, 200), ...(turn.notLogged > 0 ? { notLogged: turn.notLogged } : {}) },
           "gRPC connection ended by the gateway with an HTTP/2 connection error (GOAWAY); calls in flight on it failed",
         );
-        errorsLoggedAt = now;
-        errorsUnlogged = 0;
       },
     },
     onMessageTimeout: (path) => deps.requests.inc({ method: path.slice(1), code: "DEADLINE_EXCEEDED" }),

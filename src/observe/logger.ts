@@ -21,3 +21,26 @@ export function createLogger(level: LogLevel, destination?: NodeJS.WritableStrea
     destination ?? pino.destination({ dest: 1, sync: true }),
   );
 }
+
+/**
+ * For an event a client can cause at will (one per connection it opens): at most one log line per `intervalMs`.
+ * `take()` answers whether to log now and, when so, how many events were not logged since the last line (0 for none);
+ * undefined means skip this one (it is counted for the next line). `now` is the clock, ms.
+ */
+export function logThrottle(intervalMs: number, now: () => number = () => performance.now()): { take(): { notLogged: number } | undefined } {
+  let loggedAt = -Infinity;
+  let skipped = 0;
+  return {
+    take() {
+      const t = now();
+      if (t - loggedAt < intervalMs) {
+        skipped++;
+        return undefined;
+      }
+      const notLogged = skipped;
+      loggedAt = t;
+      skipped = 0;
+      return { notLogged };
+    },
+  };
+}
