@@ -262,6 +262,8 @@ export interface RestServerDeps {
   auth: Authenticator;
   logger: Logger;
   maxBodyBytes: number;
+  /** How long an oversized body is read and thrown away before its 413 (readBody), ms. Default 5000. */
+  bodyDiscardMs?: number;
   /** Close a connection whose client accepts no reply bytes for this long, ms. Default 10000. */
   writeStallTimeoutMs?: number;
   /** Bytes of large replies this server holds for clients that have not read them (reply-writer.ts). Default 64 MiB. */
@@ -330,21 +332,52 @@ export function jsonObjectBody(body: Buffer): Record<string, unknown> {
 }
 
 /**
- * Read a uWS request's whole body (every uWS front that takes one reads it here): `then` gets it, or undefined at once
- * when it grows past `max` bytes (nothing more is kept). Chunks stop being kept once `stopped()` (the request was
+ * How much of an oversized body is read and thrown away before its 413 goes out. uWS closes a connection at once after
+ * the FIN of a reply that closes it; with the client's bytes still unread, the kernel answers them with a reset, and a
+ * client still sending reads "connection reset" instead of the 413 (nginx's lingering close exists for the same
+ * reason). Past either bound the answer goes out anyway.
+ */
+export const DISCARD_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_DISCARD_MS = 5_000;
+
+/**
+ * Read a uWS request's whole body (every uWS front that takes one reads it here): `then` gets it, or undefined when it
+ * is larger than `--max-body-bytes`. An oversized body (declared in content-length or found while reading) is read to
+ * its end and thrown away first, up to DISCARD_BYTES past the limit and `bodyDiscardMs`; a declared length past that
+ * bound is refused at once. Nothing past the limit is kept. Chunks stop being read once `stopped()` (the request was
  * answered or aborted).
  */
-export function readBody(res: uws.HttpResponse, max: number, stopped: () => boolean, then: (body: Buffer | undefined) => void): void {
+export function readBody(
+  res: uws.HttpResponse,
+  limits: Pick<RestServerDeps, "maxBodyBytes" | "bodyDiscardMs">,
+  declared: number,
+  stopped: () => boolean,
+  then: (body: Buffer | undefined) => void,
+): void {
+  const max = limits.maxBodyBytes;
+  if (declared > max + DISCARD_BYTES) return then(undefined);
   const chunks: Buffer[] = [];
   let size = 0;
   let over = false;
+  let timer: NodeJS.Timeout | undefined;
+  const refuse = (): void => {
+    clearTimeout(timer);
+    if (!stopped()) then(undefined);
+  };
+  const discard = (): void => {
+    over = true;
+    chunks.length = 0;
+    timer = setTimeout(refuse, limits.bodyDiscardMs ?? DEFAULT_DISCARD_MS);
+    timer.unref();
+  };
+  if (declared > max) discard();
   res.onData((chunk, isLast) => {
-    if (over || stopped()) return;
+    if (stopped()) return clearTimeout(timer);
     size += chunk.byteLength;
-    if (size > max) {
-      over = true;
-      chunks.length = 0;
-      return then(undefined);
+    if (!over && size > max) discard();
+    if (over) {
+      if (isLast || size > max + DISCARD_BYTES) refuse();
+      return;
     }
     // uWS reuses the chunk's memory after this callback: copy it.
     chunks.push(Buffer.from(Buffer.from(chunk)));
@@ -503,14 +536,12 @@ export async function startRestServer(host: string, port: number, routes: Route[
         route.handler(createRestRequest(method, path, decision.params, query, headers, body, cancel)).then(send, fail);
       };
       if (!BODY_METHODS.has(method)) return run(Buffer.alloc(0));
-      const declared = Number(headers["content-length"] ?? NaN);
-      const tooLarge = (what: string): void =>
+      const declared = Number(headers["content-length"] ?? 0);
+      const tooLarge = (): void => {
+        const what = declared > deps.maxBodyBytes ? `of ${declared} bytes ` : "";
         send({ status: 413, body: errorBody(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body ${what}exceeds the limit of ${deps.maxBodyBytes} bytes`)) }, true);
-      if (declared > deps.maxBodyBytes) {
-        // Answer 413 at once and close: the rest of the body is never buffered.
-        return tooLarge(`of ${declared} bytes `);
-      }
-      readBody(res, deps.maxBodyBytes, () => done, (body) => (body === undefined ? tooLarge("") : run(body)));
+      };
+      readBody(res, deps, declared, () => done, (body) => (body === undefined ? tooLarge() : run(body)));
     } catch (e) {
       fail(e);
     }

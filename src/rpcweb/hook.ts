@@ -185,9 +185,7 @@ function serve(deps: RpcWebDeps, rest: RestServerDeps, res: uws.HttpResponse, he
     const target = deps.route(service);
     if (target === undefined) return fail(new GatewayError(Code.UNIMPLEMENTED, `service ${echo(service)} is not served by any registered backend`), true);
     const tooLarge = (): void => fail(new GatewayError(Code.RESOURCE_EXHAUSTED, `request body exceeds the limit of ${rest.maxBodyBytes} bytes`), false, true);
-    // Declared too large: answered at once and the connection closed, the body never buffered.
-    if (Number(headers["content-length"] ?? 0) > rest.maxBodyBytes) return tooLarge();
-    readBody(res, rest.maxBodyBytes, () => done, (body) => {
+    readBody(res, rest, Number(headers["content-length"] ?? 0), () => done, (body) => {
       if (body === undefined) return tooLarge();
       run(target, body, timeout).catch((e: unknown) => fail(e));
     });

@@ -6,7 +6,7 @@ import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createAuthenticator } from "../../src/ops/auth.js";
 import { createLogger } from "../../src/observe/logger.js";
 import { createMetrics } from "../../src/observe/metrics.js";
-import { json, startRestServer, type RestServer } from "../../src/http/router.js";
+import { DISCARD_BYTES, json, startRestServer, type RestServer } from "../../src/http/router.js";
 import { waitFor } from "../support/gateway.js";
 
 /** A raw HTTP/1.1 exchange: write `request`, resolve with everything the server sent until it closed or `ms` passed. */
@@ -19,6 +19,21 @@ function raw(port: number, request: string | Buffer, ms = 2000): Promise<string>
     sock.on("close", () => resolve(data));
     sock.write(request);
     setTimeout(() => sock.destroy(), ms).unref();
+  });
+}
+
+/** Write `head` then `body` as fast as the socket takes them; resolve with what came back and any socket error. */
+function exchange(port: number, head: string, body: Buffer): Promise<{ data: string; error?: string }> {
+  return new Promise((resolve) => {
+    const sock = connect(port, "127.0.0.1");
+    let data = "";
+    let error: string | undefined;
+    sock.on("data", (d) => (data += d.toString()));
+    sock.on("error", (e: NodeJS.ErrnoException) => (error = e.code ?? e.message));
+    sock.on("close", () => resolve({ data, error }));
+    sock.write(head);
+    sock.write(body);
+    setTimeout(() => sock.destroy(), 5000).unref();
   });
 }
 
@@ -59,6 +74,7 @@ describe("REST router over uWS", () => {
         auth: createAuthenticator([]),
         logger: createLogger("silent"),
         maxBodyBytes: 1024,
+        bodyDiscardMs: 300,
         isClosing: () => false,
         requests: metrics.counter("t_requests_total", "test", ["route", "method", "status"]),
         latency: metrics.histogram("t_latency_seconds", "test", ["route", "method", "status"]),
@@ -102,11 +118,42 @@ describe("REST router over uWS", () => {
     assert.equal(wrong.headers.get("allow"), "POST");
   });
 
-  it("a declared oversize body is 413 at once, and the connection closes without reading the rest", async () => {
-    const head = `POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n`;
+  it("a declared oversize body is read to its end and thrown away, then 413, so a client still sending reads the answer, not a reset", async () => {
+    const head = `POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000000\r\n\r\n`;
+    for (let i = 0; i < 20; i++) {
+      const got = await exchange(server.port, head, Buffer.alloc(4_000_000, 0x20));
+      assert.equal(got.error, undefined, `exchange ${i}: ${got.error}`);
+      assert.match(got.data, /^HTTP\/1\.1 413 /);
+      assert.match(got.data, /request body of 4000000 bytes exceeds the limit of 1024 bytes/);
+    }
+  });
+
+  it("the 413 for a declared oversize body waits for the body, and the connection then closes", async () => {
+    const sock = connect(server.port, "127.0.0.1");
+    let data = "";
+    sock.on("data", (d) => (data += d.toString()));
+    const closed = new Promise((resolve) => sock.on("close", resolve));
+    sock.write(`POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n${"x".repeat(2000)}`);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(data, "", "no answer while the body is still coming");
+    sock.write("y".repeat(3000));
+    await closed;
+    assert.match(data, /^HTTP\/1\.1 413 /);
+  });
+
+  it("a declared length past the discard bound is 413 at once", async () => {
+    const head = `POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: ${1024 + DISCARD_BYTES + 1}\r\n\r\n`;
     const reply = await raw(server.port, head);
     assert.match(reply, /^HTTP\/1\.1 413 /);
     assert.match(reply, /exceeds the limit of 1024 bytes/);
+  });
+
+  it("a declared oversize body that stops coming is answered 413 after bodyDiscardMs", async () => {
+    const t0 = performance.now();
+    const reply = await raw(server.port, `POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n`, 5000);
+    assert.match(reply, /^HTTP\/1\.1 413 /);
+    const waited = performance.now() - t0;
+    assert.ok(waited >= 250 && waited < 4000, `answered after ${waited.toFixed(0)} ms (bodyDiscardMs 300)`);
   });
 
   it("a chunked body that grows past the limit is 413", async () => {
