@@ -938,8 +938,9 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     // Our keepalive and graceful-close PINGs are acknowledged; unsolicited ACKs cost a token like any PING.
     if (this.flooded()) return;
     if ((flags & ACK) !== 0) return this.timers.pingAck(buf, p);
-    // Answered with this connection's next write (held at most ACK_HOLD_MS): see src/h2/server-writer.ts.
-    this.out.pingAck(buf, p);
+    // Answered with this connection's next write (held at most ACK_HOLD_MS), or at once while DATA waits for a window:
+    // see src/h2/server-writer.ts.
+    this.out.pingAck(buf, p, this.blocked.length > 0);
   }
 
   protected onGoaway(buf: Buffer, p: number, size: number, sid: number): void {

@@ -35,11 +35,9 @@ const ACKS_HELD = 4;
  * after each DATA burst they read; a subscriber's ACK then rides with its next event (one socket write instead of two,
  * and a client that reads the ACK after that DATA does not PING again for it). RFC 9113 6.7 asks for an ACK, not for
  * one at once; what a client learns from the delay is a longer round trip on a connection that trickles, which sizes
- * no window (one that moved ACK_HOLD_BYTES or more in its last turn gets its ACKs at once).
+ * no window. A connection with DATA waiting for a window gets its ACKs at once (`pingAck`).
  */
 export const ACK_HOLD_MS = 20;
-/** ACKs are held only on connections that wrote less than this in their last turn (a trickle of small events). */
-const ACK_HOLD_BYTES = 4096;
 
 /** Told after each batched flush (the session checks the socket's backlog there). */
 export interface FlushOwner {
@@ -350,10 +348,11 @@ export class FrameWriter {
    * PING ACK echoing the 8 bytes at buf[at]: written now when this turn writes anyway, else held for the connection's
    * next write, at most ACK_HOLD_MS (and at most ACKS_HELD of them).
    */
-  pingAck(buf: Buffer, at: number): void {
-    // A connection that moved data in its last turn gets its ACK at once: the client times the round trip to size its
-    // windows (grpc-go's BDP estimator grows them only from samples of tens of KB), and a late ACK would keep them small.
-    if (this.due || this.ackCount === ACKS_HELD || this.lastTurnBytes >= ACK_HOLD_BYTES) {
+  pingAck(buf: Buffer, at: number, windowBound: boolean): void {
+    // A connection whose DATA waits for a window gets its ACK at once: the client times the round trip to size its
+    // windows (grpc-go's BDP estimator grows them only from samples of tens of KB), and a late ACK would keep them
+    // small. One that is not window-bound (a stream of events, however many) loses nothing by a longer sample.
+    if (this.due || this.ackCount === ACKS_HELD || windowBound) {
       if (this.ackCount > 0) this.releaseAcks();
       const p = this.reserve(17);
       this.commit(writePingAck(this.segSlab, p, buf, at));

@@ -145,4 +145,62 @@ describe("gRPC subscribers on the native HTTP/2 server", () => {
       r.destroy();
     }
   });
+
+  /** A raw connection subscribed to `topic` on stream 1, whose streams' send window is `streamWindow`. */
+  async function rawSubscriber(topic: string, streamWindow: number): Promise<Raw> {
+    const r = new Raw(gw.gateway.grpcPort).open(settings([0x4, streamWindow]));
+    await waitFor(() => r.of(H.SETTINGS).length > 0, "the server's SETTINGS");
+    r.send(frame(H.SETTINGS, ACK, 0, Buffer.alloc(0)), frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)));
+    rawSubscribe(r, 1, topic);
+    await waitFor(() => r.of(H.HEADERS).some((f) => f.stream === 1), "the Subscribe response headers");
+    return r;
+  }
+  const bigEvent = (i: number): object => event(i, { text_data: `${i}:`.padEnd(8000, "x") });
+  const ackOf = (r: Raw, p: Buffer): number => r.frames.findIndex((f) => f.type === H.PING && (f.flags & ACK) !== 0 && f.payload.equals(p));
+
+  it("on a connection that streams 8 KB events, a PING's ACK rides after the next event's DATA, not in a write of its own", async () => {
+    const r = await rawSubscriber("ride", 0x7fffffff);
+    try {
+      await publish(publisher, "ride", bigEvent(0), withKey(KEY));
+      await waitFor(() => r.of(H.DATA).length === 1, "the first event");
+      const seen: string[] = [];
+      for (let i = 1; i <= 5; i++) {
+        const p = Buffer.from(`ride-00${i}`);
+        const sentAt = performance.now();
+        r.send(frame(H.PING, 0, 0, p));
+        await publish(publisher, "ride", bigEvent(i), withKey(KEY));
+        await waitFor(() => ackOf(r, p) >= 0 && r.of(H.DATA).length === i + 1, `the ACK of PING ${i} and event ${i}`);
+        const dataAt = r.frames.indexOf(r.of(H.DATA)[i]!);
+        const waited = performance.now() - sentAt;
+        // Held for the next write, the ACK comes right after that event's DATA; only an event that came later than
+        // the hold (ACK_HOLD_MS) leaves it to go alone, after the hold.
+        if (ackOf(r, p) < dataAt && waited < 15) seen.push(`PING ${i} answered at once, before event ${i} (${waited.toFixed(1)} ms)`);
+      }
+      assert.deepEqual(seen, []);
+    } finally {
+      r.destroy();
+    }
+  });
+
+  it("while an event's DATA waits for the client's window, a PING is answered at once (the client sizes its windows by it)", async () => {
+    const r = await rawSubscriber("windowbound", 100);
+    try {
+      await publish(publisher, "windowbound", bigEvent(0), withKey(KEY));
+      await waitFor(() => r.of(H.DATA).length === 1, "the first 100 bytes of the event");
+      const delays: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const p = Buffer.from(`wait-00${i}`);
+        const sentAt = performance.now();
+        r.send(frame(H.PING, 0, 0, p));
+        await waitFor(() => ackOf(r, p) >= 0, `the ACK of PING ${i}`);
+        delays.push(performance.now() - sentAt);
+      }
+      assert.equal(r.of(H.DATA).length, 1, "the stream still waits for its window");
+      // A held ACK waits at least ACK_HOLD_MS - 1 (19 ms); the median tolerates a stall of the test's own loop.
+      const median = [...delays].sort((a, b) => a - b)[2]!;
+      assert.ok(median < 15, `ACK delays ${delays.map((d) => d.toFixed(1)).join(", ")} ms`);
+    } finally {
+      r.destroy();
+    }
+  });
 });
