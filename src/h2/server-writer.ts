@@ -152,7 +152,7 @@ export class FrameWriter {
   private blockEnd = 0;
   /** The block is a buffer of this writer's own (claimed while its socket was behind), not a piece of the slab. */
   private own = false;
-  /** Bytes written this turn, and in the previous one (the next block's size; whether PING ACKs are held). */
+  /** Bytes written this turn, and in the previous one (the size of the next block claimed). */
   private turnBytes = 0;
   private lastTurnBytes = 0;
   private chunks: Buffer[] = [];
