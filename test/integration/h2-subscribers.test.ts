@@ -146,23 +146,26 @@ describe("gRPC subscribers on the native HTTP/2 server", () => {
     }
   });
 
-  /** A raw connection subscribed to `topic` on stream 1, whose streams' send window is `streamWindow`. */
+  const bigEvent = (i: number): object => event(i, { text_data: `${i}:`.padEnd(8000, "x") });
+  /**
+   * A raw connection subscribed to `topic` on stream 1, whose streams' send window is `streamWindow`, once the first
+   * DATA of an 8 KB event published on it has arrived.
+   */
   async function rawSubscriber(topic: string, streamWindow: number): Promise<Raw> {
     const r = new Raw(gw.gateway.grpcPort).open(settings([0x4, streamWindow]));
     await waitFor(() => r.of(H.SETTINGS).length > 0, "the server's SETTINGS");
     r.send(frame(H.SETTINGS, ACK, 0, Buffer.alloc(0)), frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)));
     rawSubscribe(r, 1, topic);
     await waitFor(() => r.of(H.HEADERS).some((f) => f.stream === 1), "the Subscribe response headers");
+    await publish(publisher, topic, bigEvent(0), withKey(KEY));
+    await waitFor(() => r.of(H.DATA).length === 1, "the first event's DATA");
     return r;
   }
-  const bigEvent = (i: number): object => event(i, { text_data: `${i}:`.padEnd(8000, "x") });
   const ackOf = (r: Raw, p: Buffer): number => r.frames.findIndex((f) => f.type === H.PING && (f.flags & ACK) !== 0 && f.payload.equals(p));
 
   it("on a connection that streams 8 KB events, a PING's ACK rides after the next event's DATA, not in a write of its own", async () => {
     const r = await rawSubscriber("ride", 0x7fffffff);
     try {
-      await publish(publisher, "ride", bigEvent(0), withKey(KEY));
-      await waitFor(() => r.of(H.DATA).length === 1, "the first event");
       const seen: string[] = [];
       for (let i = 1; i <= 5; i++) {
         const p = Buffer.from(`ride-00${i}`);
@@ -185,8 +188,6 @@ describe("gRPC subscribers on the native HTTP/2 server", () => {
   it("while an event's DATA waits for the client's window, a PING is answered at once (the client sizes its windows by it)", async () => {
     const r = await rawSubscriber("windowbound", 100);
     try {
-      await publish(publisher, "windowbound", bigEvent(0), withKey(KEY));
-      await waitFor(() => r.of(H.DATA).length === 1, "the first 100 bytes of the event");
       const delays: number[] = [];
       for (let i = 0; i < 5; i++) {
         const p = Buffer.from(`wait-00${i}`);

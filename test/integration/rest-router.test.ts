@@ -1,5 +1,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import { connect } from "node:net";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
@@ -146,6 +147,25 @@ describe("REST router over uWS", () => {
     const reply = await raw(server.port, head);
     assert.match(reply, /^HTTP\/1\.1 413 /);
     assert.match(reply, /exceeds the limit of 1024 bytes/);
+  });
+
+  it("a chunked body that keeps coming past the discard bound is cut off: the server stops reading it", async () => {
+    const sock = connect(server.port, "127.0.0.1");
+    sock.on("error", () => undefined);
+    let closed = false;
+    const ended = new Promise<void>((resolve) => sock.on("close", () => resolve(void (closed = true))));
+    sock.write("POST /v1/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    const MIB = 1024 * 1024;
+    const chunk = Buffer.concat([Buffer.from(`${MIB.toString(16)}\r\n`), Buffer.alloc(MIB, 0x78), Buffer.from("\r\n")]);
+    let sent = 0;
+    // Never a last chunk: only the bound ends this body. At most twice the bound is offered.
+    while (!closed && sent < 2 * DISCARD_BYTES) {
+      // (a write after the server closed fails: EPIPE, and the close follows)
+      if (!sock.write(chunk)) await Promise.race([once(sock, "drain").catch(() => undefined), ended]);
+      sent += MIB;
+    }
+    assert.ok(sent < 2 * DISCARD_BYTES, `the server still read after ${sent} bytes`);
+    await waitFor(() => closed, "the connection to close");
   });
 
   it("a declared oversize body that stops coming is answered 413 after bodyDiscardMs", async () => {
