@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { createGatewayClient, GatewayClientError, type GatewayClient, type LiveInfo, type ReconnectingInfo, type SubscriptionMessage } from "../../src/client/index.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
 import { runtimeFixtures } from "../support/runtimes.js";
-import { freePort, nextMessage, onceWithin, within } from "../support/client-helpers.js";
+import { nextMessage, onceWithin, within } from "../support/client-helpers.js";
+import { freePort } from "../support/ports.js";
 
 const KEY = "sub-key";
 const event = (type: string, data?: unknown) => ({ source: "urn:test:subscribe", type, ...(data !== undefined ? { data } : {}) });

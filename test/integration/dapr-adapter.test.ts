@@ -7,7 +7,7 @@ import { createDaprRuntime, type DaprRuntime } from "../../src/runtime/dapr/inde
 import { startTestDaprSidecar, type TestDaprSidecar } from "../support/dapr-sidecar/index.js";
 import { rawDaprClient } from "../support/dapr-sidecar/raw-client.js";
 import { waitFor } from "../support/gateway.js";
-import { freePort } from "../support/runtimes.js";
+import { freePort } from "../support/ports.js";
 
 const silent = { debug() {}, info() {}, warn() {}, error() {} };
 

@@ -8,7 +8,7 @@ import { startTestDaprSidecar, type TestDaprSidecar } from "../support/dapr-side
 import { rawDaprClient } from "../support/dapr-sidecar/raw-client.js";
 import { createSharedDaprBackend, type SharedDaprBackend } from "../support/dapr-sidecar/shared.js";
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
-import { freePort } from "../support/runtimes.js";
+import { freePort } from "../support/ports.js";
 import { rejectsWith, stateFronts } from "../support/state-fronts.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 import { connectWs, type WsTestClient } from "../support/web.js";

@@ -6,7 +6,7 @@ import { packString } from "../../src/runtime/dapr/struct.js";
 import { startTestDaprSidecar, type TestDaprSidecar } from "../support/dapr-sidecar/index.js";
 import { rawDaprClient, type RawDaprClient } from "../support/dapr-sidecar/raw-client.js";
 import { startTestGateway, unary, waitFor, withKey, type TestGateway } from "../support/gateway.js";
-import { freePort } from "../support/runtimes.js";
+import { freePort } from "../support/ports.js";
 import { validateGatewayOptions } from "../../src/config/options.js";
 import { validateServicesConfig } from "../../src/config/services.js";
 import { event, publish, subscribe, type Sub } from "./pubsub-support.js";

@@ -10,6 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import { createH2UnaryClient, type H2UnaryClient } from "../../src/backends/h2-unary.js";
 import { Code } from "../../src/shared/code.js";
 import { rawBytesMethod as method } from "../support/raw-methods.js";
+import { freePort } from "../support/ports.js";
 
 const SERVICE: grpc.ServiceDefinition = {
   Echo: method("/t.T/Echo"),
@@ -18,14 +19,6 @@ const SERVICE: grpc.ServiceDefinition = {
   Big: method("/t.T/Big"),
   Meta: method("/t.T/Meta"),
 };
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 describe("h2-unary client", () => {
   let server: grpc.Server;

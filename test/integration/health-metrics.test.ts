@@ -4,7 +4,7 @@ import { createEmbeddedRuntime } from "../../src/runtime/embedded/index.js";
 import type { Runtime, RuntimeHealth } from "../../src/runtime/runtime.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
 import { checkPromText } from "../support/prom-text.js";
-import { freePort } from "../support/client-helpers.js";
+import { freePort } from "../support/ports.js";
 
 const TIME_SPAN = /^\d{2}:\d{2}:\d{2}\.\d{7}$/;
 

@@ -5,12 +5,12 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import net from "node:net";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { startLibraryBackend, type LibraryBackend } from "../support/backends/library-backend.js";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
+import { freePort } from "../support/ports.js";
 import { httpRequest } from "../support/http-request.js";
 import { encodedFileDescriptorProtos, LIBRARY_PROTO } from "../support/protos/descriptors.js";
 
@@ -28,15 +28,6 @@ async function validDocument(gw: TestGateway, path: string): Promise<Obj> {
   return doc;
 }
 
-/** A port nothing listens on (bound, then released). */
-async function closedPort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
 for (const threads of [1, 2]) {
   describe(`OpenAPI routes (--threads ${threads})`, () => {
     let backend: LibraryBackend;
@@ -44,7 +35,7 @@ for (const threads of [1, 2]) {
     let downPort: number;
     before(async () => {
       backend = await startLibraryBackend();
-      downPort = await closedPort();
+      downPort = await freePort();
       gw = await startTestGateway({
         threads,
         apiKeys: [KEY],

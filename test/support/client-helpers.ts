@@ -1,4 +1,3 @@
-import { createServer } from "node:net";
 import type { Subscription, SubscriptionMessage } from "../../src/client/index.js";
 
 /** The next message of a subscription's iterator, or a rejection naming `what` after `timeoutMs`. */
@@ -45,14 +44,3 @@ export function onceWithin<T>(sub: Subscription, event: string, timeoutMs = 1000
   });
 }
 
-/** A TCP port that was free a moment ago on 127.0.0.1 (for a gateway restarted on the same port). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      s.close(() => (typeof a === "object" && a ? resolve(a.port) : reject(new Error("no port"))));
-    });
-  });
-}

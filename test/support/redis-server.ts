@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort } from "./runtimes.js";
+import { freePort } from "./ports.js";
 
 /** A real redis-server on 127.0.0.1 for one test file, in its own temporary directory (append-only file on). */
 export interface TestRedisServer {

@@ -1,9 +1,9 @@
-import { createServer } from "node:net";
 import { after, before } from "node:test";
 import type { GatewayOverrides } from "../../src/main/gateway.js";
 import type { GatewayOptions } from "../../src/config/options.js";
 import { startTestDaprSidecar, type TestDaprSidecar } from "./dapr-sidecar/index.js";
 import { startTestGateway, type TestGateway } from "./gateway.js";
+import { freePort } from "./ports.js";
 
 /** A runtime the facility suites run against. Suites loop over `runtimeFixtures` so every suite covers every runtime. */
 export interface RuntimeFixture {
@@ -31,18 +31,6 @@ const embedded: RuntimeFixture = {
     return { options: { sidecar: "embedded" }, async close() {} };
   },
 };
-
-/** A port free right now (the kernel picks it; it is released before the caller binds it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** The Redis Stack store of the dapr fixture and its query index (the state suite's catalog service uses them). */
 export const QUERY_STORE = "catalog-store";
