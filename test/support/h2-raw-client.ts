@@ -55,6 +55,8 @@ export interface RawFrame {
   flags: number;
   stream: number;
   payload: Buffer;
+  /** performance.now() when the bytes that completed the frame were read. */
+  at: number;
 }
 
 /** A raw client socket: sends bytes, parses the server's frames, notices the close. */
@@ -65,12 +67,14 @@ export class Raw {
   readonly socket: net.Socket;
   constructor(port: number) {
     this.socket = net.connect(port, "127.0.0.1");
+    this.socket.setNoDelay(true);
     this.socket.on("data", (c: Buffer) => {
+      const at = performance.now();
       this.buf = Buffer.concat([this.buf, c]);
       while (this.buf.length >= 9) {
         const len = this.buf.readUIntBE(0, 3);
         if (this.buf.length < 9 + len) break;
-        this.frames.push({ type: this.buf[3]!, flags: this.buf[4]!, stream: this.buf.readUInt32BE(5) & 0x7fffffff, payload: this.buf.subarray(9, 9 + len) });
+        this.frames.push({ type: this.buf[3]!, flags: this.buf[4]!, stream: this.buf.readUInt32BE(5) & 0x7fffffff, payload: this.buf.subarray(9, 9 + len), at });
         this.buf = this.buf.subarray(9 + len);
       }
     });
