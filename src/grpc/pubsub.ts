@@ -1,4 +1,4 @@
-import { subscribeFailureKind, type Broker, type EndReason, type Subscription } from "../broker/index.js";
+import { subscribeFailureKind, type Broker, type EndReason, type SubscriberSink, type Subscription } from "../broker/index.js";
 import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { onAbort } from "../shared/signals.js";
@@ -138,17 +138,59 @@ interface PositionedStream {
 
 type SubscribeCall = ServerStreamCall<SubscribeRequest__Output, Buffer>;
 
+/**
+ * The broker's sink for one Subscribe stream. Events go out as the broker's encoder framed them (call.writeFramed):
+ * one Buffer per event, encoded once and shared by every subscriber, handed to the HTTP/2 stream without a copy; its
+ * write() return value and drained() keep the backpressure contract (the broker's ring holds what does not fit).
+ *
+ * A class, not an object of closures: the broker calls `write` once per event per subscriber, and a method reads
+ * this object's fields where a closure also reads its function and its context, two more objects per delivery and
+ * each a likely cache miss once thousands of subscribers take turns.
+ */
+class SubscribeSink implements SubscriberSink {
+  /** The call has its status, or is over: nothing more is written to it. */
+  done = false;
+  /** Waiting for the call to drain (a write returned false). */
+  private waiting = false;
+  /** The broker's subscription, once live. */
+  sub: Subscription | undefined;
+
+  constructor(
+    private readonly call: SubscribeCall,
+    private readonly ended: (reason: EndReason) => void,
+  ) {}
+
+  write(bytes: Uint8Array): boolean {
+    const call = this.call;
+    if (this.done || call.ended) return false;
+    const ok = call.writeFramed(bytes);
+    if (!ok && !this.waiting) {
+      this.waiting = true;
+      void call.drained().then(() => {
+        this.waiting = false;
+        if (!this.done) this.sub?.drain();
+      });
+    }
+    return ok;
+  }
+
+  open(id: string): void {
+    const md = new CallMetadata();
+    md.set(SUBSCRIPTION_ID_HEADER, id);
+    this.call.sendMetadata(md);
+  }
+
+  end(reason: EndReason): void {
+    if (!this.done) this.ended(reason);
+  }
+}
+
 /** The `io.cloudevents.v1.Pubsub` implementation and the set of its open streams. */
 export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; streams: StreamSet; outlet: PositionedOutlet } {
   const { ops, broker, logger } = deps;
   const open = new Set<SubscribeCall>();
   const positionedStreams = positioned(deps, open);
 
-  /**
-   * Events go out as the broker's encoder framed them (call.writeFramed): one Buffer per event, encoded once and shared
-   * by every subscriber, handed to the HTTP/2 stream without a copy; its write() return value and drained() keep
-   * the backpressure contract (the broker's ring holds what does not fit).
-   */
   const subscribe = rawResponses((call: SubscribeCall) => {
     const requested = call.request?.topics ?? [];
     if (requested.length > MAX_SUBSCRIPTION_TOPICS) {
@@ -167,67 +209,40 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
     }
     if (asked) return positionedStreams.subscribe(call, topics, asked.since);
     open.add(call);
-    let sub: Subscription | undefined;
-    /** The call has its status, or is over: nothing more is written to it. */
-    let done = false;
-    let waiting = false;
+    const sink = new SubscribeSink(call, (reason) => {
+      const err = statusOfEnd(reason);
+      end(err ?? undefined);
+      if (err && (reason.kind === "slow" || reason.kind === "stuck")) {
+        logger.warn({ subscriptionId: sink.sub?.id, topics, reason: reason.kind }, err.rawMessage);
+        // The status travels behind the data already buffered for this stream; a client that never reads
+        // again would hold the stream open forever, so reset it after a grace period (nothing if it closed).
+        setTimeout(() => call.reset(), deps.reapGraceMs).unref();
+      }
+    });
     const end = (status?: GatewayError): void => {
-      done = true;
+      sink.done = true;
       call.end(status);
     };
     // The signal aborts once the stream has closed (after the status and the events buffered before it reached the
     // client, or a cancel): until then the call stays in `open`, so dropAll() can reset a reader that stopped reading.
     // The call's cancellation is the subscribe's too (the broker only reads `aborted`): no AbortController per stream.
     onAbort(call.cancellation, () => {
-      done = true;
-      sub?.close();
+      sink.done = true;
+      sink.sub?.close();
       open.delete(call);
     });
 
     // The start is traced under the caller's context until the subscription is live (no span per event).
     const span = deps.traceSubscribe?.(traceOfGrpc(true, call.metadata, SUBSCRIBE_SPAN)!, topics.length);
-    const subscribing = broker.subscribe(
-      topics,
-      {
-        write: (bytes) => {
-          if (done || call.ended) return false;
-          const ok = call.writeFramed(bytes);
-          if (!ok && !waiting) {
-            waiting = true;
-            void call.drained().then(() => {
-              waiting = false;
-              if (!done) sub?.drain();
-            });
-          }
-          return ok;
-        },
-        open: (id) => {
-          const md = new CallMetadata();
-          md.set(SUBSCRIPTION_ID_HEADER, id);
-          call.sendMetadata(md);
-        },
-        end: (reason) => {
-          if (done) return;
-          const err = statusOfEnd(reason);
-          end(err ?? undefined);
-          if (err && (reason.kind === "slow" || reason.kind === "stuck")) {
-            logger.warn({ subscriptionId: sub?.id, topics, reason: reason.kind }, err.rawMessage);
-            // The status travels behind the data already buffered for this stream; a client that never reads
-            // again would hold the stream open forever, so reset it after a grace period (nothing if it closed).
-            setTimeout(() => call.reset(), deps.reapGraceMs).unref();
-          }
-        },
-      },
-      call.cancellation,
-    );
+    const subscribing = broker.subscribe(topics, sink, call.cancellation);
     (span ? endWith(span, subscribing) : subscribing).then(
       (s) => {
-        sub = s;
+        sink.sub = s;
         // Cancelled in the instant between attach and here: the abort handler saw no subscription yet.
-        if (call.cancellation.aborted || done) s.close();
+        if (call.cancellation.aborted || sink.done) s.close();
       },
       (e: unknown) => {
-        if (done) return;
+        if (sink.done) return;
         const kind = subscribeFailureKind(e);
         if (kind === "cancelled") return;
         // The broker's failure carries its code; anything else thrown while subscribing is UNAVAILABLE.
