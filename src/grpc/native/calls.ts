@@ -234,19 +234,12 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     // A handler waiting for the next request message gets the end of them (the client reset the stream).
     this.inbox = [];
     this.settleReader();
-    // The reason is made only when a signal was handed out (a GatewayError captures a stack: per call, it showed in
-    // the invoke profile); a call the handler ended shares one.
+    // The reasons are shared (a GatewayError captures a stack: made per call, it showed in the invoke profile, and
+    // was a third of the main thread's time while 10,000 subscribers disconnected).
     // A unary call ends when its handler returns (or with the server's own abort, already given): nothing can still be
     // listening, so its signal is not aborted, only marked, which saves an abort per call on the invoke path.
     if (wasEnded && ((this.ac === undefined && this.light === undefined) || this.method.kind === "unary")) this.abortReason ??= CALL_OVER;
-    else {
-      const reason = wasEnded
-        ? CALL_OVER
-        : this.deadline !== undefined && this.deadline <= Date.now()
-          ? new GatewayError(Code.DEADLINE_EXCEEDED, "the call's deadline passed")
-          : new GatewayError(Code.CANCELLED, "the caller cancelled the call");
-      this.abortSoon(reason);
-    }
+    else this.abortSoon(wasEnded ? CALL_OVER : this.deadline !== undefined && this.deadline <= Date.now() ? DEADLINE_PASSED : CALLER_CANCELLED);
     try {
       this.ctx.callClosed(this, code, why);
     } catch (e) {
@@ -672,8 +665,10 @@ class StreamEvents implements H2StreamHandler {
   }
 }
 
-/** The abort reason of every call its handler ended: shared, as nothing about it is per call. */
+/** The abort reasons of calls that closed: shared, as nothing about them is per call. */
 const CALL_OVER = new GatewayError(Code.CANCELLED, "the call is over");
+const CALLER_CANCELLED = new GatewayError(Code.CANCELLED, "the caller cancelled the call");
+const DEADLINE_PASSED = new GatewayError(Code.DEADLINE_EXCEEDED, "the call's deadline passed");
 
 /** Sent as the response headers when the handler set none: shared, never changed. */
 const EMPTY_METADATA = new CallMetadata();
