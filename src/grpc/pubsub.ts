@@ -10,7 +10,7 @@ import type { SubscribeRequest__Output } from "../gen/gateway/io/cloudevents/v1/
 import { rawResponses, type GrpcImpl, type ServerStreamMethod, type ServiceImpl } from "./server.js";
 import { echo } from "../shared/echo.js";
 import { topicProblem } from "../ops/cloudevent-validate.js";
-import type { ServerStreamCall } from "./native/call-types.js";
+import type { FramedWriter, ServerStreamCall } from "./native/call-types.js";
 import { CallMetadata } from "../shared/metadata.js";
 import { randomUUID } from "node:crypto";
 import { traceOfGrpc } from "../ops/forward-metadata.js";
@@ -139,19 +139,21 @@ interface PositionedStream {
 type SubscribeCall = ServerStreamCall<SubscribeRequest__Output, Buffer>;
 
 /**
- * The broker's sink for one Subscribe stream. Events go out as the broker's encoder framed them (call.writeFramed):
- * one Buffer per event, encoded once and shared by every subscriber, handed to the HTTP/2 stream without a copy; its
- * write() return value and drained() keep the backpressure contract (the broker's ring holds what does not fit).
+ * The broker's sink for one Subscribe stream. Events go out as the broker's encoder framed them: one Buffer per event,
+ * encoded once and shared by every subscriber, handed to the HTTP/2 stream without a copy; the write's return value
+ * and drained() keep the backpressure contract (the broker's ring holds what does not fit).
  *
- * A class, not an object of closures: the broker calls `write` once per event per subscriber, and a method reads
- * this object's fields where a closure also reads its function and its context, two more objects per delivery and
- * each a likely cache miss once thousands of subscribers take turns.
+ * Built for the delivery loop, which calls `write` once per event per subscriber and, with thousands of them, pays a
+ * cache miss for each object a write reads: a class (a method reads this object's fields, where closures read a
+ * function and its context too), writing through the call's framedWriter() (the HTTP/2 stream, not the call).
  */
 class SubscribeSink implements SubscriberSink {
   /** The call has its status, or is over: nothing more is written to it. */
   done = false;
   /** Waiting for the call to drain (a write returned false). */
   private waiting = false;
+  /** The call's framed writer, once open() sent the response headers. */
+  private writer: FramedWriter = NOT_OPEN;
   /** The broker's subscription, once live. */
   sub: Subscription | undefined;
 
@@ -161,12 +163,12 @@ class SubscribeSink implements SubscriberSink {
   ) {}
 
   write(bytes: Uint8Array): boolean {
-    const call = this.call;
-    if (this.done || call.ended) return false;
-    const ok = call.writeFramed(bytes);
+    if (this.done) return false;
+    // The writer refuses once the call is over.
+    const ok = this.writer.write(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
     if (!ok && !this.waiting) {
       this.waiting = true;
-      void call.drained().then(() => {
+      void this.call.drained().then(() => {
         this.waiting = false;
         if (!this.done) this.sub?.drain();
       });
@@ -178,12 +180,16 @@ class SubscribeSink implements SubscriberSink {
     const md = new CallMetadata();
     md.set(SUBSCRIPTION_ID_HEADER, id);
     this.call.sendMetadata(md);
+    this.writer = this.call.framedWriter();
   }
 
   end(reason: EndReason): void {
     if (!this.done) this.ended(reason);
   }
 }
+
+/** A sink's writer before open(): the broker writes only after open(), so this only keeps the field's type. */
+const NOT_OPEN: FramedWriter = { write: () => false };
 
 /** The `io.cloudevents.v1.Pubsub` implementation and the set of its open streams. */
 export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; streams: StreamSet; outlet: PositionedOutlet } {

@@ -66,6 +66,8 @@ export interface H2ServerStream {
    * a caller that reuses a buffer copies it first (copying every large reply would cost a memcpy per byte sent).
    */
   write(data: Buffer): boolean;
+  /** A write() returned false and `drain` has not come yet. */
+  readonly needDrain: boolean;
   /**
    * Send the trailers (HEADERS with END_STREAM) after every byte already written. A unary reply is respond() +
    * write() + end() in one event-loop turn, and the HTTP/2 layer sends them in one socket write. An empty list sends

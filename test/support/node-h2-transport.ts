@@ -70,6 +70,9 @@ export function createNodeH2Transport(options: H2ServerOptions): H2Server {
         st.respond(toObject(list), { endStream, waitForTrailers: !endStream });
       },
       write: (data) => st.write(data),
+      get needDrain() {
+        return st.writableNeedDrain;
+      },
       end(list) {
         trailers = list;
         st.end();

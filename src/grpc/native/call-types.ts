@@ -58,6 +58,11 @@ export interface ReplyStream<Res> {
   end(status?: GatewayError): void;
 }
 
+/** Pre-framed gRPC messages out (see ServerStreamCall.framedWriter): false means wait for drained(), or the call is over. */
+export interface FramedWriter {
+  write(bytes: Buffer): boolean;
+}
+
 /** A server-streaming call: one request, a stream of replies. */
 export interface ServerStreamCall<Req, Res> extends CallBase, ReplyStream<Res> {
   readonly request: Req;
@@ -66,6 +71,12 @@ export interface ServerStreamCall<Req, Res> extends CallBase, ReplyStream<Res> {
    * can go to many calls. Same backpressure as write(). Response headers go out first if they have not.
    */
   writeFramed(bytes: Uint8Array): boolean;
+  /**
+   * writeFramed without the call in between, for a loop that writes to thousands of calls (pub/sub's delivery, where
+   * each object a write reads is a likely cache miss). Sends the response headers if they have not gone out. The
+   * writer refuses (false) once the call is over; drained() is its backpressure, as for write().
+   */
+  framedWriter(): FramedWriter;
   /** Reset the stream (RST_STREAM CANCEL) now, dropping what is still buffered: for a client that stopped reading. */
   reset(): void;
 }

@@ -2,7 +2,7 @@ import zlib from "node:zlib";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "../../h2/types.js";
-import type { BidiCall, ClientStreamCall, MethodHandler, ServerStreamCall, UnaryCall } from "./call-types.js";
+import type { BidiCall, ClientStreamCall, FramedWriter, MethodHandler, ServerStreamCall, UnaryCall } from "./call-types.js";
 import { CallMetadata } from "../../shared/metadata.js";
 import { EMPTY, frameMessage, MessageDecoder, type Framed } from "./message-framing.js";
 import { parseGrpcTimeout, responseHeaders, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
@@ -71,7 +71,6 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   /** Nothing more goes out: the status was sent, or the stream was reset or closed. */
   ended = false;
   private metadataSent = false;
-  private needDrain = false;
   /** This side reset the stream (RST_STREAM from reset()). */
   resetByUs = false;
   readonly deadline: number | undefined;
@@ -254,7 +253,6 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
 
   /** @internal StreamEvents: the stream's buffer emptied. */
   drain(): void {
-    this.needDrain = false;
     this.settleWaiters();
   }
 
@@ -530,22 +528,23 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     const frame = this.frame(message);
     if (frame === undefined) return false;
     this.maybeSendMetadata();
-    return this.noteWrite(this.writeFrame(frame));
+    return this.writeFrame(frame);
   }
 
   writeFramed(bytes: Uint8Array): boolean {
     if (this.ended) return false;
     this.maybeSendMetadata();
-    return this.noteWrite(this.h2.write(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)));
+    return this.h2.write(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   }
 
-  private noteWrite(ok: boolean): boolean {
-    if (!ok) this.needDrain = true;
-    return ok;
+  framedWriter(): FramedWriter {
+    this.maybeSendMetadata();
+    return this.h2;
   }
 
   drained(): Promise<void> {
-    if (!this.needDrain || this.ended) return Promise.resolve();
+    // The stream's own flag: writes through framedWriter() do not pass this object.
+    if (!this.h2.needDrain || this.ended) return Promise.resolve();
     return new Promise((resolve) => (this.drainWaiters ??= []).push(resolve));
   }
 
