@@ -1,6 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
+import { asBuffer } from "../shared/bytes.js";
 import { abortable, type CancelSignal } from "../shared/signals.js";
 import type { TraceContextHeaders } from "./h2-unary.js";
 import { loadBackendTls, type BackendTlsConfig } from "./backend-tls.js";
@@ -72,7 +73,6 @@ export interface Backend {
   close(): void;
 }
 
-const asBuffer = (b: Buffer | Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
 /** A caller's abort: the schema fetch it waited on goes on (others may share it); the caller gets CANCELLED. */
 const cancelled = (reason: unknown): GatewayError => GatewayError.from(reason, Code.CANCELLED);

@@ -9,6 +9,7 @@ import type { PubsubHandlers } from "../gen/gateway/io/cloudevents/v1/Pubsub.js"
 import type { SubscribeRequest__Output } from "../gen/gateway/io/cloudevents/v1/SubscribeRequest.js";
 import { rawResponses, type GrpcImpl, type ServerStreamMethod, type ServiceImpl } from "./server.js";
 import { echo } from "../shared/echo.js";
+import { asBuffer } from "../shared/bytes.js";
 import { topicProblem } from "../ops/cloudevent-validate.js";
 import type { FramedWriter, ServerStreamCall } from "./native/call-types.js";
 import { CallMetadata } from "../shared/metadata.js";
@@ -165,7 +166,7 @@ class SubscribeSink implements SubscriberSink {
   write(bytes: Uint8Array): boolean {
     if (this.done) return false;
     // The writer refuses once the call is over.
-    const ok = this.writer.write(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    const ok = this.writer.write(asBuffer(bytes));
     if (!ok && !this.waiting) {
       this.waiting = true;
       void this.call.drained().then(() => {

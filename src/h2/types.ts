@@ -64,6 +64,7 @@ export interface H2ServerStream {
    * goes to the socket as it is): the caller must never change it afterwards. The gRPC layer writes freshly serialized
    * messages and pub/sub its pre-framed event bytes, shared between subscribers and never changed, so neither copies;
    * a caller that reuses a buffer copies it first (copying every large reply would cost a memcpy per byte sent).
+   * After end() or a reset it takes nothing and returns false.
    */
   write(data: Buffer): boolean;
   /** A write() returned false and `drain` has not come yet. */

@@ -59,6 +59,8 @@ const seen = {
   /** Reader: request messages read, and whether its loop over them has ended. */
   readerGot: 0,
   readerDone: false,
+  /** What the Direct handler's framedWriter() returned for a write after end() (undefined: not run yet). */
+  framedAfterEnd: undefined as boolean | undefined,
 };
 
 /** The oracle's handlers, on grpc-js's own call types. */
@@ -257,8 +259,12 @@ function nativeImpl(): ServiceHandlers {
     },
     Direct: (call: W) => {
       call.sendMetadata(new CallMetadata());
-      for (const text of ["a", "bc"]) call.writeFramed(frame(Buffer.from(text)));
+      call.writeFramed(frame(Buffer.from("a")));
+      // The same write without the call in between (pubsub's delivery loop); refused once the call has ended.
+      const writer = call.framedWriter();
+      writer.write(frame(Buffer.from("bc")));
       call.end();
+      seen.framedAfterEnd = writer.write(frame(Buffer.from("late")));
     },
     Sum: async (call: ClientStreamCall<Buffer>) => {
       let total = 0;
@@ -755,7 +761,7 @@ describe(`native gRPC server (${transportName})`, () => {
     }
   });
 
-  it("sends pre-framed messages as they are with writeFramed (pubsub's write path)", async () => {
+  it("sends pre-framed messages as they are with writeFramed and framedWriter() (pubsub's write path); the writer refuses once the call ended", async () => {
     const got: string[] = [];
     const status = await new Promise<grpc.StatusObject>((resolve) => {
       const call = client["Direct"]!(Buffer.alloc(0)) as grpc.ClientReadableStream<Buffer>;
@@ -765,6 +771,7 @@ describe(`native gRPC server (${transportName})`, () => {
     });
     assert.equal(status.code, grpc.status.OK, status.details);
     assert.deepEqual(got, ["a", "bc"]);
+    assert.equal(seen.framedAfterEnd, false);
   });
 
   it("runs client-streaming calls", async () => {

@@ -69,7 +69,7 @@ export function createNodeH2Transport(options: H2ServerOptions): H2Server {
       respond(list, endStream) {
         st.respond(toObject(list), { endStream, waitForTrailers: !endStream });
       },
-      write: (data) => st.write(data),
+      write: (data) => !st.writableEnded && !st.destroyed && st.write(data),
       get needDrain() {
         return st.writableNeedDrain;
       },

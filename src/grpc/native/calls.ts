@@ -1,6 +1,7 @@
 import zlib from "node:zlib";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { asBuffer } from "../../shared/bytes.js";
 import type { H2ServerSession, H2ServerStream, H2StreamHandler } from "../../h2/types.js";
 import type { BidiCall, ClientStreamCall, FramedWriter, MethodHandler, ServerStreamCall, UnaryCall } from "./call-types.js";
 import { CallMetadata } from "../../shared/metadata.js";
@@ -534,7 +535,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   writeFramed(bytes: Uint8Array): boolean {
     if (this.ended) return false;
     this.maybeSendMetadata();
-    return this.h2.write(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    return this.h2.write(asBuffer(bytes));
   }
 
   framedWriter(): FramedWriter {
