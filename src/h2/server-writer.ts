@@ -31,13 +31,14 @@ const OWN_BLOCK = 16 * 1024;
 /** PING ACKs one connection holds for its next write; one more and they all go now. */
 const ACKS_HELD = 4;
 /**
- * A held PING ACK goes out on its own after at most this long. grpc-go clients (BDP estimation, on by default) PING
- * after each DATA burst they read; a subscriber's ACK then rides with its next event (one socket write instead of two,
- * and a client that reads the ACK after that DATA does not PING again for it, so it PINGs for every other event).
- * RFC 9113 6.7 asks for an ACK, not for one at once; what a client learns from the delay is a longer round trip on a
- * connection that trickles, which sizes no window. A connection with DATA waiting for a window gets its ACKs at once
- * (`pingAck`). 100 ms covers streams of 10 events a second and more: with 20 ms, events 40 ms apart (the peers
- * harness at 10,000 subscribers) each paid a write for the ACK alone and a read for a PING.
+ * How long a PING ACK may be held. grpc-go clients (BDP estimation, on by default) PING after each DATA burst they read,
+ * and PING again only once the ACK is back. So an ACK that rides with a later write costs no socket write of its own,
+ * and the longer it is held, the fewer PINGs a subscriber's connection reads: an ACK rides the connection's last write
+ * before the hold runs out (guessed from the gap between its last two writes), or goes on its own when the hold ends
+ * (`ackTimerFired`). RFC 9113 6.7 asks for an ACK, not for one at once; what a client learns from the delay is a longer
+ * round trip on a connection that trickles, which sizes no window. A connection with DATA waiting for a window gets
+ * its ACKs at once (`pingAck`). With events 40 ms apart (the peers harness at 10,000 subscribers) a hold of 20 ms made
+ * each event pay a write for the ACK alone and a read for a PING.
  */
 export const ACK_HOLD_MS = 100;
 
@@ -70,6 +71,8 @@ const turn = {
   heldAt: [] as number[],
   heldHead: 0,
   ackTimer: undefined as ReturnType<typeof setTimeout> | undefined,
+  /** When the turn's flush began (performance.now()). */
+  now: 0,
 };
 /** The memory of every slab, and of those a socket holds a view of past its write() call. */
 const slabs = new WeakSet<ArrayBufferLike>();
@@ -88,6 +91,7 @@ function newSlab(n: number): void {
 /** The turn's flush: every writer with frames hands them to its socket, one write each. */
 function flushAll(): void {
   turn.scheduled = false;
+  turn.now = performance.now();
   // A writer's flushed() may write (a GOAWAY): its writer joins `due` again and is flushed in this same pass.
   while (turn.due.length > 0) {
     const list = turn.due;
@@ -134,7 +138,7 @@ function ackTimerFired(): void {
  * none per connection) and leave in one socket write per event-loop turn: the flush runs from setImmediate, after every
  * request the poll phase read has been answered, so respond() + write() + end() of a unary reply, and the replies of
  * every call that arrived in the same read, are one syscall. A large DATA payload goes to the socket as it is, after
- * its frame header (one writev). PING ACKs ride with the connection's next write (ACK_HOLD_MS).
+ * its frame header (one writev). PING ACKs ride with a later write of the connection (ACK_HOLD_MS).
  */
 export class FrameWriter {
   /** The client's SETTINGS_MAX_FRAME_SIZE: the largest frame payload this side sends. */
@@ -163,6 +167,8 @@ export class FrameWriter {
   /** Payloads of the PING ACKs held (8 bytes each), made on the first one. */
   private acks: Buffer | null = null;
   private ackCount = 0;
+  /** When this writer's last turn flush ran (turn.now); 0 before the first. */
+  private flushedAt = 0;
 
   constructor(
     private readonly socket: net.Socket,
@@ -171,15 +177,19 @@ export class FrameWriter {
 
   /** The turn's flush of this writer. */
   flushScheduled(): void {
-    this.due = false;
     try {
       if (this.closed) {
+        this.due = false;
         this.drop();
         return;
       }
-      this.flush();
+      // Still marked due: the ACKs flush() releases join this write instead of queueing the writer again.
+      this.flush(true);
+      this.due = false;
+      this.flushedAt = turn.now;
       this.owner.flushed();
     } catch (e) {
+      this.due = false;
       this.owner.flushFailed(e);
     }
   }
@@ -203,9 +213,15 @@ export class FrameWriter {
     this.turnBytes = 0;
   }
 
-  /** Hand everything written so far to the socket now. */
-  flush(): void {
-    if (this.ackCount > 0 && !this.closed) this.releaseAcks();
+  /**
+   * Hand everything written so far to the socket now. `holdAcks`: held PING ACKs stay held while the connection's next
+   * write, if it comes after the same gap as this one did, is still within ACK_HOLD_MS of the first of them.
+   */
+  flush(holdAcks = false): void {
+    if (this.ackCount > 0 && !this.closed) {
+      const now = turn.now;
+      if (!holdAcks || now - this.ackSince + (now - this.flushedAt) >= ACK_HOLD_MS) this.releaseAcks();
+    }
     this.cut();
     this.endBlock();
     const c = this.chunks;
@@ -332,8 +348,6 @@ export class FrameWriter {
       this.pending += n;
       this.turnBytes += n;
     }
-    // Held ACKs go right after the DATA: a grpc-go client reads the DATA before the ACK, so it does not PING for it.
-    if (this.ackCount > 0) this.releaseAcks();
   }
 
   rst(id: number, code: number): void {
@@ -347,14 +361,15 @@ export class FrameWriter {
   }
 
   /**
-   * PING ACK echoing the 8 bytes at buf[at]: written now when this turn writes anyway, else held for the connection's
-   * next write, at most ACK_HOLD_MS (and at most ACKS_HELD of them).
+   * PING ACK echoing the 8 bytes at buf[at]: held for a later write of the connection, at most ACK_HOLD_MS (and at most
+   * ACKS_HELD of them); the turn's flush decides which write it rides (`flush`). Held ACKs leave after the turn's
+   * frames, so a grpc-go client reads the DATA before the ACK and does not PING for that DATA.
    */
   pingAck(buf: Buffer, at: number, windowBound: boolean): void {
     // A connection whose DATA waits for a window gets its ACK at once: the client times the round trip to size its
     // windows (grpc-go's BDP estimator grows them only from samples of tens of KB), and a late ACK would keep them
     // small. One that is not window-bound (a stream of events, however many) loses nothing by a longer sample.
-    if (this.due || this.ackCount === ACKS_HELD || windowBound) {
+    if (this.ackCount === ACKS_HELD || windowBound) {
       if (this.ackCount > 0) this.releaseAcks();
       const p = this.reserve(17);
       this.commit(writePingAck(this.segSlab, p, buf, at));
