@@ -327,6 +327,8 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     if (s.bufferedBytes > 0 && !s.blocked) {
       s.blocked = true;
       this.blocked.push(s);
+      // Window-bound from now on: a PING ACK held for a later write goes with this one (see FrameWriter.pingAck).
+      this.out.releaseAcks();
     }
     if (s.bufferedBytes > this.opts.streamHighWaterMark) {
       s.needDrain = true;
@@ -938,7 +940,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     // Our keepalive and graceful-close PINGs are acknowledged; unsolicited ACKs cost a token like any PING.
     if (this.flooded()) return;
     if ((flags & ACK) !== 0) return this.timers.pingAck(buf, p);
-    // Answered with this connection's next write (held at most ACK_HOLD_MS), or at once while DATA waits for a window:
+    // Answered with a later write of this connection (held at most ACK_HOLD_MS), or at once while DATA waits for a window:
     // see src/h2/server-writer.ts.
     this.out.pingAck(buf, p, this.blocked.length > 0);
   }

@@ -37,10 +37,11 @@ const ACKS_HELD = 4;
  * before the hold runs out (guessed from the gap between its last two writes), or goes on its own when the hold ends
  * (`ackTimerFired`). RFC 9113 6.7 asks for an ACK, not for one at once; what a client learns from the delay is a longer
  * round trip on a connection that trickles, which sizes no window. A connection with DATA waiting for a window gets
- * its ACKs at once (`pingAck`). With events 40 ms apart (the peers harness at 10,000 subscribers) a hold of 20 ms made
- * each event pay a write for the ACK alone and a read for a PING.
+ * its ACKs at once (`pingAck`), and held ones go when a stream starts to wait for one. 250 ms: a gateway busy with
+ * 10,000 subscribers on their own connections writes each of them about every 150 ms, so with 100 ms an ACK rode the
+ * very next write and the client PINGed for every other event.
  */
-export const ACK_HOLD_MS = 100;
+export const ACK_HOLD_MS = 250;
 
 /** Told after each batched flush (the session checks the socket's backlog there). */
 export interface FlushOwner {

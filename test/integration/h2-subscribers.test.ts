@@ -190,6 +190,24 @@ describe("gRPC subscribers on the native HTTP/2 server", () => {
     }
   });
 
+  it("a PING's ACK held for a later write goes out as soon as an event's DATA starts waiting for the client's window", async () => {
+    // The first 8 KB event fits the stream's window of 10,000 bytes; the second does not.
+    const r = await rawSubscriber("blocks", 10_000);
+    try {
+      const p = Buffer.from("block-01");
+      const sentAt = performance.now();
+      r.send(frame(H.PING, 0, 0, p));
+      await publish(publisher, "blocks", bigEvent(1), withKey(KEY));
+      await waitFor(() => ackOf(r, p) >= 0, "the PING's ACK");
+      const waited = r.frames[ackOf(r, p)]!.at - sentAt;
+      // Held, the ACK would wait for the hold (the connection wrote moments ago, so no write is due within it).
+      assert.ok(waited < ACK_HOLD_MS / 2, `the ACK waited ${waited.toFixed(1)} ms`);
+      assert.ok(r.of(H.DATA).length >= 2, "part of the second event went out");
+    } finally {
+      r.destroy();
+    }
+  });
+
   it("while an event's DATA waits for the client's window, a PING is answered at once (the client sizes its windows by it)", async () => {
     const r = await rawSubscriber("windowbound", 100);
     try {
