@@ -1,28 +1,46 @@
-# Syscalls (and user/sys CPU) per delivery of a gateway under the peers harness' fanoutload, whole run (setup included).
-# Usage (env from ../shared/peers/env.sh, PERF_MAIN a built clone): python3 syscount.py SUBS EVENTS SPACING_MS SUBS_PER_CONN
-import os, subprocess, sys, time, json
+# Socket calls and user/system CPU per delivery of a server under the peers harness' fanoutload, over the whole run
+# (setup included): the gateway (PERF_MAIN, a built clone) or nats-server.
+# Usage (env from ../shared/peers/env.sh): python3 syscount.py gateway|nats SUBS EVENTS SPACING_MS SUBS_PER_CONN
+import json, os, socket, subprocess, sys, time
 sys.path.insert(0, "/work/shared/peers")
 from perflib import BUILD, start_gateway
 import run_fanout
-subs = int(sys.argv[1]); events = int(sys.argv[2]); spacing = int(sys.argv[3]); per = int(sys.argv[4])
-srv = start_gateway(run_fanout.GATEWAY_CONFIG, [])
+
+system = sys.argv[1]
+subs, events, spacing, per = (int(x) for x in sys.argv[2:6])
+if system == "nats":
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    proc = subprocess.Popen(["nats-server", "-a", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid, load, stop = proc.pid, "nats", proc.kill
+    time.sleep(0.5)
+else:
+    srv = start_gateway(run_fanout.GATEWAY_CONFIG, [])
+    pid, port, load, stop = srv.pid, srv.port, "grpc", srv.stop
+
+
+def cpu(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(f[11]), int(f[12])
+
+
 try:
-    st = subprocess.Popen(["perf", "stat", "-x,", "-e", "syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_writev,syscalls:sys_enter_epoll_pwait,context-switches", "-p", str(srv.pid)], stderr=subprocess.PIPE, text=True)
-    argv = [os.path.join(BUILD, "bin/fanoutload"), "-system", "grpc", "-addr", f"127.0.0.1:{srv.port}", "-subs", str(subs),
-            "-conns", str(subs // per), "-events", str(events), "-spacing-ms", str(spacing), "-server-pid", str(srv.pid), "-label", "perf"]
-    def ut(pid):
-        f=open(f"/proc/{pid}/stat").read().rsplit(")",1)[1].split()
-        return int(f[11]), int(f[12])
-    u0,s0=ut(srv.pid)
-    o = subprocess.run(argv, capture_output=True, text=True, timeout=900).stdout
-    u1,s1=ut(srv.pid)
-    st.send_signal(2); err = st.communicate()[1]
-    r = json.loads(o.strip().splitlines()[-1])
-    d = r["delivered"]
+    events_arg = "syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_read,syscalls:sys_enter_epoll_pwait,context-switches"
+    st = subprocess.Popen(["perf", "stat", "-x,", "-e", events_arg, "-p", str(pid)], stderr=subprocess.PIPE, text=True)
+    argv = [os.path.join(BUILD, "bin/fanoutload"), "-system", load, "-addr", f"127.0.0.1:{port}", "-subs", str(subs),
+            "-conns", str(subs // per), "-events", str(events), "-spacing-ms", str(spacing), "-server-pid", str(pid), "-label", "count"]
+    u0, s0 = cpu(pid)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=900).stdout
+    u1, s1 = cpu(pid)
+    st.send_signal(2)
+    err = st.communicate()[1]
+    r = json.loads(out.strip().splitlines()[-1])
+    n = r["delivered"]
+    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
     for line in err.strip().splitlines():
         f = line.split(",")
-        if len(f) > 2 and f[0].strip().isdigit(): print(f"{f[2]}: {int(f[0])/d:.3f} per delivery")
-    print("user us/delivery %.2f sys us/delivery %.2f (whole run)" % ((u1-u0)*1e4/d, (s1-s0)*1e4/d))
+        if len(f) > 2 and f[0].strip().isdigit():
+            print(f"{f[2]}: {int(f[0]) / n:.3f} per delivery")
+    print(f"user {(u1 - u0) * tick_us / n:.2f} us, system {(s1 - s0) * tick_us / n:.2f} us per delivery (whole run)")
     print({k: r[k] for k in ("server_cpu_us_per_delivery", "deliveries_per_s", "p50_us")})
 finally:
-    srv.stop()
+    stop()
