@@ -28,7 +28,7 @@ const BLOCK_MIN = 512;
 const BLOCK_MAX = 64 * 1024;
 /** The least size of a block of a writer's own (see claim()). */
 const OWN_BLOCK = 16 * 1024;
-/** PING ACKs one connection holds for its next write; one more and they all go now. */
+/** PING ACKs one connection holds for a later write; one more and they all go now. */
 const ACKS_HELD = 4;
 /**
  * How long a PING ACK may be held. grpc-go clients (BDP estimation, on by default) PING after each DATA burst they read,
