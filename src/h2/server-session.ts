@@ -45,7 +45,7 @@ import { FrameWriter, type FlushOwner } from "./server-writer.js";
  * header-block timeouts; a graceful close is two GOAWAYs (the first naming every stream, the final one the last
  * stream id seen); connection flow-control credit is returned as DATA is consumed, not as it arrives.
  *
- * Writing (frames batched into one socket write per event-loop turn by src/h2/server-writer.ts, PING ACKs riding with
+ * Writing (frames batched into one socket write per flush by src/h2/server-writer.ts, PING ACKs riding with
  * the connection's next write): DATA respects the client's windows and MAX_FRAME_SIZE, the rest waits per stream; the
  * socket's own backlog is bounded too (SOCKET_HWM), so a client that grants windows but does not read cannot grow this
  * process's memory. Request header lists are collected and checked by src/h2/server-headers.ts, response ones encoded
@@ -170,6 +170,8 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   private readonly out: FrameWriter;
   /** Streams with DATA waiting for a window (lazily pruned: done or emptied streams are skipped). */
   private blocked: ServerStream[] = [];
+  /** DATA waited because the socket and the unflushed frames passed SOCKET_HWM (see flushed()). */
+  private heldBack = false;
   // close() delivery, after the call that caused it has returned.
   private closes: ServerStream[] = [];
   private closesPending = false;
@@ -442,6 +444,12 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   /** After each batched flush: a client that does not read even our control frames is let go. */
   flushed(): void {
     if (this.socket.writableLength > SOCKET_LIMIT) this.fail(H2Error.ENHANCE_YOUR_CALM, "the client does not read what it asks for");
+    else if (this.heldBack && !this.socket.writableNeedDrain) {
+      // DATA waited for bytes not yet handed over (a flush deferred to a later pass), not for the socket: no 'drain'
+      // will come to resume it, so it goes on now.
+      this.heldBack = false;
+      this.flushBlocked();
+    }
   }
 
   flushFailed(e: unknown): void {
@@ -449,7 +457,9 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
   }
 
   private socketBusy(): boolean {
-    return this.socket.writableLength + this.out.pending > SOCKET_HWM;
+    if (this.socket.writableLength + this.out.pending <= SOCKET_HWM) return false;
+    this.heldBack = true;
+    return true;
   }
 
   /**

@@ -28,6 +28,15 @@ const BLOCK_MIN = 512;
 const BLOCK_MAX = 64 * 1024;
 /** The least size of a block of a writer's own (see claim()). */
 const OWN_BLOCK = 16 * 1024;
+/**
+ * How long one flush pass may write before it lets the event loop read again (the rest of the writers stay due and
+ * are flushed from the next setImmediate, in order). A fan-out to thousands of connections takes milliseconds of
+ * socket writes; in slices, requests that arrive meanwhile are read between them, and an event published during a
+ * fan-out joins the bytes still waiting for their write: a connection two events behind gets both in one write.
+ */
+const FLUSH_SLICE_MS = 1;
+/** Writers flushed between two looks at the clock. */
+const SLICE_CHECK = 8;
 /** PING ACKs one connection holds for a later write; one more and they all go now. */
 const ACKS_HELD = 4;
 /**
@@ -52,9 +61,9 @@ export interface FlushOwner {
 
 /**
  * What every FrameWriter of this thread shares: the slab the frames are written into (each writer in blocks of it),
- * the writers with frames due this turn (flushed from one setImmediate), and the writers holding PING ACKs. A
+ * the writers with frames due (flushed from setImmediate, in slices: flushAll), and the writers holding PING ACKs. A
  * connection owns no output buffer of its own, so an idle one costs none. A block is handed to its socket once, at
- * the turn's flush; the slabs of a turn are written again from the next turn on, unless a socket kept a view of one
+ * its writer's flush; the slabs are written again once every writer is flushed, unless a socket kept a view of one
  * (its write did not complete at once): that slab is left to the garbage collector, which frees it once the socket has
  * sent its piece. A socket with a backlog already gets copies, not views, so a slow reader pins at most the one slab
  * its first unfinished write went out of, not one per frame it is behind.
@@ -65,7 +74,19 @@ const turn = {
   /** The turn's earlier slabs (full ones), and the slabs ready for reuse (at most SLABS_KEPT). */
   used: [] as Buffer[],
   pool: [] as Buffer[],
+  /** The writers with frames to hand over, in the order they began to write, from `dueHead`. */
   due: [] as FrameWriter[],
+  dueHead: 0,
+  /** Entries taken from `due` so far, and put on it (counts that only grow: positions in the queue's history). */
+  taken: 0,
+  queued: 0,
+  /**
+   * Writers that wrote a HEADERS frame (an answer, a call's end), from `answersHead`, each with the count of `taken`
+   * at which it goes ahead of the rest (see answering()).
+   */
+  answers: [] as FrameWriter[],
+  answersAt: [] as number[],
+  answersHead: 0,
   scheduled: false,
   /** Writers holding PING ACKs, in the order they began to, and when (performance.now()); from `heldHead`. */
   held: [] as FrameWriter[],
@@ -89,21 +110,61 @@ function newSlab(n: number): void {
   turn.pos = 0;
 }
 
-/** The turn's flush: every writer with frames hands them to its socket, one write each. */
+/**
+ * The turn's flush: every writer with frames hands them to its socket, one write each, in the order they began to
+ * write, until the pass has run FLUSH_SLICE_MS; the rest goes on from the next setImmediate. An answer goes ahead of
+ * the writes queued before it once half of them are done (answering()).
+ */
 function flushAll(): void {
   turn.scheduled = false;
-  turn.now = performance.now();
-  // A writer's flushed() may write (a GOAWAY): its writer joins `due` again and is flushed in this same pass.
-  while (turn.due.length > 0) {
-    const list = turn.due;
-    turn.due = [];
-    for (let i = 0; i < list.length; i++) list[i]!.flushScheduled();
+  const start = (turn.now = performance.now());
+  const due = turn.due;
+  let n = 0;
+  for (;;) {
+    if (turn.answersHead < turn.answers.length && turn.answersAt[turn.answersHead]! <= turn.taken) releaseAnswers();
+    if (turn.dueHead === due.length) break;
+    // A writer's flushed() may write (a GOAWAY, DATA that waited): it joins `due` again, further on in this pass.
+    due[turn.dueHead++]!.flushIfDue();
+    turn.taken++;
+    if (++n % SLICE_CHECK === 0 && performance.now() - start >= FLUSH_SLICE_MS) break;
   }
+  if (turn.dueHead < due.length) {
+    // More to write: the loop reads its sockets first. The slabs stay as they are (the writers still due hold blocks
+    // of them); the full ones are forgotten past SLABS_KEPT and freed by the collector once written.
+    if (turn.dueHead > 1024 && turn.dueHead * 2 > due.length) {
+      turn.due = due.slice(turn.dueHead);
+      turn.dueHead = 0;
+    }
+    if (turn.answersHead > 1024 && turn.answersHead * 2 > turn.answers.length) {
+      turn.answers = turn.answers.slice(turn.answersHead);
+      turn.answersAt = turn.answersAt.slice(turn.answersHead);
+      turn.answersHead = 0;
+    }
+    if (turn.used.length > SLABS_KEPT) turn.used.splice(0, turn.used.length - SLABS_KEPT);
+    if (!turn.scheduled) {
+      turn.scheduled = true;
+      setImmediate(flushAll);
+    }
+    return;
+  }
+  turn.due = [];
+  turn.dueHead = 0;
+  turn.answers = [];
+  turn.answersAt = [];
+  turn.answersHead = 0;
   // Every block is handed over: the slabs no socket kept a view of are written again.
   for (const s of turn.used) if (!pinned.has(s.buffer) && s.length === SLAB && turn.pool.length < SLABS_KEPT) turn.pool.push(s);
   turn.used.length = 0;
   if (pinned.has(turn.slab.buffer)) turn.slab = EMPTY;
   turn.pos = 0;
+}
+
+/** Flush the answers whose turn has come. */
+function releaseAnswers(): void {
+  const { answers, answersAt } = turn;
+  let i = turn.answersHead;
+  for (; i < answers.length && answersAt[i]! <= turn.taken; i++) answers[i]!.flushAnswer(answersAt[i]!);
+  turn.answersHead = i;
 }
 
 function ackTimerFired(): void {
@@ -136,10 +197,12 @@ function ackTimerFired(): void {
 
 /**
  * The frames one server connection writes. Frames are written into the thread's shared slab (no Buffer per frame,
- * none per connection) and leave in one socket write per event-loop turn: the flush runs from setImmediate, after every
+ * none per connection) and leave in one socket write per flush: the flush runs from setImmediate, after every
  * request the poll phase read has been answered, so respond() + write() + end() of a unary reply, and the replies of
- * every call that arrived in the same read, are one syscall. A large DATA payload goes to the socket as it is, after
- * its frame header (one writev). PING ACKs ride with a later write of the connection (ACK_HOLD_MS).
+ * every call that arrived in the same read, are one syscall; a connection still waiting for its flush when the next
+ * turn writes to it (flushAll's slices) sends that turn's frames in the same write. A large DATA payload goes to the
+ * socket as it is, after its frame header (one writev). PING ACKs ride with a later write of the connection
+ * (ACK_HOLD_MS).
  */
 export class FrameWriter {
   /** The client's SETTINGS_MAX_FRAME_SIZE: the largest frame payload this side sends. */
@@ -165,6 +228,8 @@ export class FrameWriter {
   private chunks: Buffer[] = [];
   /** In the turn's `due` list. */
   private due = false;
+  /** In the turn's `answers` too: the count of `turn.taken` at which it goes; -1 when not. */
+  private answerAt = -1;
   /** Payloads of the PING ACKs held (8 bytes each), made on the first one. */
   private acks: Buffer | null = null;
   private ackCount = 0;
@@ -176,8 +241,15 @@ export class FrameWriter {
     private readonly owner: FlushOwner,
   ) {}
 
-  /** The turn's flush of this writer. */
-  flushScheduled(): void {
+  /** An answer's turn has come (its entry is stale when the writer was flushed since, in its place in `due`). */
+  flushAnswer(at: number): void {
+    if (this.answerAt === at) this.flushIfDue();
+  }
+
+  /** The turn's flush of this writer (its entry in `due` is stale when it was flushed since as an answer). */
+  flushIfDue(): void {
+    if (!this.due) return;
+    this.answerAt = -1;
     try {
       if (this.closed) {
         this.due = false;
@@ -256,6 +328,7 @@ export class FrameWriter {
     if (!this.due) {
       this.due = true;
       turn.due.push(this);
+      turn.queued++;
       if (!turn.scheduled) {
         turn.scheduled = true;
         setImmediate(flushAll);
@@ -304,6 +377,22 @@ export class FrameWriter {
     this.commit(p + b.length);
   }
 
+  /**
+   * This writer carries an answer (HEADERS: a reply, a call's end): it goes ahead of the writes queued before it once
+   * half of them are done. A gateway that has just fanned an event out to thousands of connections answers its
+   * publisher half-way through those writes, so the next event arrives while the other half still wait and rides in
+   * the same writes; the publisher still waits for the gateway (its answer is the back-pressure), and an event's
+   * writes come no later than they did when every answer waited for the whole fan-out. With nothing queued, it goes
+   * at once.
+   */
+  private answering(): void {
+    if (this.answerAt >= 0) return;
+    const at = turn.taken + Math.ceil((turn.queued - turn.taken) / 2);
+    this.answerAt = at;
+    turn.answers.push(this);
+    turn.answersAt.push(at);
+  }
+
   /** HEADERS (and CONTINUATION frames when the block exceeds the client's MAX_FRAME_SIZE). */
   headers(id: number, list: HeaderList, endStream: boolean): void {
     let block = headerBlock(list);
@@ -313,6 +402,7 @@ export class FrameWriter {
     }
     const len = block.length;
     const es = endStream ? END_STREAM : 0;
+    this.answering();
     if (len <= this.maxFrame) {
       const p = this.reserve(9 + len);
       const q = frameHeader(this.segSlab, p, len, HEADERS, END_HEADERS | es, id);

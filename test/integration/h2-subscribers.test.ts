@@ -42,6 +42,12 @@ function rawSubscribe(r: Raw, id: number, topic: string): void {
   r.send(frame(H.HEADERS, END_HEADERS, id, headers), frame(H.DATA, 1, id, body));
 }
 
+/** A SubscribeResponse from its protobuf bytes. */
+function decodeSubscribe(b: Buffer): any {
+  const def = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as unknown as Record<string, { responseDeserialize(b: Buffer): any }>;
+  return def["Subscribe"]!.responseDeserialize(b);
+}
+
 describe("gRPC subscribers on the native HTTP/2 server", () => {
   let gw: TestGateway;
   let publisher: grpc.Client;
@@ -58,6 +64,19 @@ describe("gRPC subscribers on the native HTTP/2 server", () => {
     for (const c of clients) c.close();
     await gw.close();
   });
+
+  /**
+   * A raw connection subscribed to `topic` on stream 1, once its response headers are in: streams' send window
+   * `streamWindow`, the connection's window as large as it goes.
+   */
+  async function openSubscriber(topic: string, streamWindow: number): Promise<Raw> {
+    const r = new Raw(gw.gateway.grpcPort).open(settings([0x4, streamWindow]));
+    await waitFor(() => r.of(H.SETTINGS).length > 0, "the server's SETTINGS");
+    r.send(frame(H.SETTINGS, ACK, 0, Buffer.alloc(0)), frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)));
+    rawSubscribe(r, 1, topic);
+    await waitFor(() => r.of(H.HEADERS).some((f) => f.stream === 1), "the Subscribe response headers");
+    return r;
+  }
 
   it("delivers every event intact to every stream when many connections' frames interleave in one turn", async () => {
     // 6 connections with 30 streams each and 40 connections with one: subscribed in turn, so the fan-out writes each
@@ -87,12 +106,8 @@ describe("gRPC subscribers on the native HTTP/2 server", () => {
   it("a reader that stops reading its socket gets every event intact once it reads again, while the others go on", async () => {
     // A raw connection with windows so large that flow control never holds the server back: what it does not read
     // piles up in the kernel, then in the server socket's queue, while a normal subscriber keeps the turns going.
-    const r = new Raw(gw.gateway.grpcPort).open(settings([0x4, 0x7fffffff]));
+    const r = await openSubscriber("stall", 0x7fffffff);
     try {
-      await waitFor(() => r.of(H.SETTINGS).length > 0, "the server's SETTINGS");
-      r.send(frame(H.SETTINGS, ACK, 0, Buffer.alloc(0)), frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)));
-      rawSubscribe(r, 1, "stall");
-      await waitFor(() => r.of(H.HEADERS).some((f) => f.stream === 1), "the Subscribe response headers");
       const other = subscribe(publisher, ["stall"], withKey(KEY));
       subs.push(other);
       await other.ready();
@@ -103,15 +118,59 @@ describe("gRPC subscribers on the native HTTP/2 server", () => {
       r.socket.resume();
       const data = (): RawFrame[] => r.of(H.DATA).filter((f) => f.stream === 1);
       await waitFor(() => data().length === texts.length, `${texts.length} DATA frames on the stalled stream`, 15_000);
-      const decode = (gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as unknown as Record<string, { responseDeserialize(b: Buffer): any }>)[
-        "Subscribe"
-      ]!.responseDeserialize;
-      const got = data().map((f) => decode(f.payload.subarray(5)).cloudevent.text_data as string);
+      const got = data().map((f) => decodeSubscribe(f.payload.subarray(5)).cloudevent.text_data as string);
       assert.equal(got.length, texts.length);
       for (let i = 0; i < texts.length; i++) assert.equal(got[i], texts[i], `event ${i}`);
       assert.equal(r.of(H.GOAWAY).length, 0, "the connection stays up");
     } finally {
       r.destroy();
+    }
+  });
+
+  it("an event bigger than the socket's bound in one turn (1.5 MB, windows never closing) arrives whole, with no WINDOW_UPDATE to restart it", async () => {
+    // DATA past SOCKET_HWM (1 MiB) of unflushed frames waits; once the flush hands them to a socket that took them all,
+    // no 'drain' comes, and this client never sends a WINDOW_UPDATE: only the flush itself can send the rest.
+    const r = await openSubscriber("whole", 0x7fffffff);
+    try {
+      const text = "w:".padEnd(1_500_000, "0123456789");
+      await publish(publisher, "whole", event(1, { text_data: text }), withKey(KEY));
+      const bytes = (): number => r.of(H.DATA).reduce((n, f) => n + (f.stream === 1 ? f.payload.length : 0), 0);
+      await waitFor(() => bytes() > text.length, `the whole event (have ${bytes()} bytes)`, 5000);
+      const body = Buffer.concat(r.of(H.DATA).filter((f) => f.stream === 1).map((f) => f.payload));
+      assert.equal(body.readUInt32BE(1), body.length - 5, "one message, all of it");
+      assert.equal(decodeSubscribe(body.subarray(5)).cloudevent.text_data, text);
+    } finally {
+      r.destroy();
+    }
+  });
+
+  it("a publisher writing events back to back to 600 connections is answered half-way through each fan-out, and the next event shares the writes still waiting", async () => {
+    const conns = await Promise.all(Array.from({ length: 600 }, () => openSubscriber("slices", 0x7fffffff)));
+    try {
+      const texts = Array.from({ length: 12 }, (_, i) => `${i}:`.padEnd(8000, String.fromCharCode(97 + i)));
+      const answeredAt: number[] = [];
+      for (let i = 0; i < texts.length; i++) {
+        await publish(publisher, "slices", event(i, { text_data: texts[i] }), withKey(KEY));
+        answeredAt.push(performance.now());
+      }
+      const data = (r: Raw): RawFrame[] => r.of(H.DATA).filter((f) => f.stream === 1);
+      await waitFor(() => conns.every((r) => data(r).length === texts.length), "every event on every connection", 20_000);
+      for (const r of conns) {
+        assert.deepEqual(
+          data(r).map((f) => decodeSubscribe(f.payload.subarray(5)).cloudevent.text_data),
+          texts,
+        );
+      }
+      // Every answer but the last was read before the last connection read its event: the gateway answered while it
+      // still had writes of that fan-out to make (all in this process, so the reads follow the writes' order).
+      const lastRead = texts.map((_, i) => Math.max(...conns.map((r) => data(r)[i]!.at)));
+      const early = answeredAt.filter((t, i) => t < lastRead[i]!).length;
+      assert.ok(early >= texts.length / 2, `${early} of ${texts.length} answers came before their event's last read`);
+      // So the next event found connections still waiting for their write, and went with the one before it.
+      const shared = conns.filter((r) => data(r).some((f, i, all) => i > 0 && f.at === all[i - 1]!.at)).length;
+      assert.ok(shared > 0, "some connection read two events in one read");
+    } finally {
+      for (const r of conns) r.destroy();
     }
   });
 
@@ -154,11 +213,7 @@ describe("gRPC subscribers on the native HTTP/2 server", () => {
    * DATA of an 8 KB event published on it has arrived.
    */
   async function rawSubscriber(topic: string, streamWindow: number): Promise<Raw> {
-    const r = new Raw(gw.gateway.grpcPort).open(settings([0x4, streamWindow]));
-    await waitFor(() => r.of(H.SETTINGS).length > 0, "the server's SETTINGS");
-    r.send(frame(H.SETTINGS, ACK, 0, Buffer.alloc(0)), frame(H.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)));
-    rawSubscribe(r, 1, topic);
-    await waitFor(() => r.of(H.HEADERS).some((f) => f.stream === 1), "the Subscribe response headers");
+    const r = await openSubscriber(topic, streamWindow);
     await publish(publisher, topic, bigEvent(0), withKey(KEY));
     await waitFor(() => r.of(H.DATA).length === 1, "the first event's DATA");
     return r;

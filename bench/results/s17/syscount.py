@@ -1,21 +1,16 @@
 # Socket calls and user/system CPU per delivery of a server under the peers harness' fanoutload, over the whole run
 # (setup included): the gateway (PERF_MAIN, a built clone) or nats-server.
 # Usage (env from ../shared/peers/env.sh): python3 syscount.py gateway|nats SUBS EVENTS SPACING_MS SUBS_PER_CONN
-import json, os, socket, subprocess, sys, time
+import json, os, subprocess, sys
 sys.path.insert(0, "/work/shared/peers")
-from perflib import BUILD, start_gateway
-import run_fanout
+from perflib import BUILD
 
 system = sys.argv[1]
 subs, events, spacing, per = (int(x) for x in sys.argv[2:6])
-if system == "nats":
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-    proc = subprocess.Popen(["nats-server", "-a", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    pid, load, stop = proc.pid, "nats", proc.kill
-    time.sleep(0.5)
-else:
-    srv = start_gateway(run_fanout.GATEWAY_CONFIG, [])
-    pid, port, load, stop = srv.pid, srv.port, "grpc", srv.stop
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../peers"))
+from fanout_rate import start_server  # noqa: E402
+
+pid, port, load, stop = start_server(system, os.environ.get("PERF_MAIN", "/tmp/perf/main"))
 
 
 def cpu(pid):
