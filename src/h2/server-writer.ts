@@ -381,9 +381,8 @@ export class FrameWriter {
    * This writer carries an answer (HEADERS: a reply, a call's end): it goes ahead of the writes queued before it once
    * half of them are done. A gateway that has just fanned an event out to thousands of connections answers its
    * publisher half-way through those writes, so the next event arrives while the other half still wait and rides in
-   * the same writes; the publisher still waits for the gateway (its answer is the back-pressure), and an event's
-   * writes come no later than they did when every answer waited for the whole fan-out. With nothing queued, it goes
-   * at once.
+   * the same writes. The publisher still waits for the gateway (its answer is the back-pressure): when it has its
+   * answer for one event, every write of the event before has been handed over. With nothing queued, it goes at once.
    */
   private answering(): void {
     if (this.answerAt >= 0) return;
