@@ -382,7 +382,8 @@ export class FrameWriter {
    * half of them are done. A gateway that has just fanned an event out to thousands of connections answers its
    * publisher half-way through those writes, so the next event arrives while the other half still wait and rides in
    * the same writes. The publisher still waits for the gateway (its answer is the back-pressure): when it has its
-   * answer for one event, every write of the event before has been handed over. With nothing queued, it goes at once.
+   * answer for one event, every write of the event before (to the same connections) has been handed over. With
+   * nothing queued, it goes at once.
    */
   private answering(): void {
     if (this.answerAt >= 0) return;
