@@ -11,7 +11,7 @@ latency can be compared at equal throughput.
 
 Environment as in ../shared/peers/env.sh (PERF_BUILD for the Go clients). One JSON line per run on stdout and in --out.
 """
-import argparse, json, os, socket, subprocess, sys, time
+import argparse, json, os, shutil, socket, subprocess, sys, time
 
 sys.path.insert(0, os.environ.get("PEERS_DIR", "/work/shared/peers"))
 import perflib  # noqa: E402
@@ -21,7 +21,8 @@ KEYS = ("server_cpu_us_per_delivery", "deliveries_per_s", "p50_us", "p99_us", "p
 
 
 def start_server(system, build):
-    """nats-server, or the gateway of a built checkout (BUILD or BUILD|NAME=VALUE[|...]: environment for it alone).
+    """nats-server, or the gateway of a built checkout (BUILD or BUILD|NAME=VALUE[|...]: environment for it alone;
+    NODE_ARGS=a,b gives node arguments instead, and KEEP_LOG=PATH copies the gateway's output there when it stops).
     Returns (pid, port, fanoutload's -system, stop)."""
     if system == "nats":
         s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
@@ -29,15 +30,23 @@ def start_server(system, build):
         time.sleep(0.5)
         return proc.pid, port, "nats", proc.kill
     path, *env = build.split("|")
+    env = dict(kv.split("=", 1) for kv in env)
+    node_args = [a for a in env.pop("NODE_ARGS", "").split(",") if a]
+    keep_log = env.pop("KEEP_LOG", None)
     perflib.MAIN = path
     saved = dict(os.environ)
-    os.environ.update(kv.split("=", 1) for kv in env)
+    os.environ.update(env)
     try:
-        srv = perflib.start_gateway(run_fanout.GATEWAY_CONFIG, [])
+        srv = perflib.start_gateway(run_fanout.GATEWAY_CONFIG, node_args)
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    return srv.pid, srv.port, "grpc", srv.stop
+
+    def stop():
+        if keep_log:
+            shutil.copy(srv.logf.name, keep_log)
+        srv.stop()
+    return srv.pid, srv.port, "grpc", stop
 
 
 def run_one(system, build, a):
