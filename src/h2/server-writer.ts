@@ -77,9 +77,8 @@ const turn = {
   /** The writers with frames to hand over, in the order they began to write, from `dueHead`. */
   due: [] as FrameWriter[],
   dueHead: 0,
-  /** Entries taken from `due` so far, and put on it (counts that only grow: positions in the queue's history). */
+  /** Entries taken from `due` so far (a count that only grows: positions in the queue's history). */
   taken: 0,
-  queued: 0,
   /**
    * Writers that wrote a HEADERS frame (an answer, a call's end), from `answersHead`, each with the count of `taken`
    * at which it goes ahead of the rest (see answering()).
@@ -328,7 +327,6 @@ export class FrameWriter {
     if (!this.due) {
       this.due = true;
       turn.due.push(this);
-      turn.queued++;
       if (!turn.scheduled) {
         turn.scheduled = true;
         setImmediate(flushAll);
@@ -387,7 +385,7 @@ export class FrameWriter {
    */
   private answering(): void {
     if (this.answerAt >= 0) return;
-    const at = turn.taken + Math.ceil((turn.queued - turn.taken) / 2);
+    const at = turn.taken + Math.ceil((turn.due.length - turn.dueHead) / 2);
     this.answerAt = at;
     turn.answers.push(this);
     turn.answersAt.push(at);
