@@ -246,8 +246,22 @@ def wait_for_quiet(args):
         time.sleep(5)
 
 
+def listen_overflows():
+    """The kernel's count of connections dropped for a full accept queue (TcpExt ListenOverflows; the whole box)."""
+    try:
+        with open("/proc/net/netstat") as f:
+            lines = [l.split() for l in f]
+        for names, values in zip(lines, lines[1:]):
+            if names[0] == "TcpExt:" and values[0] == "TcpExt:" and "ListenOverflows" in names:
+                return int(values[names.index("ListenOverflows")])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def one_run(args, name, kill, binary, work, out_dir, tag):
     load0 = wait_for_quiet(args)
+    overflows0 = listen_overflows()
     log(f"{name}: load average {load0:.2f} at start")
     raw = RawLog(os.path.join(out_dir, f"{tag}-{name}.jsonl"))
     redis_p = None
@@ -284,7 +298,8 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         for i, n in enumerate(per):
             p = spawn([binary, "-mode", "sub", "-ports", f"{LOCAL_PORTS_LO + i * span}-{LOCAL_PORTS_LO + (i + 1) * span - 1}", "-ws-addrs", ws_addrs, "-subs", str(n), "-first", str(first), "-topics",
                        str(args.topics), "-churn", str(args.churn), "-dial-par", str(args.dial_par), "-drain-timeout-s",
-                       str(args.drain), "-loops", str(args.client_loops), "-poll", args.client_poll] + ([] if args.resume else ["-resume=false"])
+                       str(args.drain), "-loops", str(args.client_loops), "-poll", args.client_poll,
+                       "-failover-jitter", f"{args.failover_jitter}s"] + ([] if args.resume else ["-resume=false"])
                       + (["-cpuprofile", os.path.join(args.client_cpuprofile, f"{name}-client-{i}.pprof")] if args.client_cpuprofile else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),
                       text=True, env=client_env)
             clients.append(Lines(p, f"sub{i}", raw))
@@ -396,6 +411,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         summary = {
             "tag": tag, "run": name, "runtime": args.runtime, "replicas": args.replicas, "threads": args.threads,
             "client_loops": args.client_loops, "client_poll": args.client_poll, "client_gomaxprocs": args.client_gomaxprocs,
+            "failover_jitter_s": args.failover_jitter,
             "subs": args.subs, "client_procs": args.client_procs, "topics": args.topics, "rate_events_s": args.rate,
             "duration_s": args.duration, "warmup_s": args.warmup, "churn_per_s": args.churn, "payload_pad_bytes": args.size,
             "killed_replica_at_s": killed_at, "setup_s": round(setup_s, 1),
@@ -427,6 +443,8 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             "redis_commands_per_event": {k: round((v - cmds0.get(k, 0)) / max(published_m, 1), 2)
                                          for k, v in sorted(cmds1.items()) if v > cmds0.get(k, 0)},
             "loadavg_start": load0, "loadavg_end": open("/proc/loadavg").read().strip(),
+            # SYNs the kernel dropped for a full accept queue during the run (each costs its client a 1 s retransmit)
+            "listen_overflows": None if overflows0 is None else listen_overflows() - overflows0,
         }
         raw.write(json.dumps({"src": "runner", "type": "summary", **summary}) + "\n")
         for i, f in enumerate(finals):
@@ -489,6 +507,9 @@ def main():
                     help="reconnect without since: checks the checker (the gaps must count as lost)")
     ap.add_argument("--max-load", type=float, default=1.0, help="start a run once the 1-min load average is below this")
     ap.add_argument("--wait-max", type=float, default=300, help="bound on that wait (seconds); the run starts anyway after it")
+    ap.add_argument("--failover-jitter", type=float, default=0.0,
+                    help="seconds: a subscriber whose replica died reconnects after a random delay below this, as clients "
+                         "with a jittered backoff do (0: at once, every one of them in the same moment)")
     ap.add_argument("--runs", default="normal", help="comma-separated: normal, kill (kill needs the survivors within the file limit)")
     ap.add_argument("--tag", default=time.strftime("%Y-%m-%dT%H-%M"))
     ap.add_argument("--node-args", default="", help="node options for every replica, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' "

@@ -6,6 +6,7 @@ import { LOG_LEVELS, type LogLevel } from "../observe/logger.js";
 import { createServiceRegistry, loadServicesConfig, validateServicesConfig, type ServiceConfig, type ServiceRegistry } from "./services.js";
 import { loadTls, type TlsFiles } from "./tls.js";
 import { MAX_TIMER_MS } from "../shared/timers.js";
+import { DEFAULT_ACCEPT_BACKLOG } from "../shared/accept-backlog.js";
 import { TRACE_PROTOCOLS, TRACE_SAMPLERS, type TraceProtocol, type TraceSampler } from "../observe/span.js";
 import type { TracerOptions } from "../observe/tracing.js";
 
@@ -54,6 +55,12 @@ export interface GatewayOptions {
    * refused 503. Default: three quarters of the open-files limit (defaultConnectionBound).
    */
   webMaxConnections?: number;
+  /**
+   * Connections the kernel queues for each port (gRPC, HTTP) before the gateway accepts them, capped by the kernel at
+   * net.core.somaxconn. uWS fixes each HTTP listening socket's queue at 512, so the HTTP port opens enough sockets
+   * (SO_REUSEPORT, spread over the uWS threads) to hold this many. Default 4096 (DEFAULT_ACCEPT_BACKLOG).
+   */
+  acceptBacklog?: number;
   /** Bound on graceful shutdown in ms: in-flight work gets this long before streams are ended. Default 10000. */
   shutdownTimeoutMs?: number;
   /** Request headers forwarded to backends on invoke (tracing/correlation only). Default: see DEFAULT_FORWARD_HEADERS. */
@@ -227,6 +234,15 @@ function positive(field: string, v: unknown, dflt: number): number {
   if (v === undefined) return dflt;
   if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) bad(field, v, "must be a positive number");
   return v;
+}
+
+/** Most connections one port may queue: 64 uWS listening sockets of 512, and far beyond any somaxconn in use. */
+const MAX_ACCEPT_BACKLOG = 32_768;
+
+function acceptBacklog(v: unknown): number {
+  const n = positiveInt("acceptBacklog", v, DEFAULT_ACCEPT_BACKLOG);
+  if (n > MAX_ACCEPT_BACKLOG) bad("acceptBacklog", v, `must be at most ${MAX_ACCEPT_BACKLOG}`);
+  return n;
 }
 
 function positiveInt(field: string, v: unknown, dflt: number): number {
@@ -451,6 +467,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     grpcMaxConnectionAgeMs: timerMs("grpcMaxConnectionAgeMs", o.grpcMaxConnectionAgeMs, 0),
     grpcMaxConnections: positiveInt("grpcMaxConnections", o.grpcMaxConnections, defaultConnectionBound()),
     webMaxConnections: positiveInt("webMaxConnections", o.webMaxConnections, defaultConnectionBound()),
+    acceptBacklog: acceptBacklog(o.acceptBacklog),
     shutdownTimeoutMs: positive("shutdownTimeoutMs", o.shutdownTimeoutMs, 10_000),
     maxTriggers: positiveInt("maxTriggers", o.maxTriggers, 10_000),
     forwardHeaders: Object.freeze(forwardHeaders) as string[],

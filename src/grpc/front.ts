@@ -90,6 +90,7 @@ export function createGrpcFront(deps: GrpcFrontDeps): GrpcFront {
       idleTimeoutMs: opts.grpcIdleTimeoutMs,
       maxConnectionAgeMs: opts.grpcMaxConnectionAgeMs,
       maxConnections: opts.grpcMaxConnections,
+      acceptBacklog: opts.acceptBacklog,
       onConnectionRefused: () => m.refused.inc({}),
       onResetBudget(session, what) {
         const resets = server.clientResets(session);

@@ -4,6 +4,7 @@ import { HEADER_BLOCK_LIMIT } from "./client-connection.js";
 import { ServerSession, serverGreeting, type SessionShared } from "./server-session.js";
 import { lifecycleSettings, MAX_CONNECTIONS } from "./server-lifecycle.js";
 import type { H2Server, H2ServerOptions, H2ServerSession } from "./types.js";
+import { DEFAULT_ACCEPT_BACKLOG } from "../shared/accept-backlog.js";
 
 /**
  * The HTTP/2 layer of the native gRPC server: cleartext HTTP/2 with prior knowledge on a `net.Server`, or HTTP/2 over
@@ -42,6 +43,8 @@ export function createH2Server(options: H2ServerOptions): H2Server {
   checkCount("streamHighWaterMark", options.streamHighWaterMark, Number.MAX_SAFE_INTEGER);
   const maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
   checkCount("maxConnections", maxConnections, 0x7fffffff);
+  const backlog = options.acceptBacklog ?? DEFAULT_ACCEPT_BACKLOG;
+  checkCount("acceptBacklog", backlog, 0x7fffffff);
   const life = lifecycleSettings(options);
   if (typeof options.onStream !== "function") throw new TypeError("H2ServerOptions.onStream must be a function");
   const sessions = new Set<ServerSession>();
@@ -78,7 +81,7 @@ export function createH2Server(options: H2ServerOptions): H2Server {
         if (listening) return reject(new Error("the H2 server is already listening"));
         const onError = (e: Error): void => reject(e);
         server.once("error", onError);
-        server.listen(port, host, () => {
+        server.listen({ port, host, backlog }, () => {
           server.off("error", onError);
           listening = true;
           resolve((server.address() as net.AddressInfo).port);

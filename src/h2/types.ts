@@ -150,6 +150,12 @@ export interface H2ServerOptions {
    * read or written. Default 10000.
    */
   maxConnections?: number;
+  /**
+   * Connections the kernel queues on the listening socket before they are accepted (listen(2)'s backlog; the kernel
+   * caps it at net.core.somaxconn). Default 4096: a burst of new connections (clients moving over from a replica that
+   * failed) queues instead of losing SYNs, each of which costs its client a one-second retransmit.
+   */
+  acceptBacklog?: number;
   /** A connection was refused for maxConnections (the caller counts it). */
   onConnectionRefused?(): void;
   /**

@@ -13,6 +13,7 @@ import { echo } from "../shared/echo.js";
 import { LazyAbort, type CancelSignal } from "../shared/signals.js";
 import { loadTls, logServing, watchTls, type LoadedTls, type TlsFiles, type TlsWatch } from "../config/tls.js";
 import { decodeUtf8, locateInvalidUtf8InJson } from "../shared/utf8.js";
+import { somaxconn } from "../shared/accept-backlog.js";
 
 /** A parsed REST request, valid after the uWS handler returned (headers and body are copied). */
 export interface RestRequest {
@@ -279,6 +280,8 @@ export interface RestServerDeps {
   tlsReloadIntervalMs?: number;
   /** Routes decided at run time, after the static ones (REST transcoding). */
   dynamic?: DynamicRoutes;
+  /** Listening sockets on the port (SO_REUSEPORT), for a deeper accept queue than one socket's (listenSocketsPerApp). Default 1. */
+  listenSockets?: number;
 }
 
 /** A listening REST server. */
@@ -401,10 +404,43 @@ export function freePort(host: string): Promise<number> {
   });
 }
 
+/** The accept queue of one uWS listening socket: uSockets listens with this backlog, and no option changes it. */
+export const UWS_LISTEN_BACKLOG = 512;
+
+/**
+ * How many listening sockets each of `apps` uWS apps on one port opens so the port queues `backlog` connections: the
+ * kernel spreads new connections over a port's SO_REUSEPORT sockets, each queueing at most UWS_LISTEN_BACKLOG (or
+ * somaxconn, when lower). Linux only: elsewhere SO_REUSEPORT does not spread connections, and one socket is opened.
+ */
+export function listenSocketsPerApp(backlog: number, apps: number): number {
+  if (process.platform !== "linux") return 1;
+  const perSocket = Math.min(UWS_LISTEN_BACKLOG, somaxconn());
+  return Math.max(1, Math.ceil(Math.ceil(backlog / perSocket) / Math.max(1, apps)));
+}
+
+/** Listen `count` sockets of `app` on host:port (uWS listens synchronously); on a failure closes those made and returns []. */
+function listenAll(app: uws.TemplatedApp, host: string, port: number, count: number): uws.us_listen_socket[] {
+  const made: uws.us_listen_socket[] = [];
+  for (let i = 0; i < count; i++) {
+    let token: uws.us_listen_socket | false = false;
+    app.listen(host, i === 0 ? port : uws.us_socket_local_port(made[0]!), (t) => {
+      token = t;
+    });
+    if (!token) {
+      for (const t of made) uws.us_listen_socket_close(t);
+      return [];
+    }
+    made.push(token);
+  }
+  return made;
+}
+
 /** Start the uWS REST endpoint on host:port with the given routes. */
 export async function startRestServer(host: string, port: number, routes: Route[], deps: RestServerDeps): Promise<RestServer> {
-  // A TLS reload listens a second app on this port (see `reload`): that needs a port chosen before the first listen.
-  if (deps.tls && port === 0) port = await freePort(host);
+  const sockets = Math.max(1, deps.listenSockets ?? 1);
+  // A TLS reload listens a second app on this port (see `reload`), and further listening sockets join the first: both
+  // need a port chosen before the first listen.
+  if ((deps.tls || sockets > 1) && port === 0) port = await freePort(host);
   const resolve = createRouteTable(routes, deps);
   /** Bytes of large replies held for clients that have not read them (--max-unread-reply-bytes). */
   const unread = createUnreadReplies(deps.maxUnreadReplyBytes ?? DEFAULT_MAX_UNREAD_REPLY_BYTES);
@@ -557,7 +593,8 @@ export async function startRestServer(host: string, port: number, routes: Route[
   }
   /** Apps replaced by a certificate reload, still serving the connections they accepted (closed by closeAll). */
   const retired: uws.TemplatedApp[] = [];
-  let listening: uws.us_listen_socket | null = null;
+  /** The listening sockets (empty once stopped). */
+  let listening: uws.us_listen_socket[] = [];
   let watch: TlsWatch | undefined;
   /**
    * A new certificate: a new app listens on the same port (uSockets listens with SO_REUSEPORT, as the uWS threads do),
@@ -565,60 +602,52 @@ export async function startRestServer(host: string, port: number, routes: Route[
    * connections (REST, WebSocket, SSE) until they end. The listen is synchronous in uWS, so `listening` is never stale.
    */
   const reload = (next: LoadedTls, boundPort: number): void => {
-    if (listening === null) return;
+    if (listening.length === 0) return;
     const fresh = build(next);
-    const got: { token: uws.us_listen_socket | false } = { token: false };
-    fresh.listen(host, boundPort, (t) => {
-      got.token = t;
-    });
-    const token = got.token;
-    if (!token) {
+    const tokens = listenAll(fresh, host, boundPort, sockets);
+    if (tokens.length === 0) {
       (fresh as unknown as { close?: () => void }).close?.();
       throw new GatewayError(Code.UNAVAILABLE, `the reloaded HTTPS app cannot listen on ${host}:${boundPort}`);
     }
-    uws.us_listen_socket_close(listening);
-    listening = token;
+    for (const t of listening) uws.us_listen_socket_close(t);
+    listening = tokens;
     retired.push(app);
     app = fresh;
     // Bounded: connections that outlived this many certificate changes are closed (clients reconnect to the new one).
     if (retired.length > MAX_RETIRED_APPS) (retired.shift() as unknown as { close?: () => void }).close?.();
   };
 
-  return new Promise((resolve, reject) => {
-    app.listen(host, port, (token) => {
-      if (!token) return reject(new GatewayError(Code.UNAVAILABLE, `REST server cannot listen on ${host}:${port}`));
-      listening = token;
-      const boundPort = uws.us_socket_local_port(token);
-      if (tls) {
-        logServing(deps.logger.child({ port: "http" }), tls, "HTTP port serves TLS");
-        if (tls.ca) deps.logger.warn({ clientCa: tls.files.clientCa }, "HTTP port: a client certificate presented is checked against --tls-client-ca, but uWebSockets.js cannot require one; mutual TLS is enforced on the gRPC port only");
-        watch = watchTls(tls, (next) => reload(next, boundPort), deps.logger.child({ port: "http" }), deps.tlsReloadIntervalMs);
-      }
-      resolve({
-        port: boundPort,
-        get inflight() {
-          return inflight;
-        },
-        routes: served,
-        stopListening() {
-          watch?.stop();
-          if (listening) uws.us_listen_socket_close(listening);
-          listening = null;
-        },
-        closeInflight() {
-          for (const res of [...open]) res.close();
-          open.clear();
-        },
-        closeAll() {
-          watch?.stop();
-          listening = null;
-          open.clear();
-          // Typed in newer uWebSockets.js only; present in the native binary this package ships.
-          for (const a of [...retired, app]) (a as unknown as { close?: () => void }).close?.();
-        },
-      });
-    });
-  });
+  listening = listenAll(app, host, port, sockets);
+  if (listening.length === 0) throw new GatewayError(Code.UNAVAILABLE, `REST server cannot listen on ${host}:${port}`);
+  const boundPort = uws.us_socket_local_port(listening[0]!);
+  if (tls) {
+    logServing(deps.logger.child({ port: "http" }), tls, "HTTP port serves TLS");
+    if (tls.ca) deps.logger.warn({ clientCa: tls.files.clientCa }, "HTTP port: a client certificate presented is checked against --tls-client-ca, but uWebSockets.js cannot require one; mutual TLS is enforced on the gRPC port only");
+    watch = watchTls(tls, (next) => reload(next, boundPort), deps.logger.child({ port: "http" }), deps.tlsReloadIntervalMs);
+  }
+  return {
+    port: boundPort,
+    get inflight() {
+      return inflight;
+    },
+    routes: served,
+    stopListening() {
+      watch?.stop();
+      for (const t of listening) uws.us_listen_socket_close(t);
+      listening = [];
+    },
+    closeInflight() {
+      for (const res of [...open]) res.close();
+      open.clear();
+    },
+    closeAll() {
+      watch?.stop();
+      listening = [];
+      open.clear();
+      // Typed in newer uWebSockets.js only; present in the native binary this package ships.
+      for (const a of [...retired, app]) (a as unknown as { close?: () => void }).close?.();
+    },
+  };
 }
 
 /** Apps kept serving their connections after a TLS reload replaced them; the oldest beyond this is closed. */

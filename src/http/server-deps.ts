@@ -2,7 +2,7 @@ import type { Authenticator } from "../ops/auth.js";
 import type { Logger } from "../observe/logger.js";
 import type { Metrics } from "../observe/metrics.js";
 import type { ValidatedOptions } from "../config/options.js";
-import type { AppHook, DynamicRoutes, RestServerDeps } from "./router.js";
+import { listenSocketsPerApp, type AppHook, type DynamicRoutes, type RestServerDeps } from "./router.js";
 
 /** What the gateway's REST server takes besides its options. */
 export interface GatewayServerParts {
@@ -27,6 +27,8 @@ export function gatewayServerDeps(opts: ValidatedOptions, parts: GatewayServerPa
     maxBodyBytes: opts.maxBodyBytes,
     writeStallTimeoutMs: opts.writeStallTimeoutMs,
     maxUnreadReplyBytes: opts.maxUnreadReplyBytes,
+    // Every thread's app listens on the port: together they queue --accept-backlog connections.
+    listenSockets: listenSocketsPerApp(opts.acceptBacklog, opts.threads),
     isClosing: parts.isClosing,
     ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
     appHooks: parts.appHooks,

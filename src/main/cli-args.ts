@@ -28,6 +28,7 @@ Options (each has an environment variable; the flag wins):
   --grpc-max-connection-age <ms> close gRPC connections at this age, 0 = never GATEWAY_GRPC_MAX_CONNECTION_AGE_MS (default 0)
   --grpc-max-connections <n> open gRPC connections at once               GATEWAY_GRPC_MAX_CONNECTIONS (default 3/4 of ulimit -n)
   --web-max-connections <n> WebSocket and SSE subscribers at once         GATEWAY_WEB_MAX_CONNECTIONS (default 3/4 of ulimit -n)
+  --accept-backlog <n>    connections queued per port before accept     GATEWAY_ACCEPT_BACKLOG (default 4096)
   --forward-header <h>    header forwarded to backends, repeatable      GATEWAY_FORWARD_HEADERS (comma-separated)
   --forward-credential-header <h>  override: forward a --forward-header whose name looks like a credential
                           (auth, token, key, secret, ...), repeatable   GATEWAY_FORWARD_CREDENTIAL_HEADERS (logged as a warning)
@@ -129,6 +130,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "grpc-max-connection-age": { type: "string" },
       "grpc-max-connections": { type: "string" },
       "web-max-connections": { type: "string" },
+      "accept-backlog": { type: "string" },
       "forward-header": { type: "string", multiple: true },
       "forward-credential-header": { type: "string", multiple: true },
       "shutdown-timeout": { type: "string" },
@@ -189,6 +191,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("grpcMaxConnectionAgeMs", int(from("grpc-max-connection-age", "GATEWAY_GRPC_MAX_CONNECTION_AGE_MS")));
   set("grpcMaxConnections", int(from("grpc-max-connections", "GATEWAY_GRPC_MAX_CONNECTIONS")));
   set("webMaxConnections", int(from("web-max-connections", "GATEWAY_WEB_MAX_CONNECTIONS")));
+  set("acceptBacklog", int(from("accept-backlog", "GATEWAY_ACCEPT_BACKLOG")));
   set("forwardHeaders", values["forward-header"] ?? list(from("", "GATEWAY_FORWARD_HEADERS")));
   set("forwardCredentialHeaders", values["forward-credential-header"] ?? list(from("", "GATEWAY_FORWARD_CREDENTIAL_HEADERS")));
   set("shutdownTimeoutMs", int(from("shutdown-timeout", "GATEWAY_SHUTDOWN_TIMEOUT_MS")));

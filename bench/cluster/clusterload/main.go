@@ -58,6 +58,7 @@ var (
 	nLoops      = flag.Int("loops", 2, "sub: epoll loops (goroutines reading the sockets)")
 	portRange   = flag.String("ports", "", "sub: LO-HI, local ports this process binds its connections from (empty: the kernel picks)")
 	cpuProfile  = flag.String("cpuprofile", "", "sub: write a Go CPU profile of the run to this file")
+	failJitter  = flag.Duration("failover-jitter", 0, "sub: a subscriber whose connection ended without the client asking (a replica that died) waits a random time below this before it reconnects (0: at once, the herd)")
 	pollEvery   = flag.Duration("poll", time.Millisecond, "sub: look for ready sockets this often, sleeping in between (0: block in epoll_wait, woken by every first arrival)")
 )
 
@@ -472,6 +473,7 @@ func reconnector(gone chan *sub, seed int64) {
 		if atomic.LoadInt32(&stopping) == 1 {
 			continue
 		}
+		dropped := false // the connection ended without this client asking (not churn, not a failed setup)
 		if s.dialFailed {
 			s.dialFailed = false
 			atomic.AddInt64(&dialFailures, 1)
@@ -486,12 +488,23 @@ func reconnector(gone chan *sub, seed int64) {
 				atomic.AddInt64(&churnReconnects, 1)
 			} else {
 				atomic.AddInt64(&failReconnects, 1)
+				dropped = true
 			}
 			atomic.AddInt64(&reconnects, 1)
 		}
 		r := s.replica
 		if atomic.LoadInt32(&s.acked) == 1 && len(replicas) > 1 {
 			r = (s.replica + 1 + rng.Intn(len(replicas)-1)) % len(replicas)
+		}
+		if dropped && *failJitter > 0 {
+			// Spread the reconnects of a failure over the jitter window, the way clients with a jittered backoff do.
+			d := time.Duration(rng.Int63n(int64(*failJitter)))
+			time.AfterFunc(d, func() {
+				if !s.start(r) {
+					s.retry(gone)
+				}
+			})
+			continue
 		}
 		if !s.start(r) {
 			s.retry(gone)
@@ -571,9 +584,20 @@ func (l *loop) run(gone chan<- *sub, done *sync.WaitGroup) {
 	events := make([]syscall.EpollEvent, 1024)
 	rbuf := make([]byte, 64<<10)
 	lastSweep := time.Now()
+	lastPoll := time.Now()
 	for atomic.LoadInt32(&stopping) == 0 {
 		var n int
 		var err error
+		if now := time.Now(); true {
+			gap := now.Sub(lastPoll).Microseconds()
+			lastPoll = now
+			for {
+				m := atomic.LoadInt64(&loopGapMaxUs)
+				if gap <= m || atomic.CompareAndSwapInt64(&loopGapMaxUs, m, gap) {
+					break
+				}
+			}
+		}
 		if *pollEvery > 0 {
 			n, err = epollNow(l.efd, events)
 		} else {
@@ -814,6 +838,10 @@ func readFinal(path string) []int64 {
 	return f
 }
 
+// loopGapMaxUs: the longest time between two looks for ready sockets by any loop since the last tick, us (a loop
+// that does not look cannot read, so every latency it measures meanwhile includes the gap).
+var loopGapMaxUs int64
+
 func tickLoop(all []*sub, stop chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -847,7 +875,7 @@ func tickLoop(all []*sub, stop chan struct{}) {
 			max = int64(i) + 1
 		}
 		emit(map[string]interface{}{"type": "tick", "t": time.Now().UnixNano() / 1e6, "delivered": d, "delivered_1s": d - prev,
-			"p99_1s_ms": p99, "max_1s_ms": max,
+			"p99_1s_ms": p99, "max_1s_ms": max, "loop_gap_max_ms": float64(atomic.SwapInt64(&loopGapMaxUs, 0)) / 1000,
 			"live": live, "reconnects": atomic.LoadInt64(&reconnects), "fail_reconnects": atomic.LoadInt64(&failReconnects),
 			"dups": atomic.LoadInt64(&dups), "ooo": atomic.LoadInt64(&ooo), "recovered_false": atomic.LoadInt64(&recoveredFalse)})
 		prev = d

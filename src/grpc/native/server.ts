@@ -81,7 +81,7 @@ export interface NativeGrpcServerOptions {
 /** The connection-lifecycle fields of H2ServerOptions. */
 export type H2ConnectionPolicy = Pick<
   H2ServerOptions,
-  "idleTimeoutMs" | "keepaliveTimeMs" | "keepaliveTimeoutMs" | "maxConnectionAgeMs" | "maxConnectionAgeGraceMs" | "maxConnections" | "onConnectionRefused" | "onResetBudget" | "onConnectionError"
+  "idleTimeoutMs" | "keepaliveTimeMs" | "keepaliveTimeoutMs" | "maxConnectionAgeMs" | "maxConnectionAgeGraceMs" | "maxConnections" | "acceptBacklog" | "onConnectionRefused" | "onResetBudget" | "onConnectionError"
 >;
 
 type Required_ = Required<Omit<NativeGrpcServerOptions, "onMessageTimeout" | "onError" | "onSession" | "onSessionClose" | "onStreamClose" | "transport" | "connections" | "tls">>;
