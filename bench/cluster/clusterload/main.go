@@ -141,6 +141,7 @@ type sub struct {
 	key        string // Sec-WebSocket-Key, and the Sec-WebSocket-Accept it must get back
 	accept     string
 	dialFailed bool // the last setup failed (for the reconnectors)
+	waited     bool // its failover delay (-failover-jitter) is running or just over
 	closing    bool // the server answered our Close: its FIN comes next
 	port       int  // the local port the connection bound from the pool (0: the kernel's)
 	tries      int  // setups failed in a row
@@ -474,7 +475,10 @@ func reconnector(gone chan *sub, seed int64) {
 			continue
 		}
 		dropped := false // the connection ended without this client asking (not churn, not a failed setup)
-		if s.dialFailed {
+		if s.waited {
+			// back from its failover delay: counted when it ended
+			s.waited = false
+		} else if s.dialFailed {
 			s.dialFailed = false
 			atomic.AddInt64(&dialFailures, 1)
 			if s.tries++; s.tries >= 40 {
@@ -497,13 +501,11 @@ func reconnector(gone chan *sub, seed int64) {
 			r = (s.replica + 1 + rng.Intn(len(replicas)-1)) % len(replicas)
 		}
 		if dropped && *failJitter > 0 {
-			// Spread the reconnects of a failure over the jitter window, the way clients with a jittered backoff do.
-			d := time.Duration(rng.Int63n(int64(*failJitter)))
-			time.AfterFunc(d, func() {
-				if !s.start(r) {
-					s.retry(gone)
-				}
-			})
+			// Spread the reconnects of a failure over the jitter window, the way clients with a jittered backoff do: the
+			// subscriber comes back to the reconnectors when its delay is over.
+			s.waited = true
+			back := s // the loop variable is reused by the next receive (Go before 1.22)
+			time.AfterFunc(time.Duration(rng.Int63n(int64(*failJitter))), func() { gone <- back })
 			continue
 		}
 		if !s.start(r) {
