@@ -246,6 +246,10 @@ def wait_for_quiet(args):
         time.sleep(5)
 
 
+# Seconds of CPU samples before and after the kill that measure what a failover costs.
+FAILOVER_S = 5.0
+
+
 def listen_overflows():
     """The kernel's count of connections dropped for a full accept queue (TcpExt ListenOverflows; the whole box)."""
     try:
@@ -367,11 +371,23 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             cmds0 = redis_commands(rport) if redis_p else {}
         t_measure = time.time()
         killed_at = None
+        failover = None
         if kill:
-            time.sleep(args.duration / 2)
+            # CPU over the FAILOVER_S before the kill and the FAILOVER_S after it: what the failover adds to the steady
+            # rate, on the survivors and in the load clients (failover_*_cpu_us_per_reconnect in the summary).
+            window = min(FAILOVER_S, args.duration / 2 - 1)
+            time.sleep(args.duration / 2 - window)
+            sample()
+            before = (time.time(), dict(last_cpu))
+            time.sleep(window)
+            sample()
+            at = (time.time(), dict(last_cpu))
             gws[victim][0].send_signal(signal.SIGKILL)
             killed_at = time.time() - t_pub
             log(f"{name}: SIGKILL replica {victim} (pid {gw_pids[victim]}) at {killed_at:.1f} s")
+            time.sleep(window)
+            sample()
+            failover = (before, at, (time.time(), dict(last_cpu)))
         pf = publ.wait_for(lambda o: o.get("type") == "final", args.warmup + args.duration + 60)
         if pf is None:
             raise RuntimeError("publisher gave no final result")
@@ -405,6 +421,17 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
 
         def dcpu(group, a, b):
             return sum(b.get(pid, 0) - a.get(pid, 0) for pid in pids[group])
+
+        def failover_us(group):
+            """CPU the failover added to `group`, per failed-over subscriber, us: the group's CPU in the seconds after
+            the kill less its steady rate before. The gateways' steady rate includes the victim's (the survivors take
+            over its deliveries; a killed replica keeps its last sample, so it adds nothing after)."""
+            if failover is None or s("failure_reconnects") == 0:
+                return None
+            (t0, c0), (t1, c1), (t2, c2) = failover
+            steady = sum(c1.get(p, 0) - c0.get(p, 0) for p in pids[group]) / (t1 - t0)
+            extra = sum(c2.get(p, 0) - c1.get(p, 0) for p in pids[group]) - steady * (t2 - t1)
+            return extra * 1e6 / s("failure_reconnects")
 
         published = pf["published"]
         published_m = published * measured_s / max(pf["elapsed_s"], 1e-9)  # the measured window's share (a fixed rate)
@@ -445,6 +472,8 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             "loadavg_start": load0, "loadavg_end": open("/proc/loadavg").read().strip(),
             # SYNs the kernel dropped for a full accept queue during the run (each costs its client a 1 s retransmit)
             "listen_overflows": None if overflows0 is None else listen_overflows() - overflows0,
+            "failover_gateway_cpu_us_per_reconnect": failover_us("gateways"),
+            "failover_client_cpu_us_per_reconnect": failover_us("clients"),
         }
         raw.write(json.dumps({"src": "runner", "type": "summary", **summary}) + "\n")
         for i, f in enumerate(finals):
