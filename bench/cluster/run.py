@@ -375,19 +375,22 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
         if kill:
             # CPU over the FAILOVER_S before the kill and the FAILOVER_S after it: what the failover adds to the steady
             # rate, on the survivors and in the load clients (failover_*_cpu_us_per_reconnect in the summary).
+            # (no measurement in a run too short for a window of a second on each side)
             window = min(FAILOVER_S, args.duration / 2 - 1)
-            time.sleep(args.duration / 2 - window)
-            sample()
-            before = (time.time(), dict(last_cpu))
-            time.sleep(window)
-            sample()
-            at = (time.time(), dict(last_cpu))
+            time.sleep(args.duration / 2 - max(window, 0))
+            if window >= 1:
+                sample()
+                before = (time.time(), dict(last_cpu))
+                time.sleep(window)
+                sample()
+                at = (time.time(), dict(last_cpu))
             gws[victim][0].send_signal(signal.SIGKILL)
             killed_at = time.time() - t_pub
             log(f"{name}: SIGKILL replica {victim} (pid {gw_pids[victim]}) at {killed_at:.1f} s")
-            time.sleep(window)
-            sample()
-            failover = (before, at, (time.time(), dict(last_cpu)))
+            if window >= 1:
+                time.sleep(window)
+                sample()
+                failover = (before, at, (time.time(), dict(last_cpu)))
         pf = publ.wait_for(lambda o: o.get("type") == "final", args.warmup + args.duration + 60)
         if pf is None:
             raise RuntimeError("publisher gave no final result")

@@ -496,17 +496,17 @@ func reconnector(gone chan *sub, seed int64) {
 			}
 			atomic.AddInt64(&reconnects, 1)
 		}
-		r := s.replica
-		if atomic.LoadInt32(&s.acked) == 1 && len(replicas) > 1 {
-			r = (s.replica + 1 + rng.Intn(len(replicas)-1)) % len(replicas)
-		}
 		if dropped && *failJitter > 0 {
 			// Spread the reconnects of a failure over the jitter window, the way clients with a jittered backoff do: the
-			// subscriber comes back to the reconnectors when its delay is over.
+			// subscriber comes back to the reconnectors when its delay is over (and picks its replica then).
 			s.waited = true
 			back := s // the loop variable is reused by the next receive (Go before 1.22)
 			time.AfterFunc(time.Duration(rng.Int63n(int64(*failJitter))), func() { gone <- back })
 			continue
+		}
+		r := s.replica
+		if atomic.LoadInt32(&s.acked) == 1 && len(replicas) > 1 {
+			r = (s.replica + 1 + rng.Intn(len(replicas)-1)) % len(replicas)
 		}
 		if !s.start(r) {
 			s.retry(gone)
@@ -590,16 +590,9 @@ func (l *loop) run(gone chan<- *sub, done *sync.WaitGroup) {
 	for atomic.LoadInt32(&stopping) == 0 {
 		var n int
 		var err error
-		if now := time.Now(); true {
-			gap := now.Sub(lastPoll).Microseconds()
-			lastPoll = now
-			for {
-				m := atomic.LoadInt64(&loopGapMaxUs)
-				if gap <= m || atomic.CompareAndSwapInt64(&loopGapMaxUs, m, gap) {
-					break
-				}
-			}
-		}
+		now := time.Now()
+		raiseTo(&loopGapMaxUs, now.Sub(lastPoll).Microseconds())
+		lastPoll = now
 		if *pollEvery > 0 {
 			n, err = epollNow(l.efd, events)
 		} else {
@@ -843,6 +836,15 @@ func readFinal(path string) []int64 {
 // loopGapMaxUs: the longest time between two looks for ready sockets by any loop since the last tick, us (a loop
 // that does not look cannot read, so every latency it measures meanwhile includes the gap).
 var loopGapMaxUs int64
+
+// raiseTo stores v in *max if it is larger (loops on a lost race).
+func raiseTo(max *int64, v int64) {
+	for m := atomic.LoadInt64(max); v > m; m = atomic.LoadInt64(max) {
+		if atomic.CompareAndSwapInt64(max, m, v) {
+			return
+		}
+	}
+}
 
 func tickLoop(all []*sub, stop chan struct{}) {
 	t := time.NewTicker(time.Second)
