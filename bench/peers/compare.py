@@ -55,20 +55,6 @@ def side_env(a, side):
     return out
 
 
-SINK = r"""
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as a collector does
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        self.send_response(200); self.send_header("content-type", "application/x-protobuf"); self.send_header("content-length", "0"); self.end_headers()
-    def log_message(self, *a): pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(s.server_address[1], flush=True)
-s.serve_forever()
-"""
-
-
 def run_job(a, job, side, rep, outdir):
     if not a.no_gate:
         busy, load, waited = wait_quiet(a.gate_busy, a.gate_load, a.gate_max_min)
@@ -294,7 +280,7 @@ def main():
     a.sink_url, sink = None, None
     if "{OTLP_SINK}" in (a.base_env or "") + (a.new_env or ""):
         # an OTLP/HTTP receiver that answers every export and keeps nothing (a traced gateway needs somewhere to send)
-        sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
+        sink = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "otlp_sink.py")], stdout=subprocess.PIPE, text=True)
         a.sink_url = f"http://127.0.0.1:{sink.stdout.readline().strip()}/v1/traces"
         log(f"OTLP sink at {a.sink_url}")
     t0 = time.time()
@@ -309,7 +295,11 @@ def main():
                     run_job(a, job, side, rep, outdir)
     finally:
         if sink:
-            sink.kill()
+            sink.terminate()
+            try:
+                log(f"OTLP sink received {sink.communicate(timeout=10)[0].strip()}")
+            except subprocess.TimeoutExpired:
+                sink.kill()
     text = summarize(outdir, a.tag)
     text += f"\nBASE {a.base}, NEW {a.new}, {a.reps} repetitions{' (--quick)' if a.quick else ''}, {time.time() - t0:.0f} s.\n"
     with open(os.path.join(outdir, "summary.md"), "w") as f:

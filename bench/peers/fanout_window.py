@@ -13,27 +13,13 @@ and write/read syscalls and bytes per delivery (/proc, over the whole client run
 (with --trace-opt: which functions V8 compiled in which variant)."""
 import argparse
 import collections
-import http.server
 import json
 import os
 import sys
-import threading
 
 sys.dont_write_bytecode = True
+import otlp_sink  # noqa: E402
 from peerslib import BUILD, PEERS, run_json  # noqa: E402
-
-
-class Sink(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as a collector does
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        self.send_response(200)
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def log_message(self, *a):
-        pass
 
 
 def snap(pid):
@@ -70,8 +56,7 @@ def main():
 
     perflib.MAIN = os.path.abspath(a.build)  # the harness's start_gateway runs $PERF_MAIN, read when it was imported
     os.chdir(PEERS)
-    sink = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-    threading.Thread(target=sink.serve_forever, daemon=True).start()
+    sink = otlp_sink.start()
     for rep in range(a.reps):
         for v in a.variants.split(","):
             if v == "on":
@@ -100,6 +85,7 @@ def main():
                    **{f"{k}_per_delivery": round(d[k] / n, 3) for k in ("syscw", "wchar", "syscr", "rchar")}, "p50_us": r["p50_us"]}
             print(json.dumps(row), flush=True)
     sink.shutdown()
+    print(json.dumps({"otlp_sink": sink.counts}), flush=True)
 
 
 if __name__ == "__main__":
