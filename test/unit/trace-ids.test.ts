@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { isSpanContextValid } from "@opentelemetry/api";
 import { parseTraceParent } from "@opentelemetry/core";
-import { parseTraceparent, spanHex } from "../../src/observe/trace-ids.js";
+import { TraceId, nonZeroWord, parseTraceparent, randomWord, spanHex, xoshiro128ss } from "../../src/observe/trace-ids.js";
 
 /**
  * The reference: what the OpenTelemetry SDK's W3C propagator makes of a header (its regular expression, then the
@@ -92,5 +92,33 @@ describe("parseTraceparent agrees with the OpenTelemetry SDK's propagator", () =
     }
     // The mutations must reach both sides of the check, or the comparison proves little.
     assert.ok(valid > 1_000 && valid < 19_000, `${valid} valid of 20,000`);
+  });
+});
+
+describe("id words", () => {
+  it("are xoshiro128**: the reference implementation's first words for the seed 1, 2, 3, 4", () => {
+    const next = xoshiro128ss(Int32Array.of(1, 2, 3, 4));
+    // From the authors' C code (prng.di.unimi.it/xoshiro128starstar.c), as signed 32-bit integers.
+    assert.deepEqual(Array.from({ length: 6 }, next), [11520, 0, 5927040, 70819200, 2031721883, 1637235492]);
+    assert.throws(() => xoshiro128ss(new Int32Array(4)), /not all zeros/);
+  });
+
+  it("make distinct ids with every bit set about half the time", () => {
+    const ids = new Set<string>();
+    const ones = new Array<number>(32).fill(0);
+    const n = 100_000;
+    for (let i = 0; i < n; i++) {
+      const hi = randomWord();
+      const lo = nonZeroWord();
+      assert.ok(lo !== 0);
+      ids.add(spanHex(hi, lo));
+      for (let b = 0; b < 32; b++) ones[b]! += (hi >>> b) & 1;
+    }
+    assert.equal(ids.size, n);
+    for (const [b, k] of ones.entries()) assert.ok(k > 0.48 * n && k < 0.52 * n, `bit ${b} set ${k} times of ${n}`);
+    const a = TraceId.random();
+    const b = TraceId.random();
+    assert.match(a.hex, /^[0-9a-f]{32}$/);
+    assert.notEqual(a.hex, b.hex);
   });
 });
