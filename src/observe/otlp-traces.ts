@@ -169,9 +169,12 @@ class Writer {
     const usHi = Math.floor(us / TWO32);
     const lo = (us - usHi * TWO32) * 1000;
     const carry = Math.floor(lo / TWO32);
-    this.tag(field, 1);
-    this.uint32(lo - carry * TWO32);
-    this.uint32(usHi * 1000 + carry);
+    // Every time field here has a number below 16: a one-byte tag, then the two words in one room check.
+    this.room(9);
+    const buf = this.buf;
+    buf[this.pos] = (field << 3) | 1;
+    putLE32(buf, this.pos + 1, lo - carry * TWO32);
+    this.pos = putLE32(buf, this.pos + 5, usHi * 1000 + carry);
   }
 
   private uint32(v: number): void {
@@ -320,6 +323,15 @@ class Writer {
     this.end(kv);
   }
 
+  /** The span attribute `rpc.grpc.status_code` (field 9): the gRPC codes' encodings are made once. */
+  statusCode(code: number): void {
+    const bytes = code < STATUS_KEYVALUES.length ? STATUS_KEYVALUES[code]! : undefined;
+    if (bytes === undefined) return this.keyValue(9, STATUS_CODE, code);
+    this.room(bytes.length);
+    this.buf.set(bytes, this.pos);
+    this.pos += bytes.length;
+  }
+
   attributes(field: number, attrs: SpanAttributes | undefined): void {
     if (attrs === undefined) return;
     // A frozen attribute set is one the code keeps and shares (a route's, a backend method's): its encoding is made
@@ -345,6 +357,22 @@ class Writer {
   }
 }
 
+/** `rpc.grpc.status_code` as a span's KeyValue field (9), one per gRPC code. */
+const STATUS_KEYVALUES: readonly Buffer[] = Array.from({ length: 17 }, (_, code) => {
+  const w = new Writer(32);
+  w.keyValue(9, STATUS_CODE, code);
+  return w.take();
+});
+
+/** A 32-bit word (its low 32 bits), little-endian, at `p` (room checked by the caller); returns the end. */
+function putLE32(buf: Buffer, p: number, v: number): number {
+  buf[p] = v & 0xff;
+  buf[p + 1] = (v >>> 8) & 0xff;
+  buf[p + 2] = (v >>> 16) & 0xff;
+  buf[p + 3] = v >>> 24;
+  return p + 4;
+}
+
 /** A 32-bit word, big-endian, at `p` (room checked by the caller); returns the end. */
 function put32(buf: Buffer, p: number, v: number): number {
   buf[p] = v >>> 24;
@@ -359,7 +387,7 @@ function writeSpan(w: Writer, s: SpanData): void {
   w.attributes(9, s.attributes);
   const extra = s.extra;
   if (extra !== undefined) for (let i = 0; i < extra.length; i += 2) w.keyValue(9, extra[i] as string, extra[i + 1]!);
-  if (s.code >= 0) w.keyValue(9, STATUS_CODE, s.code);
+  if (s.code >= 0) w.statusCode(s.code);
   if (s.dropped > 0) {
     w.tag(10, 0);
     w.varint(s.dropped);
