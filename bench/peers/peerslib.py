@@ -7,6 +7,7 @@ holds our previous job for about a minute, so gating every job on it adds one to
 says nothing about the others on the machine. Instead, before a job (when none of our processes run) the whole machine's
 busy share is sampled from /proc/stat over 5 s: that is what other work costs right then. The harness's load-average
 condition can be added (`load_limit`)."""
+import contextlib
 import os
 import re
 import sys
@@ -62,6 +63,21 @@ def wait_quiet(busy_limit=0.15, load_limit=None, max_min=90.0, poll_s=20):
             raise SystemExit(f"no quiet window in {max_min} min: busy {busy:.2f}, load {load:.2f}")
         log(f"machine busy {busy:.2f} (limit {busy_limit}), load {load:.2f}: waiting {poll_s} s")
         time.sleep(poll_s)
+
+
+@contextlib.contextmanager
+def environment(values):
+    """This process's environment with `values` set, restored after (for a child the harness's own starter spawns)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def start_backend():
