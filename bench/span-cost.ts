@@ -1,8 +1,8 @@
 /**
  * What the tracer costs a traced invoke on its own: the five spans of a gRPC InvokeJson (server, schema resolution,
  * two conversions, the backend client span) made, ended and encoded into OTLP protobuf batches, exported to a local
- * sink (another process) that reads and discards them. Prints nanoseconds per traced call of this thread's CPU (process.cpuUsage), the
- * median of several rounds, after a warm-up.
+ * sink (another process) that reads and discards them. Prints nanoseconds of this process's CPU (process.cpuUsage) per
+ * traced call, the median of several rounds after a warm-up round.
  *
  *   npx tsx bench/span-cost.ts [--calls 200000] [--rounds 7]
  */

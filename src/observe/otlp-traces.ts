@@ -177,18 +177,10 @@ class Writer {
     this.pos = putLE32(buf, this.pos + 5, usHi * 1000 + carry);
   }
 
-  private uint32(v: number): void {
-    this.room(4);
-    const buf = this.buf;
-    buf[this.pos++] = v & 0xff;
-    buf[this.pos++] = (v >>> 8) & 0xff;
-    buf[this.pos++] = (v >>> 16) & 0xff;
-    buf[this.pos++] = v >>> 24;
-  }
-
   fixed32(field: number, v: number): void {
     this.tag(field, 5);
-    this.uint32(v >>> 0);
+    this.room(4);
+    this.pos = putLE32(this.buf, this.pos, v);
   }
 
   double(field: number, v: number): void {

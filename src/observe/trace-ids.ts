@@ -30,7 +30,7 @@ export function spanHex(hi: number, lo: number): string {
  * signed 32-bit integers (see above).
  */
 export function xoshiro128ss(seed: Int32Array): () => number {
-  if ((seed[0]! | seed[1]! | seed[2]! | seed[3]!) === 0) throw new RangeError("xoshiro128** needs a seed that is not all zeros");
+  if (allZero(seed)) throw new RangeError("xoshiro128** needs a seed that is not all zeros");
   let x0 = seed[0]!;
   let x1 = seed[1]!;
   let x2 = seed[2]!;
@@ -49,10 +49,15 @@ export function xoshiro128ss(seed: Int32Array): () => number {
   };
 }
 
+/** Whether a xoshiro128** state is the one it cannot leave. */
+function allZero(seed: Int32Array): boolean {
+  return (seed[0]! | seed[1]! | seed[2]! | seed[3]!) === 0;
+}
+
 function osSeed(): Int32Array {
   const seed = new Int32Array(4);
   do randomFillSync(seed);
-  while ((seed[0]! | seed[1]! | seed[2]! | seed[3]!) === 0);
+  while (allZero(seed));
   return seed;
 }
 

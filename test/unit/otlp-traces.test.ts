@@ -87,6 +87,17 @@ describe("OTLP trace encoding: protobuf and JSON say the same", () => {
     }
   });
 
+  it("rpc.grpc.status_code for every gRPC code (encoded once each) and for a code past them (encoded per span)", () => {
+    const codes = [0, 1, 14, 16, 17, 1000];
+    const { proto, json } = roundTrip(codes.map((code, i) => span({ s0: i + 1, s1: 1, kind: OtlpKind.CLIENT, attributes: { "rpc.system": "grpc" }, code })));
+    for (const got of [proto, json]) {
+      assert.deepEqual(
+        got.map((s) => s.attributes),
+        codes.map((code) => ({ "rpc.system": "grpc", "rpc.grpc.status_code": code })),
+      );
+    }
+  });
+
   it("long and non-ASCII strings (multi-byte lengths), events, links, error status, dropped counts", () => {
     const long = "x".repeat(300);
     const spans = [
