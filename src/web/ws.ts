@@ -6,7 +6,7 @@ import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { statusError } from "../shared/status.js";
 import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
-import { subscribeError, type Backfill, type TopicFanout, type WebEvent } from "./hub.js";
+import { subscribeError, type Backfill, type Position, type TopicFanout, type WebEvent } from "./hub.js";
 import { requestHeaders } from "../http/router.js";
 import { overConnectionBound, refuse, uwsFrameLimit, type WebDeps } from "./web-deps.js";
 import { endWith, type ServerSpanInfo } from "../observe/span.js";
@@ -53,6 +53,14 @@ interface WsData {
   pending: readonly string[] | null;
   inflight: number;
   state: number;
+  /** The subscribe the upgrade URL named, made when the socket opens; null once made, or when the URL named none. */
+  start: SubscribeRequest | null;
+}
+
+/** A checked subscribe: from a `subscribe` frame, or from the upgrade URL's `topic` and `since` parameters. */
+interface SubscribeRequest {
+  readonly topics: string[];
+  readonly since: Position | undefined;
 }
 
 type Ws = uws.WebSocket<WsData>;
@@ -153,11 +161,30 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     hub.release(topic);
   }
 
-  async function subscribe(ws: Ws, data: WsData, msg: Record<string, unknown>, echo: object): Promise<void> {
+  /** A `subscribe` frame's topics and `since`, checked against the socket's grant. */
+  function subscribeFrame(data: WsData, msg: Record<string, unknown>): SubscribeRequest {
     const topics = checkTopics("topics", msg["topics"], data.grant, MAX_WS_TOPICS);
     const sinceText = msg["since"];
     if (sinceText !== undefined && typeof sinceText !== "string") throw invalidArgument("since", "must be a position string");
-    const since = sinceText === undefined ? undefined : hub.parsePosition("since", sinceText);
+    return { topics, since: sinceText === undefined ? undefined : hub.parsePosition("since", sinceText) };
+  }
+
+  /**
+   * The subscribe an upgrade URL names (`?topic=a&topic=b&since=<position>`, the SSE route's parameter name), checked
+   * before the upgrade so a bad one is refused with a 400 naming the parameter; null when the URL names no topic.
+   */
+  function subscribeUrl(query: URLSearchParams, grant: Grant): SubscribeRequest | null {
+    const named = query.getAll("topic");
+    const sinceText = query.get("since");
+    if (named.length === 0) {
+      if (sinceText !== null) throw invalidArgument("since", "needs at least one topic query parameter to resume: ?topic=a&since=<position>");
+      return null;
+    }
+    const topics = checkTopics("topic", named, grant, MAX_WS_TOPICS);
+    return { topics, since: sinceText === null ? undefined : hub.parsePosition("since", sinceText) };
+  }
+
+  async function subscribe(ws: Ws, data: WsData, { topics, since }: SubscribeRequest, echo: object): Promise<void> {
     const fresh = [...new Set(topics)].filter((t) => !data.topics.includes(t) && !data.pending?.includes(t));
     if (data.topics.length + (data.pending?.length ?? 0) + fresh.length > MAX_WS_TOPICS) {
       throw new GatewayError(Code.RESOURCE_EXHAUSTED, `a WebSocket may hold at most ${MAX_WS_TOPICS} topics`);
@@ -205,6 +232,18 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     if (failed) throw failed;
   }
 
+  /** Count one request in flight on the socket until `work` settles; its failure is answered with an error frame. */
+  function run(ws: Ws, data: WsData, work: Promise<void>): void {
+    data.inflight++;
+    work
+      .catch((e: unknown) => {
+        const err = GatewayError.from(e);
+        if (err.code === Code.INTERNAL) deps.logger.error({ err: e }, "WebSocket request failed");
+        send(ws, data, { op: "error", ...((e as { echo?: object }).echo ?? {}), code: err.codeName, message: err.rawMessage });
+      })
+      .finally(() => data.inflight--);
+  }
+
   async function handle(ws: Ws, data: WsData, text: string): Promise<void> {
     let msg: unknown;
     try {
@@ -219,7 +258,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     try {
       switch (m["op"]) {
         case "subscribe":
-          return await subscribe(ws, data, m, echo);
+          return await subscribe(ws, data, subscribeFrame(data, m), echo);
         case "unsubscribe": {
           const topics = m["topics"];
           if (!Array.isArray(topics)) throw invalidArgument("topics", "must be an array of topic names");
@@ -254,16 +293,19 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       const origin = headers["origin"] || undefined;
       const apiKey = headers["x-api-key"] || undefined;
       const { credentials, selected } = parseOfferedProtocols(headers["sec-websocket-protocol"] ?? "", WS_PROTOCOL, TOKEN_PROTOCOL_PREFIX);
-      const tokens = [...new URLSearchParams(req.getQuery() ?? "").getAll("token"), ...credentials].filter((t) => t !== "");
+      const query = new URLSearchParams(req.getQuery() ?? "");
+      const tokens = [...query.getAll("token"), ...credentials].filter((t) => t !== "");
       const refused = (e: unknown): void => {
         metrics.refused.inc({ transport: "websocket", code: GatewayError.from(e).codeName });
         refuse(res, e);
       };
       let grant: Grant;
+      let start: SubscribeRequest | null;
       try {
         const refusal = webAdmission(deps.isClosing(), deps.origins, origin, headers["host"]);
         if (refusal) throw refusal;
         grant = authenticate(deps, apiKey, tokens);
+        start = subscribeUrl(query, grant);
       } catch (e) {
         return refused(e);
       }
@@ -273,7 +315,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       // handler, with no abort handler or per-connection closure. Never move it after an await: uWS 20.30's
       // res.cork() around a later upgrade can drop the new socket right after open (docs/web-pubsub.md, "Browser
       // tokens").
-      res.upgrade(newData(grant), key, selected, extensions, context);
+      res.upgrade(newData(grant, start), key, selected, extensions, context);
     },
     open(ws) {
       const data = ws.getUserData();
@@ -281,6 +323,13 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       deps.connections.open++;
       metrics.subscribers.inc({ transport: "websocket" });
       if (data.grant.expiresAt !== null) expiry.add(ws, data.grant.expiresAt);
+      const start = data.start;
+      if (start === null) return;
+      // The subscribe the URL named, answered like a frame's (`subscribed`, the replay, then live): no round trip.
+      data.start = null;
+      run(ws, data, subscribe(ws, data, start, {}).catch((e: unknown) => {
+        throw subscribeError(e);
+      }));
     },
     message(ws, message, isBinary) {
       const data = ws.getUserData();
@@ -291,14 +340,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
         return send(ws, data, { op: "error", code: "RESOURCE_EXHAUSTED", message: `more than ${MAX_WS_INFLIGHT} requests in flight on this socket` });
       }
       const text = Buffer.from(message).toString("utf8");
-      data.inflight++;
-      handle(ws, data, text)
-        .catch((e: unknown) => {
-          const err = GatewayError.from(e);
-          if (err.code === Code.INTERNAL) deps.logger.error({ err: e }, "WebSocket request failed");
-          send(ws, data, { op: "error", ...((e as { echo?: object }).echo ?? {}), code: err.codeName, message: err.rawMessage });
-        })
-        .finally(() => data.inflight--);
+      run(ws, data, handle(ws, data, text));
     },
     close(ws) {
       const data = ws.getUserData();
@@ -331,8 +373,8 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
 const NO_TOPICS: readonly string[] = Object.freeze([]);
 
 /** A new socket's state. */
-function newData(grant: Grant): WsData {
-  return { grant, topics: NO_TOPICS, pending: null, inflight: 0, state: OPEN };
+function newData(grant: Grant, start: SubscribeRequest | null): WsData {
+  return { grant, topics: NO_TOPICS, pending: null, inflight: 0, state: OPEN, start };
 }
 
 /** Token expiry for every socket at once: sockets grouped by expiry time, one timer for the earliest group. */

@@ -59,7 +59,12 @@ describe("client: subscribeWeb over WebSocket and SSE from Node", () => {
   it("a refusal ends the subscription with the gateway's code", async () => {
     const sub = subscribeWeb({ url: gw.http, transport: "sse", topics: ["x"], apiKey: "wrong", onEvent: () => undefined });
     const ws = subscribeWeb({ url: gw.http, transport: "websocket", topics: ["x"], apiKey: "wrong", onEvent: () => undefined });
+    // The WebSocket subscribe rides in the upgrade URL: a bad topic is refused with the upgrade, naming it.
+    const long = subscribeWeb({ url: gw.http, transport: "websocket", topics: ["ok", "t".repeat(2000)], apiKey: KEY, onEvent: () => undefined });
     try {
+      const tooLong = await within(long.ended, "the refused WebSocket subscription to end");
+      assert.equal(tooLong?.code, Code.INVALID_ARGUMENT);
+      assert.match(tooLong!.message, /topic\[1\] must be at most 1024 characters/);
       const err = await within(sub.ended, "the refused SSE subscription to end (not reconnect)");
       assert.equal(err?.code, Code.UNAUTHENTICATED);
       assert.equal((await within(ws.ended, "the refused WebSocket subscription to end (not reconnect)"))?.code, Code.UNAUTHENTICATED);
@@ -67,6 +72,7 @@ describe("client: subscribeWeb over WebSocket and SSE from Node", () => {
       // A client that kept retrying would otherwise hold the test process open.
       sub.close();
       ws.close();
+      long.close();
     }
     assert.throws(() => subscribeWeb({ url: "ftp://x", transport: "sse", topics: ["x"], onEvent: () => undefined }), /url/);
   });

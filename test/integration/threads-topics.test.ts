@@ -25,21 +25,27 @@ function get(base: string, path: string): Promise<string> {
   });
 }
 
-/** Open WebSockets on each thread: thread index -> sockets (the kernel picks the thread; /health tells which). */
-async function socketsByThread(gw: TestGateway, perThread: number, opened: WsTestClient[]): Promise<Map<number, WsTestClient[]>> {
-  const counts = async (): Promise<Map<number, number>> => {
-    const entries = (JSON.parse(await get(gw.http, "/health")) as { entries: Record<string, { description: string }> }).entries;
-    const out = new Map<number, number>();
-    for (const [k, e] of Object.entries(entries)) {
-      const m = /^uws-thread-(\d+)$/.exec(k);
-      if (m) out.set(Number(m[1]), Number(/^(\d+) WebSocket/.exec(e.description)![1]));
-    }
-    return out;
-  };
+/** Each uWS thread's open WebSockets, from /health. */
+async function socketCounts(gw: TestGateway): Promise<Map<number, number>> {
+  const entries = (JSON.parse(await get(gw.http, "/health")) as { entries: Record<string, { description: string }> }).entries;
+  const out = new Map<number, number>();
+  for (const [k, e] of Object.entries(entries)) {
+    const m = /^uws-thread-(\d+)$/.exec(k);
+    if (m) out.set(Number(m[1]), Number(/^(\d+) WebSocket/.exec(e.description)![1]));
+  }
+  return out;
+}
+
+/**
+ * Open WebSockets on each thread: thread index -> sockets (the kernel picks the thread; /health tells which).
+ * `query`: URL parameters for each socket (a subscribe made as it opens).
+ */
+async function socketsByThread(gw: TestGateway, perThread: number, opened: WsTestClient[], query: Array<[string, string]> = []): Promise<Map<number, WsTestClient[]>> {
+  const counts = (): Promise<Map<number, number>> => socketCounts(gw);
   const by = new Map<number, WsTestClient[]>();
   let before = await counts();
   for (let i = 0; i < 64 && (by.size < 2 || [...by.values()].some((l) => l.length < perThread)); i++) {
-    const c = await connectWs(gw.http, { key: KEY });
+    const c = await connectWs(gw.http, { key: KEY, query });
     opened.push(c);
     const now = await counts();
     const thread = [...now].find(([t, n]) => n > (before.get(t) ?? 0))?.[0];
@@ -143,6 +149,24 @@ describe("uWS worker threads get only the events of topics they hold", () => {
       await waitFor(() => ids(c, "solo").length === 4, "four replayed");
       assert.deepEqual(ids(c, "solo"), ["x0", "x1", "x2", "x3"]);
     }
+  });
+
+  it("a subscribe with since in the upgrade URL resumes exactly on either thread, the reply first", async () => {
+    const publish = publisher(gw);
+    const taker = await connectWs(gw.http, { key: KEY });
+    opened.push(taker);
+    const position = (await subscribe(taker, ["url-t"], "u")).position as string;
+    for (let i = 0; i < 3; i++) await publish("url-t", `u${i}`);
+    await waitFor(() => ids(taker, "url-t").length === 3, "taker got the three");
+    const resumed = await socketsByThread(gw, 1, opened, [["topic", "url-t"], ["since", position]]);
+    for (const [thread, [c]] of resumed) {
+      await waitFor(() => ids(c!, "url-t").length === 3, `three replayed on thread ${thread}`);
+      assert.equal(c!.frames[0].op, "subscribed", JSON.stringify(c!.frames[0]));
+      assert.equal(c!.frames[0].recovered, true);
+      assert.deepEqual(ids(c!, "url-t"), ["u0", "u1", "u2"]);
+    }
+    await publish("url-t", "u3");
+    for (const [thread, [c]] of resumed) await waitFor(() => ids(c!, "url-t").length === 4, `live after the replay on thread ${thread}`);
   });
 
   it("a resume that reaches a thread while the events up to its position are still on that thread's port waits for them", async () => {

@@ -21,12 +21,15 @@ window.startSse = (url) => {
   es.addEventListener("end", (m) => { state.sseEnd.push(JSON.parse(m.data)); es.close(); });
   es.onerror = () => { state.sseErrors++; state.sseReadyState = es.readyState; };
 };
-window.startWs = (url, protocols, topics, reconnect) => {
+// viaUrl: the subscribe (topics, and since on a reconnect) rides in the upgrade URL instead of a first frame.
+window.startWs = (url, protocols, topics, reconnect, viaUrl) => {
   let last;
   const open = () => {
-    const ws = new WebSocket(url, protocols);
+    const u = new URL(url);
+    if (viaUrl) { for (const t of topics) u.searchParams.append("topic", t); if (last) u.searchParams.set("since", last); }
+    const ws = new WebSocket(u, protocols);
     window.ws = ws;
-    ws.onopen = () => { state.wsOpens++; ws.send(JSON.stringify(last ? { op: "subscribe", topics, since: last } : { op: "subscribe", topics })); };
+    ws.onopen = () => { state.wsOpens++; if (!viaUrl) ws.send(JSON.stringify(last ? { op: "subscribe", topics, since: last } : { op: "subscribe", topics })); };
     ws.onmessage = (m) => {
       const f = JSON.parse(m.data);
       state.wsFrames.push(f);
@@ -121,6 +124,32 @@ describe("web pub/sub in a real browser (headless Chromium)", () => {
     assert.deepEqual(s.sseRecovery, [], "SSE resumed exactly (no recovery message)");
     await page.evaluate(() => {
       (globalThis as any).es.close();
+      (globalThis as any).ws.onclose = null;
+      (globalThis as any).ws.close();
+    });
+    await page.close();
+  });
+
+  it("WebSocket with its subscribe in the upgrade URL: events in order, and after a drop it resumes by URL with nothing lost or duplicated", async () => {
+    page = await browser.newPage();
+    await page.goto(allowed.origin + "/");
+    const t = await token({ topics: ["u"], ttl_seconds: 120 });
+    const base = `127.0.0.1:${proxy.port}`;
+    await page.evaluate((u: string, p: string[]) => (globalThis as any).startWs(u, p, ["u"], true, true), `ws://${base}/v1/pubsub/ws`, ["pubsub.v1", `token.${t}`]);
+    await until((s) => s.wsFrames.some((f: any) => f.op === "subscribed"), "subscribed with no frame sent");
+    await publish("u", 1, 10);
+    await until((s) => s.ws.length === 10, "10 events");
+    proxy.dropAll();
+    await publish("u", 11, 20);
+    await until((s) => s.wsOpens >= 2, "reconnected");
+    await publish("u", 21, 25);
+    const s = await until((x) => x.ws.length >= 25, "25 events");
+    assert.deepEqual(s.ws.map((e: any) => e.n), Array.from({ length: 25 }, (_, i) => i + 1), "nothing lost or duplicated");
+    const replies = s.wsFrames.filter((f: any) => f.op === "subscribed");
+    assert.equal(replies.length, s.wsOpens, "one subscribed reply per connection");
+    assert.equal(replies.at(-1).recovered, true, "the URL's since resumed exactly");
+    assert.equal(s.wsFrames.filter((f: any) => f.op === "error").length, 0);
+    await page.evaluate(() => {
       (globalThis as any).ws.onclose = null;
       (globalThis as any).ws.close();
     });

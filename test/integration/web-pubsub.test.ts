@@ -128,6 +128,76 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
     assert.match((await c.next((f) => f.op === "error" && f.id === 1, "bad since")).message, /since/);
   });
 
+  it("WebSocket: topic and since in the upgrade URL subscribe as the socket opens and resume exactly, with no frame sent", async () => {
+    const a = await ws({ key: KEY, query: [["topic", "url1"], ["topic", "url2"]] });
+    const sub = await a.next((f) => f.op === "subscribed", "subscribed without a frame");
+    assert.deepEqual(sub.topics, ["url1", "url2"]);
+    assert.equal(sub.recovered, undefined, "no since: no recovered field");
+    assert.equal(typeof sub.position, "string");
+    for (let i = 0; i < 4; i++) await publish(i % 2 === 0 ? "url1" : "url2", i);
+    await waitFor(() => a.events().length === 4, "4 events");
+    const last = a.events()[3].id;
+    a.ws.terminate();
+    for (let i = 4; i < 8; i++) await publish(i % 2 === 0 ? "url1" : "url2", i);
+    const b = await ws({ key: KEY, query: [["topic", "url1"], ["topic", "url2"], ["since", last]] });
+    const resumed = await b.next((f) => f.op === "subscribed", "subscribed");
+    assert.equal(resumed.recovered, true);
+    assert.equal(b.frames.indexOf(resumed), 0, "the subscribe reply is the first frame, before the replay");
+    await publish("url1", 8);
+    await waitFor(() => b.events().length === 5, "4 replayed + 1 live");
+    assert.deepEqual(b.events().map((e) => e.cloudevent.data.n), [4, 5, 6, 7, 8]);
+    // The socket takes frames as usual after it: a second topic by frame, one delivery per event per topic.
+    b.send({ op: "subscribe", topics: ["url3", "url1"], id: "more" });
+    assert.deepEqual((await b.next((f) => f.op === "subscribed" && f.id === "more", "second subscribe")).topics, ["url3", "url1"]);
+    await publish("url3", 9);
+    await publish("url1", 10);
+    await waitFor(() => b.events().length === 7, "two more");
+    assert.deepEqual(b.events().map((e) => e.cloudevent.data.n), [4, 5, 6, 7, 8, 9, 10]);
+    // A position the history no longer holds answers recovered: false, as a frame's since does.
+    const c = await ws({ key: KEY, query: [["topic", "url1"], ["since", "000000000000-3"]] });
+    assert.equal((await c.next((f) => f.op === "subscribed", "subscribed")).recovered, false);
+  });
+
+  it("WebSocket: a bad topic or since in the upgrade URL is refused 400 naming it, a token's scope 403, and nothing is subscribed", async () => {
+    const refused = async (query: Array<[string, string]>, opts: { key?: string; token?: string } = { key: KEY }): Promise<{ status: number; message: string }> => {
+      const e: any = await connectWs(gw.http, { ...opts, query }).then(
+        (c) => {
+          c.ws.terminate();
+          assert.fail(`upgrade with ${JSON.stringify(query)} was accepted`);
+        },
+        (err: unknown) => err,
+      );
+      return { status: e.status, message: JSON.parse(e.body).message };
+    };
+    const openSockets = (): Promise<number | undefined> => metric(gw.http, "platform_pubsub_web_subscribers", '{transport="websocket"}');
+    const invalid = (): Promise<number | undefined> => metric(gw.http, "platform_pubsub_web_refused_total", '{transport="websocket",code="INVALID_ARGUMENT"}');
+    const [socketsBefore, invalidBefore] = [await openSockets(), (await invalid()) ?? 0];
+    let r = await refused([["topic", ""]]);
+    assert.equal(r.status, 400);
+    assert.match(r.message, /topic\[0\].*non-empty/);
+    r = await refused([["topic", "ok"], ["topic", "t".repeat(2000)]]);
+    assert.equal(r.status, 400);
+    assert.match(r.message, /topic\[1\] must be at most 1024 characters/);
+    r = await refused([["since", "x-1"]]);
+    assert.equal(r.status, 400);
+    assert.match(r.message, /since.*topic/);
+    r = await refused([["topic", "ok"], ["since", "garbage"]]);
+    assert.equal(r.status, 400);
+    assert.match(r.message, /since/);
+    r = await refused(Array.from({ length: 257 }, (_, i): [string, string] => ["topic", `t${i}`]));
+    assert.equal(r.status, 400);
+    assert.match(r.message, /at most 256 topics/);
+    const t = await token(gw, { topics: ["only-a"], ttl_seconds: 60 });
+    r = await refused([["topic", "only-b"]], { token: t });
+    assert.equal(r.status, 403);
+    assert.match(r.message, /only-b/);
+    assert.equal((await refused([["topic", "only-a"]], {})).status, 401, "no credentials: 401 before the topics are looked at");
+    assert.equal(await openSockets(), socketsBefore, "no refused upgrade opened a socket");
+    assert.equal(await invalid(), invalidBefore + 5, "each 400 counted as refused");
+    const ok = await ws({ token: t, query: [["topic", "only-a"]] });
+    assert.deepEqual((await ok.next((f) => f.op === "subscribed", "subscribed")).topics, ["only-a"]);
+  });
+
   it("history is bounded by count: resuming from before the oldest held event is not recovered", async () => {
     const small = await startTestGateway({ apiKeys: [KEY], pubsubHistoryEvents: 3 });
     try {

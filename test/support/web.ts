@@ -15,10 +15,17 @@ export interface WsTestClient {
   closed(timeoutMs?: number): Promise<{ code: number; reason: string }>;
 }
 
-/** Connect to the gateway's WebSocket route; rejects with the HTTP status on a refused upgrade. */
-export function connectWs(http: string, opts: { key?: string; token?: string; protocols?: string[]; origin?: string } = {}): Promise<WsTestClient> {
+/**
+ * Connect to the gateway's WebSocket route; rejects with the HTTP status and body on a refused upgrade. `query`:
+ * more URL parameters (`topic`, `since`: a subscribe made as the socket opens).
+ */
+export function connectWs(
+  http: string,
+  opts: { key?: string; token?: string; protocols?: string[]; origin?: string; query?: Array<[string, string]> } = {},
+): Promise<WsTestClient> {
   const url = new URL(http.replace(/^http/, "ws") + "/v1/pubsub/ws");
   if (opts.token) url.searchParams.set("token", opts.token);
+  for (const [k, v] of opts.query ?? []) url.searchParams.append(k, v);
   const headers: Record<string, string> = {};
   if (opts.key) headers["x-api-key"] = opts.key;
   const ws = new WebSocket(url, opts.protocols ?? [], { headers, ...(opts.origin ? { origin: opts.origin } : {}) });
@@ -38,7 +45,11 @@ export function connectWs(http: string, opts: { key?: string; token?: string; pr
   ws.on("close", (code, reason) => (c.close = { code, reason: reason.toString() }));
   return new Promise((resolve, reject) => {
     ws.once("open", () => resolve(c));
-    ws.once("unexpected-response", (_req, res) => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode })));
+    ws.once("unexpected-response", (_req, res) => {
+      let body = "";
+      res.on("data", (d: Buffer) => (body += d.toString()));
+      res.on("end", () => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode} ${body}`), { status: res.statusCode, body })));
+    });
     ws.once("error", reject);
   });
 }
