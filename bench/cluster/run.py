@@ -303,7 +303,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             p = spawn([binary, "-mode", "sub", "-ports", f"{LOCAL_PORTS_LO + i * span}-{LOCAL_PORTS_LO + (i + 1) * span - 1}", "-ws-addrs", ws_addrs, "-subs", str(n), "-first", str(first), "-topics",
                        str(args.topics), "-churn", str(args.churn), "-dial-par", str(args.dial_par), "-drain-timeout-s",
                        str(args.drain), "-loops", str(args.client_loops), "-poll", args.client_poll,
-                       "-failover-jitter", f"{args.failover_jitter}s"] + ([] if args.resume else ["-resume=false"])
+                       "-failover-jitter", f"{args.failover_jitter}s"] + ([] if args.resume else ["-resume=false"]) + (["-url-subscribe"] if args.subscribe == "url" else [])
                       + (["-cpuprofile", os.path.join(args.client_cpuprofile, f"{name}-client-{i}.pprof")] if args.client_cpuprofile else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"client-{i}.log"), "w"),
                       text=True, env=client_env)
             clients.append(Lines(p, f"sub{i}", raw))
@@ -442,6 +442,7 @@ def one_run(args, name, kill, binary, work, out_dir, tag):
             "tag": tag, "run": name, "runtime": args.runtime, "replicas": args.replicas, "threads": args.threads,
             "client_loops": args.client_loops, "client_poll": args.client_poll, "client_gomaxprocs": args.client_gomaxprocs,
             "failover_jitter_s": args.failover_jitter,
+            "subscribe": args.subscribe,
             "subs": args.subs, "client_procs": args.client_procs, "topics": args.topics, "rate_events_s": args.rate,
             "duration_s": args.duration, "warmup_s": args.warmup, "churn_per_s": args.churn, "payload_pad_bytes": args.size,
             "killed_replica_at_s": killed_at, "setup_s": round(setup_s, 1),
@@ -539,6 +540,9 @@ def main():
                     help="reconnect without since: checks the checker (the gaps must count as lost)")
     ap.add_argument("--max-load", type=float, default=1.0, help="start a run once the 1-min load average is below this")
     ap.add_argument("--wait-max", type=float, default=300, help="bound on that wait (seconds); the run starts anyway after it")
+    ap.add_argument("--subscribe", choices=["url", "frame"], default="url", help="how subscribers subscribe (and resume): in the "
+                    "WebSocket upgrade URL, as the client library does (default), or with a subscribe frame after the upgrade (one "
+                    "round trip and one client write more per (re)connect; the runs before session 21)")
     ap.add_argument("--failover-jitter", type=float, default=0.0,
                     help="seconds: a subscriber whose replica died reconnects after a random delay below this, as clients "
                          "with a jittered backoff do (0: at once, every one of them in the same moment)")

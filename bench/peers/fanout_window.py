@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Gateway gRPC fan-out (1,000 subscribers by default, 100 per connection) with a chosen number of measured events, one build, in
+"""Gateway gRPC fan-out (1,000 subscribers by default, 100 per connection; --per-conn 1: one connection each) with a chosen number of measured events, one build, in
 variants: `off` (tracing off), `on` (tracing on at 100% sampling, exporting OTLP/HTTP to a sink in this process) and
 `pad` (tracing off, 330-byte events: the same delivered bytes as a traced event, whose `traceparent` extension adds
 74). run_fanout.py measures 200 events (one second); this shows whether a difference stays over a longer window.
 Per variant: the load client's CPU per delivery (its measured window), and the gateway's per-thread user/system CPU
 and write/read syscalls and bytes per delivery (/proc, over the whole client run, its setup included).
 
-  python3 bench/peers/fanout_window.py BUILD [--reps 1] [--subs 1000] [--events 4000] [--warm 20] [--variants off,on,pad]
+  python3 bench/peers/fanout_window.py BUILD [--reps 1] [--subs 1000] [--per-conn 100] [--spacing-ms 5] [--events 4000] [--warm 20] [--variants off,on,pad]
                                          [--node-args=--trace-opt,--trace-deopt] [--keep-logs DIR]
 
 --node-args go to the gateway's node (comma-separated); --keep-logs copies each gateway's output to DIR/VARIANT-REP.log
@@ -46,7 +46,9 @@ def main():
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--events", type=int, default=4000)
     ap.add_argument("--variants", default="off,on,pad")
-    ap.add_argument("--subs", type=int, default=1000, help="subscribers, 100 per connection")
+    ap.add_argument("--subs", type=int, default=1000)
+    ap.add_argument("--per-conn", type=int, default=100, help="subscribers per connection (1: one connection each)")
+    ap.add_argument("--spacing-ms", type=int, default=5, help="between measured events (run_fanout.py: 5 at 1,000 subscribers, 40 at 10,000)")
     ap.add_argument("--warm", type=int, default=20, help="warm-up events before the measured ones (run_fanout.py: 20)")
     ap.add_argument("--node-args", default="")
     ap.add_argument("--keep-logs", default="")
@@ -69,7 +71,7 @@ def main():
             try:
                 before = snap(srv.pid)
                 r = run_json([os.path.join(BUILD, "bin/fanoutload"), "-system", "grpc", "-addr", f"127.0.0.1:{srv.port}", "-subs", str(a.subs),
-                              "-conns", str(max(1, a.subs // 100)), "-events", str(a.events), "-warm", str(a.warm), "-spacing-ms", "5", "-server-pid", str(srv.pid),
+                              "-conns", str(max(1, a.subs // a.per_conn)), "-events", str(a.events), "-warm", str(a.warm), "-spacing-ms", str(a.spacing_ms), "-server-pid", str(srv.pid),
                               "-size", "330" if v == "pad" else "256", "-label", v], 600)
                 d = snap(srv.pid) - before
             finally:
