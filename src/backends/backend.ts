@@ -32,12 +32,13 @@ export interface BackendOptions {
   /**
    * Where the schema comes from instead of this backend's own reflection: a uWS worker thread asks the main thread,
    * which reflects once for the process. `fresh`: reflect again (a refresh); else the source's current schema.
+   * `stale`: the id of the schema that missed a method, on a refresh a miss asked for (absent on an explicit one).
    */
   schemaSource?: SchemaSource;
 }
 
 /** The schema of a backend as another thread got it (reflection's files and services, and the version that answered). */
-export type SchemaSource = (service: string, fresh: boolean, signal?: CancelSignal) => Promise<ReflectionResult>;
+export type SchemaSource = (service: string, fresh: boolean, signal?: CancelSignal, stale?: string) => Promise<ReflectionResult>;
 
 export type { CallOutcome } from "./h2-unary.js";
 
@@ -113,13 +114,16 @@ export function createBackend(opts: BackendOptions): Backend {
     return current!;
   };
 
-  /** `fresh` matters with a schemaSource only: this backend's own reflection always fetches anew. */
-  const fetch = (fresh = true): Promise<BackendSchema> =>
+  /**
+   * `fresh` and `stale` matter with a schemaSource only (this backend's own reflection always fetches anew): `stale` is
+   * the id of the schema a method was not found in, so a source that already holds a newer one answers with it.
+   */
+  const fetch = (fresh = true, stale?: string): Promise<BackendSchema> =>
     (inflight ??= (async () => {
       fetches++;
       try {
         const r = opts.schemaSource
-          ? await opts.schemaSource(opts.name, fresh)
+          ? await opts.schemaSource(opts.name, fresh, undefined, stale)
           : await fetchReflection({ service: opts.name, address, client: pool().first(), timeoutMs: opts.reflectionTimeoutMs ?? 10_000 }, version);
         return adopt(r);
       } catch (e) {
@@ -145,7 +149,7 @@ export function createBackend(opts: BackendOptions): Backend {
       let schema = current ?? (await abortable(fetch(), signal, cancelled));
       let found = schema.find(method);
       if (!found && Date.now() - fetchedAt >= minRefresh) {
-        schema = await abortable(fetch(), signal, cancelled);
+        schema = await abortable(fetch(true, schema.set.id), signal, cancelled);
         found = schema.find(method);
       }
       if (!found) {

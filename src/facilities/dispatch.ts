@@ -34,8 +34,11 @@ export interface DispatchFacility extends Facility {
   readonly ops: DispatchOps;
   /** Backend schemas between the main thread, which reflects once for the process, and the uWS threads. */
   readonly schemas: {
-    /** The main thread's schema of `service` (`fresh`: reflect again first), for a thread's SchemaSource. */
-    get(service: string, fresh: boolean, signal?: AbortSignal): Promise<ReflectionResult>;
+    /**
+     * The main thread's schema of `service`, for a thread's SchemaSource. `fresh`: reflect again first, unless `stale`
+     * (the schema the thread missed a method in) is older than the main thread's: then that one answers.
+     */
+    get(service: string, fresh: boolean, signal?: AbortSignal, stale?: string): Promise<ReflectionResult>;
     /** Told whenever a backend's schema loaded or changed, to push it to the threads. */
     onChange(listener: (service: string, schema: ReflectionResult) => void): void;
     /** On a thread: take the schema the main thread pushed. */
@@ -209,10 +212,14 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
     ops: counted,
     transcoding: { routes: transcodeRoutes(transcoding, counted, streamDeps, filter), reserve: (routes) => transcoding.reserve(routes) },
     schemas: {
-      async get(service, fresh, signal) {
+      async get(service, fresh, signal, stale) {
         const b = backends.get(service);
         if (!b) throw new GatewayError(Code.NOT_FOUND, `service ${service} has no dialable backend`);
-        const schema = fresh ? await b.refresh(signal) : await b.schema(signal);
+        // Threads that miss the same new method one after another (before the push of the first one's reflection
+        // reached them) get that reflection, not one each.
+        const current = b.cachedSchema();
+        const newer = stale !== undefined && current !== undefined && current.set.id !== stale;
+        const schema = fresh && !newer ? await b.refresh(signal) : await b.schema(signal);
         return reflected(schema, b.reflectionStats().version);
       },
       onChange: (listener) => schemaListeners.push(listener),

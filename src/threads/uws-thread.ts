@@ -136,7 +136,7 @@ async function main(): Promise<void> {
   // One conversion bound for the process; backend schemas from the main thread's reflection (and its pushes below).
   const dispatch = createDispatchFacility(ctx, {
     slots: slotsOfPool(data.conversionSlots, data.index),
-    schemaSource: (service, fresh, signal) => bridge.call<ReflectionResult>("backend.schema", { service, fresh }, signal),
+    schemaSource: (service, fresh, signal, stale) => bridge.call<ReflectionResult>("backend.schema", { service, fresh, ...(stale !== undefined ? { stale } : {}) }, signal),
     ownGrpcPort: () => opts.grpcPort,
   });
   const local: Route[] = [...configRoutes(createConfigOps(services)), ...(dispatch.routes ?? []), ...web.routes, ...consoleRoutes()];

@@ -102,7 +102,7 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
     events,
     handlers: {
       ...forwardedHandlers(deps.routes, deps.pubsub),
-      "backend.schema": (p: { service: string; fresh: boolean }, signal) => deps.schemas.get(p.service, p.fresh, signal),
+      "backend.schema": (p: { service: string; fresh: boolean; stale?: string }, signal) => deps.schemas.get(p.service, p.fresh, signal, p.stale),
     },
     // Its conversion workers ended with it: their slots are the process's again.
     onExit: (index) => reclaimSlots(deps.conversionSlots, index),
