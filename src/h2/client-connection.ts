@@ -502,6 +502,7 @@ export class H2Connection extends FrameReader {
     clearTimeout(this.ackTimer);
     this.heldAcks = [];
     this.retire();
+    this.dropPartial();
     if (protocolError !== undefined && !this.socket.destroyed) {
       if (this.corked) this.uncork();
       this.socket.end();

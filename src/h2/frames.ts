@@ -274,6 +274,18 @@ export abstract class FrameReader {
     return true;
   }
 
+  /**
+   * Let go of a partly read frame and a header block still being continued: the connection is done, and what they
+   * hold (views of the socket's read buffers, up to the block limit) need not live as long as the socket lingers.
+   */
+  protected dropPartial(): void {
+    this.part = null;
+    this.headHave = 0;
+    this.contStream = 0;
+    this.contParts = [];
+    this.contSize = 0;
+  }
+
   /** A HEADERS frame whose stream id the subclass accepted: its block to headerBlock(), or the start of a continued one. */
   protected headersFrame(buf: Buffer, p: number, size: number, flags: number, sid: number): void {
     const pad = this.unpad(buf, p, size, flags);

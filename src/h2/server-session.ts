@@ -566,6 +566,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     clearTimeout(this.timer);
     this.timers.stop();
     this.shared.sessions.delete(this);
+    this.dropPartial();
     if (letOut && !this.socket.destroyed) {
       this.out.flush();
       this.socket.end();

@@ -243,9 +243,11 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     await finish(r);
   });
 
-  it("huge headers: a 1 MiB header block in 16 KiB CONTINUATIONs, on connection after connection (each closed within 1 s, RSS +200 MiB)", async () => {
-    // +200 MiB: each connection's block is read up to the 128 KiB block limit before the GOAWAY, ~500 connections a
-    // second; RSS levels off at about +170 MiB within 2 s and stays there (measured over 20 s: it does not grow).
+  it("huge headers: a 1 MiB header block in 16 KiB CONTINUATIONs, on connection after connection (each closed within 1 s, RSS +150 MiB)", async () => {
+    // +150 MiB: each connection's block is read up to the 128 KiB block limit before the GOAWAY, ~500 connections a
+    // second. A failed connection lets go of its partial block at once (FrameReader.dropPartial), not when its socket
+    // is destroyed a second later: RSS rises +66-89 MiB here; while the block lived on with the lingering socket it
+    // rose +185-266 MiB.
     const r = await start();
     const big = Buffer.alloc(16_384);
     let p = 0;
@@ -254,7 +256,7 @@ describe("attack classes: the gRPC port's HTTP/2 layer", { concurrency: 1, timeo
     await manyConnections(r, 1000, 2, async (c) => {
       await c.send(rawFrame(T.HEADERS, 0, 1, Buffer.concat([LIST_BLOCK, block])), repeat(64, (i) => rawFrame(T.CONTINUATION, i === 63 ? F.END_HEADERS : 0, 1, block)));
     });
-    await r.check(200 * MIB);
+    await r.check(150 * MIB);
     await finish(r);
   });
 
