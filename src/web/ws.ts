@@ -232,12 +232,15 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     if (failed) throw failed;
   }
 
-  /** Count one request in flight on the socket until `work` settles; its failure is answered with an error frame. */
+  /**
+   * Count one request in flight on the socket until `work` settles; its failure is answered with an error frame (a
+   * subscribe cancelled under it as UNAVAILABLE, as on every web front).
+   */
   function run(ws: Ws, data: WsData, work: Promise<void>): void {
     data.inflight++;
     work
       .catch((e: unknown) => {
-        const err = GatewayError.from(e);
+        const err = subscribeError(e);
         if (err.code === Code.INTERNAL) deps.logger.error({ err: e }, "WebSocket request failed");
         send(ws, data, { op: "error", ...((e as { echo?: object }).echo ?? {}), code: err.codeName, message: err.rawMessage });
       })
@@ -327,9 +330,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       if (start === null) return;
       // The subscribe the URL named, answered like a frame's (`subscribed`, the replay, then live): no round trip.
       data.start = null;
-      run(ws, data, subscribe(ws, data, start, {}).catch((e: unknown) => {
-        throw subscribeError(e);
-      }));
+      run(ws, data, subscribe(ws, data, start, {}));
     },
     message(ws, message, isBinary) {
       const data = ws.getUserData();

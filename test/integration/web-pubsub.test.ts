@@ -366,6 +366,14 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
       const err = await c.next((f) => f.id === 1, "refusal");
       assert.equal(err.code, "UNAVAILABLE");
       assert.match(err.message, /refused/);
+      // The same refusal for a subscribe named in the upgrade URL: the socket opens (the topic was well-formed) and
+      // its first frame is the error.
+      const byUrl = await connectWs(g.http, { key: KEY, query: [["topic", "refused"]] });
+      const urlErr = await byUrl.next((f) => f.op === "error", "refusal of the URL's subscribe");
+      assert.equal(urlErr.code, "UNAVAILABLE");
+      assert.match(urlErr.message, /refused/);
+      assert.equal(byUrl.frames.indexOf(urlErr), 0);
+      byUrl.ws.terminate();
       const s = await connectSse(g.http, "topic=refused", { "x-api-key": KEY });
       assert.equal(s.status, 503);
       c.send({ op: "subscribe", topics: ["breaks"], id: 2 });
