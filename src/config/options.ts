@@ -10,6 +10,9 @@ import { DEFAULT_ACCEPT_BACKLOG } from "../shared/accept-backlog.js";
 import { TRACE_PROTOCOLS, TRACE_SAMPLERS, type TraceProtocol, type TraceSampler } from "../observe/span.js";
 import type { TracerOptions } from "../observe/tracing.js";
 
+/** Most warm-up events the option may ask for (about 1 s of CPU per 1,000 on a 2-core box). */
+export const MAX_WARMUP_EVENTS = 100_000;
+
 /** Everything the gateway process can be told. Every flag is documented in README "Command-line flags and environment". */
 export interface GatewayOptions {
   /** Path of the services configuration file (YAML or JSON). Default: none (use `services`). */
@@ -112,6 +115,11 @@ export interface GatewayOptions {
   corsOrigins?: string[];
   /** Resume history: most events kept per topic. Default 1000. */
   pubsubHistoryEvents?: number;
+  /**
+   * Before listening, publish this many events through a private in-process gateway's gRPC fan-out path, so V8 has
+   * compiled it before the first client (src/main/warmup.ts). 0: none. Default 0; the CLI's default is 1000.
+   */
+  warmupEvents?: number;
   /** Resume history: oldest event kept per topic, ms; also how long a topic with no web subscriber keeps recording. Default 60000. */
   pubsubHistoryAgeMs?: number;
   /** Nominal event size in bytes: a web subscriber may have 1024 x this queued before it is closed slow. Default 1024. */
@@ -254,6 +262,11 @@ function positiveInt(field: string, v: unknown, dflt: number): number {
 function nonNegativeInt(field: string, v: unknown, dflt: number): number {
   if (v === undefined) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) bad(field, v, "must be a non-negative integer");
+  return v;
+}
+
+function atMost(field: string, v: number, most: number): number {
+  if (v > most) bad(field, v, `must be at most ${most}`);
   return v;
 }
 
@@ -485,6 +498,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     tokenSecret,
     corsOrigins: Object.freeze([...corsOrigins]) as string[],
     pubsubHistoryEvents: nonNegativeInt("pubsubHistoryEvents", o.pubsubHistoryEvents, 1000),
+    warmupEvents: atMost("warmupEvents", nonNegativeInt("warmupEvents", o.warmupEvents, 0), MAX_WARMUP_EVENTS),
     pubsubHistoryAgeMs: positive("pubsubHistoryAgeMs", o.pubsubHistoryAgeMs, 60_000),
     pubsubEventBytes: positiveInt("pubsubEventBytes", o.pubsubEventBytes, 1024),
     redisUrl: redisUrl(o.redisUrl),

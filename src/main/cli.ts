@@ -4,6 +4,7 @@ import { createGateway } from "./gateway.js";
 import type { GatewayOptions } from "../config/options.js";
 import { HELP, parseCli } from "./cli-args.js";
 import { tuneV8 } from "./v8-flags.js";
+import { CLI_WARMUP_EVENTS } from "./warmup.js";
 
 /** A signal repeated within this many ms of the first is the same signal delivered twice (see onSignal). */
 const DUPLICATE_SIGNAL_MS = 1000;
@@ -24,6 +25,8 @@ async function main(): Promise<void> {
   }
   // Before the gateway (and its worker threads) start: see v8-flags.ts.
   tuneV8();
+  // Like the V8 flags, a process-level choice: an application embedding the gateway asks for a warm-up itself.
+  opts.warmupEvents ??= CLI_WARMUP_EVENTS;
   if (opts.configPath === undefined) {
     const { existsSync } = await import("node:fs");
     if (existsSync("config/gateway.yaml")) opts.configPath = "config/gateway.yaml";

@@ -29,6 +29,7 @@ import { createSidecarCallbackFacility } from "../facilities/sidecar-callback.js
 import { createStateFacility } from "../facilities/state.js";
 import { createTriggerFacility } from "../facilities/trigger.js";
 import { startUwsThreads, type UwsThreads } from "../threads/uws-threads.js";
+import { warmUp } from "./warmup.js";
 
 /** A running gateway. */
 export interface Gateway {
@@ -94,6 +95,13 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   const logger: Logger = createLogger(opts.logLevel, opts.logDestination);
   if (!isNativeUws()) {
     logger.error({}, "uWebSockets.js native binary did not load: REST runs on the slow JS fallback; do not benchmark this process");
+  }
+  if (opts.warmupEvents > 0) {
+    try {
+      logger.info(await warmUp(opts, createGateway), "warmed up");
+    } catch (e) {
+      logger.warn({ err: (e as Error).message }, "warm-up failed: starting cold");
+    }
   }
   const services = await loadRegistry(opts);
   const metrics: Metrics = createMetrics({

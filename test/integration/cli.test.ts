@@ -75,6 +75,11 @@ describe("CLI", () => {
     const line = JSON.parse(listening[0]!) as { level: string; grpcPort: number; httpPort: number };
     assert.equal(line.level, "info");
     assert.ok(line.grpcPort > 0 && line.httpPort > 0);
+    // The CLI's default warm-up ran before it listened: every event reached every private subscriber.
+    const warmed = gw.stdout.findIndex((l) => l.includes('"msg":"warmed up"'));
+    assert.ok(warmed >= 0 && warmed < gw.stdout.indexOf(listening[0]!), "the warm-up is logged before 'gateway listening'");
+    const w = JSON.parse(gw.stdout[warmed]!) as { events: number; subscribers: number; deliveries: number };
+    assert.deepEqual([w.events, w.deliveries], [1000, 1000 * w.subscribers]);
     const res = await fetch(`http://127.0.0.1:${gw.httpPort}/v1/config/list-services`);
     assert.equal(res.status, 200);
     assert.deepEqual(((await res.json()) as { services: Array<{ name: string }> }).services.map((s) => s.name), ["platform"]);

@@ -1,7 +1,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { HELP, parseCli } from "../../src/main/cli-args.js";
-import { validateGatewayOptions } from "../../src/config/options.js";
+import { MAX_WARMUP_EVENTS, validateGatewayOptions } from "../../src/config/options.js";
+import { CLI_WARMUP_EVENTS } from "../../src/main/warmup.js";
 
 describe("command line and environment", () => {
   it("a flag wins over its environment variable", () => {
@@ -82,6 +83,17 @@ describe("command line and environment", () => {
     assert.throws(() => validateGatewayOptions({ grpcInvokeOffload: -1 }), /grpcInvokeOffload/);
     assert.throws(() => parseCli(["--grpc-invoke-offload", "yes"], {}), /--grpc-invoke-offload must be an integer/);
     assert.match(HELP, /--grpc-invoke-offload <n> .*\n.* GATEWAY_GRPC_INVOKE_OFFLOAD \(default 0: never\)/);
+  });
+
+  it("--warmup-events / GATEWAY_WARMUP_EVENTS: events through a private gateway before listening; 0 when embedding, the CLI's 1000", () => {
+    assert.deepEqual(parseCli(["--warmup-events", "0"], { GATEWAY_WARMUP_EVENTS: "5" }), { warmupEvents: 0 });
+    assert.deepEqual(parseCli([], { GATEWAY_WARMUP_EVENTS: "200" }), { warmupEvents: 200 });
+    assert.equal(validateGatewayOptions({}).warmupEvents, 0);
+    assert.equal(CLI_WARMUP_EVENTS, 1000);
+    assert.throws(() => validateGatewayOptions({ warmupEvents: -1 }), /option warmupEvents must be a non-negative integer/);
+    assert.throws(() => validateGatewayOptions({ warmupEvents: MAX_WARMUP_EVENTS + 1 }), /option warmupEvents must be at most 100000/);
+    assert.throws(() => parseCli(["--warmup-events", "lots"], {}), /--warmup-events must be an integer/);
+    assert.match(HELP, /--warmup-events <n> .*\n.* GATEWAY_WARMUP_EVENTS \(default 1000\)/);
   });
 
   it("bad web pub/sub options name the option", () => {

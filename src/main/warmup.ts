@@ -1,0 +1,238 @@
+import { createServer, type Server } from "node:http";
+import { connect, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
+import { randomBytes } from "node:crypto";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import type * as grpc from "@grpc/grpc-js";
+import { gatewayPackageDefinition } from "../shared/protos.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { Code } from "../shared/code.js";
+import type { GatewayOptions, ValidatedOptions } from "../config/options.js";
+import type { Gateway } from "./gateway.js";
+
+/**
+ * The CLI's warm-up: events published through a private gateway before the real one listens. V8 compiles a function
+ * with TurboFan only after it has run many times, so a fresh process serves its first thousand or so events with the
+ * publish and fan-out path still interpreted or being compiled, on the cores the deliveries need (BENCHMARKS.md,
+ * "Session 22"). The private gateway runs the same code in the same isolate, so what it compiles the real one uses.
+ */
+export const CLI_WARMUP_EVENTS = 1000;
+
+/** Subscribers of the warm-up topic: some multiplexed on a connection, some on a connection each, as clients do. */
+const MUX_CONNECTIONS = 2;
+const STREAMS_PER_MUX_CONNECTION = 50;
+const SINGLE_CONNECTIONS = 10;
+const SUBSCRIBERS = MUX_CONNECTIONS * STREAMS_PER_MUX_CONNECTION + SINGLE_CONNECTIONS;
+/** Bytes of each warm-up event's data: the size of a small JSON event. */
+const EVENT_DATA_BYTES = 256;
+/** Bound on the whole warm-up; past it the gateway starts cold. */
+const WARMUP_TIMEOUT_MS = 30_000;
+/** Time for V8's background compiler to finish what the events so far queued. */
+const COMPILE_SETTLE_MS = 100;
+/**
+ * One full garbage collection runs this many events before the end. Without it the real gateway started on a heap
+ * the warm-up had filled, and each of 10,000 multiplexed subscribers measured 3.4-3.7 KB of RSS against 2.0-2.2 with
+ * no warm-up. A collection after the last event kept the RSS (2.0-2.5 KB) but lost most of the CPU the warm-up saves
+ * in the first second of fan-out; with 100 events after it, 1.9-2.7 KB and most of the saving (BENCHMARKS.md,
+ * "Session 22").
+ */
+const EVENTS_AFTER_COLLECTION = 100;
+
+const TOPIC = "warmup";
+const PUBSUB = "/io.cloudevents.v1.Pubsub";
+
+/** What a warm-up did (logged by the gateway as `warmed up`). */
+export interface WarmupReport {
+  events: number;
+  subscribers: number;
+  deliveries: number;
+  ms: number;
+  cpuMs: number;
+  traced: boolean;
+}
+
+/**
+ * Run `events` events through a private gateway's gRPC publish and fan-out path, then close it. The private gateway
+ * is the embedded runtime on 127.0.0.1 ephemeral ports with a random API key, so nothing outside this process sees
+ * it: no sidecar, no Redis, none of the real gateway's ports, metrics or logs (it logs errors only). When the real
+ * gateway traces, so does the private one, at the same sampler, into a receiver in this process that drops the spans.
+ */
+export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) => Promise<Gateway>): Promise<WarmupReport> {
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const sink = opts.otlpTracesEndpoint ? await startDroppingSink() : undefined;
+  const key = randomBytes(16).toString("hex");
+  let gw: Gateway | undefined;
+  /** Set once warmUp returns: a private gateway that finishes starting after that is closed at once. */
+  let over = false;
+  const sessions: ClientHttp2Session[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let deliveries: number;
+  try {
+    const run = async (): Promise<number> => {
+      const started = await start({
+        services: [{ name: "warmup", pubsub: { pubsubName: "warmup" } }],
+        host: "127.0.0.1",
+        grpcPort: 0,
+        httpPort: 0,
+        apiKeys: [key],
+        threads: 1,
+        conversionWorkers: 1,
+        logLevel: "error",
+        ...(opts.logDestination ? { logDestination: opts.logDestination } : {}),
+        ...(sink
+          ? {
+              otlpTracesEndpoint: `http://127.0.0.1:${sink.port}/v1/traces`,
+              otlpTracesProtocol: opts.otlpTracesProtocol,
+              traceSampler: opts.traceSampler,
+              traceSamplerArg: opts.traceSamplerArg,
+              traceExportDelayMs: 100,
+            }
+          : {}),
+      });
+      if (over) {
+        await started.close();
+        throw new GatewayError(Code.CANCELLED, "warm-up abandoned");
+      }
+      gw = started;
+      return publishAndDeliver(`http://127.0.0.1:${gw.grpcPort}`, key, opts.warmupEvents, sessions);
+    };
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new GatewayError(Code.DEADLINE_EXCEEDED, `warm-up did not finish within ${WARMUP_TIMEOUT_MS} ms`)), WARMUP_TIMEOUT_MS);
+    });
+    const running = run();
+    running.catch(() => {}); // when the timeout wins, run's own failure has no one to report to
+    deliveries = await Promise.race([running, timeout]);
+  } finally {
+    over = true;
+    clearTimeout(timer);
+    for (const s of sessions) s.destroy();
+    await (gw as Gateway | undefined)?.close();
+    await sink?.close();
+  }
+  // The private gateway is gone; V8's background compiler finishes what its last events queued.
+  await new Promise((r) => setTimeout(r, COMPILE_SETTLE_MS));
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    events: opts.warmupEvents,
+    subscribers: SUBSCRIBERS,
+    deliveries,
+    ms: Math.round(performance.now() - t0),
+    cpuMs: Math.round((cpu.user + cpu.system) / 1000),
+    traced: sink !== undefined,
+  };
+}
+
+/**
+ * One full garbage collection. V8 offers it only as the `gc` global of `--expose-gc`: the flag is set just long
+ * enough to take the function from a new context, so no script of the process (nor a thread started later) sees it.
+ */
+function collectGarbage(): void {
+  setFlagsFromString("--expose-gc");
+  try {
+    (runInNewContext("gc") as () => void)();
+  } finally {
+    setFlagsFromString("--no-expose-gc");
+  }
+}
+
+/** gRPC length-prefixed message framing. */
+function grpcFrame(message: Buffer): Buffer {
+  const head = Buffer.alloc(5);
+  head.writeUInt32BE(message.length, 1);
+  return Buffer.concat([head, message]);
+}
+
+/**
+ * Subscribe SUBSCRIBERS streams to the warm-up topic, publish `events` events one after another (each under a
+ * deadline, as clients send them), and resolve with the deliveries once every subscriber has every event.
+ */
+async function publishAndDeliver(url: string, key: string, events: number, sessions: ClientHttp2Session[]): Promise<number> {
+  const pubsub = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as grpc.ServiceDefinition;
+  const session = (): ClientHttp2Session => {
+    const s = connect(url);
+    s.on("error", () => {}); // a failure ends the calls on it, which reject below
+    sessions.push(s);
+    return s;
+  };
+  const call = (s: ClientHttp2Session, method: string, body: Buffer, timeoutMs?: number): ClientHttp2Stream => {
+    const st = s.request({
+      ":method": "POST",
+      ":path": `${PUBSUB}/${method}`,
+      "content-type": "application/grpc",
+      te: "trailers",
+      "x-api-key": key,
+      ...(timeoutMs === undefined ? {} : { "grpc-timeout": `${timeoutMs}m` }),
+    });
+    st.end(grpcFrame(body));
+    return st;
+  };
+  const expected = events * SUBSCRIBERS;
+  let delivered = 0;
+  let allDelivered: () => void = () => {};
+  const done = new Promise<void>((resolve) => (allDelivered = resolve));
+  const subscribe = (s: ClientHttp2Session): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const st = call(s, "Subscribe", pubsub["Subscribe"]!.requestSerialize({ topics: [TOPIC] }));
+      // Count whole gRPC messages: a 5-byte prefix, then the message.
+      let pending: Buffer = Buffer.alloc(0);
+      st.on("response", (headers) => (headers["grpc-status"] === undefined ? resolve() : reject(new Error(`warm-up subscribe ended: grpc-status ${String(headers["grpc-status"])}`))));
+      st.on("data", (chunk: Buffer) => {
+        pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+        while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
+          pending = pending.subarray(5 + pending.readUInt32BE(1));
+          if (++delivered === expected) allDelivered();
+        }
+      });
+      st.on("error", reject);
+    });
+  for (let c = 0; c < MUX_CONNECTIONS; c++) {
+    const s = session();
+    await Promise.all(Array.from({ length: STREAMS_PER_MUX_CONNECTION }, () => subscribe(s)));
+  }
+  for (let c = 0; c < SINGLE_CONNECTIONS; c++) await subscribe(session());
+  const publisher = session();
+  const data = "x".repeat(EVENT_DATA_BYTES);
+  const collectAt = Math.max(0, events - EVENTS_AFTER_COLLECTION);
+  for (let i = 0; i < events; i++) {
+    if (i === collectAt) {
+      await new Promise((r) => setTimeout(r, COMPILE_SETTLE_MS));
+      collectGarbage();
+    }
+    const req = pubsub["PublishEvent"]!.requestSerialize({
+      topic: TOPIC,
+      cloudevent: { id: `warmup-${i}`, source: "urn:platform-gateway:warmup", spec_version: "1.0", type: "platform.gateway.warmup", text_data: data },
+    });
+    await new Promise<void>((resolve, reject) => {
+      const st = call(publisher, "PublishEvent", req, WARMUP_TIMEOUT_MS - i);
+      let status: string | undefined;
+      st.on("trailers", (t) => (status = String(t["grpc-status"])));
+      st.on("response", (h) => (status ??= h["grpc-status"] === undefined ? undefined : String(h["grpc-status"])));
+      st.resume();
+      st.on("close", () => (status === "0" ? resolve() : reject(new Error(`warm-up publish ended with grpc-status ${status ?? "none"}`))));
+      st.on("error", reject);
+    });
+  }
+  if (expected > 0) await done;
+  return delivered;
+}
+
+/** An OTLP/HTTP receiver on 127.0.0.1 that reads each export and answers 200, keeping nothing. */
+async function startDroppingSink(): Promise<{ port: number; close(): Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.writeHead(200, { "content-type": "application/x-protobuf" }).end());
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
+  });
+  return {
+    port: (server.address() as { port: number }).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

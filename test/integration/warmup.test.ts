@@ -1,0 +1,75 @@
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { runInNewContext } from "node:vm";
+import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
+import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.js";
+import { event, publish, subscribe } from "./pubsub-support.js";
+import { warmUp } from "../../src/main/warmup.js";
+import { validateGatewayOptions } from "../../src/config/options.js";
+import { GatewayError } from "../../src/shared/gateway-error.js";
+
+const KEY = "warmup-test-key";
+const EVENTS = 300;
+
+describe("warm-up before listening", () => {
+  let gw: TestGateway | undefined;
+  let rx: OtlpReceiver | undefined;
+  after(async () => {
+    await gw?.close();
+    await rx?.close();
+  });
+
+  it("publishes every warm-up event to every private subscriber before the gateway listens, and the gateway keeps none of it", async () => {
+    rx = await startOtlpReceiver();
+    gw = await startTestGateway({
+      warmupEvents: EVENTS,
+      apiKeys: [KEY],
+      services: [{ name: "platform", pubsub: { pubsubName: "pubsub" } }],
+      otlpTracesEndpoint: rx.url,
+      traceExportDelayMs: 20,
+      tokenSecret: "warmup-test-token-secret",
+    });
+    const msgs = gw.logs.map((l) => l["msg"]);
+    const warmed = gw.logs.filter((l) => l["msg"] === "warmed up");
+    assert.equal(warmed.length, 1);
+    const w = warmed[0]!;
+    assert.equal(w["events"], EVENTS);
+    assert.equal(w["deliveries"], EVENTS * (w["subscribers"] as number), "every event reached every private subscriber");
+    assert.equal(w["traced"], true, "the real gateway traces, so the warm-up ran the traced path");
+    assert.ok(msgs.indexOf("warmed up") < msgs.indexOf("gateway listening"));
+    // Its closing garbage collection leaves V8's gc() unexposed, here and in any context made later.
+    assert.equal(typeof (globalThis as { gc?: unknown }).gc, "undefined");
+    assert.equal(runInNewContext("typeof gc"), "undefined");
+    // The private gateway logs errors only: none of its start-up warnings (its key is random, its host loopback).
+    assert.equal(gw.logs.filter((l) => l["level"] === "warn" || l["level"] === "error").length, 0, JSON.stringify(gw.logs.filter((l) => l["level"] === "warn")));
+
+    // The real gateway serves as usual.
+    const client = gw.client("io.cloudevents.v1.Pubsub");
+    const sub = subscribe(client, ["orders"], withKey(KEY));
+    await sub.ready();
+    await publish(client, "orders", event(1), withKey(KEY));
+    await sub.count(1);
+    assert.equal(sub.got[0].cloudevent.id, "e-1");
+    sub.call.cancel();
+
+    // Its metrics count only its own calls: one publish, one subscribe, no warm-up topic.
+    const text = await (await fetch(`${gw.http}/metrics`)).text();
+    assert.doesNotMatch(text, /warmup/);
+    assert.match(text, /^platform_grpc_requests_total\{method="io\.cloudevents\.v1\.Pubsub\/PublishEvent",code="OK"\} 1$/m);
+    // Its spans are only its own: the publish of "orders" arrives, nothing of the private gateway's.
+    await waitFor(() => rx!.spans.some((s) => s.name === "publish orders"), "the real publish span");
+    const foreign = rx.spans.filter((s) => Object.values(s.attributes).some((v) => String(v).includes("warmup")) || s.name.includes("warmup"));
+    assert.deepEqual(foreign, []);
+  });
+
+  it("a warm-up whose private gateway cannot start rejects with the reason and leaves nothing open", async () => {
+    // Traced, so the warm-up opens its span receiver first: it must be closed again.
+    const opts = validateGatewayOptions({ warmupEvents: 10, otlpTracesEndpoint: "http://127.0.0.1:9/v1/traces" });
+    const servers = (): number => process.getActiveResourcesInfo().filter((r) => r === "TCPServerWrap").length;
+    const before = servers();
+    const failed = warmUp(opts, () => Promise.reject(new GatewayError(14, "no ports today")));
+    await assert.rejects(failed, /no ports today/);
+    // A closed server leaves the list of active handles a turn after its close callback.
+    await waitFor(() => servers() === before, "the warm-up's span receiver closed", 2000);
+  });
+});
