@@ -8,7 +8,6 @@ import { gatewayPackageDefinition } from "../shared/protos.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { Code } from "../shared/code.js";
 import type { GatewayOptions, ValidatedOptions } from "../config/options.js";
-import type { Gateway } from "./gateway.js";
 
 /**
  * The CLI's warm-up: events published through a private gateway before the real one listens. V8 compiles a function
@@ -41,6 +40,12 @@ const EVENTS_AFTER_COLLECTION = 100;
 const TOPIC = "warmup";
 const PUBSUB = "/io.cloudevents.v1.Pubsub";
 
+/** What the warm-up uses of the private gateway (createGateway's, passed in by gateway.ts). */
+interface PrivateGateway {
+  readonly grpcPort: number;
+  close(): Promise<void>;
+}
+
 /** What a warm-up did (logged by the gateway as `warmed up`). */
 export interface WarmupReport {
   events: number;
@@ -57,12 +62,12 @@ export interface WarmupReport {
  * it: no sidecar, no Redis, none of the real gateway's ports, metrics or logs (it logs errors only). When the real
  * gateway traces, so does the private one, at the same sampler, into a receiver in this process that drops the spans.
  */
-export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) => Promise<Gateway>): Promise<WarmupReport> {
+export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) => Promise<PrivateGateway>): Promise<WarmupReport> {
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   const sink = opts.otlpTracesEndpoint ? await startDroppingSink() : undefined;
   const key = randomBytes(16).toString("hex");
-  let gw: Gateway | undefined;
+  let gw: PrivateGateway | undefined;
   /** Set once warmUp returns: a private gateway that finishes starting after that is closed at once. */
   let over = false;
   const sessions: ClientHttp2Session[] = [];
@@ -107,7 +112,7 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
     over = true;
     clearTimeout(timer);
     for (const s of sessions) s.destroy();
-    await (gw as Gateway | undefined)?.close();
+    await (gw as PrivateGateway | undefined)?.close();
     await sink?.close();
   }
   // The private gateway is gone; V8's background compiler finishes what its last events queued.
