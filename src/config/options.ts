@@ -248,9 +248,7 @@ function positive(field: string, v: unknown, dflt: number): number {
 const MAX_ACCEPT_BACKLOG = 32_768;
 
 function acceptBacklog(v: unknown): number {
-  const n = positiveInt("acceptBacklog", v, DEFAULT_ACCEPT_BACKLOG);
-  if (n > MAX_ACCEPT_BACKLOG) bad("acceptBacklog", v, `must be at most ${MAX_ACCEPT_BACKLOG}`);
-  return n;
+  return atMost("acceptBacklog", positiveInt("acceptBacklog", v, DEFAULT_ACCEPT_BACKLOG), MAX_ACCEPT_BACKLOG);
 }
 
 function positiveInt(field: string, v: unknown, dflt: number): number {
@@ -265,8 +263,9 @@ function nonNegativeInt(field: string, v: unknown, dflt: number): number {
   return v;
 }
 
-function atMost(field: string, v: number, most: number): number {
-  if (v > most) bad(field, v, `must be at most ${most}`);
+/** `v` (already checked to be a number), unless it is over `most`. */
+function atMost(field: string, v: number, most: number, unit = ""): number {
+  if (v > most) bad(field, v, `must be at most ${most}${unit}`);
   return v;
 }
 
@@ -290,9 +289,7 @@ function redisUrl(v: unknown): string {
 
 /** A duration a timer takes (setTimeout's largest is 2^31-1 ms); 0 turns the timer off. */
 function timerMs(field: string, v: unknown, dflt: number): number {
-  const x = nonNegativeInt(field, v, dflt);
-  if (x > MAX_TIMER_MS) bad(field, v, `must be at most ${MAX_TIMER_MS} (ms)`);
-  return x;
+  return atMost(field, nonNegativeInt(field, v, dflt), MAX_TIMER_MS, " (ms)");
 }
 
 /** A string option that may be absent; an empty string counts as absent, as an empty variable does in the CLI. */

@@ -5,6 +5,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import type * as grpc from "@grpc/grpc-js";
 import { gatewayPackageDefinition } from "../shared/protos.js";
+import { frameMessage } from "../grpc/native/message-framing.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { Code } from "../shared/code.js";
 import type { GatewayOptions, ValidatedOptions } from "../config/options.js";
@@ -26,6 +27,8 @@ const SUBSCRIBERS = MUX_CONNECTIONS * STREAMS_PER_MUX_CONNECTION + SINGLE_CONNEC
 const EVENT_DATA_BYTES = 256;
 /** Bound on the whole warm-up; past it the gateway starts cold. */
 const WARMUP_TIMEOUT_MS = 30_000;
+/** Each publish's deadline is the bound less 0..DEADLINE_STEPS-1 ms: it changes from call to call, as a client's does. */
+const DEADLINE_STEPS = 1000;
 /** Time for V8's background compiler to finish what the events so far queued. */
 const COMPILE_SETTLE_MS = 100;
 /**
@@ -61,8 +64,9 @@ export interface WarmupReport {
  * is the embedded runtime on 127.0.0.1 ephemeral ports with a random API key, so nothing outside this process sees
  * it: no sidecar, no Redis, none of the real gateway's ports, metrics or logs (it logs errors only). When the real
  * gateway traces, so does the private one, at the same sampler, into a receiver in this process that drops the spans.
+ * `timeoutMs` bounds the whole warm-up (30 s; tests shorten it).
  */
-export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) => Promise<PrivateGateway>): Promise<WarmupReport> {
+export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) => Promise<PrivateGateway>, timeoutMs = WARMUP_TIMEOUT_MS): Promise<WarmupReport> {
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   const sink = opts.otlpTracesEndpoint ? await startDroppingSink() : undefined;
@@ -103,7 +107,7 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
       return publishAndDeliver(`http://127.0.0.1:${gw.grpcPort}`, key, opts.warmupEvents, sessions);
     };
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new GatewayError(Code.DEADLINE_EXCEEDED, `warm-up did not finish within ${WARMUP_TIMEOUT_MS} ms`)), WARMUP_TIMEOUT_MS);
+      timer = setTimeout(() => reject(new GatewayError(Code.DEADLINE_EXCEEDED, `warm-up did not finish within ${timeoutMs} ms`)), timeoutMs);
     });
     const running = run();
     running.catch(() => {}); // when the timeout wins, run's own failure has no one to report to
@@ -141,13 +145,6 @@ function collectGarbage(): void {
   }
 }
 
-/** gRPC length-prefixed message framing. */
-function grpcFrame(message: Buffer): Buffer {
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(message.length, 1);
-  return Buffer.concat([head, message]);
-}
-
 /**
  * Subscribe SUBSCRIBERS streams to the warm-up topic, publish `events` events one after another (each under a
  * deadline, as clients send them), and resolve with the deliveries once every subscriber has every event.
@@ -169,7 +166,8 @@ async function publishAndDeliver(url: string, key: string, events: number, sessi
       "x-api-key": key,
       ...(timeoutMs === undefined ? {} : { "grpc-timeout": `${timeoutMs}m` }),
     });
-    st.end(grpcFrame(body));
+    const framed = frameMessage(body);
+    st.end(Array.isArray(framed) ? Buffer.concat(framed) : framed);
     return st;
   };
   const expected = events * SUBSCRIBERS;
@@ -179,7 +177,8 @@ async function publishAndDeliver(url: string, key: string, events: number, sessi
   const subscribe = (s: ClientHttp2Session): Promise<void> =>
     new Promise((resolve, reject) => {
       const st = call(s, "Subscribe", pubsub["Subscribe"]!.requestSerialize({ topics: [TOPIC] }));
-      // Count whole gRPC messages: a 5-byte prefix, then the message.
+      // Count whole gRPC messages: a 5-byte prefix, then the message. Not the server's MessageDecoder: a second
+      // subclass of it in this isolate would make its hot call sites polymorphic for the real gateway.
       let pending: Buffer = Buffer.alloc(0);
       st.on("response", (headers) => (headers["grpc-status"] === undefined ? resolve() : reject(new Error(`warm-up subscribe ended: grpc-status ${String(headers["grpc-status"])}`))));
       st.on("data", (chunk: Buffer) => {
@@ -209,7 +208,7 @@ async function publishAndDeliver(url: string, key: string, events: number, sessi
       cloudevent: { id: `warmup-${i}`, source: "urn:platform-gateway:warmup", spec_version: "1.0", type: "platform.gateway.warmup", text_data: data },
     });
     await new Promise<void>((resolve, reject) => {
-      const st = call(publisher, "PublishEvent", req, WARMUP_TIMEOUT_MS - i);
+      const st = call(publisher, "PublishEvent", req, WARMUP_TIMEOUT_MS - (i % DEADLINE_STEPS));
       let status: string | undefined;
       st.on("trailers", (t) => (status = String(t["grpc-status"])));
       st.on("response", (h) => (status ??= h["grpc-status"] === undefined ? undefined : String(h["grpc-status"])));

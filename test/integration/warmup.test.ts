@@ -72,4 +72,13 @@ describe("warm-up before listening", () => {
     // A closed server leaves the list of active handles a turn after its close callback.
     await waitFor(() => servers() === before, "the warm-up's span receiver closed", 2000);
   });
+
+  it("a warm-up past its bound rejects naming it, and a private gateway that starts after that is closed at once", async () => {
+    let closed = 0;
+    const late = new Promise<{ grpcPort: number; close(): Promise<void> }>((resolve) =>
+      setTimeout(() => resolve({ grpcPort: 1, close: async () => void closed++ }), 200),
+    );
+    await assert.rejects(warmUp(validateGatewayOptions({ warmupEvents: 10 }), () => late, 50), /warm-up did not finish within 50 ms/);
+    await waitFor(() => closed === 1, "the late private gateway closed", 2000);
+  });
 });
