@@ -28,8 +28,8 @@ export class Subscriber<L = unknown> {
   private readonly ring: Ring<Uint8Array>;
   /** `written` when the sweep first saw this subscriber blocked, or -1. */
   sweepMark = -1;
-  /** When the sweep first saw it blocked (epoch ms). */
-  sweepMarkAt = 0;
+  /** When the sweep first saw it blocked (epoch ms). -0: a double field from the start (FrameWriter.ackSince says why). */
+  sweepMarkAt = -0;
   /** The broker's topic entries this subscriber holds a reference on, one per requested topic. */
   links: L[] = [];
 

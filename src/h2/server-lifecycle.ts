@@ -170,7 +170,8 @@ export class ConnectionTimers {
   stopped = false;
   idleSince = performance.now();
   lastRead = performance.now();
-  pingSentAt = 0;
+  /** -0: a double field from the start, as performance.now() will store (FrameWriter.ackSince says why). */
+  pingSentAt = -0;
   idleTimer: Timer;
   keepaliveTimer: Timer;
   ageTimer: Timer;

@@ -212,8 +212,13 @@ export class FrameWriter {
   pending = 0;
   /** Drop everything from now on (the connection is gone). */
   closed = false;
-  /** When the PING ACKs held now began to be held (performance.now()); their entry in the turn's list carries it too. */
-  ackSince = 0;
+  /**
+   * When the PING ACKs held now began to be held (performance.now()); their entry in the turn's list carries it too.
+   * -0, not 0: V8 gives a field the representation of its first value, and a field made a small integer that later
+   * takes a fraction changes the class's hidden map. The first ACK a connection held then deoptimized every function
+   * compiled against FrameWriter's map (reserve, data, flush and their callers) on every connection of the process.
+   */
+  ackSince = -0;
   /** This writer's frames not yet cut into `chunks`: turn slab `segSlab`[segStart, segEnd), in its block up to `blockEnd`. */
   private segSlab: Buffer = EMPTY;
   private segStart = 0;
@@ -232,8 +237,8 @@ export class FrameWriter {
   /** Payloads of the PING ACKs held (8 bytes each), made on the first one. */
   private acks: Buffer | null = null;
   private ackCount = 0;
-  /** When this writer's last turn flush ran (turn.now); 0 before the first. */
-  private flushedAt = 0;
+  /** When this writer's last turn flush ran (turn.now); 0 before the first (-0: a double field, see ackSince). */
+  private flushedAt = -0;
 
   constructor(
     private readonly socket: net.Socket,
