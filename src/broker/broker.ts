@@ -321,7 +321,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
     sub.state = "live";
     sub.links = entries;
     live.set(sub.id, sub);
-    sub.sink.open(sub.id);
+    sub.open();
     for (const entry of entries) {
       if (entry.subs.has(sub)) {
         entry.dupes ??= new Map();

@@ -1,5 +1,5 @@
 import { Ring } from "./ring.js";
-import type { SubscriberSink } from "./types.js";
+import type { SinkOutlet, SubscriberSink } from "./types.js";
 
 /**
  * One subscriber: its sink, the ring of events it has not yet handed to the sink, and the bookkeeping the sweep
@@ -15,6 +15,12 @@ export class Subscriber<L = unknown> {
   private direct = true;
   /** Messages handed to the sink so far: the sweep's measure of progress. */
   written = 0;
+  /**
+   * The sink's outlet (`SubscriberSink.outlet`, set by `open`): the fast path writes to it, not through the sink, so a
+   * delivery reads this object and the stream, one object fewer. Undefined when the sink has none, and from a refused
+   * outlet write until the subscriber has caught up (the sink's `write` carries on meanwhile).
+   */
+  private out: SinkOutlet | undefined = undefined;
   readonly sink: SubscriberSink;
   /** Subscription id (sent to the client as x-subscription-id). */
   readonly id: string;
@@ -62,10 +68,29 @@ export class Subscriber<L = unknown> {
   offer(bytes: Uint8Array): boolean {
     if (this.direct) {
       this.written++;
-      if (!this.sink.write(bytes)) this.writable = this.direct = false;
+      const out = this.out;
+      if (out === undefined) {
+        if (!this.sink.write(bytes)) this.writable = this.direct = false;
+      } else if (!out.write(bytes)) this.outletRefused();
       return true;
     }
     return this.ring.push(bytes);
+  }
+
+  /**
+   * Going live: the sink opens with the subscription id, and its outlet (if any) is taken for the fast path. Both
+   * happen before the first event.
+   */
+  open(): void {
+    this.sink.open(this.id);
+    this.out = this.sink.outlet?.();
+  }
+
+  /** The outlet refused a write: the sink waits for the drain (`blocked`), and `drain` takes the outlet again. */
+  private outletRefused(): void {
+    this.writable = this.direct = false;
+    this.out = undefined;
+    this.sink.blocked!();
   }
 
   /** The sink drained: pump the ring into it while it accepts more. */
@@ -84,6 +109,8 @@ export class Subscriber<L = unknown> {
     } finally {
       this.pumping = false;
       this.direct = this.writable && this.ring.size === 0;
+      // Caught up: back to the outlet.
+      if (this.direct && this.state === "live") this.out = this.sink.outlet?.();
     }
   }
 

@@ -167,14 +167,17 @@ class SubscribeSink implements SubscriberSink {
     if (this.done) return false;
     // The writer refuses once the call is over.
     const ok = this.writer.write(asBuffer(bytes));
-    if (!ok && !this.waiting) {
-      this.waiting = true;
-      void this.call.drained().then(() => {
-        this.waiting = false;
-        if (!this.done) this.sub?.drain();
-      });
-    }
+    if (!ok) this.blocked();
     return ok;
+  }
+
+  blocked(): void {
+    if (this.waiting) return;
+    this.waiting = true;
+    void this.call.drained().then(() => {
+      this.waiting = false;
+      if (!this.done) this.sub?.drain();
+    });
   }
 
   open(id: string): void {
@@ -182,6 +185,15 @@ class SubscribeSink implements SubscriberSink {
     md.set(SUBSCRIPTION_ID_HEADER, id);
     this.call.sendMetadata(md);
     this.writer = this.call.framedWriter();
+  }
+
+  /**
+   * The HTTP/2 stream itself: the broker writes to it directly while the subscriber keeps up. The broker's encoder
+   * makes Buffers (subscribeResponseEncoder), which is what the stream takes; once the call is over the stream
+   * refuses every write, as `write` does.
+   */
+  outlet(): FramedWriter {
+    return this.writer;
   }
 
   end(reason: EndReason): void {

@@ -19,7 +19,7 @@ held.pingAck(Buffer.alloc(8), 0, false);
 held.buffer(Buffer.from("x"));
 await new Promise((r) => setImmediate(r));
 
-const sink = { write: () => true, end() {} };
+const sink = { write: () => true, open() {}, end() {} };
 const blocked = new Subscriber("a", ["t"], sink, 4);
 const flowing = new Subscriber("b", ["t"], sink, 4);
 // The broker's sweep marks a blocked subscriber with the epoch ms it first saw it so.

@@ -184,6 +184,44 @@ describe("broker", () => {
     await b.close();
   });
 
+  it("writes to a sink's outlet while it keeps up; a refusal goes through blocked(), the ring and write(), then back to the outlet", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode });
+    const through: string[] = [];
+    const direct: string[] = [];
+    let blocked = 0;
+    let budget = 2;
+    const sink: SubscriberSink = {
+      write(bytes) {
+        through.push(Buffer.from(bytes).toString());
+        return true;
+      },
+      open() {},
+      end() {},
+      outlet: () => ({
+        write(bytes) {
+          direct.push(Buffer.from(bytes).toString());
+          return --budget > 0;
+        },
+      }),
+      blocked: () => blocked++,
+    };
+    const sub = await b.subscribe(["t"], sink);
+    for (let i = 0; i < 5; i++) up.emit("t", String(i));
+    // The second write was taken but refused more: the sink was told once, the rest waited in the ring.
+    assert.deepEqual(direct, ["t:0", "t:1"]);
+    assert.deepEqual(through, []);
+    assert.equal(blocked, 1);
+    budget = 100;
+    sub.drain();
+    // The ring drains through the sink's write, in order; caught up, events go to the outlet again.
+    assert.deepEqual(through, ["t:2", "t:3", "t:4"]);
+    up.emit("t", "5");
+    assert.deepEqual(direct, ["t:0", "t:1", "t:5"]);
+    assert.equal(blocked, 1);
+    await b.close();
+  });
+
   it("delivers twice for a duplicated topic and releases both references", async () => {
     const up = fakeUpstream();
     const b = createBroker({ upstream: up.source, encode, lingerMs: 5 });
