@@ -275,7 +275,7 @@ export function createPubsubGrpc(deps: PubsubGrpcDeps): { impl: ServiceImpl; str
   // Subscribe writes pre-encoded SubscribeResponse bytes (rawResponses), so its call is typed with Buffer responses.
   const impl: Omit<GrpcImpl<PubsubHandlers>, "Subscribe"> & { Subscribe: ServerStreamMethod } = {
     PublishEvent: async (req, ctx) => ({
-      status: toInBand(await ops.publish(req.topic, req.cloudevent, ctx.signal, traceOfGrpc(ops.tracing, ctx.metadata, PUBLISH_SPAN))),
+      status: toInBand(await ops.publish(req.topic, req.cloudevent, ctx.cancellation, traceOfGrpc(ops.tracing, ctx.metadata, PUBLISH_SPAN))),
     }),
     Subscribe: subscribe,
     Unsubscribe: async (req) => ({

@@ -7,6 +7,7 @@ import { validatePublish, withPublishDefaults } from "./cloudevent-validate.js";
 import type { GatewayContext } from "./context.js";
 import { echo } from "../shared/echo.js";
 import type { TraceIncoming, TraceSpan, Tracer } from "../observe/span.js";
+import type { CancelSignal } from "../shared/signals.js";
 
 /**
  * Topics one subscription may name, on every front: one gRPC Subscribe call, one WebSocket (SSE names at most
@@ -21,7 +22,7 @@ export interface PubsubOps {
    * Publish one event: INVALID_ARGUMENT (thrown) for bad input; runtime failures come back as the status (in-band on
    * the wire). Fills a missing id (UUID) and spec_version ("1.0").
    */
-  publish(topic: string | undefined | null, event: CloudEvent | undefined | null, signal?: AbortSignal, trace?: TraceIncoming): Promise<Status>;
+  publish(topic: string | undefined | null, event: CloudEvent | undefined | null, signal?: CancelSignal, trace?: TraceIncoming): Promise<Status>;
   /** Whether publishes are traced: the fronts hand `publish` a TraceIncoming only then. */
   readonly tracing: boolean;
   /** End the Subscribe stream whose `x-subscription-id` is `id`; NOT_FOUND (a status, in-band) for an unknown id. */
@@ -37,7 +38,7 @@ export function createPubsubOps(ctx: GatewayContext, broker: Broker): PubsubOps 
   );
   const tracer = ctx.tracer;
   const tracing = tracer?.on === true;
-  const publishHere = async (topic: string, e: CloudEvent, signal: AbortSignal | undefined, span: TraceSpan | undefined): Promise<Status> => {
+  const publishHere = async (topic: string, e: CloudEvent, signal: CancelSignal | undefined, span: TraceSpan | undefined): Promise<Status> => {
     const producer = span ? producerSpan(span, topic, e) : undefined;
     try {
       await ctx.runtime.pubsub.publish(topic, producer ? producer.event : e, signal);

@@ -1,4 +1,5 @@
 import type { CloudEvent } from "../shared/cloudevent.js";
+import type { CancelSignal } from "../shared/signals.js";
 
 /** A live upstream subscription to one topic. */
 export interface UpstreamSubscription {
@@ -26,7 +27,7 @@ export interface UpstreamHandlers {
  */
 export interface PubsubPort {
   /** Publish one event; rejects with a GatewayError (UNAVAILABLE when the sidecar is down). */
-  publish(topic: string, event: CloudEvent, signal?: AbortSignal): Promise<void>;
+  publish(topic: string, event: CloudEvent, signal?: CancelSignal): Promise<void>;
   /** Subscribe to `topic`; resolves once the subscription is live (events published after that are delivered). */
   subscribe(topic: string, handlers: UpstreamHandlers, signal?: AbortSignal): Promise<UpstreamSubscription>;
   /**

@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
-import { abortable, onAbort } from "../../shared/signals.js";
+import { abortable, onAbort, type CancelSignal } from "../../shared/signals.js";
 import type { DaprDefinition } from "../../gen/dapr/dapr/proto/runtime/v1/Dapr.js";
 import { daprService } from "./protos.js";
 
@@ -34,9 +34,9 @@ export interface DaprConnection {
   readonly address: string;
   /** Call a unary `Dapr` method; rejects with a GatewayError (UNAVAILABLE naming the sidecar when it is down). */
   /** `traceparent`: sent as the call's W3C trace context (daprd's own span continues it). */
-  unary<M extends DaprMethod>(method: M, request: DaprRequest<M>, opts?: { signal?: AbortSignal; timeoutMs?: number; traceparent?: string }): Promise<DaprResponse<M>>;
+  unary<M extends DaprMethod>(method: M, request: DaprRequest<M>, opts?: { signal?: CancelSignal; timeoutMs?: number; traceparent?: string }): Promise<DaprResponse<M>>;
   /** Wait until the channel is connected (bounded by `connectTimeoutMs` or `timeoutMs`). */
-  ready(signal?: AbortSignal, timeoutMs?: number): Promise<void>;
+  ready(signal?: CancelSignal, timeoutMs?: number): Promise<void>;
   /** Open a bidi stream of a `Dapr` method once the channel is connected. */
   bidi<M extends DaprMethod>(method: M, signal?: AbortSignal): Promise<grpc.ClientDuplexStream<DaprRequest<M>, DaprResponse<M>>>;
   /** Translate anything a call threw into a GatewayError (UNAVAILABLE mentions the sidecar). */
@@ -77,7 +77,7 @@ export function createDaprConnection(o: DaprConnectionOptions): DaprConnection {
     return md;
   };
 
-  const ready = (signal?: AbortSignal, timeoutMs = connectTimeoutMs): Promise<void> => {
+  const ready = (signal?: CancelSignal, timeoutMs = connectTimeoutMs): Promise<void> => {
     if (client.getChannel().getConnectivityState(true) === grpc.connectivityState.READY) return Promise.resolve();
     if (signal?.aborted) return Promise.reject(GatewayError.from(signal.reason, Code.CANCELLED));
     const connected = new Promise<void>((resolve, reject) => {

@@ -4,6 +4,7 @@ import type { RuntimeLogger } from "../runtime.js";
 import { cloudEventToJson } from "../../shared/cloudevent-json.js";
 import type { DaprConnection } from "./connection.js";
 import { TopicStream, type BackoffOptions } from "./topic-stream.js";
+import type { CancelSignal } from "../../shared/signals.js";
 
 /** The Dapr pub/sub port plus what the runtime needs to shut it down. */
 export interface DaprPubsub extends PubsubPort {
@@ -48,7 +49,7 @@ export function createDaprPubsub(conn: DaprConnection, pubsubName: string, logge
     get openStreams() {
       return streams.size;
     },
-    async publish(topic: string, event: CloudEvent, signal?: AbortSignal): Promise<void> {
+    async publish(topic: string, event: CloudEvent, signal?: CancelSignal): Promise<void> {
       const envelope = toDaprEnvelope(event);
       const data = Buffer.from(JSON.stringify(envelope), "utf8");
       // The event's context is the call's too: a daprd that writes its own span's context into the event anyway

@@ -1,7 +1,7 @@
 import { Redis, ReplyError, type RedisOptions } from "ioredis";
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
-import { abortable } from "../../shared/signals.js";
+import { abortable, type CancelSignal } from "../../shared/signals.js";
 import { backoffDelay, type BackoffPolicy } from "../../shared/backoff.js";
 
 /** How the redis runtime reaches its server. */
@@ -42,7 +42,7 @@ export interface RedisConnection {
   /** A new connection with the same settings and its own command deadline (the pub/sub reader's blocking reads). */
   duplicate(commandTimeoutMs: number): Redis;
   /** Run `fn` on the command connection; errors become GatewayErrors (UNAVAILABLE naming the server when it is down). */
-  run<T>(fn: (client: Redis) => Promise<T>, signal?: AbortSignal): Promise<T>;
+  run<T>(fn: (client: Redis) => Promise<T>, signal?: CancelSignal): Promise<T>;
   translate(e: unknown): GatewayError;
   close(): void;
 }
