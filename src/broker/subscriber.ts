@@ -83,13 +83,19 @@ export class Subscriber<L = unknown> {
    */
   open(): void {
     this.sink.open(this.id);
-    this.out = this.sink.outlet?.();
+    this.takeOutlet();
+  }
+
+  /** The sink's outlet, when it has one and the `blocked` that a refused outlet write needs. */
+  private takeOutlet(): void {
+    this.out = this.sink.blocked === undefined ? undefined : this.sink.outlet?.();
   }
 
   /** The outlet refused a write: the sink waits for the drain (`blocked`), and `drain` takes the outlet again. */
   private outletRefused(): void {
     this.writable = this.direct = false;
     this.out = undefined;
+    // takeOutlet() set an outlet only for a sink with `blocked`.
     this.sink.blocked!();
   }
 
@@ -110,7 +116,7 @@ export class Subscriber<L = unknown> {
       this.pumping = false;
       this.direct = this.writable && this.ring.size === 0;
       // Caught up: back to the outlet.
-      if (this.direct && this.state === "live") this.out = this.sink.outlet?.();
+      if (this.direct && this.state === "live") this.takeOutlet();
     }
   }
 

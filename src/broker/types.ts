@@ -52,7 +52,7 @@ export interface SubscriberSink {
    * the drain, and from then on uses `write` until the subscriber has caught up.
    */
   outlet?(): SinkOutlet | undefined;
-  /** The outlet's write returned false: wait for the drain as `write` does after a false (required with `outlet`). */
+  /** The outlet's write returned false: wait for the drain as `write` does after a false (a sink without it gets no outlet taken). */
   blocked?(): void;
   /** The broker ended the subscriber (never called after the owner's own `close()`). */
   end(reason: EndReason): void;

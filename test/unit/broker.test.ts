@@ -222,6 +222,18 @@ describe("broker", () => {
     await b.close();
   });
 
+  it("takes no outlet from a sink without blocked(): its events go through write()", async () => {
+    const up = fakeUpstream();
+    const b = createBroker({ upstream: up.source, encode });
+    const s = fakeSink();
+    let outletWrites = 0;
+    await b.subscribe(["t"], { ...s.sink, outlet: () => ({ write: () => (outletWrites++, true) }) });
+    up.emit("t", "1");
+    assert.deepEqual(s.got, ["t:1"]);
+    assert.equal(outletWrites, 0);
+    await b.close();
+  });
+
   it("delivers twice for a duplicated topic and releases both references", async () => {
     const up = fakeUpstream();
     const b = createBroker({ upstream: up.source, encode, lingerMs: 5 });
