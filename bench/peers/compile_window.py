@@ -6,9 +6,11 @@ log's growth sampled every 2 ms on the monotonic clock fanoutload reports its wi
 delivery, then the compilations whose lines fell in the window: count, compiler milliseconds, and the top functions.
 `--trace-opt` itself costs some CPU: read the compile figures, not this run's CPU per delivery.
 
-  python3 bench/peers/compile_window.py BUILD [--subs 1000] [--conns N] [--warm 20] [--events 200] [--whole] [--top 40]
+  python3 bench/peers/compile_window.py BUILD [--subs 1000] [--conns N] [--warm 20] [--events 200] [--whole] [--top 40] [--deopt]
 
---whole counts every compilation after start-up (the subscribers' setup and the warm-up too), not only the window's."""
+--whole counts every compilation after start-up (the subscribers' setup and the warm-up too), not only the window's.
+--deopt adds `--trace-deopt` and lists the counted deoptimizations: bailouts with their reason, and code marked for
+deoptimization ("weak objects", "code dependencies"). NODE (a wrapper script) gives the gateway other V8 flags."""
 import argparse
 import bisect
 import collections
@@ -23,6 +25,10 @@ sys.dont_write_bytecode = True
 from peerslib import BUILD, PEERS, environment, run_json  # noqa: E402
 
 STDBUF = "/usr/libexec/coreutils/libstdbuf.so"  # coreutils' stdbuf preload: V8 prints with stdio, fully buffered to a file
+DEOPT = re.compile(r"bailout \(kind: [^,]*, reason: ([^)]*)\): begin.*?<JSFunction (\S*)")
+# Code thrown away without a bailout of its own: "weak objects" (a map or object it was compiled against died in a
+# full GC), "code dependencies" (a field or prototype it relied on changed).
+MARKED = re.compile(r"marking dependent code .*?<SharedFunctionInfo ?([^>]*)>\).*?reason: ([^\]]*)\]")
 COMPILED = re.compile(r"completed compiling .*?<JSFunction (\S*) .*?took ([\d.]+), ([\d.]+), ([\d.]+) ms")
 
 
@@ -35,6 +41,7 @@ def main():
     ap.add_argument("--warm", type=int, default=20)
     ap.add_argument("--whole", action="store_true")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--deopt", action="store_true", help="also run with --trace-deopt and print the counted deoptimizations")
     a = ap.parse_args()
     import perflib  # noqa: E402  (peerslib put the harness on the path)
     from run_fanout import GATEWAY_CONFIG  # noqa: E402
@@ -44,7 +51,7 @@ def main():
     if not os.path.exists(STDBUF):
         raise SystemExit(f"needs {STDBUF} (coreutils) to line-buffer the gateway's output")
     with environment({"LD_PRELOAD": STDBUF, "_STDBUF_O": "L"}):
-        srv = perflib.start_gateway(GATEWAY_CONFIG, extra_node_args=["--trace-opt", "--trace-opt-verbose"])
+        srv = perflib.start_gateway(GATEWAY_CONFIG, extra_node_args=["--trace-opt", "--trace-opt-verbose"] + (["--trace-deopt"] if a.deopt else []))
     marks, stop = [], threading.Event()
 
     def watch():
@@ -71,8 +78,14 @@ def main():
         return marks[min(bisect.bisect_left(times, t), len(marks) - 1)][1]
 
     lo, hi = (after_start, len(raw)) if a.whole else (offset(r["mono_start_us"]), offset(r["mono_end_us"]))
-    total, count = collections.Counter(), collections.Counter()
+    total, count, deopts = collections.Counter(), collections.Counter(), collections.Counter()
     for line in raw[lo:hi].decode(errors="replace").splitlines():
+        d = DEOPT.search(line)
+        if d:
+            deopts[f"{d.group(2)} ({d.group(1)})"] += 1
+        d = MARKED.search(line)
+        if d:
+            deopts[f"{d.group(1) or '(anonymous)'} (marked: {d.group(2)})"] += 1
         m = COMPILED.search(line)
         if m:
             total[m.group(1)] += sum(float(x) for x in m.groups()[1:])
@@ -82,6 +95,8 @@ def main():
                       "compilations": sum(count.values()), "compiler_ms": round(sum(total.values()), 1), "counted": "whole run" if a.whole else "window"}))
     for name, ms in total.most_common(a.top):
         print(f"{ms:8.1f} ms {count[name]:3d}x {name}")
+    for what, n in deopts.most_common(a.top):
+        print(f"deopt {n:3d}x {what}")
 
 
 if __name__ == "__main__":
