@@ -6,7 +6,7 @@ log's growth sampled every 2 ms on the monotonic clock fanoutload reports its wi
 delivery, then the compilations whose lines fell in the window: count, compiler milliseconds, and the top functions.
 `--trace-opt` itself costs some CPU: read the compile figures, not this run's CPU per delivery.
 
-  python3 bench/peers/compile_window.py BUILD [--subs 1000] [--conns N] [--warm 20] [--events 200] [--whole] [--top 40] [--deopt]
+  python3 bench/peers/compile_window.py BUILD [--subs 1000] [--conns N] [--warm 20] [--events 200] [--whole] [--top 40] [--deopt] [--keep-log FILE]
 
 --whole counts every compilation after start-up (the subscribers' setup and the warm-up too), not only the window's.
 --deopt adds `--trace-deopt` and lists the counted deoptimizations: bailouts with their reason, and code marked for
@@ -42,6 +42,7 @@ def main():
     ap.add_argument("--whole", action="store_true")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--deopt", action="store_true", help="also run with --trace-deopt and print the counted deoptimizations")
+    ap.add_argument("--keep-log", help="write the gateway's whole trace output here, with a line marking the window's start and end")
     a = ap.parse_args()
     import perflib  # noqa: E402  (peerslib put the harness on the path)
     from run_fanout import GATEWAY_CONFIG  # noqa: E402
@@ -77,6 +78,10 @@ def main():
     def offset(t):
         return marks[min(bisect.bisect_left(times, t), len(marks) - 1)][1]
 
+    if a.keep_log:
+        w0, w1 = offset(r["mono_start_us"]), offset(r["mono_end_us"])
+        with open(a.keep_log, "wb") as f:
+            f.write(raw[:after_start] + b"=== start-up done\n" + raw[after_start:w0] + b"=== window start\n" + raw[w0:w1] + b"=== window end\n" + raw[w1:])
     lo, hi = (after_start, len(raw)) if a.whole else (offset(r["mono_start_us"]), offset(r["mono_end_us"]))
     total, count, deopts = collections.Counter(), collections.Counter(), collections.Counter()
     for line in raw[lo:hi].decode(errors="replace").splitlines():

@@ -17,7 +17,8 @@ sys.path.insert(0, os.environ.get("PEERS_DIR", "/work/shared/peers"))
 import perflib  # noqa: E402
 import run_fanout  # noqa: E402
 
-KEYS = ("server_cpu_us_per_delivery", "deliveries_per_s", "p50_us", "p99_us", "publish_ack_p50_us", "client_cpu_us_per_delivery")
+KEYS = ("server_cpu_us_per_delivery", "deliveries_per_s", "p50_us", "p99_us", "publish_ack_p50_us", "client_cpu_us_per_delivery",
+        "server_rss_idle_bytes_per_sub")
 
 
 def start_server(system, build):

@@ -1,5 +1,5 @@
 import { createServer, type Server } from "node:http";
-import { connect, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
+import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
 import { randomBytes } from "node:crypto";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
@@ -39,6 +39,33 @@ const COMPILE_SETTLE_MS = 100;
  * "Session 22").
  */
 const EVENTS_AFTER_COLLECTION = 100;
+/**
+ * The events go through two private gateways in turn, this share of them through the first. Compiled code records
+ * the functions it called: a gateway's own closures (its API key check, its handlers) are other functions to code
+ * compiled while one private gateway served, so that code failed its checks at the real gateway's first calls
+ * ("wrong call target") and was compiled again while serving. Once two instances have run, V8's feedback names the
+ * closures' shared code instead of one instance's, and what the second compiles holds for the real gateway.
+ */
+const FIRST_GATEWAY_SHARE = 0.3;
+/**
+ * Request headers beyond the gRPC ones, in turn: grpc-go's user agent, and grpc-js's with its accepted encodings. The
+ * server reads each header name once per call; code compiled for the names of one client fails ("wrong name") at the
+ * first request of another.
+ */
+const CLIENT_HEADERS: ReadonlyArray<Record<string, string>> = [
+  { "user-agent": "grpc-go/1.64.0" },
+  { "user-agent": "grpc-node-js/1.14.0", "grpc-accept-encoding": "identity,deflate,gzip" },
+];
+/**
+ * One publish in this many sends its message this long after its headers, as a client whose DATA frame arrives in a
+ * later read than its HEADERS: the server then arms its wait for the message, a path the other calls never take.
+ */
+const SPLIT_EVERY = 20;
+const SPLIT_DELAY_MS = 2;
+/** Every this many events, each client connection sends a PING (grpc-go's clients do after their reads). */
+const PING_EVERY = 10;
+/** Time for the server to handle the subscribers' RST_STREAMs at the end. */
+const CANCEL_SETTLE_MS = 20;
 
 const TOPIC = "warmup";
 const PUBSUB = "/io.cloudevents.v1.Pubsub";
@@ -60,9 +87,9 @@ export interface WarmupReport {
 }
 
 /**
- * Run `events` events through a private gateway's gRPC publish and fan-out path, then close it. The private gateway
- * is the embedded runtime on 127.0.0.1 ephemeral ports with a random API key, so nothing outside this process sees
- * it: no sidecar, no Redis, none of the real gateway's ports, metrics or logs (it logs errors only). When the real
+ * Run `events` events through the gRPC publish and fan-out path of two private gateways in turn (FIRST_GATEWAY_SHARE),
+ * closing each. A private gateway is the embedded runtime on 127.0.0.1 ephemeral ports with a random API key, so
+ * nothing outside this process sees it: no sidecar, no Redis, none of the real gateway's ports, metrics or logs (it logs errors only). When the real
  * gateway traces, so does the private one, at the same sampler, into a receiver in this process that drops the spans.
  * `timeoutMs` bounds the whole warm-up (30 s; tests shorten it).
  */
@@ -78,7 +105,7 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
   let timer: NodeJS.Timeout | undefined;
   let deliveries: number;
   try {
-    const run = async (): Promise<number> => {
+    const startPrivate = async (): Promise<PrivateGateway> => {
       const started = await start({
         services: [{ name: "warmup", pubsub: { pubsubName: "warmup" } }],
         host: "127.0.0.1",
@@ -103,11 +130,26 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
         await started.close();
         throw new GatewayError(Code.CANCELLED, "warm-up abandoned");
       }
-      gw = started;
-      return publishAndDeliver(`http://127.0.0.1:${gw.grpcPort}`, key, opts.warmupEvents, sessions);
+      return (gw = started);
+    };
+    const run = async (): Promise<number> => {
+      const first = Math.floor(opts.warmupEvents * FIRST_GATEWAY_SHARE);
+      let delivered = 0;
+      if (first > 0) {
+        const a = await startPrivate();
+        delivered += await publishAndDeliver(`http://127.0.0.1:${a.grpcPort}`, key, first, sessions, false);
+        for (const s of sessions.splice(0)) s.destroy();
+        gw = undefined;
+        await a.close();
+      }
+      const b = await startPrivate();
+      return delivered + (await publishAndDeliver(`http://127.0.0.1:${b.grpcPort}`, key, opts.warmupEvents - first, sessions, true));
     };
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new GatewayError(Code.DEADLINE_EXCEEDED, `warm-up did not finish within ${timeoutMs} ms`)), timeoutMs);
+      // Not counted as keeping the process up (the private gateway's sockets do): the gateway's own calls unref their
+      // timers, and when theirs is the last one counted, Node takes a path of its own that the warm-up must run too.
+      timer.unref();
     });
     const running = run();
     running.catch(() => {}); // when the timeout wins, run's own failure has no one to report to
@@ -147,9 +189,11 @@ function collectGarbage(): void {
 
 /**
  * Subscribe SUBSCRIBERS streams to the warm-up topic, publish `events` events one after another (each under a
- * deadline, as clients send them), and resolve with the deliveries once every subscriber has every event.
+ * deadline, as clients send them), and resolve with the deliveries once every subscriber has every event and has
+ * reset its stream. The requests look like real clients' (CLIENT_HEADERS, SPLIT_EVERY, PING_EVERY). `collect`: run
+ * the full collection EVENTS_AFTER_COLLECTION events before the end.
  */
-async function publishAndDeliver(url: string, key: string, events: number, sessions: ClientHttp2Session[]): Promise<number> {
+async function publishAndDeliver(url: string, key: string, events: number, sessions: ClientHttp2Session[], collect: boolean): Promise<number> {
   const pubsub = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as grpc.ServiceDefinition;
   const session = (): ClientHttp2Session => {
     const s = connect(url);
@@ -157,26 +201,33 @@ async function publishAndDeliver(url: string, key: string, events: number, sessi
     sessions.push(s);
     return s;
   };
+  let calls = 0;
   const call = (s: ClientHttp2Session, method: string, body: Buffer, timeoutMs?: number): ClientHttp2Stream => {
+    const n = calls++;
     const st = s.request({
       ":method": "POST",
       ":path": `${PUBSUB}/${method}`,
       "content-type": "application/grpc",
       te: "trailers",
       "x-api-key": key,
+      ...CLIENT_HEADERS[n % CLIENT_HEADERS.length],
       ...(timeoutMs === undefined ? {} : { "grpc-timeout": `${timeoutMs}m` }),
     });
     const framed = frameMessage(body);
-    st.end(Array.isArray(framed) ? Buffer.concat(framed) : framed);
+    const bytes = Array.isArray(framed) ? Buffer.concat(framed) : framed;
+    if (n % SPLIT_EVERY === SPLIT_EVERY - 1) setTimeout(() => st.end(bytes), SPLIT_DELAY_MS);
+    else st.end(bytes);
     return st;
   };
   const expected = events * SUBSCRIBERS;
   let delivered = 0;
   let allDelivered: () => void = () => {};
   const done = new Promise<void>((resolve) => (allDelivered = resolve));
+  const subscriptions: ClientHttp2Stream[] = [];
   const subscribe = (s: ClientHttp2Session): Promise<void> =>
     new Promise((resolve, reject) => {
       const st = call(s, "Subscribe", pubsub["Subscribe"]!.requestSerialize({ topics: [TOPIC] }));
+      subscriptions.push(st);
       // Count whole gRPC messages: a 5-byte prefix, then the message. Not the server's MessageDecoder: a second
       // subclass of it in this isolate would make its hot call sites polymorphic for the real gateway.
       let pending: Buffer = Buffer.alloc(0);
@@ -197,12 +248,13 @@ async function publishAndDeliver(url: string, key: string, events: number, sessi
   for (let c = 0; c < SINGLE_CONNECTIONS; c++) await subscribe(session());
   const publisher = session();
   const data = "x".repeat(EVENT_DATA_BYTES);
-  const collectAt = Math.max(0, events - EVENTS_AFTER_COLLECTION);
+  const collectAt = collect ? Math.max(0, events - EVENTS_AFTER_COLLECTION) : -1;
   for (let i = 0; i < events; i++) {
     if (i === collectAt) {
       await new Promise((r) => setTimeout(r, COMPILE_SETTLE_MS));
       collectGarbage();
     }
+    if (i % PING_EVERY === 0) for (const s of sessions) s.ping(() => {});
     const req = pubsub["PublishEvent"]!.requestSerialize({
       topic: TOPIC,
       cloudevent: { id: `warmup-${i}`, source: "urn:platform-gateway:warmup", spec_version: "1.0", type: "platform.gateway.warmup", text_data: data },
@@ -218,6 +270,12 @@ async function publishAndDeliver(url: string, key: string, events: number, sessi
     });
   }
   if (expected > 0) await done;
+  // The subscribers leave as clients that unsubscribe do: each stream reset (RST_STREAM CANCEL), the connection kept.
+  for (const st of subscriptions) {
+    st.on("error", () => {});
+    st.close(constants.NGHTTP2_CANCEL);
+  }
+  await new Promise((r) => setTimeout(r, CANCEL_SETTLE_MS));
   return delivered;
 }
 

@@ -7,6 +7,9 @@ import type net from "node:net";
 import { FrameWriter } from "../../src/h2/server-writer.js";
 import { Subscriber } from "../../src/broker/subscriber.js";
 import { ConnectionTimers } from "../../src/h2/server-lifecycle.js";
+import { NativeGrpcServer } from "../../src/grpc/native/server.js";
+import { gatewayPackageDefinition } from "../../src/shared/protos.js";
+import type { ServiceDefinition } from "@grpc/grpc-js";
 
 const haveSameMap = new Function("a", "b", "return %HaveSameMap(a, b)") as (a: object, b: object) => boolean;
 
@@ -32,5 +35,23 @@ const quiet = new ConnectionTimers(host as never, cfg as never);
 // The keepalive timer stores when it sent its PING.
 pinged.pingSentAt = performance.now();
 
-process.stdout.write(JSON.stringify({ FrameWriter: haveSameMap(held, idle), Subscriber: haveSameMap(blocked, flowing), ConnectionTimers: haveSameMap(pinged, quiet) }));
+// Routes: every method of every server in the process, whether bound by addService or register, has one map.
+const pubsub = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as ServiceDefinition;
+const routesOf = (s: NativeGrpcServer): Map<string, object> => (s as unknown as { handlers: Map<string, object> }).handlers;
+const first = new NativeGrpcServer();
+const second = new NativeGrpcServer();
+first.addService(pubsub, { PublishEvent: async () => ({}) });
+second.addService(pubsub, { PublishEvent: async () => ({}), Subscribe: () => {} });
+second.register("/proxied.Service/Method", { kind: "unary", serialize: (b: Buffer) => b, deserialize: (b: Buffer) => b, async handle() { return Buffer.alloc(0); } });
+const publish = routesOf(first).get("/io.cloudevents.v1.Pubsub/PublishEvent")!;
+const routes = [...routesOf(first).values(), ...routesOf(second).values()];
+
+process.stdout.write(
+  JSON.stringify({
+    FrameWriter: haveSameMap(held, idle),
+    Subscriber: haveSameMap(blocked, flowing),
+    ConnectionTimers: haveSameMap(pinged, quiet),
+    Routes: routes.length === 2 * Object.keys(pubsub).length + 1 && routes.every((r) => haveSameMap(r, publish)),
+  }),
+);
 process.exit(0);

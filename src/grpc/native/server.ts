@@ -103,9 +103,32 @@ export function validateNativeGrpcServerOptions(o: NativeGrpcServerOptions): Rea
   });
 }
 
+/** A routed method: its handler and codec, and its path. */
+type Route = MethodHandler & { readonly path: string };
+
+/**
+ * A route as an instance of one class, so every route of every server in the process has one hidden map. An object
+ * spread (`{ ...method, path }`) made a new map per route: the calls' reads of `this.method.kind`, `.handle` and the
+ * codec were megamorphic across methods, and code the warm-up's private gateway compiled failed its map check ("wrong
+ * map") at the first call of the real one (docs/warmup.md).
+ */
+class RouteRecord {
+  constructor(
+    readonly kind: MethodKind,
+    readonly handle: MethodHandler["handle"],
+    readonly serialize: MethodHandler["serialize"],
+    readonly deserialize: MethodHandler["deserialize"],
+    readonly path: string,
+  ) {}
+}
+
+function routeOf(method: MethodHandler, path: string): Route {
+  return new RouteRecord(method.kind, method.handle, method.serialize, method.deserialize, path) as Route;
+}
+
 /** A gRPC server on the native HTTP/2 layer, for the gateway's handlers (see the module comment). */
 export class NativeGrpcServer {
-  private readonly handlers = new Map<string, MethodHandler & { readonly path: string }>();
+  private readonly handlers = new Map<string, Route>();
   private readonly opts: Readonly<Required_>;
   private readonly hooks: NativeGrpcServerOptions;
   private readonly ctx: CallContext;
@@ -152,7 +175,7 @@ export class NativeGrpcServer {
   /** Route `path` to `method`; false when the path already has one. */
   register<Req, Res>(path: string, method: MethodHandler<Req, Res>): boolean {
     if (this.handlers.has(path)) return false;
-    this.handlers.set(path, { ...(method as MethodHandler), path });
+    this.handlers.set(path, routeOf(method as MethodHandler, path));
     return true;
   }
 
