@@ -23,23 +23,6 @@ export interface UnaryContext {
   readonly deadline: number | undefined;
 }
 
-/** A unary handler's view of its call: the signal is made only if the handler asks for it. */
-class UnaryCtx implements UnaryContext {
-  constructor(private readonly call: UnaryCall<unknown>) {}
-  get metadata(): CallMetadata {
-    return this.call.metadata;
-  }
-  get signal(): AbortSignal {
-    return this.call.signal;
-  }
-  get cancellation(): CancelSignal {
-    return this.call.cancellation;
-  }
-  get deadline(): number | undefined {
-    return this.call.deadline;
-  }
-}
-
 /**
  * A unary handler: resolve the response or throw (a GatewayError keeps its code; anything else is INTERNAL). The
  * request is `never` here, so any typed handler fits; GrpcImpl gives each method its generated request type.
@@ -180,7 +163,9 @@ export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDef
       }
       deps.inflight.count++;
       try {
-        const res = await unary!(call.request as never, new UnaryCtx(call));
+        // The call itself is the handler's context (its signal is made only if the handler asks for it): no object per
+        // call whose hidden map a full collection between calls would free (docs/warmup.md, "Code that carries over").
+        const res = await unary!(call.request as never, call);
         finish(null);
         return res;
       } catch (e) {

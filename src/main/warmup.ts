@@ -34,11 +34,12 @@ const COMPILE_SETTLE_MS = 100;
 /**
  * One full garbage collection runs this many events before the end. Without it the real gateway started on a heap
  * the warm-up had filled, and each of 10,000 multiplexed subscribers measured 3.4-3.7 KB of RSS against 2.0-2.2 with
- * no warm-up. A collection after the last event kept the RSS (2.0-2.5 KB) but lost most of the CPU the warm-up saves
- * in the first second of fan-out; with 100 events after it, 1.9-2.7 KB and most of the saving (BENCHMARKS.md,
- * "Session 22").
+ * no warm-up. The collection frees the hidden maps of the objects each event makes and drops (protobufjs' messages
+ * and writers, Node's write requests), and V8 throws away the code compiled against them, the publish path's among
+ * it; 100 events after it did not get that code compiled again before the real gateway served, 300 do
+ * (BENCHMARKS.md, "Session 22" and "Session 25").
  */
-const EVENTS_AFTER_COLLECTION = 100;
+const EVENTS_AFTER_COLLECTION = 300;
 /**
  * The events go through two private gateways in turn, this share of them through the first. Compiled code records
  * the functions it called: a gateway's own closures (its API key check, its handlers) are other functions to code

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { invalidArgument } from "../shared/gateway-error.js";
 import { seqOfStreamId, streamIdOf } from "../shared/stream-id.js";
 
@@ -58,5 +58,5 @@ export function isOwnPosition(scheme: PositionScheme, p: Position): boolean {
 
 /** The identity hash of an event on a topic: CloudEvents identify an event by source and id. */
 export function eventMark(topic: string, source: string, id: string): string {
-  return createHash("sha1").update(`${topic}\0${source}\0${id}`).digest("hex").slice(0, 12);
+  return hash("sha1", `${topic}\0${source}\0${id}`, "hex").slice(0, 12);
 }
