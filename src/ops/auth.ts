@@ -19,10 +19,13 @@ const digest = (s: string): Buffer => hash("sha256", s, "buffer");
 /** An authenticator over the configured keys. No keys: every call is accepted (the host is then loopback only). */
 export function createAuthenticator(keys: readonly string[]): Authenticator {
   const digests = keys.map(digest);
+  // Read as a boolean: an empty `digests` has another hidden map (elements kind) than one of Buffers, and code
+  // compiled by the warm-up's private gateway (which always has a key) would fail its map check at the first call.
+  const enabled = digests.length > 0;
   return {
-    enabled: digests.length > 0,
+    enabled,
     check(key) {
-      if (digests.length === 0) return true;
+      if (!enabled) return true;
       if (key === undefined || key === "") return false;
       // Hash first so lengths never leak, then compare against every key without early exit.
       const d = digest(key);
