@@ -90,8 +90,9 @@ export interface WarmupReport {
 /**
  * Run `events` events through the gRPC publish and fan-out path of two private gateways in turn (FIRST_GATEWAY_SHARE),
  * closing each. A private gateway is the embedded runtime on 127.0.0.1 ephemeral ports with a random API key, so
- * nothing outside this process sees it: no sidecar, no Redis, none of the real gateway's ports, metrics or logs (it logs errors only). When the real
- * gateway traces, so does the private one, at the same sampler, into a receiver in this process that drops the spans.
+ * nothing outside this process sees it: no sidecar, no Redis, none of the real gateway's ports, metrics or logs (it
+ * logs errors only). When the real gateway traces, so do the private ones, at the same sampler, into a receiver in
+ * this process that drops the spans.
  * `timeoutMs` bounds the whole warm-up (30 s; tests shorten it).
  */
 export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) => Promise<PrivateGateway>, timeoutMs = WARMUP_TIMEOUT_MS): Promise<WarmupReport> {
