@@ -46,10 +46,11 @@ export interface SubscriberSink {
   open(id: string): void;
   /**
    * Optional, read right after `open` and again whenever the subscriber has caught up after a refused write: the
-   * stream `write` hands its bytes to, which the broker then writes to itself while the subscriber keeps up. A delivery to thousands of subscribers pays a likely cache miss per object
-   * it reads, and this saves one (the sink) per delivery. Its `write` gets the bytes the broker's `encode` made and
-   * must not throw; when it returns false the broker calls `blocked()` where `write` would have started its wait for
-   * the drain, and from then on uses `write` until the subscriber has caught up.
+   * stream `write` hands its bytes to, which the broker then writes to itself while the subscriber keeps up. A
+   * delivery to thousands of subscribers pays a likely cache miss per object it reads, and this saves one (the sink)
+   * per delivery. Its `write` gets the bytes the broker's `encode` made and must not throw; when it returns false the
+   * broker calls `blocked()` where `write` would have started its wait for the drain, and from then on uses `write`
+   * until the subscriber has caught up.
    */
   outlet?(): SinkOutlet | undefined;
   /** The outlet's write returned false: wait for the drain as `write` does after a false (a sink without it gets no outlet taken). */

@@ -164,7 +164,7 @@ export function bindService(server: GrpcServiceHost, definition: grpc.ServiceDef
       deps.inflight.count++;
       try {
         // The call itself is the handler's context (its signal is made only if the handler asks for it): no object per
-        // call whose hidden map a full collection between calls would free (docs/warmup.md, "Code that carries over").
+        // call whose hidden map a full collection between calls would free (docs/warmup.md, "The collection").
         const res = await unary!(call.request as never, call);
         finish(null);
         return res;

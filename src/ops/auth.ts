@@ -12,7 +12,7 @@ export interface Authenticator {
 
 /**
  * SHA-256 of a key, one shot: no Hash object per call, whose hidden map V8 frees at a full collection between calls,
- * throwing away every function compiled with the key check inlined (docs/warmup.md, "Code that carries over").
+ * throwing away every function compiled with the key check inlined (docs/warmup.md, "The collection").
  */
 const digest = (s: string): Buffer => hash("sha256", s, "buffer");
 

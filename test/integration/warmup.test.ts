@@ -7,6 +7,7 @@ import { event, publish, subscribe } from "./pubsub-support.js";
 import { warmUp } from "../../src/main/warmup.js";
 import { validateGatewayOptions } from "../../src/config/options.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
+import { createGateway } from "../../src/main/gateway.js";
 
 const KEY = "warmup-test-key";
 const EVENTS = 300;
@@ -60,6 +61,27 @@ describe("warm-up before listening", () => {
     await waitFor(() => rx!.spans.some((s) => s.name === "publish orders"), "the real publish span");
     const foreign = rx.spans.filter((s) => Object.values(s.attributes).some((v) => String(v).includes("warmup")) || s.name.includes("warmup"));
     assert.deepEqual(foreign, []);
+  });
+
+  it("runs its events through two private gateways in turn, each closed before the next starts, and its subscribers leave before each closes", async () => {
+    const log: string[] = [];
+    const start = async (o: Parameters<typeof createGateway>[0]): Promise<{ grpcPort: number; close(): Promise<void> }> => {
+      const g = await createGateway(o);
+      const n = log.filter((e) => e.startsWith("start")).length + 1;
+      log.push(`start ${n}`);
+      return {
+        grpcPort: g.grpcPort,
+        close: async () => {
+          // Every subscriber has reset its stream before the warm-up closes the gateway: none is left open.
+          const open = Object.entries(g.resources()).filter(([name, count]) => (name === "pubsub.subscribers" || name === "pubsub.grpc-streams") && count > 0);
+          log.push(`close ${n}${open.length ? ` with ${JSON.stringify(open)}` : ""}`);
+          await g.close();
+        },
+      };
+    };
+    const report = await warmUp(validateGatewayOptions({ warmupEvents: 20 }), start);
+    assert.deepEqual(log, ["start 1", "close 1", "start 2", "close 2"]);
+    assert.equal(report.deliveries, 20 * report.subscribers, "every event of both gateways reached every subscriber");
   });
 
   it("a warm-up whose private gateway cannot start rejects with the reason and leaves nothing open", async () => {
