@@ -46,6 +46,8 @@ const GATEWAY_FILES = [
   "platform/config.proto",
   "platform/trigger.proto",
 ];
+/** The warm-up's echo backend (src/main/warmup-invoke.ts): not a gateway API, kept out of GATEWAY_FILES' set. */
+const WARMUP_FILES = ["platform/warmup/echo.proto"];
 /** The Dapr files the adapter loads (src/runtime/dapr/protos.ts). */
 const DAPR_FILES = ["dapr/proto/runtime/v1/dapr.proto", "dapr/proto/runtime/v1/appcallback.proto"];
 /** proto-loader-gen-types flags matching LOADER_OPTIONS (keepCase, longs String, enums String, defaults, oneofs). */
@@ -162,6 +164,7 @@ genTypes(protoDir, GATEWAY_FILES, join(out, "gateway"));
 genTypes(daprProtoDir, DAPR_FILES, join(out, "dapr"));
 genTypes(protoDir, ["grpc/reflection/v1/reflection.proto"], join(out, "reflection"), ["--keepCase", "--oneofs", "--grpcLib=@grpc/grpc-js", "--importFileExtension=.js"]);
 const gatewaySet = bufBuild(protoDir, GATEWAY_FILES);
+const warmupSet = bufBuild(protoDir, WARMUP_FILES);
 // buf checks that the Dapr protos compile too; the adapter only needs their proto-loader JSON.
 bufBuild(daprProtoDir, DAPR_FILES);
 if (withTests) {
@@ -184,6 +187,10 @@ writeFileSync(
     "",
     "/** The gateway's protos as protobufjs JSON, for proto-loader's `fromJSON` (same codecs as `loadSync`). */",
     `export const GATEWAY_LOADER_JSON = ${JSON.stringify(loaderJson(protoDir, GATEWAY_FILES))};`,
+    "",
+    "/** The warm-up's echo backend (proto/platform/warmup/echo.proto): `buf build` as above, and protobufjs JSON. */",
+    `export const WARMUP_DESCRIPTOR_SET = ${JSON.stringify(warmupSet.toString("base64"))};`,
+    `export const WARMUP_LOADER_JSON = ${JSON.stringify(loaderJson(protoDir, WARMUP_FILES))};`,
     "",
     "/** Dapr's runtime and app callback protos (from @dapr/dapr) as protobufjs JSON, for proto-loader's `fromJSON`. */",
     `export const DAPR_LOADER_JSON = ${JSON.stringify(loaderJson(daprProtoDir, DAPR_FILES))};`,

@@ -12,6 +12,8 @@ import type { TracerOptions } from "../observe/tracing.js";
 
 /** Most warm-up events the option may ask for (about 1 s of CPU per 1,000 on a 2-core box). */
 export const MAX_WARMUP_EVENTS = 100_000;
+/** Most warm-up invokes the option may ask for (about 1 s per 1,000 on a 2-core box; the whole warm-up is bounded at 30 s). */
+export const MAX_WARMUP_CALLS = 20_000;
 
 /** Everything the gateway process can be told. Every flag is documented in README "Command-line flags and environment". */
 export interface GatewayOptions {
@@ -120,6 +122,12 @@ export interface GatewayOptions {
    * compiled it before the first client (src/main/warmup.ts). 0: none. Default 0; the CLI's default is 1000.
    */
   warmupEvents?: number;
+  /**
+   * Before listening, make this many JSON invokes through the private gateway to an echo backend in this process (on
+   * gRPC, and on REST too with `threads: 1`), so V8 has compiled the invoke path (src/main/warmup-invoke.ts). 0: none.
+   * Default 0; the CLI's default is 1000.
+   */
+  warmupCalls?: number;
   /** Resume history: oldest event kept per topic, ms; also how long a topic with no web subscriber keeps recording. Default 60000. */
   pubsubHistoryAgeMs?: number;
   /** Nominal event size in bytes: a web subscriber may have 1024 x this queued before it is closed slow. Default 1024. */
@@ -496,6 +504,7 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
     corsOrigins: Object.freeze([...corsOrigins]) as string[],
     pubsubHistoryEvents: nonNegativeInt("pubsubHistoryEvents", o.pubsubHistoryEvents, 1000),
     warmupEvents: atMost("warmupEvents", nonNegativeInt("warmupEvents", o.warmupEvents, 0), MAX_WARMUP_EVENTS),
+    warmupCalls: atMost("warmupCalls", nonNegativeInt("warmupCalls", o.warmupCalls, 0), MAX_WARMUP_CALLS),
     pubsubHistoryAgeMs: positive("pubsubHistoryAgeMs", o.pubsubHistoryAgeMs, 60_000),
     pubsubEventBytes: positiveInt("pubsubEventBytes", o.pubsubEventBytes, 1024),
     redisUrl: redisUrl(o.redisUrl),

@@ -41,6 +41,8 @@ Options (each has an environment variable; the flag wins):
   --pubsub-event-bytes <n>    nominal event size; web bound = 1024 x n GATEWAY_PUBSUB_EVENT_BYTES (default 1024)
   --warmup-events <n>     events through a private gateway before listening, 0 = none (docs/warmup.md)
                                                                 GATEWAY_WARMUP_EVENTS (default 1000)
+  --warmup-calls <n>      JSON invokes through it before listening, 0 = none (docs/warmup.md)
+                                                                GATEWAY_WARMUP_CALLS (default 1000)
   --threads <n>           threads serving the HTTP port (REST, WebSocket, SSE; 1 = main thread only)
                                                                 GATEWAY_THREADS (default: the number of cores)
   --conversion-workers <n> most JSON<->protobuf pool workers in the process (all threads together)
@@ -143,6 +145,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
       "pubsub-history-age": { type: "string" },
       "pubsub-event-bytes": { type: "string" },
       "warmup-events": { type: "string" },
+      "warmup-calls": { type: "string" },
       threads: { type: "string" },
       "grpc-invoke-offload": { type: "string" },
       "schema-refresh-interval": { type: "string" },
@@ -205,6 +208,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): GatewayOptions
   set("pubsubHistoryAgeMs", int(from("pubsub-history-age", "GATEWAY_PUBSUB_HISTORY_AGE_MS")));
   set("pubsubEventBytes", int(from("pubsub-event-bytes", "GATEWAY_PUBSUB_EVENT_BYTES")));
   set("warmupEvents", int(from("warmup-events", "GATEWAY_WARMUP_EVENTS")));
+  set("warmupCalls", int(from("warmup-calls", "GATEWAY_WARMUP_CALLS")));
   set("threads", int(from("threads", "GATEWAY_THREADS")));
   set("grpcInvokeOffload", int(from("grpc-invoke-offload", "GATEWAY_GRPC_INVOKE_OFFLOAD")));
   set("schemaRefreshIntervalMs", int(from("schema-refresh-interval", "GATEWAY_SCHEMA_REFRESH_INTERVAL_MS")));

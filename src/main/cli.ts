@@ -4,7 +4,7 @@ import { createGateway } from "./gateway.js";
 import type { GatewayOptions } from "../config/options.js";
 import { HELP, parseCli } from "./cli-args.js";
 import { tuneV8 } from "./v8-flags.js";
-import { CLI_WARMUP_EVENTS } from "./warmup.js";
+import { CLI_WARMUP_CALLS, CLI_WARMUP_EVENTS } from "./warmup.js";
 
 /** A signal repeated within this many ms of the first is the same signal delivered twice (see onSignal). */
 const DUPLICATE_SIGNAL_MS = 1000;
@@ -27,6 +27,7 @@ async function main(): Promise<void> {
   tuneV8();
   // Like the V8 flags, a process-level choice: an application embedding the gateway asks for a warm-up itself.
   opts.warmupEvents ??= CLI_WARMUP_EVENTS;
+  opts.warmupCalls ??= CLI_WARMUP_CALLS;
   if (opts.configPath === undefined) {
     const { existsSync } = await import("node:fs");
     if (existsSync("config/gateway.yaml")) opts.configPath = "config/gateway.yaml";

@@ -96,7 +96,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   if (!isNativeUws()) {
     logger.error({}, "uWebSockets.js native binary did not load: REST runs on the slow JS fallback; do not benchmark this process");
   }
-  if (opts.warmupEvents > 0) {
+  if (opts.warmupEvents > 0 || opts.warmupCalls > 0) {
     try {
       logger.info(await warmUp(opts, createGateway), "warmed up");
     } catch (e) {

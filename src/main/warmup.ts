@@ -1,14 +1,15 @@
 import { createServer, type Server } from "node:http";
-import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
+import { constants, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
 import { randomBytes } from "node:crypto";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import type * as grpc from "@grpc/grpc-js";
 import { gatewayPackageDefinition } from "../shared/protos.js";
-import { frameMessage } from "../grpc/native/message-framing.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { Code } from "../shared/code.js";
 import type { GatewayOptions, ValidatedOptions } from "../config/options.js";
+import { ECHO_BACKEND, invokeEcho, startEchoBackend } from "./warmup-invoke.js";
+import { WarmupClient } from "./warmup-client.js";
 
 /**
  * The CLI's warm-up: events published through a private gateway before the real one listens. V8 compiles a function
@@ -17,6 +18,7 @@ import type { GatewayOptions, ValidatedOptions } from "../config/options.js";
  * "Session 22"). The private gateway runs the same code in the same isolate, so what it compiles the real one uses.
  */
 export const CLI_WARMUP_EVENTS = 1000;
+export const CLI_WARMUP_CALLS = 1000;
 
 /** Subscribers of the warm-up topic: some multiplexed on a connection, some on a connection each, as clients do. */
 const MUX_CONNECTIONS = 2;
@@ -48,21 +50,6 @@ const EVENTS_AFTER_COLLECTION = 300;
  * closures' shared code instead of one instance's, and what the second compiles holds for the real gateway.
  */
 const FIRST_GATEWAY_SHARE = 0.3;
-/**
- * Request headers beyond the gRPC ones, in turn: grpc-go's user agent, and grpc-js's with its accepted encodings. The
- * server reads each header name once per call; code compiled for the names of one client fails ("wrong name") at the
- * first request of another.
- */
-const CLIENT_HEADERS: ReadonlyArray<Record<string, string>> = [
-  { "user-agent": "grpc-go/1.64.0" },
-  { "user-agent": "grpc-node-js/1.14.0", "grpc-accept-encoding": "identity,deflate,gzip" },
-];
-/**
- * One publish in this many sends its message this long after its headers, as a client whose DATA frame arrives in a
- * later read than its HEADERS: the server then arms its wait for the message, a path the other calls never take.
- */
-const SPLIT_EVERY = 20;
-const SPLIT_DELAY_MS = 2;
 /** Every this many events, each client connection sends a PING (grpc-go's clients do after their reads). */
 const PING_EVERY = 10;
 /** Time for the server to handle the subscribers' RST_STREAMs at the end. */
@@ -74,6 +61,7 @@ const PUBSUB = "/io.cloudevents.v1.Pubsub";
 /** What the warm-up uses of the private gateway (createGateway's, passed in by gateway.ts). */
 interface PrivateGateway {
   readonly grpcPort: number;
+  readonly httpPort: number;
   close(): Promise<void>;
 }
 
@@ -82,6 +70,8 @@ export interface WarmupReport {
   events: number;
   subscribers: number;
   deliveries: number;
+  /** JSON invokes made through the private gateways (gRPC, and REST with one HTTP thread). */
+  calls: number;
   ms: number;
   cpuMs: number;
   traced: boolean;
@@ -106,10 +96,15 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
   const sessions: ClientHttp2Session[] = [];
   let timer: NodeJS.Timeout | undefined;
   let deliveries: number;
+  let calls = 0;
+  // REST runs in this isolate only with one HTTP thread; with more, each thread is an isolate of its own.
+  const rest = opts.threads === 1;
+  let echo: Awaited<ReturnType<typeof startEchoBackend>> | undefined;
   try {
+    if (opts.warmupCalls > 0) echo = await startEchoBackend();
     const startPrivate = async (): Promise<PrivateGateway> => {
       const started = await start({
-        services: [{ name: "warmup", pubsub: { pubsubName: "warmup" } }],
+        services: [{ name: "warmup", pubsub: { pubsubName: "warmup" } }, ...(echo ? [{ name: ECHO_BACKEND, grpc: { host: "127.0.0.1", port: echo.port } }] : [])],
         host: "127.0.0.1",
         grpcPort: 0,
         httpPort: 0,
@@ -136,16 +131,23 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
     };
     const run = async (): Promise<number> => {
       const first = Math.floor(opts.warmupEvents * FIRST_GATEWAY_SHARE);
+      const firstCalls = Math.floor(opts.warmupCalls * FIRST_GATEWAY_SHARE);
       let delivered = 0;
-      if (first > 0) {
+      if (first > 0 || firstCalls > 0) {
         const a = await startPrivate();
-        delivered += await publishAndDeliver(`http://127.0.0.1:${a.grpcPort}`, key, first, sessions, false);
+        const client = new WarmupClient(`http://127.0.0.1:${a.grpcPort}`, key, sessions);
+        if (firstCalls > 0) calls += await invokeEcho(client, a.httpPort, key, firstCalls, rest);
+        if (first > 0) delivered += await publishAndDeliver(client, first, false);
         for (const s of sessions.splice(0)) s.destroy();
         gw = undefined;
         await a.close();
       }
       const b = await startPrivate();
-      return delivered + (await publishAndDeliver(`http://127.0.0.1:${b.grpcPort}`, key, opts.warmupEvents - first, sessions, true));
+      const client = new WarmupClient(`http://127.0.0.1:${b.grpcPort}`, key, sessions);
+      if (opts.warmupEvents > first) delivered += await publishAndDeliver(client, opts.warmupEvents - first, true);
+      // After the events, so their collection does not throw away what these calls compile.
+      if (opts.warmupCalls > firstCalls) calls += await invokeEcho(client, b.httpPort, key, opts.warmupCalls - firstCalls, rest);
+      return delivered;
     };
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new GatewayError(Code.DEADLINE_EXCEEDED, `warm-up did not finish within ${timeoutMs} ms`)), timeoutMs);
@@ -162,6 +164,7 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
     for (const s of sessions) s.destroy();
     await (gw as PrivateGateway | undefined)?.close();
     await sink?.close();
+    echo?.close();
   }
   // The private gateway is gone; V8's background compiler finishes what its last events queued.
   await new Promise((r) => setTimeout(r, COMPILE_SETTLE_MS));
@@ -170,6 +173,7 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
     events: opts.warmupEvents,
     subscribers: SUBSCRIBERS,
     deliveries,
+    calls,
     ms: Math.round(performance.now() - t0),
     cpuMs: Math.round((cpu.user + cpu.system) / 1000),
     traced: sink !== undefined,
@@ -195,32 +199,15 @@ function collectGarbage(): void {
  * reset its stream. The requests look like real clients' (CLIENT_HEADERS, SPLIT_EVERY, PING_EVERY). `collect`: run
  * the full collection EVENTS_AFTER_COLLECTION events before the end.
  */
-async function publishAndDeliver(url: string, key: string, events: number, sessions: ClientHttp2Session[], collect: boolean): Promise<number> {
+async function publishAndDeliver(client: WarmupClient, events: number, collect: boolean): Promise<number> {
   const pubsub = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as grpc.ServiceDefinition;
+  const opened: ClientHttp2Session[] = [];
   const session = (): ClientHttp2Session => {
-    const s = connect(url);
-    s.on("error", () => {}); // a failure ends the calls on it, which reject below
-    sessions.push(s);
+    const s = client.session();
+    opened.push(s);
     return s;
   };
-  let calls = 0;
-  const call = (s: ClientHttp2Session, method: string, body: Buffer, timeoutMs?: number): ClientHttp2Stream => {
-    const n = calls++;
-    const st = s.request({
-      ":method": "POST",
-      ":path": `${PUBSUB}/${method}`,
-      "content-type": "application/grpc",
-      te: "trailers",
-      "x-api-key": key,
-      ...CLIENT_HEADERS[n % CLIENT_HEADERS.length],
-      ...(timeoutMs === undefined ? {} : { "grpc-timeout": `${timeoutMs}m` }),
-    });
-    const framed = frameMessage(body);
-    const bytes = Array.isArray(framed) ? Buffer.concat(framed) : framed;
-    if (n % SPLIT_EVERY === SPLIT_EVERY - 1) setTimeout(() => st.end(bytes), SPLIT_DELAY_MS);
-    else st.end(bytes);
-    return st;
-  };
+  const call = (s: ClientHttp2Session, method: string, body: Buffer, timeoutMs?: number): ClientHttp2Stream => client.call(s, `${PUBSUB}/${method}`, body, timeoutMs);
   const expected = events * SUBSCRIBERS;
   let delivered = 0;
   let allDelivered: () => void = () => {};
@@ -256,7 +243,7 @@ async function publishAndDeliver(url: string, key: string, events: number, sessi
       await new Promise((r) => setTimeout(r, COMPILE_SETTLE_MS));
       collectGarbage();
     }
-    if (i % PING_EVERY === 0) for (const s of sessions) s.ping(() => {});
+    if (i % PING_EVERY === 0) for (const s of opened) s.ping(() => {});
     const req = pubsub["PublishEvent"]!.requestSerialize({
       topic: TOPIC,
       cloudevent: { id: `warmup-${i}`, source: "urn:platform-gateway:warmup", spec_version: "1.0", type: "platform.gateway.warmup", text_data: data },

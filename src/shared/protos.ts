@@ -2,7 +2,7 @@ import { fromJSON, type Options, type PackageDefinition } from "@grpc/proto-load
 import { createFileRegistry, fromBinary, type FileRegistry } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
-import { GATEWAY_DESCRIPTOR_SET, GATEWAY_LOADER_JSON } from "../gen/protos.js";
+import { GATEWAY_DESCRIPTOR_SET, GATEWAY_LOADER_JSON, WARMUP_DESCRIPTOR_SET, WARMUP_LOADER_JSON } from "../gen/protos.js";
 
 /**
  * The gateway's protos at run time, all generated from proto/ at build time by scripts/gen-protos.mjs (src/gen/,
@@ -48,16 +48,28 @@ function descriptorSetBytes(): Uint8Array {
  * `buf build` wrote, as reflection serves them.
  */
 export function gatewayFileDescriptors(): Uint8Array[] {
-  if (files) return files;
+  return (files ??= splitDescriptorSet(descriptorSetBytes()));
+}
+
+/** The encoded FileDescriptorProtos of a FileDescriptorSet, as they are (not re-encoded), in the set's order. */
+function splitDescriptorSet(set: Uint8Array): Uint8Array[] {
   const out: Uint8Array[] = [];
-  // FileDescriptorSet is `repeated FileDescriptorProto file = 1`: each file's bytes as they are, not re-encoded.
-  const reader = new BinaryReader(descriptorSetBytes());
+  // FileDescriptorSet is `repeated FileDescriptorProto file = 1`.
+  const reader = new BinaryReader(set);
   while (reader.pos < reader.len) {
     const [field, wire] = reader.tag();
     if (field === 1 && wire === WireType.LengthDelimited) out.push(reader.bytes());
     else reader.skip(wire);
   }
-  return (files = out);
+  return out;
+}
+
+/**
+ * The warm-up's echo backend (proto/platform/warmup/echo.proto, src/main/warmup-invoke.ts): its package definition
+ * (LOADER_OPTIONS) and its encoded FileDescriptorProtos with their imports, for its reflection service.
+ */
+export function warmupEchoProtos(): { pkg: PackageDefinition; files: Uint8Array[] } {
+  return { pkg: fromJSON(JSON.parse(WARMUP_LOADER_JSON), LOADER_OPTIONS), files: splitDescriptorSet(Buffer.from(WARMUP_DESCRIPTOR_SET, "base64")) };
 }
 
 /** The gateway's messages, enums and services as a @bufbuild/protobuf registry (wire checks, encoders, benches). */

@@ -11,6 +11,8 @@ import { createGateway } from "../../src/main/gateway.js";
 
 const KEY = "warmup-test-key";
 const EVENTS = 300;
+/** Enough for every value of each kind the echo record takes in turn (src/main/warmup-invoke.ts). */
+const CALLS = 40;
 
 describe("warm-up before listening", () => {
   let gw: TestGateway | undefined;
@@ -20,10 +22,11 @@ describe("warm-up before listening", () => {
     await rx?.close();
   });
 
-  it("publishes every warm-up event to every private subscriber before the gateway listens, and the gateway keeps none of it", async () => {
+  it("publishes every warm-up event to every private subscriber and echoes every warm-up invoke before the gateway listens, and the gateway keeps none of it", async () => {
     rx = await startOtlpReceiver();
     gw = await startTestGateway({
       warmupEvents: EVENTS,
+      warmupCalls: CALLS,
       apiKeys: [KEY],
       services: [{ name: "platform", pubsub: { pubsubName: "pubsub" } }],
       otlpTracesEndpoint: rx.url,
@@ -37,6 +40,9 @@ describe("warm-up before listening", () => {
     assert.equal(w["events"], EVENTS);
     assert.equal(w["deliveries"], EVENTS * (w["subscribers"] as number), "every event reached every private subscriber");
     assert.equal(w["traced"], true, "the real gateway traces, so the warm-up ran the traced path");
+    // Every invoke came back as its echo (the warm-up fails otherwise): gRPC, and REST too, as the test gateway serves
+    // HTTP on its main thread.
+    assert.equal(w["calls"], 2 * CALLS);
     assert.ok(msgs.indexOf("warmed up") < msgs.indexOf("gateway listening"));
     // Its closing garbage collection leaves V8's gc() unexposed, here and in any context made later.
     assert.equal(typeof (globalThis as { gc?: unknown }).gc, "undefined");
@@ -53,7 +59,16 @@ describe("warm-up before listening", () => {
     assert.equal(sub.got[0].cloudevent.id, "e-1");
     sub.call.cancel();
 
-    // Its metrics count only its own calls: one publish, one subscribe, no warm-up topic.
+    // The warm-up's echo backend is not one of its services.
+    for (const path of ["/v1/config/list-services", "/v1/gateway/list-services"]) {
+      const res = await fetch(`${gw.http}${path}`, { headers: { "x-api-key": KEY } });
+      assert.equal(res.status, 200, path);
+      const listed = JSON.stringify(await res.json());
+      if (path.startsWith("/v1/config")) assert.match(listed, /platform/, path);
+      assert.doesNotMatch(listed, /warmup|Echo/, path);
+    }
+
+    // Its metrics count only its own calls: one publish, one subscribe, no warm-up topic or backend.
     const text = await (await fetch(`${gw.http}/metrics`)).text();
     assert.doesNotMatch(text, /warmup/);
     assert.match(text, /^platform_grpc_requests_total\{method="io\.cloudevents\.v1\.Pubsub\/PublishEvent",code="OK"\} 1$/m);
@@ -65,12 +80,13 @@ describe("warm-up before listening", () => {
 
   it("runs its events through two private gateways in turn, each closed before the next starts, and its subscribers leave before each closes", async () => {
     const log: string[] = [];
-    const start = async (o: Parameters<typeof createGateway>[0]): Promise<{ grpcPort: number; close(): Promise<void> }> => {
+    const start = async (o: Parameters<typeof createGateway>[0]): Promise<{ grpcPort: number; httpPort: number; close(): Promise<void> }> => {
       const g = await createGateway(o);
       const n = log.filter((e) => e.startsWith("start")).length + 1;
       log.push(`start ${n}`);
       return {
         grpcPort: g.grpcPort,
+        httpPort: g.httpPort,
         close: async () => {
           // Every subscriber has reset its stream before the warm-up closes the gateway: none is left open.
           const open = Object.entries(g.resources()).filter(([name, count]) => (name === "pubsub.subscribers" || name === "pubsub.grpc-streams") && count > 0);
@@ -79,9 +95,10 @@ describe("warm-up before listening", () => {
         },
       };
     };
-    const report = await warmUp(validateGatewayOptions({ warmupEvents: 20 }), start);
+    const report = await warmUp(validateGatewayOptions({ warmupEvents: 20, warmupCalls: 10, threads: 2 }), start);
     assert.deepEqual(log, ["start 1", "close 1", "start 2", "close 2"]);
     assert.equal(report.deliveries, 20 * report.subscribers, "every event of both gateways reached every subscriber");
+    assert.equal(report.calls, 10, "with two HTTP threads REST runs in other isolates: gRPC invokes only");
   });
 
   it("a warm-up whose private gateway cannot start rejects with the reason and leaves nothing open", async () => {
@@ -98,7 +115,7 @@ describe("warm-up before listening", () => {
   it("a warm-up past its bound rejects naming it, and a private gateway that starts after that is closed at once", async () => {
     let closed = 0;
     const late = new Promise<{ grpcPort: number; close(): Promise<void> }>((resolve) =>
-      setTimeout(() => resolve({ grpcPort: 1, close: async () => void closed++ }), 200),
+      setTimeout(() => resolve({ grpcPort: 1, httpPort: 1, close: async () => void closed++ }), 200),
     );
     await assert.rejects(warmUp(validateGatewayOptions({ warmupEvents: 10 }), () => late, 50), /warm-up did not finish within 50 ms/);
     await waitFor(() => closed === 1, "the late private gateway closed", 2000);

@@ -1,8 +1,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { HELP, parseCli } from "../../src/main/cli-args.js";
-import { MAX_WARMUP_EVENTS, validateGatewayOptions } from "../../src/config/options.js";
-import { CLI_WARMUP_EVENTS } from "../../src/main/warmup.js";
+import { MAX_WARMUP_CALLS, MAX_WARMUP_EVENTS, validateGatewayOptions } from "../../src/config/options.js";
+import { CLI_WARMUP_CALLS, CLI_WARMUP_EVENTS } from "../../src/main/warmup.js";
 
 describe("command line and environment", () => {
   it("a flag wins over its environment variable", () => {
@@ -94,6 +94,17 @@ describe("command line and environment", () => {
     assert.throws(() => validateGatewayOptions({ warmupEvents: MAX_WARMUP_EVENTS + 1 }), /option warmupEvents must be at most 100000/);
     assert.throws(() => parseCli(["--warmup-events", "lots"], {}), /--warmup-events must be an integer/);
     assert.match(HELP, /--warmup-events <n> .*\n.* GATEWAY_WARMUP_EVENTS \(default 1000\)/);
+  });
+
+  it("--warmup-calls / GATEWAY_WARMUP_CALLS: JSON invokes through a private gateway before listening; 0 when embedding, the CLI's 1000", () => {
+    assert.deepEqual(parseCli(["--warmup-calls", "0"], { GATEWAY_WARMUP_CALLS: "5" }), { warmupCalls: 0 });
+    assert.deepEqual(parseCli([], { GATEWAY_WARMUP_CALLS: "200" }), { warmupCalls: 200 });
+    assert.equal(validateGatewayOptions({}).warmupCalls, 0);
+    assert.equal(CLI_WARMUP_CALLS, 1000);
+    assert.throws(() => validateGatewayOptions({ warmupCalls: -1 }), /option warmupCalls must be a non-negative integer/);
+    assert.throws(() => validateGatewayOptions({ warmupCalls: MAX_WARMUP_CALLS + 1 }), /option warmupCalls must be at most 20000/);
+    assert.throws(() => parseCli(["--warmup-calls", "lots"], {}), /--warmup-calls must be an integer/);
+    assert.match(HELP, /--warmup-calls <n> .*\n.* GATEWAY_WARMUP_CALLS \(default 1000\)/);
   });
 
   it("bad web pub/sub options name the option", () => {
