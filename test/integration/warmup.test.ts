@@ -114,7 +114,7 @@ describe("warm-up before listening", () => {
 
   it("a warm-up past its bound rejects naming it, and a private gateway that starts after that is closed at once", async () => {
     let closed = 0;
-    const late = new Promise<{ grpcPort: number; close(): Promise<void> }>((resolve) =>
+    const late = new Promise<{ grpcPort: number; httpPort: number; close(): Promise<void> }>((resolve) =>
       setTimeout(() => resolve({ grpcPort: 1, httpPort: 1, close: async () => void closed++ }), 200),
     );
     await assert.rejects(warmUp(validateGatewayOptions({ warmupEvents: 10 }), () => late, 50), /warm-up did not finish within 50 ms/);
