@@ -69,17 +69,18 @@ describe("CLI", () => {
   });
 
   it("logs one 'gateway listening' line with the bound ports, serves, and exits 0 on SIGTERM within the bound", async () => {
-    const gw = await startGatewayProcess(["--shutdown-timeout", "3000"]);
+    const gw = await startGatewayProcess(["--shutdown-timeout", "3000"], { GATEWAY_WARMUP_CALLS: "" });
     const listening = gw.stdout.filter((l) => l.includes('"msg":"gateway listening"'));
     assert.equal(listening.length, 1);
     const line = JSON.parse(listening[0]!) as { level: string; grpcPort: number; httpPort: number };
     assert.equal(line.level, "info");
     assert.ok(line.grpcPort > 0 && line.httpPort > 0);
-    // The CLI's default warm-up ran before it listened: every event reached every private subscriber.
+    // The CLI's default warm-up ran before it listened: every event reached every private subscriber, and every
+    // invoke came back as its echo.
     const warmed = gw.stdout.findIndex((l) => l.includes('"msg":"warmed up"'));
     assert.ok(warmed >= 0 && warmed < gw.stdout.indexOf(listening[0]!), "the warm-up is logged before 'gateway listening'");
-    const w = JSON.parse(gw.stdout[warmed]!) as { events: number; subscribers: number; deliveries: number };
-    assert.deepEqual([w.events, w.deliveries], [1000, 1000 * w.subscribers]);
+    const w = JSON.parse(gw.stdout[warmed]!) as { events: number; subscribers: number; deliveries: number; calls: number };
+    assert.deepEqual([w.events, w.deliveries, w.calls], [1000, 1000 * w.subscribers, 1000]);
     const res = await fetch(`http://127.0.0.1:${gw.httpPort}/v1/config/list-services`);
     assert.equal(res.status, 200);
     assert.deepEqual(((await res.json()) as { services: Array<{ name: string }> }).services.map((s) => s.name), ["platform"]);
