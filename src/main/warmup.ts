@@ -12,10 +12,11 @@ import { ECHO_BACKEND, invokeEcho, startEchoBackend } from "./warmup-invoke.js";
 import { WarmupClient } from "./warmup-client.js";
 
 /**
- * The CLI's warm-up: events published through a private gateway before the real one listens. V8 compiles a function
- * with TurboFan only after it has run many times, so a fresh process serves its first thousand or so events with the
- * publish and fan-out path still interpreted or being compiled, on the cores the deliveries need (BENCHMARKS.md,
- * "Session 22"). The private gateway runs the same code in the same isolate, so what it compiles the real one uses.
+ * The CLI's warm-up: events published, and JSON invokes made (src/main/warmup-invoke.ts), through private gateways
+ * before the real one listens. V8 compiles a function with TurboFan only after it has run many times, so a fresh
+ * process serves its first thousand or so events with the publish and fan-out path still interpreted or being
+ * compiled, on the cores the deliveries need (BENCHMARKS.md, "Session 22"), and its first invokes are its slowest
+ * ("Session 26"). The private gateways run the same code in the same isolate, so what they compile the real one uses.
  */
 export const CLI_WARMUP_EVENTS = 1000;
 export const CLI_WARMUP_CALLS = 1000;
@@ -78,8 +79,9 @@ export interface WarmupReport {
 }
 
 /**
- * Run `events` events through the gRPC publish and fan-out path of two private gateways in turn (FIRST_GATEWAY_SHARE),
- * closing each. A private gateway is the embedded runtime on 127.0.0.1 ephemeral ports with a random API key, so
+ * Run `warmupEvents` events through the gRPC publish and fan-out path of two private gateways in turn
+ * (FIRST_GATEWAY_SHARE), and `warmupCalls` JSON invokes to an echo backend in this process (the first gateway's before
+ * its events, the second's after them), closing each. A private gateway is the embedded runtime on 127.0.0.1 ephemeral ports with a random API key, so
  * nothing outside this process sees it: no sidecar, no Redis, none of the real gateway's ports, metrics or logs (it
  * logs errors only). When the real gateway traces, so do the private ones, at the same sampler, into a receiver in
  * this process that drops the spans.
