@@ -29,7 +29,8 @@ export class WarmupClient {
 
   constructor(
     private readonly url: string,
-    private readonly key: string,
+    /** The private gateway's API key, sent with every call. */
+    readonly key: string,
     private readonly sessions: ClientHttp2Session[],
   ) {}
 

@@ -82,7 +82,7 @@ function record(i: number): string {
  * REST runs in other isolates, which this warm-up cannot reach). Each in LANES lanes; each gRPC call under a deadline
  * that changes from call to call. Rejects on the first call that does not come back as a successful echo.
  */
-export async function invokeEcho(client: WarmupClient, httpPort: number, key: string, calls: number, rest: boolean): Promise<number> {
+export async function invokeEcho(client: WarmupClient, httpPort: number, calls: number, rest: boolean): Promise<number> {
   const method = (gatewayPackageDefinition()["platform.Gateway"] as grpc.ServiceDefinition)["InvokeJson"]!;
   const check = (what: string, r: { success?: boolean; status?: string; message?: string; response_data?: string }, i: number): void => {
     if (!r.success || JSON.parse(r.response_data ?? "{}").id !== `warmup-${i}`) throw new Error(`warm-up ${what} ${i} failed: ${r.status ?? "?"} ${(r.message ?? "").slice(0, 200)}`);
@@ -97,7 +97,7 @@ export async function invokeEcho(client: WarmupClient, httpPort: number, key: st
   const restCall = (i: number): Promise<void> =>
     new Promise<void>((resolve, reject) => {
       const body = JSON.stringify({ service: ECHO_BACKEND, method: "Echo", request_data: record(i) });
-      const req = request({ host: "127.0.0.1", port: httpPort, method: "POST", path: "/v1/gateway/invoke-json", agent, timeout: CALL_TIMEOUT_MS, headers: { "content-type": "application/json", "x-api-key": key } }, (res) => {
+      const req = request({ host: "127.0.0.1", port: httpPort, method: "POST", path: "/v1/gateway/invoke-json", agent, timeout: CALL_TIMEOUT_MS, headers: { "content-type": "application/json", "x-api-key": client.key } }, (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => {

@@ -81,9 +81,9 @@ export interface WarmupReport {
 /**
  * Run `warmupEvents` events through the gRPC publish and fan-out path of two private gateways in turn
  * (FIRST_GATEWAY_SHARE), and `warmupCalls` JSON invokes to an echo backend in this process (the first gateway's before
- * its events, the second's after them), closing each. A private gateway is the embedded runtime on 127.0.0.1 ephemeral ports with a random API key, so
- * nothing outside this process sees it: no sidecar, no Redis, none of the real gateway's ports, metrics or logs (it
- * logs errors only). When the real gateway traces, so do the private ones, at the same sampler, into a receiver in
+ * its events, the second's after them), closing each. A private gateway is the embedded runtime on 127.0.0.1
+ * ephemeral ports with a random API key, so nothing outside this process sees it: no sidecar, no Redis, none of the
+ * real gateway's ports, metrics or logs (it logs errors only). When the real gateway traces, so do the private ones, at the same sampler, into a receiver in
  * this process that drops the spans.
  * `timeoutMs` bounds the whole warm-up (30 s; tests shorten it).
  */
@@ -138,7 +138,7 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
       if (first > 0 || firstCalls > 0) {
         const a = await startPrivate();
         const client = new WarmupClient(`http://127.0.0.1:${a.grpcPort}`, key, sessions);
-        if (firstCalls > 0) calls += await invokeEcho(client, a.httpPort, key, firstCalls, rest);
+        if (firstCalls > 0) calls += await invokeEcho(client, a.httpPort, firstCalls, rest);
         if (first > 0) delivered += await publishAndDeliver(client, first, false);
         for (const s of sessions.splice(0)) s.destroy();
         gw = undefined;
@@ -148,7 +148,7 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
       const client = new WarmupClient(`http://127.0.0.1:${b.grpcPort}`, key, sessions);
       if (opts.warmupEvents > first) delivered += await publishAndDeliver(client, opts.warmupEvents - first, true);
       // After the events, so their collection does not throw away what these calls compile.
-      if (opts.warmupCalls > firstCalls) calls += await invokeEcho(client, b.httpPort, key, opts.warmupCalls - firstCalls, rest);
+      if (opts.warmupCalls > firstCalls) calls += await invokeEcho(client, b.httpPort, opts.warmupCalls - firstCalls, rest);
       return delivered;
     };
     const timeout = new Promise<never>((_, reject) => {
@@ -198,8 +198,8 @@ function collectGarbage(): void {
 /**
  * Subscribe SUBSCRIBERS streams to the warm-up topic, publish `events` events one after another (each under a
  * deadline, as clients send them), and resolve with the deliveries once every subscriber has every event and has
- * reset its stream. The requests look like real clients' (CLIENT_HEADERS, SPLIT_EVERY, PING_EVERY). `collect`: run
- * the full collection EVENTS_AFTER_COLLECTION events before the end.
+ * reset its stream. The requests look like real clients' (WarmupClient, and a PING every PING_EVERY events). `collect`:
+ * run the full collection EVENTS_AFTER_COLLECTION events before the end.
  */
 async function publishAndDeliver(client: WarmupClient, events: number, collect: boolean): Promise<number> {
   const pubsub = gatewayPackageDefinition()["io.cloudevents.v1.Pubsub"] as grpc.ServiceDefinition;
@@ -209,7 +209,6 @@ async function publishAndDeliver(client: WarmupClient, events: number, collect: 
     opened.push(s);
     return s;
   };
-  const call = (s: ClientHttp2Session, method: string, body: Buffer, timeoutMs?: number): ClientHttp2Stream => client.call(s, `${PUBSUB}/${method}`, body, timeoutMs);
   const expected = events * SUBSCRIBERS;
   let delivered = 0;
   let allDelivered: () => void = () => {};
@@ -217,7 +216,7 @@ async function publishAndDeliver(client: WarmupClient, events: number, collect: 
   const subscriptions: ClientHttp2Stream[] = [];
   const subscribe = (s: ClientHttp2Session): Promise<void> =>
     new Promise((resolve, reject) => {
-      const st = call(s, "Subscribe", pubsub["Subscribe"]!.requestSerialize({ topics: [TOPIC] }));
+      const st = client.call(s, `${PUBSUB}/Subscribe`, pubsub["Subscribe"]!.requestSerialize({ topics: [TOPIC] }));
       subscriptions.push(st);
       // Count whole gRPC messages: a 5-byte prefix, then the message. Not the server's MessageDecoder: a second
       // subclass of it in this isolate would make its hot call sites polymorphic for the real gateway.
@@ -250,15 +249,7 @@ async function publishAndDeliver(client: WarmupClient, events: number, collect: 
       topic: TOPIC,
       cloudevent: { id: `warmup-${i}`, source: "urn:platform-gateway:warmup", spec_version: "1.0", type: "platform.gateway.warmup", text_data: data },
     });
-    await new Promise<void>((resolve, reject) => {
-      const st = call(publisher, "PublishEvent", req, WARMUP_TIMEOUT_MS - (i % DEADLINE_STEPS));
-      let status: string | undefined;
-      st.on("trailers", (t) => (status = String(t["grpc-status"])));
-      st.on("response", (h) => (status ??= h["grpc-status"] === undefined ? undefined : String(h["grpc-status"])));
-      st.resume();
-      st.on("close", () => (status === "0" ? resolve() : reject(new Error(`warm-up publish ended with grpc-status ${status ?? "none"}`))));
-      st.on("error", reject);
-    });
+    await client.unary(publisher, `${PUBSUB}/PublishEvent`, req, WARMUP_TIMEOUT_MS - (i % DEADLINE_STEPS));
   }
   if (expected > 0) await done;
   // The subscribers leave as clients that unsubscribe do: each stream reset (RST_STREAM CANCEL), the connection kept.

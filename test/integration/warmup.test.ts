@@ -1,10 +1,13 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { runInNewContext } from "node:vm";
+import type { ClientHttp2Session } from "node:http2";
 import { startTestGateway, waitFor, withKey, type TestGateway } from "../support/gateway.js";
 import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.js";
 import { event, publish, subscribe } from "./pubsub-support.js";
 import { warmUp } from "../../src/main/warmup.js";
+import { invokeEcho } from "../../src/main/warmup-invoke.js";
+import { WarmupClient } from "../../src/main/warmup-client.js";
 import { validateGatewayOptions } from "../../src/config/options.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createGateway } from "../../src/main/gateway.js";
@@ -99,6 +102,19 @@ describe("warm-up before listening", () => {
     assert.deepEqual(log, ["start 1", "close 1", "start 2", "close 2"]);
     assert.equal(report.deliveries, 20 * report.subscribers, "every event of both gateways reached every subscriber");
     assert.equal(report.calls, 10, "with two HTTP threads REST runs in other isolates: gRPC invokes only");
+  });
+
+  it("an invoke that does not come back as its echo fails the warm-up, naming the call and the gateway's answer", async () => {
+    // A gateway with no echo backend registered: the first InvokeJson is answered, unsuccessfully.
+    const bare = await startTestGateway({ apiKeys: [KEY], services: [{ name: "platform", pubsub: { pubsubName: "pubsub" } }] });
+    const sessions: ClientHttp2Session[] = [];
+    try {
+      const httpPort = Number(new URL(bare.http).port);
+      await assert.rejects(invokeEcho(new WarmupClient(`http://${bare.grpcAddress}`, KEY, sessions), httpPort, 3, false), /warm-up InvokeJson 0 failed: .*warmup-echo/);
+    } finally {
+      for (const s of sessions) s.destroy();
+      await bare.close();
+    }
   });
 
   it("a warm-up whose private gateway cannot start rejects with the reason and leaves nothing open", async () => {
