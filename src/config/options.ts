@@ -124,7 +124,8 @@ export interface GatewayOptions {
   warmupEvents?: number;
   /**
    * Before listening, make this many JSON invokes through the private gateway to an echo backend in this process (on
-   * gRPC, and on REST too with `threads: 1`), so V8 has compiled the invoke path (src/main/warmup-invoke.ts). 0: none.
+   * gRPC, and on REST too with `threads: 1`), and as many REST invokes on each uWS thread before it listens, so V8 has
+   * compiled the invoke path in every isolate (src/main/warmup-invoke.ts, src/threads/warmup.ts). 0: none.
    * Default 0; the CLI's default is 1000.
    */
   warmupCalls?: number;

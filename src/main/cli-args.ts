@@ -41,7 +41,7 @@ Options (each has an environment variable; the flag wins):
   --pubsub-event-bytes <n>    nominal event size; web bound = 1024 x n GATEWAY_PUBSUB_EVENT_BYTES (default 1024)
   --warmup-events <n>     events through a private gateway before listening, 0 = none (docs/warmup.md)
                                                                 GATEWAY_WARMUP_EVENTS (default 1000)
-  --warmup-calls <n>      JSON invokes through it before listening, 0 = none (docs/warmup.md)
+  --warmup-calls <n>      JSON invokes through it (and each HTTP thread) before listening, 0 = none
                                                                 GATEWAY_WARMUP_CALLS (default 1000)
   --threads <n>           threads serving the HTTP port (REST, WebSocket, SSE; 1 = main thread only)
                                                                 GATEWAY_THREADS (default: the number of cores)

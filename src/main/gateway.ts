@@ -18,7 +18,7 @@ import { createLogger, type Logger } from "../observe/logger.js";
 import { createMetrics, type Metrics } from "../observe/metrics.js";
 import { OPENMETRICS_CONTENT_TYPE, openMetricsText, wantsOpenMetrics } from "../observe/openmetrics.js";
 import { createConfigOps } from "../ops/config.js";
-import { loadRegistry, tracerOptions, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
+import { loadRegistry, tracerOptions, validateGatewayOptions, type GatewayOptions, type ValidatedOptions } from "../config/options.js";
 import { createTracer } from "../observe/tracing.js";
 import { settleWithin } from "../shared/timers.js";
 import { createPubsubFacility } from "../facilities/pubsub.js";
@@ -29,7 +29,8 @@ import { createSidecarCallbackFacility } from "../facilities/sidecar-callback.js
 import { createStateFacility } from "../facilities/state.js";
 import { createTriggerFacility } from "../facilities/trigger.js";
 import { startUwsThreads, type UwsThreads } from "../threads/uws-threads.js";
-import { warmUp } from "./warmup.js";
+import type { ThreadWarmup } from "../threads/warmup.js";
+import { startWarmupBackends, warmUp } from "./warmup.js";
 
 /** A running gateway. */
 export interface Gateway {
@@ -87,6 +88,22 @@ const RELEASE_GRACE_MS = 1000;
 function endpointForLog(url: string): string {
   const u = new URL(url);
   return `${u.origin}${u.pathname}`;
+}
+
+/**
+ * What the uWS threads warm up with (src/threads/warmup.ts): the echo backend, and the dropping span receiver when
+ * tracing, open until the threads have started. Undefined without `--warmup-calls`, or when these could not start
+ * (logged: the threads then start cold).
+ */
+async function threadWarmup(opts: ValidatedOptions, logger: Logger): Promise<{ thread: ThreadWarmup; close(): Promise<void> } | undefined> {
+  if (opts.warmupCalls === 0) return undefined;
+  try {
+    const b = await startWarmupBackends(opts);
+    return { thread: { echoPort: b.echoPort!, calls: opts.warmupCalls, ...(b.tracesEndpoint ? { tracesEndpoint: b.tracesEndpoint } : {}) }, close: () => b.close() };
+  } catch (e) {
+    logger.warn({ err: (e as Error).message }, "thread warm-up backends did not start: the threads start cold");
+    return undefined;
+  }
 }
 
 /** Start a gateway: load config, create the runtime, start both servers. Rejects with a GatewayError on bad options. */
@@ -248,6 +265,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     grpcPort = await front.listen();
     listenedGrpcPort = grpcPort;
     if (opts.threads > 1) {
+      const warmup = await threadWarmup(opts, logger);
       threads = await startUwsThreads({
         count: opts.threads,
         // Each thread validates these again; what came from the environment or was drawn at random is fixed here,
@@ -263,7 +281,8 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
         conversionSlots: slots,
         schemas: dispatch.schemas,
         ...(overrides.threadEventBacklog !== undefined ? { maxBacklog: overrides.threadEventBacklog } : {}),
-      });
+        ...(warmup ? { warmup: warmup.thread } : {}),
+      }).finally(() => warmup?.close());
     } else {
       const parts = { auth, logger, metrics, isClosing: () => closing, appHooks: facilities.flatMap((f) => f.appHooks ?? []), dynamic: dispatch.transcoding.routes };
       rest = await startRestServer(opts.host, opts.httpPort, routes, gatewayServerDeps(opts, parts));

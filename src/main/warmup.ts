@@ -8,7 +8,8 @@ import { gatewayPackageDefinition } from "../shared/protos.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { Code } from "../shared/code.js";
 import type { GatewayOptions, ValidatedOptions } from "../config/options.js";
-import { ECHO_BACKEND, invokeEcho, startEchoBackend } from "./warmup-invoke.js";
+import { ECHO_BACKEND } from "../threads/warmup.js";
+import { invokeEcho, startEchoBackend } from "./warmup-invoke.js";
 import { WarmupClient } from "./warmup-client.js";
 
 /**
@@ -90,7 +91,6 @@ export interface WarmupReport {
 export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) => Promise<PrivateGateway>, timeoutMs = WARMUP_TIMEOUT_MS): Promise<WarmupReport> {
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
-  const sink = opts.otlpTracesEndpoint ? await startDroppingSink() : undefined;
   const key = randomBytes(16).toString("hex");
   let gw: PrivateGateway | undefined;
   /** Set once warmUp returns: a private gateway that finishes starting after that is closed at once. */
@@ -101,12 +101,13 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
   let calls = 0;
   // REST runs in this isolate only with one HTTP thread; with more, each thread is an isolate of its own.
   const rest = opts.threads === 1;
-  let echo: Awaited<ReturnType<typeof startEchoBackend>> | undefined;
+  let backends: WarmupBackends | undefined;
   try {
-    if (opts.warmupCalls > 0) echo = await startEchoBackend();
+    backends = await startWarmupBackends(opts);
+    const { echoPort, tracesEndpoint } = backends;
     const startPrivate = async (): Promise<PrivateGateway> => {
       const started = await start({
-        services: [{ name: "warmup", pubsub: { pubsubName: "warmup" } }, ...(echo ? [{ name: ECHO_BACKEND, grpc: { host: "127.0.0.1", port: echo.port } }] : [])],
+        services: [{ name: "warmup", pubsub: { pubsubName: "warmup" } }, ...(echoPort !== undefined ? [{ name: ECHO_BACKEND, grpc: { host: "127.0.0.1", port: echoPort } }] : [])],
         host: "127.0.0.1",
         grpcPort: 0,
         httpPort: 0,
@@ -115,9 +116,9 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
         conversionWorkers: 1,
         logLevel: "error",
         ...(opts.logDestination ? { logDestination: opts.logDestination } : {}),
-        ...(sink
+        ...(tracesEndpoint
           ? {
-              otlpTracesEndpoint: `http://127.0.0.1:${sink.port}/v1/traces`,
+              otlpTracesEndpoint: tracesEndpoint,
               otlpTracesProtocol: opts.otlpTracesProtocol,
               traceSampler: opts.traceSampler,
               traceSamplerArg: opts.traceSamplerArg,
@@ -165,8 +166,7 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
     clearTimeout(timer);
     for (const s of sessions) s.destroy();
     await (gw as PrivateGateway | undefined)?.close();
-    await sink?.close();
-    echo?.close();
+    await backends?.close();
   }
   // The private gateway is gone; V8's background compiler finishes what its last events queued.
   await new Promise((r) => setTimeout(r, COMPILE_SETTLE_MS));
@@ -178,7 +178,7 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
     calls,
     ms: Math.round(performance.now() - t0),
     cpuMs: Math.round((cpu.user + cpu.system) / 1000),
-    traced: sink !== undefined,
+    traced: Boolean(opts.otlpTracesEndpoint),
   };
 }
 
@@ -259,6 +259,35 @@ async function publishAndDeliver(client: WarmupClient, events: number, collect: 
   }
   await new Promise((r) => setTimeout(r, CANCEL_SETTLE_MS));
   return delivered;
+}
+
+/** What the private gateways (and the uWS threads' warm-up, src/threads/warmup.ts) call and export to, in this process. */
+export interface WarmupBackends {
+  /** The echo backend's port on 127.0.0.1, when the warm-up makes invokes. */
+  readonly echoPort?: number;
+  /** The OTLP/HTTP traces URL of a receiver that drops every span, when the gateway traces. */
+  readonly tracesEndpoint?: string;
+  close(): Promise<void>;
+}
+
+/** The echo backend when `opts.warmupCalls` > 0, and the dropping span receiver when the gateway traces. */
+export async function startWarmupBackends(opts: ValidatedOptions): Promise<WarmupBackends> {
+  const echo = opts.warmupCalls > 0 ? await startEchoBackend() : undefined;
+  let sink: Awaited<ReturnType<typeof startDroppingSink>> | undefined;
+  try {
+    sink = opts.otlpTracesEndpoint ? await startDroppingSink() : undefined;
+  } catch (e) {
+    echo?.close();
+    throw e;
+  }
+  return {
+    ...(echo ? { echoPort: echo.port } : {}),
+    ...(sink ? { tracesEndpoint: `http://127.0.0.1:${sink.port}/v1/traces` } : {}),
+    async close() {
+      echo?.close();
+      await sink?.close();
+    },
+  };
 }
 
 /** An OTLP/HTTP receiver on 127.0.0.1 that reads each export and answers 200, keeping nothing. */

@@ -3,6 +3,7 @@ import type { GatewayOptions } from "../config/options.js";
 import type { Route } from "../http/router.js";
 import type { WorkerSlots } from "../workers/worker-slots.js";
 import type { PositionScheme } from "../web/positions.js";
+import type { ThreadWarmup } from "./warmup.js";
 
 /**
  * Messages of the event stream posted to one thread and not yet acknowledged past which the main thread stops posting
@@ -52,6 +53,8 @@ export interface ThreadData {
   conversionSlots: WorkerSlots;
   /** The main hub's sequence word (one for every thread) and this thread's posted count. */
   clock: EventClock;
+  /** Invokes to warm up with before listening (warmup.ts): at the gateway's start with `--warmup-calls`, never on a restart. */
+  warmup?: ThreadWarmup;
 }
 
 /** A forwarded REST request: the route it matched on the thread (auth and the shutdown gate already passed there). */

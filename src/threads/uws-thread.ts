@@ -36,6 +36,7 @@ import { BRIDGE_MAX_PENDING, BRIDGE_TIMEOUT_MS, type RouteSpec, type RouteWire, 
 import { createBridge, withTransfer } from "./bridge.js";
 import { ownBuffer } from "../http/free-buffer.js";
 import { threadUpstream } from "./thread-upstream.js";
+import { warmUpThread } from "./warmup.js";
 
 const data = workerData as ThreadData;
 /** Bounds on flushing this thread's queued spans when it closes, ms. */
@@ -45,6 +46,8 @@ const port = parentPort!;
 
 /** This thread's uWS app once listening. Node aborts the process when a thread's loop closes with its sockets open. */
 let rest: RestServer | undefined;
+/** The warm-up's private uWS app while it is open (warmup.ts). */
+let warming: RestServer | undefined;
 /** Set once this thread (or the process) is going away: nothing may start listening after it. */
 let exiting = false;
 /**
@@ -53,6 +56,7 @@ let exiting = false;
  */
 function closeSockets(): void {
   exiting = true;
+  warming?.closeAll();
   rest?.closeAll();
   Atomics.store(data.closedFlag, 0, 1);
   Atomics.notify(data.closedFlag, 0);
@@ -193,6 +197,15 @@ async function main(): Promise<void> {
     }
   });
 
+  if (data.warmup && !exiting) {
+    const t0 = performance.now();
+    try {
+      const calls = await warmUpThread(data.warmup, opts, { slots: slotsOfPool(data.conversionSlots, data.index), logger: threadLogger("error"), runtime: NO_RUNTIME, track: (s) => (warming = s) });
+      logger.info({ calls, ms: Math.round(performance.now() - t0) }, "thread warmed up");
+    } catch (e) {
+      logger.warn({ err: GatewayError.from(e).rawMessage }, "thread warm-up failed: starting cold");
+    }
+  }
   // Checked right before listening (startRestServer listens synchronously): once the process is exiting, a thread still
   // starting must not open a socket the exit would find.
   if (exiting) throw new GatewayError(Code.UNAVAILABLE, "the process is exiting");

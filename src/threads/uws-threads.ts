@@ -17,6 +17,7 @@ import { createInvokeOffload } from "./thread-invoke.js";
 import { threadsHealth, threadsMetrics } from "./thread-observe.js";
 import { forwardedHandlers } from "./thread-routes.js";
 import { createThreadSpawner, type Slot } from "./thread-spawn.js";
+import type { ThreadWarmup } from "./warmup.js";
 
 /** What the uWS worker threads need of the main thread. */
 export interface UwsThreadsDeps {
@@ -40,6 +41,8 @@ export interface UwsThreadsDeps {
   schemas: Pick<DispatchFacility["schemas"], "get" | "onChange">;
   /** Bound on event-stream messages posted to a thread and not yet handled there. Default MAX_THREAD_BACKLOG. */
   maxBacklog?: number;
+  /** Invokes each thread makes before it listens (warmup.ts); a thread restarted later starts without. */
+  warmup?: ThreadWarmup;
 }
 
 /** The running uWS worker threads. */
@@ -95,10 +98,12 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
   });
   /** Routes the first thread to become ready reported (UwsThreads.routes). */
   const served: string[] = [];
+  /** Handed to the threads of the first start only: the echo backend it names lives no longer. */
+  let warmup = deps.warmup;
   const spawner = createThreadSpawner({
     logger: deps.logger,
     logSink: deps.logSink,
-    data: (index, closedFlag, clock) => ({ index, options: { ...deps.options, httpPort: port }, positions: hub.scheme, routes, closedFlag, clock, conversionSlots: deps.conversionSlots }),
+    data: (index, closedFlag, clock) => ({ index, options: { ...deps.options, httpPort: port }, positions: hub.scheme, routes, closedFlag, clock, conversionSlots: deps.conversionSlots, ...(warmup ? { warmup } : {}) }),
     events,
     handlers: {
       ...forwardedHandlers(deps.routes, deps.pubsub),
@@ -118,6 +123,7 @@ export async function startUwsThreads(deps: UwsThreadsDeps): Promise<UwsThreads>
   /** The threads that started (a restart keeps its slot). */
   const slots: Slot[] = [];
   const results = await Promise.allSettled(Array.from({ length: deps.count }, (_, i) => spawner.start(i + 1)));
+  warmup = undefined;
   for (const r of results) if (r.status === "fulfilled") slots.push(r.value);
   const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
   if (failed) {

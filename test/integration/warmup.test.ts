@@ -11,10 +11,27 @@ import { WarmupClient } from "../../src/main/warmup-client.js";
 import { validateGatewayOptions } from "../../src/config/options.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createGateway } from "../../src/main/gateway.js";
+import { Writable } from "node:stream";
+import { createServer } from "node:net";
+import { warmUpThread } from "../../src/threads/warmup.js";
+import { createWorkerSlots } from "../../src/workers/worker-slots.js";
+import { createLogger } from "../../src/observe/logger.js";
+import type { RestServer } from "../../src/http/router.js";
+import type { Runtime } from "../../src/runtime/runtime.js";
+import { startOrderBackend } from "../support/backends/order-backend.js";
+
+/** A loopback port that was free a moment ago and has nothing listening on it. */
+async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
 
 const KEY = "warmup-test-key";
 const EVENTS = 300;
-/** Enough for every value of each kind the echo record takes in turn (src/main/warmup-invoke.ts). */
+/** Enough for every value of each kind the echo record takes in turn (src/threads/warmup.ts). */
 const CALLS = 40;
 
 describe("warm-up before listening", () => {
@@ -79,6 +96,73 @@ describe("warm-up before listening", () => {
     await waitFor(() => rx!.spans.some((s) => s.name === "publish orders"), "the real publish span");
     const foreign = rx.spans.filter((s) => Object.values(s.attributes).some((v) => String(v).includes("warmup")) || s.name.includes("warmup"));
     assert.deepEqual(foreign, []);
+  });
+
+  it("with two HTTP threads each thread warms up its own REST invoke path before listening, keeps none of it, and a restarted thread starts without", async () => {
+    const backend = await startOrderBackend();
+    const trx = await startOtlpReceiver();
+    const g = await startTestGateway({
+      threads: 2,
+      warmupCalls: CALLS,
+      apiKeys: [KEY],
+      services: [{ name: "orders", grpc: { host: "127.0.0.1", port: backend.port } }],
+      otlpTracesEndpoint: trx.url,
+      traceExportDelayMs: 20,
+      tokenSecret: "warmup-test-token-secret",
+    });
+    try {
+      const msgs = g.logs.map((l) => l["msg"]);
+      const threads = g.logs.filter((l) => l["msg"] === "thread warmed up");
+      assert.deepEqual(threads.map((l) => [l["thread"], l["calls"]]).sort(), [[1, CALLS], [2, CALLS]], "every REST invoke of each thread came back as its echo");
+      assert.ok(msgs.lastIndexOf("thread warmed up") < msgs.indexOf("gateway listening"));
+      // The main thread's warm-up invokes over gRPC only: REST is the threads'.
+      assert.equal(g.logs.find((l) => l["msg"] === "warmed up")?.["calls"], CALLS);
+      assert.equal(g.logs.filter((l) => l["level"] === "warn" || l["level"] === "error").length, 0, JSON.stringify(g.logs.filter((l) => l["level"] === "warn" || l["level"] === "error")));
+
+      // The threads serve REST invoke to the real backend, and count and trace only that.
+      for (let i = 0; i < 4; i++) {
+        const res = await fetch(`${g.http}/v1/gateway/invoke-json`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": KEY },
+          body: JSON.stringify({ service: "orders", method: "GetOrder", request_data: JSON.stringify({ orderId: `o-${i}` }) }),
+        });
+        assert.equal(res.status, 200);
+        assert.equal(((await res.json()) as { success: boolean }).success, true);
+      }
+      const text = await (await fetch(`${g.http}/metrics`)).text();
+      assert.doesNotMatch(text, /warmup/);
+      assert.match(text, /^platform_gateway_invocations_total\{service="orders",code="OK"\} 4$/m);
+      assert.match(text, /^platform_http_requests_total\{route="\/v1\/gateway\/invoke-json",method="POST",status="200"\} 4$/m);
+      await waitFor(() => trx.spans.filter((s) => s.name === "POST /v1/gateway/invoke-json").length === 4, "the four REST server spans");
+      const foreign = trx.spans.filter((s) => Object.values(s.attributes).some((v) => String(v).includes("warmup")) || s.name.includes("warmup") || s.name.includes("Echo"));
+      assert.deepEqual(foreign, []);
+
+      // A thread started again after a crash has no echo backend to call: it starts cold, without a word of warm-up.
+      g.gateway.threads!.crash(1);
+      await waitFor(() => g.logs.some((l) => l["msg"] === "uWS worker thread started again" && l["thread"] === 1), "the thread restarted", 30_000);
+      assert.equal(g.logs.filter((l) => l["msg"] === "thread warmed up" || /thread warm-up/.test(String(l["msg"]))).length, 2);
+    } finally {
+      await g.close();
+      await trx.close();
+      backend.close();
+    }
+  });
+
+  it("a thread's warm-up whose backend does not answer rejects naming the call, and closes its private server", async () => {
+    const opts = validateGatewayOptions({ threads: 2 });
+    const tracked: Array<RestServer | undefined> = [];
+    const logs: string[] = [];
+    const logger = createLogger("error", new Writable({ write: (c: Buffer, _e, cb) => (logs.push(c.toString()), cb()) }));
+    // A port nothing listens on: the first call's reflection fails, and with it the call.
+    const port = await closedPort();
+    await assert.rejects(
+      warmUpThread({ echoPort: port, calls: 3 }, opts, { slots: createWorkerSlots(1), logger, runtime: {} as Runtime, track: (s) => tracked.push(s) }),
+      /warm-up invoke-json \d+ failed: UNAVAILABLE backend 127\.0\.0\.1:\d+ is unavailable/,
+    );
+    assert.equal(tracked.length, 2);
+    assert.equal(tracked[1], undefined, "the private server was closed");
+    const res = await fetch(`http://127.0.0.1:${tracked[0]!.port}/health`).catch((e: Error) => e);
+    assert.ok(res instanceof Error, "nothing listens on the private port any more");
   });
 
   it("runs its events through two private gateways in turn, each closed before the next starts, and its subscribers leave before each closes", async () => {

@@ -1,0 +1,244 @@
+/**
+ * The invoke warm-up's REST half (docs/warmup.md): JSON invokes of the echo backend through a private REST server, so
+ * V8 has compiled the REST invoke path (the uWS front, schema lookup, JSON <-> protobuf conversion, the backend call)
+ * before the first client. With `--threads 1` the main thread serves REST and its warm-up (src/main/warmup.ts) calls
+ * `restInvokes` through its private gateways. With more threads each uWS thread is a V8 isolate of its own, which
+ * nothing on the main thread can warm: `warmUpThread` runs in the thread, before it listens on the gateway's port,
+ * with private dispatch facilities of its own against the main thread's echo backend.
+ */
+import { Agent, request } from "node:http";
+import { randomBytes } from "node:crypto";
+import { Code } from "../shared/code.js";
+import { GatewayError } from "../shared/gateway-error.js";
+import { settleWithin } from "../shared/timers.js";
+import { warmupEchoProtos } from "../shared/protos.js";
+import type { Runtime } from "../runtime/runtime.js";
+import type { ReflectionResult } from "../backends/reflection-client.js";
+import type { WorkerSlots } from "../workers/worker-slots.js";
+import { loadRegistry, tracerOptions, validateGatewayOptions, type ValidatedOptions } from "../config/options.js";
+import type { Logger } from "../observe/logger.js";
+import { createMetrics } from "../observe/metrics.js";
+import { createTracer } from "../observe/tracing.js";
+import { createAuthenticator } from "../ops/auth.js";
+import type { GatewayContext } from "../ops/context.js";
+import { startRestServer, type RestServer } from "../http/router.js";
+import { gatewayServerDeps } from "../http/server-deps.js";
+import { createDispatchFacility } from "../facilities/dispatch.js";
+
+/** The service name private gateways register the echo backend under. */
+export const ECHO_BACKEND = "warmup-echo";
+/** The echo backend's gRPC service (proto/platform/warmup/echo.proto). */
+export const ECHO_SERVICE = "platform.warmup.v1.Echo";
+/** Calls in flight at once on each front: a few, as a client pool keeps them. */
+export const LANES = 4;
+/** Each call's deadline is this less 0..999 ms: it changes from call to call, as a client's does. */
+export const CALL_TIMEOUT_MS = 30_000;
+/** Bound on a thread's whole warm-up; past it the thread starts cold. */
+const THREAD_WARMUP_TIMEOUT_MS = 30_000;
+/** Bound on flushing a private facility's spans into the dropping receiver. */
+const TRACE_FLUSH_MS = 1000;
+/**
+ * The calls go through two private facilities in turn, this share through the first: compiled code records the
+ * closures it called, and once two instances have run V8's feedback names their shared code, which holds for the
+ * thread's real facility too (src/main/warmup.ts, FIRST_GATEWAY_SHARE).
+ */
+const FIRST_SHARE = 0.3;
+
+/** What a uWS thread is handed to warm up with (ThreadData.warmup): only at the gateway's start, not on a restart. */
+export interface ThreadWarmup {
+  /** The main thread's echo backend, on 127.0.0.1. */
+  echoPort: number;
+  /** JSON invokes to make (`--warmup-calls`). */
+  calls: number;
+  /** Where the private facilities export their spans when the gateway traces: a receiver that drops them. */
+  tracesEndpoint?: string;
+}
+
+/**
+ * Values of each kind as JSON clients send them, taken in turn: compiled conversion code keeps the branches and number
+ * representations it saw, so a warm-up with one kind of value leaves the others cold. 64-bit integers as small and
+ * large decimal strings (past 2^53, the type's bounds), negative, and as JSON numbers; doubles integral and not;
+ * times in every month (January and February take another branch of the day count), with and without fractions.
+ */
+const INT64S: ReadonlyArray<string | number> = ["0", "12", "-3", "9007199254740993", "-9223372036854775808", 42, "123456789012345", "9223372036854775807"];
+const UINT64S: ReadonlyArray<string | number> = ["18446744073709551615", "0", "7", "9007199254740993", 1234];
+const DOUBLES: readonly number[] = [30, 3.5, 0, 0.001, 123456.75, -2];
+const INT32S: readonly number[] = [1299, 0, -5, 2147483647];
+const YEARS: readonly number[] = [2026, 1970, 1999, 2100];
+const FRACTIONS: readonly string[] = ["", ".6", ".125", ".123456789"];
+const DURATIONS: readonly string[] = ["90s", "0.5s", "1.000000001s", "-2s", "0s", "3600s"];
+const NAMES: readonly string[] = ["Bench claw hammer", "Warm-up record", "Hammer \u2013 caf\u00e9", ""];
+
+/** The `i`th value of `list`, taken in turn. */
+const nth = <T>(list: readonly T[], i: number): T => list[i % list.length]!;
+
+/** The request of call `i`: every field set, each taking the values above in turn, lists and maps of changing length. */
+export function echoRecord(i: number): string {
+  const month = (i % 12) + 1;
+  const time = `${nth(YEARS, i)}-${String(month).padStart(2, "0")}-${String((i % 28) + 1).padStart(2, "0")}T0${i % 10}:04:05${nth(FRACTIONS, i)}Z`;
+  return JSON.stringify({
+    id: `warmup-${i}`,
+    displayName: nth(NAMES, i),
+    count: nth(INT64S, i),
+    serial: nth(UINT64S, i),
+    kind: i % 2 === 0 ? "KIND_SMALL" : "KIND_LARGE",
+    tags: Array.from({ length: i % 5 }, (_, t) => `tag-${t}`),
+    counts: { north: nth(INT64S, i + 1), south: nth(INT64S, i + 2), ...(i % 2 === 0 ? { east: nth(INT64S, i + 3) } : {}) },
+    size: { width: nth(DOUBLES, i), height: nth(DOUBLES, i + 1) },
+    ...(i % 2 === 0 ? { cents: nth(INT32S, i) } : { quote: "on request" }),
+    updatedAt: time,
+    leadTime: nth(DURATIONS, i),
+    attributes: { color: "red", weight: nth(DOUBLES, i), fragile: i % 2 === 0, dims: [1, 2.5, i], extra: null, nested: { a: "b" } },
+    blob: Buffer.from(`blob-${"x".repeat(i % 4)}`).toString("base64"),
+    note: "handle with care",
+    level: i % 7,
+    active: i % 2 === 1,
+    ratio: nth(DOUBLES, i + 2),
+    sizes: Array.from({ length: i % 3 }, (_, k) => ({ width: nth(DOUBLES, i + k), height: nth(DOUBLES, k) })),
+  });
+}
+
+/** An invoke's reply as both fronts carry it. */
+interface EchoReply {
+  success?: boolean;
+  status?: string;
+  message?: string;
+  response_data?: string;
+}
+
+/** Throws unless `r` is the successful echo of call `i`, naming the call (`what`) and the reply's status. */
+export function checkEcho(what: string, r: EchoReply, i: number): void {
+  if (!r.success || JSON.parse(r.response_data ?? "{}").id !== `warmup-${i}`) throw new Error(`warm-up ${what} ${i} failed: ${r.status ?? "?"} ${(r.message ?? "").slice(0, 200)}`);
+}
+
+/** Run `call(0)` .. `call(calls - 1)` in LANES lanes; rejects with the first failure. */
+export async function inLanes(calls: number, call: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: LANES }, async () => {
+      while (next < calls) await call(next++);
+    }),
+  );
+}
+
+/**
+ * `calls` JSON invokes of the echo backend through REST invoke-json on 127.0.0.1:`httpPort` with `key`, in LANES
+ * lanes over kept-alive connections. Rejects on the first call that does not come back as a successful echo.
+ */
+export async function restInvokes(httpPort: number, key: string, calls: number): Promise<void> {
+  const agent = new Agent({ keepAlive: true, maxSockets: LANES });
+  const call = (i: number): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const body = JSON.stringify({ service: ECHO_BACKEND, method: "Echo", request_data: echoRecord(i) });
+      const req = request({ host: "127.0.0.1", port: httpPort, method: "POST", path: "/v1/gateway/invoke-json", agent, timeout: CALL_TIMEOUT_MS, headers: { "content-type": "application/json", "x-api-key": key } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          try {
+            if (res.statusCode !== 200) throw new Error(`warm-up invoke-json ${i} answered ${res.statusCode}: ${Buffer.concat(chunks).toString().slice(0, 200)}`);
+            checkEcho("invoke-json", JSON.parse(Buffer.concat(chunks).toString()) as EchoReply, i);
+            resolve();
+          } catch (e) {
+            reject(e);
+          }
+        });
+        res.on("error", reject);
+      });
+      req.on("timeout", () => req.destroy(new Error(`warm-up invoke-json ${i} timed out`)));
+      req.on("error", reject);
+      req.end(body);
+    });
+  try {
+    await inLanes(calls, call);
+  } finally {
+    agent.destroy();
+  }
+}
+
+/** The echo backend's schema as the main thread would hand it to a thread (a uWS thread does not reflect itself). */
+function echoSchema(): ReflectionResult {
+  return { files: warmupEchoProtos().files, services: [ECHO_SERVICE], version: "v1" };
+}
+
+/** What a uWS thread's warm-up needs of the thread. */
+export interface ThreadWarmupDeps {
+  /** The thread's conversion-pool slots (its real facility's, used one after the other). */
+  slots: WorkerSlots;
+  /** The private facilities' logger: errors only, into the thread's log. */
+  logger: Logger;
+  /** Stands in for the runtime, which the thread does not own. */
+  runtime: Runtime;
+  /** Told of each private REST server while it is open, and of undefined once it closed: the thread closes it if it must exit meanwhile. */
+  track(server: RestServer | undefined): void;
+}
+
+/**
+ * A uWS thread's warm-up, before it listens on the gateway's port: `w.calls` REST invokes to the main thread's echo
+ * backend through two private dispatch facilities in turn (FIRST_SHARE), each with its own REST server on a 127.0.0.1
+ * ephemeral port, random API key, metrics that nothing reads and, when the gateway traces, a tracer exporting to the
+ * dropping receiver at the same sampler. Resolves with the calls made; rejects (closing what it opened) on the first
+ * call that fails or past THREAD_WARMUP_TIMEOUT_MS.
+ */
+export async function warmUpThread(w: ThreadWarmup, real: ValidatedOptions, deps: ThreadWarmupDeps): Promise<number> {
+  const first = Math.floor(w.calls * FIRST_SHARE);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new GatewayError(Code.DEADLINE_EXCEEDED, `thread warm-up did not finish within ${THREAD_WARMUP_TIMEOUT_MS} ms`)), THREAD_WARMUP_TIMEOUT_MS);
+    timer.unref();
+  });
+  const run = async (): Promise<number> => {
+    if (first > 0) await privateInvokes(w, real, deps, first);
+    await privateInvokes(w, real, deps, w.calls - first);
+    return w.calls;
+  };
+  const running = run();
+  running.catch(() => {}); // when the timeout wins, run's own failure has no one to report to
+  try {
+    return await Promise.race([running, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** One private facility and REST server: `calls` REST invokes through it, then it closes. */
+async function privateInvokes(w: ThreadWarmup, real: ValidatedOptions, deps: ThreadWarmupDeps, calls: number): Promise<void> {
+  const key = randomBytes(16).toString("hex");
+  const opts = validateGatewayOptions({
+    services: [{ name: ECHO_BACKEND, grpc: { host: "127.0.0.1", port: w.echoPort } }],
+    host: "127.0.0.1",
+    grpcPort: 0,
+    httpPort: 0,
+    apiKeys: [key],
+    threads: 1,
+    conversionWorkers: real.conversionWorkers,
+    logLevel: "error",
+    ...(w.tracesEndpoint
+      ? { otlpTracesEndpoint: w.tracesEndpoint, otlpTracesProtocol: real.otlpTracesProtocol, traceSampler: real.traceSampler, traceSamplerArg: real.traceSamplerArg, traceExportDelayMs: 100 }
+      : {}),
+  });
+  const { logger } = deps;
+  const metrics = createMetrics({ processMetrics: false, otlpEndpoint: "" });
+  const tracer = createTracer({ ...tracerOptions(opts), logger });
+  const ctx: GatewayContext = { options: opts, services: await loadRegistry(opts), runtime: deps.runtime, logger, metrics, tracer, isClosing: () => false };
+  const schema = echoSchema();
+  const dispatch = createDispatchFacility(ctx, { slots: deps.slots, schemaSource: async () => schema });
+  const routes = dispatch.routes ?? [];
+  dispatch.transcoding.reserve(routes);
+  let rest: RestServer | undefined;
+  try {
+    rest = await startRestServer(
+      opts.host,
+      0,
+      [...routes],
+      gatewayServerDeps(opts, { auth: createAuthenticator(opts.apiKeys), logger, metrics, isClosing: () => false, appHooks: dispatch.appHooks ?? [], dynamic: dispatch.transcoding.routes }),
+    );
+    deps.track(rest);
+    await dispatch.start?.();
+    await restInvokes(rest.port, key, calls);
+  } finally {
+    rest?.closeAll();
+    deps.track(undefined);
+    dispatch.destroy?.();
+    await settleWithin(tracer.close(), TRACE_FLUSH_MS);
+  }
+}
