@@ -6,11 +6,13 @@ call, the gateway's gRPC InvokeJson and REST invoke-json, and grpc-gateway. It s
 which round (how long after the warm-up), and where in a block (after the path sat idle while the others ran).
 
   python3 bench/peers/c1_calls.py --main /tmp/perf/new [--reps 3] [--calls 300] [--out /tmp/perf/c1] [--env K=V,...]
-      [--warm 200] [--warm-deadline] [--paths direct,gwgrpc,gwrest,grpcgw]
+      [--warm 200] [--warm-deadline] [--idle-s 0] [--paths direct,gwgrpc,gwrest,grpcgw]
 
 The harness warms each path up with calls that carry no deadline, while every measured block runs under one deadline,
 so each measured gRPC call carries a grpc-timeout that changes from call to call (a new HPACK literal each time).
 `--warm-deadline` warms up the same way the blocks measure; `--warm` and `--paths` change the counts and the paths.
+`--idle-s` waits that long between the servers listening and the first call: whether the first rounds' slow calls
+follow the calls made (the JIT) or the time since start (the collector, the compiler's background work).
 
 The summary per path: added p50 and p99 over the direct call per repetition, the calls over 2 ms by round and in the
 first three calls of a block, and the median of a block's first call against the others'. With NODE set to a wrapper (e.g. `node --trace-opt --trace-gc` with timestamps)
@@ -26,6 +28,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 
 sys.dont_write_bytecode = True
 from peerslib import BUILD, PEERS, start_backend, start_gateway, start_grpcgw  # noqa: E402
@@ -81,6 +84,7 @@ def main():
     ap.add_argument("--out", default="/tmp/perf/c1")
     ap.add_argument("--env", default="", help="K=V,... for the gateway (e.g. GATEWAY_THREADS=1)")
     ap.add_argument("--warm", type=int, default=200, help="warm-up calls per path (the harness: 200)")
+    ap.add_argument("--idle-s", type=float, default=0, help="seconds between the servers listening and the first call")
     ap.add_argument("--warm-deadline", action="store_true", help="warm up under one deadline per path, as the blocks measure")
     ap.add_argument("--paths", default=",".join(ALL_PATHS), help="the paths to run; direct first (the added figures are over it)")
     a = ap.parse_args()
@@ -97,6 +101,7 @@ def main():
             procs.append(gw)
             grpcgw = start_grpcgw(bport)
             procs.append(grpcgw)
+            time.sleep(a.idle_s)
             addr = {"direct": f"127.0.0.1:{bport}", "gwgrpc": f"127.0.0.1:{gw.port}", "gwrest": f"127.0.0.1:{gw.http_port}", "grpcgw": f"127.0.0.1:{grpcgw.port}"}
             subprocess.run([dump, "-conc", "1", "-calls", str(a.calls), "-rounds", "4", "-warm", str(a.warm), "-dump", os.path.join(a.out, f"rep{rep}.csv"),
                             *(["-warm-deadline"] if a.warm_deadline else []),

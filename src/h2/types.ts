@@ -107,6 +107,8 @@ export interface H2ServerSession {
   close(): void;
   /** Immediate close: GOAWAY (`code`, default NO_ERROR), every open stream gets close(), the socket is destroyed. */
   destroy(code?: number): void;
+  /** Send a PING (not an ACK) with these 8 bytes of payload; its ACK is ignored unless it is one of the server's own. */
+  ping(payload: Buffer): void;
 }
 
 /** Settings and hooks of an H2Server. */

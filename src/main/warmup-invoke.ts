@@ -1,6 +1,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import { NativeGrpcServer } from "../grpc/native/server.js";
 import type { UnaryCall } from "../grpc/native/call-types.js";
+import type { H2ServerSession } from "../h2/types.js";
 import { addReflectionService } from "../grpc/reflection-service.js";
 import { gatewayPackageDefinition, warmupEchoProtos } from "../shared/protos.js";
 import { CALL_TIMEOUT_MS, ECHO_BACKEND, ECHO_SERVICE, checkEcho, echoRecord, inLanes, restInvokes } from "../threads/warmup.js";
@@ -14,11 +15,25 @@ import type { WarmupClient } from "./warmup-client.js";
  * it finds a real backend's.
  */
 
+/**
+ * One call in this many, the echo backend PINGs every connection it has. grpc-go's server PINGs its client after
+ * reading DATA, for its window estimate (BDP), so the gateway's backend connections answer PINGs from a real backend,
+ * and hold the ACKs on a timer: without these, that path ran for the first time at the first real calls.
+ */
+const PING_EVERY_CALLS = 4;
+const PING_PAYLOAD = Buffer.from("warmupbd");
+
 /** The echo backend: answers each Echo call with its request. */
 export async function startEchoBackend(): Promise<{ port: number; close(): void }> {
   const { pkg, files } = warmupEchoProtos();
-  const server = new NativeGrpcServer();
-  server.addService(pkg[ECHO_SERVICE] as grpc.ServiceDefinition, { Echo: async (call: UnaryCall<unknown>) => call.request });
+  const sessions = new Set<H2ServerSession>();
+  const server = new NativeGrpcServer({ onSession: (s) => sessions.add(s), onSessionClose: (s) => sessions.delete(s) });
+  let calls = 0;
+  const echo = async (call: UnaryCall<unknown>): Promise<unknown> => {
+    if (++calls % PING_EVERY_CALLS === 0) for (const s of sessions) s.ping(PING_PAYLOAD);
+    return call.request;
+  };
+  server.addService(pkg[ECHO_SERVICE] as grpc.ServiceDefinition, { Echo: echo });
   addReflectionService(server, { files, services: [ECHO_SERVICE] });
   const port = await server.listen("127.0.0.1", 0);
   return { port, close: () => server.forceShutdown() };

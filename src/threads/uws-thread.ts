@@ -96,6 +96,25 @@ async function main(): Promise<void> {
     logger.error({}, "uWebSockets.js native binary did not load: REST runs on the slow JS fallback; do not benchmark this process");
   }
   const opts = validateGatewayOptions(data.options);
+  // Before this thread makes any closure of its own: V8's feedback then names the closures' shared code (as after
+  // the main thread's two private gateways), and the code the warm-up compiled holds for this thread's handlers.
+  // While the thread warms up, an `exit` is acted on at once (the warm-up's socket is open) and every message is kept
+  // for the handler below, which takes them in order before any later one.
+  const early: unknown[] = [];
+  const onEarly = (m: unknown): void => {
+    if ((m as ThreadMessage).t === "exit") closeSockets();
+    early.push(m);
+  };
+  port.on("message", onEarly);
+  if (data.warmup && !exiting) {
+    const t0 = performance.now();
+    try {
+      const calls = await warmUpThread(data.warmup, opts, { slots: slotsOfPool(data.conversionSlots, data.index), logger: threadLogger("error"), runtime: NO_RUNTIME, track: (s) => (warming = s) });
+      logger.info({ calls, ms: Math.round(performance.now() - t0) }, "thread warmed up");
+    } catch (e) {
+      logger.warn({ err: GatewayError.from(e).rawMessage }, "thread warm-up failed: starting cold");
+    }
+  }
   const services = await loadRegistry(opts);
   // No process metrics (the main thread reports the process once) and no OTLP export (the main thread's exporter is
   // the process's); this registry is read by the main thread's /metrics.
@@ -164,7 +183,7 @@ async function main(): Promise<void> {
   }
 
   let ackScheduled = false;
-  port.on("message", (m: unknown) => {
+  const onMessage = (m: unknown): void => {
     if (bridge.receive(m)) return;
     const msg = m as ThreadMessage;
     if (msg.t === "ev" || msg.t === "end") {
@@ -195,17 +214,11 @@ async function main(): Promise<void> {
         throw new Error("crash requested by the main thread");
       });
     }
-  });
+  };
+  port.off("message", onEarly);
+  port.on("message", onMessage);
+  for (const m of early.splice(0)) onMessage(m);
 
-  if (data.warmup && !exiting) {
-    const t0 = performance.now();
-    try {
-      const calls = await warmUpThread(data.warmup, opts, { slots: slotsOfPool(data.conversionSlots, data.index), logger: threadLogger("error"), runtime: NO_RUNTIME, track: (s) => (warming = s) });
-      logger.info({ calls, ms: Math.round(performance.now() - t0) }, "thread warmed up");
-    } catch (e) {
-      logger.warn({ err: GatewayError.from(e).rawMessage }, "thread warm-up failed: starting cold");
-    }
-  }
   // Checked right before listening (startRestServer listens synchronously): once the process is exiting, a thread still
   // starting must not open a socket the exit would find.
   if (exiting) throw new GatewayError(Code.UNAVAILABLE, "the process is exiting");

@@ -26,6 +26,7 @@ export function createNodeH2Transport(options: H2ServerOptions): H2Server {
       },
       close: () => s.close(),
       destroy: (code?: number) => s.destroy(undefined, code ?? http2.constants.NGHTTP2_NO_ERROR),
+      ping: (payload: Buffer) => void s.ping(payload, () => undefined),
     };
     entry.session = session;
     sessionOf.set(s, entry);
