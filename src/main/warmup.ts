@@ -7,6 +7,7 @@ import type * as grpc from "@grpc/grpc-js";
 import { gatewayPackageDefinition } from "../shared/protos.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { Code } from "../shared/code.js";
+import { within } from "../shared/timers.js";
 import type { GatewayOptions, ValidatedOptions } from "../config/options.js";
 import { ECHO_BACKEND } from "../threads/warmup.js";
 import { invokeEcho, startEchoBackend } from "./warmup-invoke.js";
@@ -96,7 +97,6 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
   /** Set once warmUp returns: a private gateway that finishes starting after that is closed at once. */
   let over = false;
   const sessions: ClientHttp2Session[] = [];
-  let timer: NodeJS.Timeout | undefined;
   let deliveries: number;
   let calls = 0;
   // REST runs in this isolate only with one HTTP thread; with more, each thread is an isolate of its own.
@@ -152,18 +152,12 @@ export async function warmUp(opts: ValidatedOptions, start: (o: GatewayOptions) 
       if (opts.warmupCalls > firstCalls) calls += await invokeEcho(client, b.httpPort, opts.warmupCalls - firstCalls, rest);
       return delivered;
     };
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new GatewayError(Code.DEADLINE_EXCEEDED, `warm-up did not finish within ${timeoutMs} ms`)), timeoutMs);
-      // Not counted as keeping the process up (the private gateway's sockets do): the gateway's own calls unref their
-      // timers, and when theirs is the last one counted, Node takes a path of its own that the warm-up must run too.
-      timer.unref();
-    });
-    const running = run();
-    running.catch(() => {}); // when the timeout wins, run's own failure has no one to report to
-    deliveries = await Promise.race([running, timeout]);
+    // The bound's timer does not count as keeping the process up (the private gateway's sockets do): the gateway's own
+    // calls unref their timers, and when theirs is the last one counted, Node takes a path of its own that the warm-up
+    // must run too.
+    deliveries = await within(run(), timeoutMs, () => new GatewayError(Code.DEADLINE_EXCEEDED, `warm-up did not finish within ${timeoutMs} ms`));
   } finally {
     over = true;
-    clearTimeout(timer);
     for (const s of sessions) s.destroy();
     await (gw as PrivateGateway | undefined)?.close();
     await backends?.close();

@@ -1,3 +1,5 @@
+import { within } from "../shared/timers.js";
+
 /** One health check entry. */
 export interface HealthEntry {
   status: "Healthy" | "Degraded" | "Unhealthy";
@@ -38,19 +40,10 @@ export async function runHealthChecks(
   const entries: Record<string, HealthEntry> = {};
   await Promise.all(
     checks.map(async (check) => {
-      let timer: NodeJS.Timeout | undefined;
       try {
-        const result = await Promise.race([
-          check(),
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(() => reject(new Error(`health check timed out after ${timeoutMs} ms`)), timeoutMs);
-          }),
-        ]);
-        Object.assign(entries, result);
+        Object.assign(entries, await within(check(), timeoutMs, () => new Error(`health check timed out after ${timeoutMs} ms`)));
       } catch (e) {
         entries[`check-${Object.keys(entries).length}`] = { status: "Unhealthy", description: (e as Error).message };
-      } finally {
-        clearTimeout(timer);
       }
     }),
   );

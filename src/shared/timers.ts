@@ -37,6 +37,25 @@ export async function settleWithin(work: Promise<unknown>, ms: number): Promise<
   clearTimeout(timer);
 }
 
+/**
+ * `work`'s outcome, or a rejection with `expired()` once `ms` have passed, whichever comes first. The timer is cleared
+ * either way and does not count as keeping the process up (what it bounds does, if anything must); a failure of `work`
+ * after the timeout is dropped, as nobody waits for it any more.
+ */
+export async function within<T>(work: Promise<T>, ms: number, expired: () => Error): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(expired()), clampTimerMs(ms));
+    timer.unref();
+  });
+  work.catch(noop);
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function noop(): void {}
 
 /**

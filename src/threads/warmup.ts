@@ -10,7 +10,7 @@ import { Agent, request } from "node:http";
 import { randomBytes } from "node:crypto";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
-import { settleWithin } from "../shared/timers.js";
+import { settleWithin, within } from "../shared/timers.js";
 import { warmupEchoProtos } from "../shared/protos.js";
 import type { Runtime } from "../runtime/runtime.js";
 import type { ReflectionResult } from "../backends/reflection-client.js";
@@ -30,7 +30,7 @@ export const ECHO_BACKEND = "warmup-echo";
 /** The echo backend's gRPC service (proto/platform/warmup/echo.proto). */
 export const ECHO_SERVICE = "platform.warmup.v1.Echo";
 /** Calls in flight at once on each front: a few, as a client pool keeps them. */
-export const LANES = 4;
+const LANES = 4;
 /** Each call's deadline is this less 0..999 ms: it changes from call to call, as a client's does. */
 export const CALL_TIMEOUT_MS = 30_000;
 /** Bound on a thread's whole warm-up; past it the thread starts cold. */
@@ -181,23 +181,12 @@ export interface ThreadWarmupDeps {
  */
 export async function warmUpThread(w: ThreadWarmup, real: ValidatedOptions, deps: ThreadWarmupDeps): Promise<number> {
   const first = Math.floor(w.calls * FIRST_SHARE);
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new GatewayError(Code.DEADLINE_EXCEEDED, `thread warm-up did not finish within ${THREAD_WARMUP_TIMEOUT_MS} ms`)), THREAD_WARMUP_TIMEOUT_MS);
-    timer.unref();
-  });
   const run = async (): Promise<number> => {
     if (first > 0) await privateInvokes(w, real, deps, first);
     await privateInvokes(w, real, deps, w.calls - first);
     return w.calls;
   };
-  const running = run();
-  running.catch(() => {}); // when the timeout wins, run's own failure has no one to report to
-  try {
-    return await Promise.race([running, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return within(run(), THREAD_WARMUP_TIMEOUT_MS, () => new GatewayError(Code.DEADLINE_EXCEEDED, `thread warm-up did not finish within ${THREAD_WARMUP_TIMEOUT_MS} ms`));
 }
 
 /** One private facility and REST server: `calls` REST invokes through it, then it closes. */
