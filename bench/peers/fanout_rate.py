@@ -23,7 +23,7 @@ KEYS = ("server_cpu_us_per_delivery", "deliveries_per_s", "p50_us", "p99_us", "p
 
 def start_server(system, build):
     """nats-server, or the gateway of a built checkout (BUILD or BUILD|NAME=VALUE[|...]: environment for it alone;
-    NODE_ARGS=a,b gives node arguments instead, and KEEP_LOG=PATH copies the gateway's output there when it stops).
+    NODE_ARGS=a b gives node arguments instead, space-separated as builds are comma-separated, and KEEP_LOG=PATH copies the gateway's output there when it stops).
     Returns (pid, port, fanoutload's -system, stop)."""
     if system == "nats":
         s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
@@ -32,7 +32,7 @@ def start_server(system, build):
         return proc.pid, port, "nats", proc.kill
     path, *env = build.split("|")
     env = dict(kv.split("=", 1) for kv in env)
-    node_args = [a for a in env.pop("NODE_ARGS", "").split(",") if a]
+    node_args = env.pop("NODE_ARGS", "").split()
     keep_log = env.pop("KEEP_LOG", None)
     perflib.MAIN = path
     saved = dict(os.environ)

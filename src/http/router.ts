@@ -245,7 +245,12 @@ export function createRestRequest(
  * WebSocket upgrades, SSE) reads headers through this, so a repeated x-api-key is refused the same way on each.
  */
 export function requestHeaders(req: uws.HttpRequest): { headers: Record<string, string>; count: number; bytes: number } {
-  const headers: Record<string, string> = {};
+  // Without a prototype: a header named `constructor` is a header like any other (on `{}` it found Object.prototype's
+  // function and was joined to it), and V8 keeps such an object in dictionary mode from the start,
+  // so every request's headers have one hidden class whatever the client's names and order. On `{}` each client's
+  // order made a hidden class of its own, and the first request of a client the warm-up had not imitated deoptimized
+  // the router's reads of `x-api-key` and `content-length` ("wrong map").
+  const headers = Object.create(null) as Record<string, string>;
   let count = 0;
   // Names and values of the joined headers, in bytes (checkHead's limit), counted in the same walk.
   let bytes = 0;

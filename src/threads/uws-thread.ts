@@ -37,6 +37,7 @@ import { createBridge, withTransfer } from "./bridge.js";
 import { ownBuffer } from "../http/free-buffer.js";
 import { threadUpstream } from "./thread-upstream.js";
 import { warmUpThread } from "./warmup.js";
+import { ClosingFlag } from "./closing-flag.js";
 
 const data = workerData as ThreadData;
 /** Bounds on flushing this thread's queued spans when it closes, ms. */
@@ -122,8 +123,8 @@ async function main(): Promise<void> {
   // Spans of the invocations this thread runs go out through its own exporter: handing every span to the main thread
   // would add a bridge message per span and a second queue, where a thread's batch exporter needs neither.
   const tracer = createTracer({ ...tracerOptions(opts), resource: { "gateway.thread": data.index }, logger });
-  let closing = false;
-  const ctx: GatewayContext = { options: opts, services, runtime: NO_RUNTIME, logger, metrics, tracer, isClosing: () => closing };
+  const flag = new ClosingFlag();
+  const ctx: GatewayContext = { options: opts, services, runtime: NO_RUNTIME, logger, metrics, tracer, isClosing: flag.isClosing };
   const auth = createAuthenticator(opts.apiKeys);
 
   let onClose: ((ms: number) => Promise<void>) | undefined;
@@ -227,7 +228,7 @@ async function main(): Promise<void> {
     opts.host,
     opts.httpPort,
     [...local, ...bridged],
-    gatewayServerDeps(opts, { auth, logger, metrics, isClosing: () => closing, appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)], dynamic: dispatch.transcoding.routes }),
+    gatewayServerDeps(opts, { auth, logger, metrics, isClosing: flag.isClosing, appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)], dynamic: dispatch.transcoding.routes }),
   );
   await dispatch.start?.();
 
@@ -237,7 +238,7 @@ async function main(): Promise<void> {
   onClose = (ms) => {
     deadline = Math.min(deadline, Date.now() + ms);
     return (closed ??= (async () => {
-      closing = true;
+      flag.closing = true;
       rest!.stopListening();
       web.close();
       let drained = false;

@@ -259,6 +259,18 @@ describe("input hardening", () => {
       assert.match(over.body, /the request headers total 8193 bytes; the limit is 8192/);
     });
 
+    it("a header named like an object's own property (constructor, toString) is a header like any other", async () => {
+      // host: x (4 + 1), x-api-key: k1 (9 + 2), constructor: aa (11 + 2), tostring: aa (8 + 2), x-big: 5 + n. Read into a
+      // plain object, `constructor` found Object.prototype's and was counted as a repeat (2 + 2). (uWS refuses `__proto__`.)
+      const head = (n: number) =>
+        `GET /v1/config/list-services HTTP/1.1\r\nhost: x\r\nx-api-key: ${KEY}\r\nconstructor: aa\r\ntoString: aa\r\nx-big: ${"b".repeat(n)}\r\n\r\n`;
+      const fixed = 5 + 11 + 13 + 10 + 5;
+      assert.equal((await rawHttp(port, head(8192 - fixed))).status, 200);
+      const over = await rawHttp(port, head(8193 - fixed));
+      assert.equal(over.status, 431);
+      assert.match(over.body, /the request headers total 8193 bytes; the limit is 8192/);
+    });
+
     it("publish refuses a CloudEvent spec version other than 1.0", async () => {
       const event = { specversion: "0.3", id: "e1", source: "urn:test", type: "t", data: {} };
       const res = await fetch(`${gw.http}/v1/pubsub/t1`, { method: "POST", headers: { ...auth, "content-type": "application/cloudevents+json" }, body: JSON.stringify(event) });
