@@ -15,8 +15,10 @@ so each measured gRPC call carries a grpc-timeout that changes from call to call
 follow the calls made (the JIT) or the time since start (the collector, the compiler's background work).
 
 The summary per path: added p50 and p99 over the direct call per repetition, the calls over 2 ms by round and in the
-first three calls of a block, and the median of a block's first call against the others'. With NODE set to a wrapper (e.g. `node --trace-opt --trace-gc` with timestamps)
-the gateway's log is kept as OUT/gwN.log to line slow calls up with V8's compilations and collections. The wrapper must
+first three calls of a block, and the median of a block's first call against the others'. With NODE set to a wrapper
+the gateway's log is kept as OUT/gwN.log to line slow calls up with V8's compilations and collections: with
+NODE=bench/peers/node-v8-trace.sh (V8's traces, each line stamped with the wall clock), bench/peers/c1_explain.py
+--out OUT says which slow calls overlapped a compilation, a collection or a deoptimization. The wrapper must
 `exec node` (or pass SIGTERM on): stopping a wrapper such as `strace -f node ...` detaches strace and leaves the gateway
 running, idle but waking every 10 ms, through every later run on the box.
 Needs the harness's Go build (its build.sh: PERF_BUILD) and backend ($BACKEND_BIN), as compare.py."""
@@ -82,7 +84,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--out", default="/tmp/perf/c1")
-    ap.add_argument("--env", default="", help="K=V,... for the gateway (e.g. GATEWAY_THREADS=1)")
+    ap.add_argument("--env", default="", help="K=V,... for the gateway (e.g. GATEWAY_THREADS=1); {BACKEND_PORT} in a value is the backend's port")
     ap.add_argument("--warm", type=int, default=200, help="warm-up calls per path (the harness: 200)")
     ap.add_argument("--idle-s", type=float, default=0, help="seconds between the servers listening and the first call")
     ap.add_argument("--warm-deadline", action="store_true", help="warm up under one deadline per path, as the blocks measure")
@@ -97,7 +99,7 @@ def main():
         procs = [start_backend()]
         bport = procs[0].port
         try:
-            gw = start_gateway(a.main, bport, env=dict(kv.split("=", 1) for kv in a.env.split(",") if kv))
+            gw = start_gateway(a.main, bport, env={k: v.replace("{BACKEND_PORT}", str(bport)) for k, v in (kv.split("=", 1) for kv in a.env.split(",") if kv)})
             procs.append(gw)
             grpcgw = start_grpcgw(bport)
             procs.append(grpcgw)
