@@ -35,7 +35,7 @@ def events(log):
             listening = "gateway listening" in text
             continue
         m = COMPILE_START.search(text)
-        if m and "completed" not in text:
+        if m:
             started[m.group(1)] = (t, m.group(2) or "(anonymous)")
             continue
         m = COMPILE_DONE.search(text)

@@ -1,7 +1,7 @@
 #!/bin/bash
-# A NODE wrapper for the peers harness's scripts (c1_calls.py, compare.py): runs node with V8's compilation,
-# deoptimization and collection traces, each line of its output prefixed with the wall-clock time in seconds
-# ($EPOCHREALTIME), so bench/peers/c1_explain.py can line slow calls up with what V8 did meanwhile. It passes SIGTERM
+# A NODE wrapper for bench/peers/c1_calls.py (which keeps the gateway's output as OUT/gwN.log): runs node with V8's
+# compilation, deoptimization and collection traces, each line of its output prefixed with the wall-clock time in
+# seconds ($EPOCHREALTIME), so bench/peers/c1_explain.py can line slow calls up with what V8 did meanwhile. It passes SIGTERM
 # and SIGINT on to node and exits with node's status, as the harness expects of the server it stops.
 node --trace-opt --trace-deopt --trace-gc "$@" > >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done) 2>&1 &
 pid=$!
