@@ -43,6 +43,12 @@ export interface BackendRegistry {
   connect(): void;
   /** Healthy when every channel is READY or IDLE; Degraded naming the services that are not. */
   health(): PoolHealth;
+  /**
+   * Serve `config` under its name through `get` until the returned function closes it: not in `names`, health,
+   * connect() or the schema hooks, and its schema from `schemaSource` (no reflection). The gateway's own warm-up
+   * backend (src/main/self-warmup.ts). Throws if the name is taken.
+   */
+  hide(config: BackendConfig, schemaSource: NonNullable<BackendOptions["schemaSource"]>): () => void;
   close(): void;
 }
 
@@ -75,16 +81,35 @@ export function createBackendRegistry(configs: readonly BackendConfig[], opts: B
     );
   }
   const names = Object.freeze(configs.map((c) => c.name));
+  /** The registered backends (the hidden ones are in byName too, so `get` is one lookup for both). */
+  const listed = (): Backend[] => names.map((n) => byName.get(n)!);
   return {
     names,
     get: (name) => byName.get(name),
     connect() {
-      for (const b of byName.values()) b.pool.connect();
+      for (const b of listed()) b.pool.connect();
+    },
+    hide(c, schemaSource) {
+      if (byName.has(c.name)) throw new Error(`backend ${c.name} is already registered`);
+      const b = createBackend({
+        schemaSource,
+        name: c.name,
+        host: c.host,
+        port: c.port,
+        channels: c.channels ?? opts.channelsPerBackend,
+        maxReceiveBytes: opts.maxReceiveBytes,
+      });
+      byName.set(c.name, b);
+      return () => {
+        if (byName.get(c.name) !== b) return;
+        byName.delete(c.name);
+        b.close();
+      };
     },
     health() {
-      if (byName.size === 0) return { status: "Healthy", description: "no dialable backends registered" };
+      if (names.length === 0) return { status: "Healthy", description: "no dialable backends registered" };
       const bad: string[] = [];
-      for (const b of byName.values()) {
+      for (const b of listed()) {
         const states = b.pool.states();
         const notOk = states.filter((s) => !OK_STATES.has(s));
         if (notOk.length > 0) {
@@ -92,7 +117,7 @@ export function createBackendRegistry(configs: readonly BackendConfig[], opts: B
           bad.push(`${b.name} (${b.address}: ${notOk.length}/${states.length} channels ${names})`);
         }
       }
-      if (bad.length === 0) return { status: "Healthy", description: `${byName.size} backend(s), every channel READY or IDLE` };
+      if (bad.length === 0) return { status: "Healthy", description: `${names.length} backend(s), every channel READY or IDLE` };
       return { status: "Degraded", description: `not connected: ${bad.join(", ")}` };
     },
     close() {

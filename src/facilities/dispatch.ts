@@ -44,6 +44,12 @@ export interface DispatchFacility extends Facility {
     /** On a thread: take the schema the main thread pushed. */
     adopt(service: string, schema: ReflectionResult): void;
   };
+  /**
+   * Serve invokes of `name`, a backend on 127.0.0.1:`port` whose schema is `schema`, until the returned function drops
+   * it (and its connections): in no listing, proxy route, transcoding rule, health entry or schema push. The gateway's
+   * own warm-up backend (src/main/self-warmup.ts).
+   */
+  hideBackend(name: string, port: number, schema: ReflectionResult): () => void;
   /** The REST transcoding routes of every backend, for the REST server (docs/transcoding.md). */
   readonly transcoding: {
     readonly routes: DynamicRoutes;
@@ -210,6 +216,7 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
   let refreshTimer: NodeJS.Timeout | undefined;
   return {
     ops: counted,
+    hideBackend: (name, port, schema) => backends.hide({ name, host: "127.0.0.1", port }, async () => schema),
     transcoding: { routes: transcodeRoutes(transcoding, counted, streamDeps, filter), reserve: (routes) => transcoding.reserve(routes) },
     schemas: {
       async get(service, fresh, signal, stale) {

@@ -16,6 +16,11 @@ export interface GrpcFront {
   readonly services: GrpcServiceHost;
   /** Listen on the options' host and grpcPort and start the connection guards; resolves the bound port. */
   listen(): Promise<number>;
+  /**
+   * Serve the same services on a 127.0.0.1 ephemeral port too, before listen(): the gateway's own warm-up calls
+   * (src/main/self-warmup.ts). Cleartext only (rejects with --tls). Resolves the port and a function that stops it.
+   */
+  listenLoopback(): Promise<{ port: number; stop(): void }>;
   /** Open client connections. */
   readonly sessions: { readonly size: number };
   /** Refuse new streams (GOAWAY), call `done` once the streams in flight have ended. */
@@ -149,6 +154,7 @@ export function createGrpcFront(deps: GrpcFrontDeps): GrpcFront {
       }
       return port;
     },
+    listenLoopback: () => server.listenLoopback(),
     sessions: {
       get size() {
         return server.sessionCount;

@@ -92,6 +92,19 @@ export function createH2Server(options: H2ServerOptions): H2Server {
       if (!(server instanceof tls.Server)) throw new Error("the H2 server was created without TLS");
       server.setSecureContext(context);
     },
+    listenLoopback(): Promise<{ port: number; stop(): void }> {
+      if (options.tls) return Promise.reject(new Error("the H2 server serves TLS: its loopback listener would too"));
+      const loopback = net.createServer({ noDelay: true }, accept);
+      loopback.on("error", () => undefined);
+      loopback.maxConnections = maxConnections;
+      return new Promise((resolve, reject) => {
+        loopback.once("error", reject);
+        loopback.listen({ port: 0, host: "127.0.0.1" }, () => {
+          loopback.off("error", reject);
+          resolve({ port: (loopback.address() as net.AddressInfo).port, stop: () => loopback.close() });
+        });
+      });
+    },
     stopListening(): void {
       if (!listening) return;
       listening = false;

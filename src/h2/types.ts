@@ -189,6 +189,12 @@ export interface H2Server {
   setSecureContext?(context: import("node:tls").SecureContextOptions): void;
   /** Stop accepting connections; open sessions are left as they are (close or destroy them through `sessions`). */
   stopListening(): void;
+  /**
+   * Accept connections on 127.0.0.1 at an ephemeral port as well, served like the others (cleartext only): the gateway's
+   * own warm-up calls before it listens (src/main/self-warmup.ts). Resolves the port and a function that stops that
+   * listener (its sessions are left open, as stopListening leaves them).
+   */
+  listenLoopback?(): Promise<{ port: number; stop(): void }>;
   /** The open sessions. */
   readonly sessions: ReadonlySet<H2ServerSession>;
 }

@@ -287,6 +287,20 @@ export interface RestServerDeps {
   dynamic?: DynamicRoutes;
   /** Listening sockets on the port (SO_REUSEPORT), for a deeper accept queue than one socket's (listenSocketsPerApp). Default 1. */
   listenSockets?: number;
+  /**
+   * Run before the server listens on its port, with the app already serving on a 127.0.0.1 ephemeral port: the
+   * gateway's own warm-up calls (src/main/self-warmup.ts). That listener closes when it settles; `warming.closeAll`
+   * closes the app meanwhile (a thread that must exit), and the server then does not listen. Cleartext only.
+   */
+  beforeListen?(warming: WarmingServer): Promise<void>;
+}
+
+/** The REST server while its `beforeListen` runs. */
+export interface WarmingServer {
+  /** The 127.0.0.1 port it serves on meanwhile. */
+  readonly port: number;
+  /** Close the app and every connection now; the server will not listen. */
+  closeAll(): void;
 }
 
 /** A listening REST server. */
@@ -622,6 +636,7 @@ export async function startRestServer(host: string, port: number, routes: Route[
     if (retired.length > MAX_RETIRED_APPS) (retired.shift() as unknown as { close?: () => void }).close?.();
   };
 
+  if (deps.beforeListen) await warmBeforeListening(app, deps.beforeListen, tls !== undefined);
   listening = listenAll(app, host, port, sockets);
   if (listening.length === 0) throw new GatewayError(Code.UNAVAILABLE, `REST server cannot listen on ${host}:${port}`);
   const boundPort = uws.us_socket_local_port(listening[0]!);
@@ -653,6 +668,26 @@ export async function startRestServer(host: string, port: number, routes: Route[
       for (const a of [...retired, app]) (a as unknown as { close?: () => void }).close?.();
     },
   };
+}
+
+/** Serve `app` on a 127.0.0.1 ephemeral port while `run` runs (RestServerDeps.beforeListen); rejects if it closed the app. */
+async function warmBeforeListening(app: uws.TemplatedApp, run: NonNullable<RestServerDeps["beforeListen"]>, tls: boolean): Promise<void> {
+  if (tls) throw new GatewayError(Code.INVALID_ARGUMENT, "a REST server over TLS cannot warm up on a cleartext loopback port");
+  const [token] = listenAll(app, "127.0.0.1", 0, 1);
+  if (token === undefined) throw new GatewayError(Code.UNAVAILABLE, "REST server cannot listen on a 127.0.0.1 ephemeral port for its warm-up");
+  let closed = false;
+  try {
+    await run({
+      port: uws.us_socket_local_port(token),
+      closeAll() {
+        closed = true;
+        (app as unknown as { close?: () => void }).close?.();
+      },
+    });
+  } finally {
+    if (!closed) uws.us_listen_socket_close(token);
+  }
+  if (closed) throw new GatewayError(Code.UNAVAILABLE, "the REST server was closed during its warm-up");
 }
 
 /** Apps kept serving their connections after a TLS reload replaced them; the oldest beyond this is closed. */

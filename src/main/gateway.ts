@@ -18,7 +18,7 @@ import { createLogger, type Logger } from "../observe/logger.js";
 import { createMetrics, type Metrics } from "../observe/metrics.js";
 import { OPENMETRICS_CONTENT_TYPE, openMetricsText, wantsOpenMetrics } from "../observe/openmetrics.js";
 import { createConfigOps } from "../ops/config.js";
-import { loadRegistry, tracerOptions, validateGatewayOptions, type GatewayOptions, type ValidatedOptions } from "../config/options.js";
+import { loadRegistry, tracerOptions, validateGatewayOptions, type GatewayOptions } from "../config/options.js";
 import { createTracer } from "../observe/tracing.js";
 import { settleWithin } from "../shared/timers.js";
 import { createPubsubFacility } from "../facilities/pubsub.js";
@@ -29,8 +29,9 @@ import { createSidecarCallbackFacility } from "../facilities/sidecar-callback.js
 import { createStateFacility } from "../facilities/state.js";
 import { createTriggerFacility } from "../facilities/trigger.js";
 import { startUwsThreads, type UwsThreads } from "../threads/uws-threads.js";
-import type { ThreadWarmup } from "../threads/warmup.js";
-import { startWarmupBackends, warmUp } from "./warmup.js";
+import { warmUp } from "./warmup.js";
+import { startEchoBackend } from "./warmup-invoke.js";
+import { warmUpOwnPorts } from "./own-warmup.js";
 
 /** A running gateway. */
 export interface Gateway {
@@ -88,22 +89,6 @@ const RELEASE_GRACE_MS = 1000;
 function endpointForLog(url: string): string {
   const u = new URL(url);
   return `${u.origin}${u.pathname}`;
-}
-
-/**
- * What the uWS threads warm up with (src/threads/warmup.ts): the echo backend, and the dropping span receiver when
- * tracing, open until the threads have started. Undefined without `--warmup-calls`, or when these could not start
- * (logged: the threads then start cold).
- */
-async function threadWarmup(opts: ValidatedOptions, logger: Logger): Promise<{ thread: ThreadWarmup; close(): Promise<void> } | undefined> {
-  if (opts.warmupCalls === 0) return undefined;
-  try {
-    const b = await startWarmupBackends(opts);
-    return { thread: { echoPort: b.echoPort!, calls: opts.warmupCalls, ...(b.tracesEndpoint ? { tracesEndpoint: b.tracesEndpoint } : {}) }, close: () => b.close() };
-  } catch (e) {
-    logger.warn({ err: (e as Error).message }, "thread warm-up backends did not start: the threads start cold");
-    return undefined;
-  }
 }
 
 /** Start a gateway: load config, create the runtime, start both servers. Rejects with a GatewayError on bad options. */
@@ -260,12 +245,17 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   dispatch.transcoding.reserve(routes);
   let rest: RestServer | undefined;
   let grpcPort: number;
+  // The warm-up through the gateway's own ports (docs/warmup.md): its echo backend, open until every server warmed up.
+  let echo: { port: number; close(): void } | undefined;
   try {
     await runtime.start();
-    grpcPort = await front.listen();
-    listenedGrpcPort = grpcPort;
+    echo = opts.warmupCalls > 0 && !opts.tls ? await startEchoBackend().catch((e: Error) => void logger.warn({ err: e.message }, "warm-up echo backend did not start: starting cold")) : undefined;
+    const ownWarmup = (restPort?: number): Promise<void> =>
+      warmUpOwnPorts(front, { dispatch, metrics, tracer }, { echoPort: echo!.port, calls: opts.warmupCalls, apiKeys: opts.apiKeys, logger, ...(restPort !== undefined ? { restPort } : {}) });
     if (opts.threads > 1) {
-      const warmup = await threadWarmup(opts, logger);
+      if (echo) await ownWarmup();
+      grpcPort = await front.listen();
+      listenedGrpcPort = grpcPort;
       threads = await startUwsThreads({
         count: opts.threads,
         // Each thread validates these again; what came from the environment or was drawn at random is fixed here,
@@ -281,11 +271,15 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
         conversionSlots: slots,
         schemas: dispatch.schemas,
         ...(overrides.threadEventBacklog !== undefined ? { maxBacklog: overrides.threadEventBacklog } : {}),
-        ...(warmup ? { warmup: warmup.thread } : {}),
-      }).finally(() => warmup?.close());
+        // Each thread warms up through its own REST server (uws-thread.ts) before it listens.
+        ...(echo ? { warmup: { echoPort: echo.port, calls: opts.warmupCalls } } : {}),
+      });
     } else {
+      // REST first: its server warms up both fronts on loopback ports before either listens on the gateway's.
       const parts = { auth, logger, metrics, isClosing: () => closing, appHooks: facilities.flatMap((f) => f.appHooks ?? []), dynamic: dispatch.transcoding.routes };
-      rest = await startRestServer(opts.host, opts.httpPort, routes, gatewayServerDeps(opts, parts));
+      rest = await startRestServer(opts.host, opts.httpPort, routes, { ...gatewayServerDeps(opts, parts), ...(echo ? { beforeListen: (w) => ownWarmup(w.port) } : {}) });
+      grpcPort = await front.listen();
+      listenedGrpcPort = grpcPort;
     }
     for (const f of facilities) await f.start?.();
   } catch (e) {
@@ -296,6 +290,8 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     await runtime.close().catch(() => undefined);
     await Promise.all([metrics.close(), tracer.close()]);
     throw e;
+  } finally {
+    echo?.close();
   }
   const httpPort = threads ? threads.port : rest!.port;
   logger.info({ grpcPort, httpPort, host: opts.host, tls: opts.tls !== undefined, httpThreads: opts.threads, conversionWorkers: opts.conversionWorkers, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");

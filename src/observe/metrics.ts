@@ -3,7 +3,7 @@ import type { Meter, MeterProvider as ApiMeterProvider } from "@opentelemetry/ap
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { GAUGE_HASHMAP_SHAPE, bucketIndex, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash, setBucketExemplar, type HistogramSeries } from "./prom-client-internals.js";
+import { GAUGE_HASHMAP_SHAPE, bucketIndex, seriesLabels, seriesSnapshot, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash, setBucketExemplar, type HistogramSeries } from "./prom-client-internals.js";
 
 type Labels<L extends string> = Partial<Record<L, string | number>>;
 
@@ -47,6 +47,13 @@ export interface Metrics {
   counter<L extends string>(name: string, help: string, labelNames: readonly L[]): CounterMetric<L>;
   gauge<L extends string>(name: string, help: string, labelNames: readonly L[]): GaugeMetric<L>;
   histogram<L extends string>(name: string, help: string, labelNames: readonly L[], options?: HistogramOptions): HistogramMetric<L>;
+  /**
+   * Begin a warm-up of the gateway's own (src/main/self-warmup.ts): until the returned function is called nothing is
+   * recorded for OTLP export. That function forgets what the warm-up recorded: every counter and histogram gets back
+   * the series it had at the start (one made meanwhile starts from nothing), and gauge series with a label of value
+   * `hidden` (the warm-up's own backend) go. Gauges otherwise keep their values: they say what is open now.
+   */
+  beginWarmup(): (hidden: string) => void;
   /** Whether OTLP export is on. */
   readonly otlp: boolean;
   /** Flush OTLP and stop exporting. Safe to call twice: every call resolves when the one flush ended. */
@@ -91,11 +98,34 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     meter = (provider as unknown as ApiMeterProvider).getMeter("platform-gateway");
   }
   let closing: Promise<void> | undefined;
+  /** Every metric made here, with what forgets a warm-up's recording of it (beginWarmup). */
+  const made: Array<{ metric: Counter | Histogram; cleared?: () => void } | { metric: Gauge }> = [];
+  /** Set during a warm-up: nothing is recorded for OTLP export. */
+  let quiet = false;
   return {
     registry,
     otlp: meter !== undefined,
+    beginWarmup() {
+      quiet = true;
+      const before = made.length;
+      const restores = made.map((m) => (m.metric instanceof Gauge ? undefined : seriesSnapshot(m.metric)));
+      return (hidden) => {
+        made.forEach((m, i) => {
+          if (m.metric instanceof Gauge) {
+            for (const labels of seriesLabels(m.metric)) if (Object.values(labels).includes(hidden)) m.metric.remove(labels);
+            return;
+          }
+          const restore = i < before ? restores[i] : undefined;
+          if (restore) restore();
+          else m.metric.reset();
+          if ("cleared" in m) m.cleared?.();
+        });
+        quiet = false;
+      };
+    },
     counter(name, help, labelNames) {
       const c = new Counter({ name, help, labelNames: [...labelNames], registers: [registry] });
+      made.push({ metric: c });
       const o = meter?.createCounter(name, { description: help });
       const sorted = [...labelNames].sort();
       return {
@@ -111,17 +141,18 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
           }
           const l = clean(labels);
           c.inc(l as never, value);
-          o?.add(value, l);
+          if (!quiet) o?.add(value, l);
         },
       };
     },
     gauge(name, help, labelNames) {
       const g = new Gauge({ name, help, labelNames: [...labelNames], registers: [registry] });
+      made.push({ metric: g });
       const o = meter?.createGauge(name, { description: help });
       // Checked once here, so an upgraded prom-client fails loudly at startup rather than mirroring wrong values.
       if (o && !gaugeSeries(g)) throw new Error(`OTLP export of ${name}: ${promClientProblem(GAUGE_HASHMAP_SHAPE)}`);
       const mirror = (l: Record<string, string>): void => {
-        if (!o) return;
+        if (!o || quiet) return;
         // prom-client holds the current value; the OTel gauge records it.
         for (const entry of gaugeSeries(g) ?? []) {
           if (Object.entries(l).every(([k, v]) => entry.labels[k] === v)) o.record(entry.value, entry.labels);
@@ -143,7 +174,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
         set(labels, value) {
           const l = clean(labels);
           g.set(l as never, value);
-          o?.record(value, l);
+          if (!quiet) o?.record(value, l);
         },
         inc(labels, value = 1) {
           if (o === undefined && addToSeries(labels, value)) return;
@@ -180,6 +211,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       };
       const h = new Histogram({ name, help, labelNames: [...labelNames], buckets, registers: [], enableExemplars: exemplars, ...(exemplars ? { collect } : {}) });
       registry.registerMetric(h);
+      made.push({ metric: h, cleared: () => pending.clear() });
       const o = meter?.createHistogram(name, { description: help, advice: { explicitBucketBoundaries: buckets } });
       const sorted = [...labelNames].sort();
       bounds = histogramBounds(h);
@@ -194,7 +226,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
             // prom-client's histogram with exemplars takes one object (and records no exemplar without labels).
             if (exemplars) h.observe({ labels: l, value } as never);
             else h.observe(l as never, value);
-            o?.record(value, l);
+            if (!quiet) o?.record(value, l);
           }
           if (exemplars && exemplar !== undefined && Number.isFinite(value)) {
             const series = s ?? (bounds !== undefined ? histogramSeries(h, seriesHash(sorted, labels)) : undefined);

@@ -50,6 +50,35 @@ export function gaugeSeries(gauge: Gauge): GaugeSeries[] | undefined {
     : undefined;
 }
 
+/**
+ * The label sets of every series of `metric` (a counter, gauge or histogram: each keeps `labels` in its series), read
+ * synchronously from its private hashMap; [] when it has none or prom-client's shape changed.
+ */
+export function seriesLabels(metric: Counter | Gauge | Histogram): Array<Record<string, string>> {
+  const map = (metric as unknown as { hashMap?: unknown }).hashMap;
+  if (typeof map !== "object" || map === null) return [];
+  const out: Array<Record<string, string>> = [];
+  for (const e of Object.values(map) as Array<{ labels?: unknown } | null>) {
+    if (e !== null && typeof e === "object" && typeof e.labels === "object" && e.labels !== null) out.push(e.labels as Record<string, string>);
+  }
+  return out;
+}
+
+/**
+ * A copy of every series of `metric` (a counter or histogram) as it is now, and the function that puts them back:
+ * series made since are dropped, the others get their values of then. Undefined when prom-client's shape changed.
+ */
+export function seriesSnapshot(metric: Counter | Histogram): (() => void) | undefined {
+  const map = (metric as unknown as { hashMap?: unknown }).hashMap;
+  if (typeof map !== "object" || map === null) return undefined;
+  const live = map as Record<string, unknown>;
+  const saved = structuredClone(live);
+  return () => {
+    for (const k of Object.keys(live)) delete live[k];
+    Object.assign(live, structuredClone(saved));
+  };
+}
+
 /** What the hot-path series updates of counters and histograms read and write (`counterSeries`, `histogramSeries`). */
 export const SERIES_HASHMAP_SHAPE = "Counter's and Histogram's private hashMap (label hash `name:value,` in sorted label order -> series)";
 

@@ -125,6 +125,11 @@ export interface Tracer {
   readonly on: boolean;
   /** Open the spans of one incoming call (a server span, or a handle on the remote parent when `server` is absent). */
   start(incoming: TraceIncoming): TraceSpan;
+  /**
+   * Begin a warm-up of the gateway's own (src/main/self-warmup.ts): spans are made, encoded and batched as ever, but
+   * every span ended before the returned function is called is thrown away instead of exported.
+   */
+  beginWarmup(): () => void;
   /** Flush queued spans (bounded by the exporter's timeout) and stop. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -150,5 +155,6 @@ export const TRACING_OFF: Tracer = Object.freeze({
   start(): TraceSpan {
     throw new Error("tracing is off: check Tracer.on before starting spans");
   },
+  beginWarmup: () => () => undefined,
   close: () => Promise.resolve(),
 });

@@ -81,6 +81,8 @@ class Recorder {
   private dropped = 0;
   private lastReport = { dropped: 0, failed: 0 };
   private flushWaiters: Array<() => void> = [];
+  /** Set during a warm-up (Tracer.beginWarmup): sealed batches are thrown away, not exported. */
+  discarding = false;
 
   constructor(
     private readonly newBatch: BatchMaker,
@@ -112,6 +114,15 @@ class Recorder {
       this.sealed.push({ bytes: this.open.request(), count: this.open.count, batch: this.open });
       this.open = this.newBatch();
     }
+    if (this.discarding) {
+      for (const b of this.sealed.splice(0)) {
+        b.batch.release();
+        this.waiting -= b.count;
+      }
+      this.dropped = 0;
+      if (!this.exporting) this.settle();
+      return;
+    }
     if (this.exporting) return;
     const batch = this.sealed.shift();
     if (batch === undefined) return this.settle();
@@ -140,6 +151,12 @@ class Recorder {
 
   private settle(): void {
     for (const w of this.flushWaiters.splice(0)) w();
+  }
+
+  /** End a warm-up: what it left waiting is thrown away (the open batch sealed and dropped), and export resumes. */
+  endWarmup(): void {
+    this.exportNow();
+    this.discarding = false;
   }
 
   /** Export everything waiting now; resolves when nothing waits (or after the export timeout). */
@@ -330,6 +347,10 @@ export function createTracer(opts: TracerOptions): Tracer {
           : alwaysOn || root.shouldSample(ROOT_CONTEXT, trace.hex, server.name, SDK_KINDS[kind], server.attributes, []).decision === SamplingDecision.RECORD_AND_SAMPLED;
       if (!sampled) return new ContextSpan(recorder, { trace, s0: randomWord(), s1: nonZeroWord(), flags: 0, traceState: parent?.traceState });
       return new RecordedSpan(recorder, trace, parent?.s0 ?? 0, parent?.s1 ?? 0, parent?.traceState, server.name, kind, server.attributes, undefined);
+    },
+    beginWarmup() {
+      recorder.discarding = true;
+      return () => recorder.endWarmup();
     },
     close() {
       return (closing ??= (async () => {

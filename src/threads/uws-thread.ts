@@ -28,7 +28,7 @@ import { loadRegistry, tracerOptions, validateGatewayOptions, type GatewayOption
 import { createTracer } from "../observe/tracing.js";
 import { settleWithin } from "../shared/timers.js";
 import { configRoutes } from "../rest/config.js";
-import { isNativeUws, startRestServer, type RestReply, type RestServer, type Route } from "../http/router.js";
+import { isNativeUws, startRestServer, type RestReply, type RestServer, type Route, type WarmingServer } from "../http/router.js";
 import { gatewayServerDeps } from "../http/server-deps.js";
 import type { EventWire } from "../web/hub.js";
 import { createWebPubsub } from "../web/index.js";
@@ -36,7 +36,7 @@ import { BRIDGE_MAX_PENDING, BRIDGE_TIMEOUT_MS, type RouteSpec, type RouteWire, 
 import { createBridge, withTransfer } from "./bridge.js";
 import { ownBuffer } from "../http/free-buffer.js";
 import { threadUpstream } from "./thread-upstream.js";
-import { warmUpThread } from "./warmup.js";
+import { ownWarmup, ownWarmupKey, restInvokes } from "./warmup.js";
 import { ClosingFlag } from "./closing-flag.js";
 
 const data = workerData as ThreadData;
@@ -47,8 +47,8 @@ const port = parentPort!;
 
 /** This thread's uWS app once listening. Node aborts the process when a thread's loop closes with its sockets open. */
 let rest: RestServer | undefined;
-/** The warm-up's private uWS app while it is open (warmup.ts). */
-let warming: RestServer | undefined;
+/** This thread's uWS app while it warms up on its loopback port, before it listens (warmup.ts). */
+let warming: WarmingServer | undefined;
 /** Set once this thread (or the process) is going away: nothing may start listening after it. */
 let exiting = false;
 /**
@@ -97,25 +97,14 @@ async function main(): Promise<void> {
     logger.error({}, "uWebSockets.js native binary did not load: REST runs on the slow JS fallback; do not benchmark this process");
   }
   const opts = validateGatewayOptions(data.options);
-  // Before this thread makes any closure of its own: V8's feedback then names the closures' shared code (as after
-  // the main thread's two private gateways), and the code the warm-up compiled holds for this thread's handlers.
-  // While the thread warms up, an `exit` is acted on at once (the warm-up's socket is open) and every message is kept
-  // for the handler below, which takes them in order before any later one.
+  // Until the handler below is on, every message is kept for it (it takes them in order before any later one); an
+  // `exit` is acted on at once.
   const early: unknown[] = [];
   const onEarly = (m: unknown): void => {
     if ((m as ThreadMessage).t === "exit") closeSockets();
     early.push(m);
   };
   port.on("message", onEarly);
-  if (data.warmup && !exiting) {
-    const t0 = performance.now();
-    try {
-      const calls = await warmUpThread(data.warmup, opts, { slots: slotsOfPool(data.conversionSlots, data.index), logger: threadLogger("error"), runtime: NO_RUNTIME, track: (s) => (warming = s) });
-      logger.info({ calls, ms: Math.round(performance.now() - t0) }, "thread warmed up");
-    } catch (e) {
-      logger.warn({ err: GatewayError.from(e).rawMessage }, "thread warm-up failed: starting cold");
-    }
-  }
   const services = await loadRegistry(opts);
   // No process metrics (the main thread reports the process once) and no OTLP export (the main thread's exporter is
   // the process's); this registry is read by the main thread's /metrics.
@@ -224,12 +213,26 @@ async function main(): Promise<void> {
   // starting must not open a socket the exit would find.
   if (exiting) throw new GatewayError(Code.UNAVAILABLE, "the process is exiting");
   dispatch.transcoding.reserve([...local, ...bridged]);
-  rest = await startRestServer(
-    opts.host,
-    opts.httpPort,
-    [...local, ...bridged],
-    gatewayServerDeps(opts, { auth, logger, metrics, isClosing: flag.isClosing, appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)], dynamic: dispatch.transcoding.routes }),
-  );
+  const warmup = data.warmup;
+  /** REST invokes of the echo backend through this very app on its loopback port, before it listens on the gateway's. */
+  const warmUp = async (w: WarmingServer): Promise<void> => {
+    const t0 = performance.now();
+    warming = w;
+    try {
+      await ownWarmup({ dispatch, metrics, tracer }, warmup!.echoPort, () => restInvokes(w.port, ownWarmupKey(opts.apiKeys), warmup!.calls));
+      logger.info({ calls: warmup!.calls, ms: Math.round(performance.now() - t0) }, "thread warmed up");
+    } catch (e) {
+      logger.warn({ err: GatewayError.from(e).rawMessage }, "thread warm-up failed: starting cold");
+    } finally {
+      warming = undefined;
+      // An exit that came as the warm-up ended: the app closes here and does not listen.
+      if (exiting) w.closeAll();
+    }
+  };
+  rest = await startRestServer(opts.host, opts.httpPort, [...local, ...bridged], {
+    ...gatewayServerDeps(opts, { auth, logger, metrics, isClosing: flag.isClosing, appHooks: [...(dispatch.appHooks ?? []), (app) => web.mount(app)], dynamic: dispatch.transcoding.routes }),
+    ...(warmup && !opts.tls ? { beforeListen: warmUp } : {}),
+  });
   await dispatch.start?.();
 
   let closed: Promise<void> | undefined;

@@ -30,13 +30,15 @@ async function otlpReceiver(): Promise<{ url: string; bodies: Buffer[]; close():
 }
 
 describe("environment variables reach the gateway through the CLI (the only place that reads them)", () => {
-  it("APP_API_TOKEN guards the sidecar callbacks; OTEL_* export metrics to the endpoint, period and service name given", async () => {
+  it("APP_API_TOKEN guards the sidecar callbacks; OTEL_* export metrics to the endpoint, period and service name given, none of the warm-up's", async () => {
     const otlp = await otlpReceiver();
     const gw = await startGatewayProcess(["--api-key", "k"], {
       APP_API_TOKEN: "app-secret",
       OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
       OTEL_METRIC_EXPORT_INTERVAL: "100",
       OTEL_SERVICE_NAME: "cli-env-test-gateway",
+      // Exports run every 100 ms through the warm-up's invokes too: none of what they record may reach the collector.
+      GATEWAY_WARMUP_CALLS: "40",
     });
     try {
       const http = `http://127.0.0.1:${gw.httpPort}`;
@@ -44,6 +46,8 @@ describe("environment variables reach the gateway through the CLI (the only plac
       assert.equal((await fetch(`${http}/dapr/subscribe`, { headers: { "dapr-api-token": "app-secret" } })).status, 200);
       // Exported every 100 ms (the default period is 60 s), carrying the service name from OTEL_SERVICE_NAME.
       await waitFor(() => otlp.bodies.some((b) => b.includes("cli-env-test-gateway")), "an OTLP export naming the service", 10_000);
+      assert.ok(gw.stdout.some((l) => l.includes("warmed up through its own ports")), "the gateway warmed up through its own ports");
+      assert.deepEqual(otlp.bodies.filter((b) => b.includes("warmup") || b.includes("InvokeJson")), []);
     } finally {
       await gw.stop();
       await otlp.close();

@@ -7,7 +7,8 @@ import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createAuthenticator } from "../../src/ops/auth.js";
 import { createLogger } from "../../src/observe/logger.js";
 import { createMetrics } from "../../src/observe/metrics.js";
-import { DISCARD_BYTES, json, startRestServer, type RestServer } from "../../src/http/router.js";
+import { DISCARD_BYTES, json, startRestServer, type RestServer, type RestServerDeps } from "../../src/http/router.js";
+import { freePort } from "../support/ports.js";
 import { waitFor } from "../support/gateway.js";
 
 /** A raw HTTP/1.1 exchange: write `request`, resolve with everything the server sent until it closed or `ms` passed. */
@@ -262,5 +263,52 @@ describe("REST router shutdown", () => {
     } finally {
       server.stopListening();
     }
+  });
+});
+
+describe("REST router warm-up before listening", () => {
+  const deps = (beforeListen: NonNullable<RestServerDeps["beforeListen"]>): RestServerDeps => {
+    const metrics = createMetrics({ processMetrics: false });
+    return {
+      auth: createAuthenticator([]),
+      logger: createLogger("silent"),
+      maxBodyBytes: 1024,
+      isClosing: () => false,
+      requests: metrics.counter("w_requests_total", "test", ["route", "method", "status"]),
+      latency: metrics.histogram("w_latency_seconds", "test", ["route", "method", "status"]),
+      beforeListen,
+    };
+  };
+  const routes = [{ method: "GET" as const, path: "/quick", handler: async () => json({ ok: true }) }];
+  const get = (port: number): Promise<number | string> => fetch(`http://127.0.0.1:${port}/quick`).then((r) => r.status, (e: Error) => `refused: ${(e.cause as Error)?.message ?? e.message}`);
+
+  it("serves the app on a loopback port while beforeListen runs, and on its own port only after", async () => {
+    const port = await freePort();
+    const seen: Array<number | string> = [];
+    let loopback = 0;
+    const server = await startRestServer("127.0.0.1", port, routes, deps(async (w) => {
+      loopback = w.port;
+      seen.push(await get(w.port), await get(port));
+    }));
+    try {
+      assert.equal(seen[0], 200, "the loopback port serves the routes");
+      assert.match(String(seen[1]), /refused/, "the server's own port does not listen yet");
+      assert.equal(await get(port), 200);
+      // A new connection: the one fetch keeps alive to it is still served, as stopListening leaves open connections.
+      const refused = await new Promise<boolean>((resolve) => {
+        const sock = connect(loopback, "127.0.0.1");
+        sock.on("connect", () => (sock.destroy(), resolve(false)));
+        sock.on("error", () => resolve(true));
+      });
+      assert.ok(refused, "the loopback port closed");
+    } finally {
+      server.closeAll();
+    }
+  });
+
+  it("closed during beforeListen, it does not listen and says why", async () => {
+    const port = await freePort();
+    await assert.rejects(startRestServer("127.0.0.1", port, routes, deps(async (w) => w.closeAll())), /closed during its warm-up/);
+    assert.match(String(await get(port)), /refused/);
   });
 });

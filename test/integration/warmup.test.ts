@@ -11,23 +11,10 @@ import { WarmupClient } from "../../src/main/warmup-client.js";
 import { validateGatewayOptions } from "../../src/config/options.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createGateway } from "../../src/main/gateway.js";
-import { Writable } from "node:stream";
-import { createServer } from "node:net";
-import { warmUpThread } from "../../src/threads/warmup.js";
-import { createWorkerSlots } from "../../src/workers/worker-slots.js";
-import { createLogger } from "../../src/observe/logger.js";
-import type { RestServer } from "../../src/http/router.js";
-import type { Runtime } from "../../src/runtime/runtime.js";
+import { ownWarmup } from "../../src/threads/warmup.js";
+import { reflectionCall } from "../support/reflection.js";
+import * as grpc from "@grpc/grpc-js";
 import { startOrderBackend } from "../support/backends/order-backend.js";
-
-/** A loopback port that was free a moment ago and has nothing listening on it. */
-async function closedPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 const KEY = "warmup-test-key";
 const EVENTS = 300;
@@ -64,6 +51,11 @@ describe("warm-up before listening", () => {
     // HTTP on its main thread.
     assert.equal(w["calls"], 2 * CALLS);
     assert.ok(msgs.indexOf("warmed up") < msgs.indexOf("gateway listening"));
+    // Then the same invokes through the real gateway's own gRPC front and REST server, on loopback ports, before it
+    // listens on its own.
+    const own = gw.logs.filter((l) => l["msg"] === "warmed up through its own ports");
+    assert.deepEqual(own.map((l) => l["calls"]), [2 * CALLS]);
+    assert.ok(msgs.indexOf("warmed up through its own ports") < msgs.indexOf("gateway listening"));
     // Its closing garbage collection leaves V8's gc() unexposed, here and in any context made later.
     assert.equal(typeof (globalThis as { gc?: unknown }).gc, "undefined");
     assert.equal(runInNewContext("typeof gc"), "undefined");
@@ -79,7 +71,30 @@ describe("warm-up before listening", () => {
     assert.equal(sub.got[0].cloudevent.id, "e-1");
     sub.call.cancel();
 
-    // The warm-up's echo backend is not one of its services.
+    // The warm-up's echo backend is not one of its services, nor served by reflection, the transparent proxy, the
+    // OpenAPI document or health.
+    const reflected = await reflectionCall(gw.grpcAddress, "v1", { list_services: "*" }, withKey(KEY));
+    assert.match(JSON.stringify(reflected), /platform\.Gateway/);
+    assert.doesNotMatch(JSON.stringify(reflected), /warmup|Echo/);
+    for (const path of ["/v1/openapi.json", "/health"]) {
+      const res = await fetch(`${gw.http}${path}`, { headers: { "x-api-key": KEY } });
+      assert.equal(res.status, 200, path);
+      assert.doesNotMatch(await res.text(), /warmup|Echo/, path);
+    }
+    const proxied = await new Promise<{ code?: number }>((resolve) => {
+      const c = new (grpc.makeGenericClientConstructor({}, "x"))(gw!.grpcAddress, grpc.credentials.createInsecure());
+      c.makeUnaryRequest("/platform.warmup.v1.Echo/Echo", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), withKey(KEY), (err: grpc.ServiceError | null) => {
+        c.close();
+        resolve({ ...(err ? { code: err.code } : {}) });
+      });
+    });
+    assert.equal(proxied.code, grpc.status.UNIMPLEMENTED, "no route to the echo backend");
+    const invoked = await fetch(`${gw.http}/v1/gateway/invoke-json`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": KEY },
+      body: JSON.stringify({ service: "warmup-echo", method: "Echo", request_data: "{}" }),
+    });
+    assert.match(JSON.stringify(await invoked.json()), /service warmup-echo is not registered/);
     for (const path of ["/v1/config/list-services", "/v1/gateway/list-services"]) {
       const res = await fetch(`${gw.http}${path}`, { headers: { "x-api-key": KEY } });
       assert.equal(res.status, 200, path);
@@ -88,9 +103,12 @@ describe("warm-up before listening", () => {
       assert.doesNotMatch(listed, /warmup|Echo/, path);
     }
 
-    // Its metrics count only its own calls: one publish, one subscribe, no warm-up topic or backend.
+    // Its metrics count only its own calls: one publish, one subscribe, the one invoke above, no warm-up topic or
+    // backend.
     const text = await (await fetch(`${gw.http}/metrics`)).text();
     assert.doesNotMatch(text, /warmup/);
+    assert.doesNotMatch(text, /InvokeJson/);
+    assert.match(text, /^platform_http_requests_total\{route="\/v1\/gateway\/invoke-json",method="POST",status="\d+"\} 1$/m);
     assert.match(text, /^platform_grpc_requests_total\{method="io\.cloudevents\.v1\.Pubsub\/PublishEvent",code="OK"\} 1$/m);
     // Its spans are only its own: the publish of "orders" arrives, nothing of the private gateway's.
     await waitFor(() => rx!.spans.some((s) => s.name === "publish orders"), "the real publish span");
@@ -115,8 +133,10 @@ describe("warm-up before listening", () => {
       const threads = g.logs.filter((l) => l["msg"] === "thread warmed up");
       assert.deepEqual(threads.map((l) => [l["thread"], l["calls"]]).sort(), [[1, CALLS], [2, CALLS]], "every REST invoke of each thread came back as its echo");
       assert.ok(msgs.lastIndexOf("thread warmed up") < msgs.indexOf("gateway listening"));
-      // The main thread's warm-up invokes over gRPC only: REST is the threads'.
+      // The main thread's warm-ups invoke over gRPC only (its private gateways', then its own front's): REST is the
+      // threads'.
       assert.equal(g.logs.find((l) => l["msg"] === "warmed up")?.["calls"], CALLS);
+      assert.equal(g.logs.find((l) => l["msg"] === "warmed up through its own ports")?.["calls"], CALLS);
       assert.equal(g.logs.filter((l) => l["level"] === "warn" || l["level"] === "error").length, 0, JSON.stringify(g.logs.filter((l) => l["level"] === "warn" || l["level"] === "error")));
 
       // The threads serve REST invoke to the real backend, and count and trace only that.
@@ -132,6 +152,7 @@ describe("warm-up before listening", () => {
       const text = await (await fetch(`${g.http}/metrics`)).text();
       assert.doesNotMatch(text, /warmup/);
       assert.match(text, /^platform_gateway_invocations_total\{service="orders",code="OK"\} 4$/m);
+      assert.doesNotMatch(text, /InvokeJson/);
       assert.match(text, /^platform_http_requests_total\{route="\/v1\/gateway\/invoke-json",method="POST",status="200"\} 4$/m);
       await waitFor(() => trx.spans.filter((s) => s.name === "POST /v1/gateway/invoke-json").length === 4, "the four REST server spans");
       const foreign = trx.spans.filter((s) => Object.values(s.attributes).some((v) => String(v).includes("warmup")) || s.name.includes("warmup") || s.name.includes("Echo"));
@@ -148,21 +169,23 @@ describe("warm-up before listening", () => {
     }
   });
 
-  it("a thread's warm-up whose backend does not answer rejects naming the call, and closes its private server", async () => {
-    const opts = validateGatewayOptions({ threads: 2 });
-    const tracked: Array<RestServer | undefined> = [];
-    const logs: string[] = [];
-    const logger = createLogger("error", new Writable({ write: (c: Buffer, _e, cb) => (logs.push(c.toString()), cb()) }));
-    // A port nothing listens on: the first call's reflection fails, and with it the call.
-    const port = await closedPort();
-    await assert.rejects(
-      warmUpThread({ echoPort: port, calls: 3 }, opts, { slots: createWorkerSlots(1), logger, runtime: {} as Runtime, track: (s) => tracked.push(s) }),
-      /warm-up invoke-json \d+ failed: UNAVAILABLE backend 127\.0\.0\.1:\d+ is unavailable/,
-    );
-    assert.equal(tracked.length, 2);
-    assert.equal(tracked[1], undefined, "the private server was closed");
-    const res = await fetch(`http://127.0.0.1:${tracked[0]!.port}/health`).catch((e: Error) => e);
-    assert.ok(res instanceof Error, "nothing listens on the private port any more");
+  it("a warm-up through the gateway's own objects past its bound drops its backend, lets its calls fail, and only then puts the metrics back", async () => {
+    const events: string[] = [];
+    let fail: (e: Error) => void = () => {};
+    const parts = {
+      dispatch: {
+        hideBackend: (name: string) => {
+          events.push(`hide ${name}`);
+          // Dropping the backend ends its connections: the calls in flight fail a little later.
+          return () => (events.push("drop"), void setTimeout(() => (events.push("calls failed"), fail(new Error("backend gone"))), 20));
+        },
+      },
+      metrics: { beginWarmup: () => (events.push("metrics held"), (hidden: string) => void events.push(`metrics put back, ${hidden} forgotten`)) },
+      tracer: { beginWarmup: () => (events.push("spans held"), () => void events.push("spans resumed")) },
+    };
+    const calls = (): Promise<number> => new Promise((_, reject) => (fail = reject));
+    await assert.rejects(ownWarmup(parts, 1, calls, 50), /warm-up did not finish within 50 ms/);
+    assert.deepEqual(events, ["hide warmup-echo", "metrics held", "spans held", "drop", "calls failed", "metrics put back, warmup-echo forgotten", "spans resumed"]);
   });
 
   it("runs its events through two private gateways in turn, each closed before the next starts, and its subscribers leave before each closes", async () => {

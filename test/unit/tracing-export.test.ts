@@ -55,6 +55,26 @@ describe("trace export: batches, the queue bound, flush", () => {
     }
   });
 
+  it("spans ended during a warm-up are never exported, full batches and the queue bound included; those after it are", async () => {
+    const rx = await slowReceiver(0);
+    const { logger, warnings } = recordingLogger();
+    const tracer = createTracer({ endpoint: rx.url, maxQueue: 6, exportBatch: 3, exportDelayMs: 50, logger });
+    try {
+      const end = tracer.beginWarmup();
+      // Four full batches and a part-filled one: more than the queue holds, none of it waiting at the end.
+      for (let i = 0; i < 14; i++) tracer.start({ traceparent: undefined, tracestate: undefined, server: SPAN }).end();
+      await new Promise((r) => setTimeout(r, 120));
+      end();
+      const after = tracer.start({ traceparent: undefined, tracestate: undefined, server: SPAN });
+      after.end();
+      await tracer.close();
+      assert.deepEqual(rx.requests.flat().map((s) => s.spanId), [after.spanId]);
+      assert.deepEqual(warnings, [], "nothing dropped or failed is reported");
+    } finally {
+      await rx.close();
+    }
+  });
+
   it("a part-filled batch leaves after the export delay, and close() sends what is left", async () => {
     const rx = await slowReceiver(0);
     const tracer = createTracer({ endpoint: rx.url, exportDelayMs: 100 });

@@ -133,6 +133,7 @@ export class NativeGrpcServer {
   private readonly hooks: NativeGrpcServerOptions;
   private readonly ctx: CallContext;
   private transport: H2Server | undefined;
+  private listening = false;
   private readonly openSessions = new Set<H2ServerSession>();
   private readonly resets = new Map<H2ServerSession, number>();
   private readonly calls = new Set<GrpcCall>();
@@ -187,7 +188,32 @@ export class NativeGrpcServer {
   /** Listen on host:port (0: ephemeral); resolves the bound port. */
   async listen(host: string, port: number): Promise<number> {
     if (this.shutdown) throw new Error("the gRPC server is shut down");
-    if (this.transport) throw new Error("the gRPC server is already listening");
+    if (this.listening) throw new Error("the gRPC server is already listening");
+    const transport = this.transportOf();
+    this.listening = true;
+    try {
+      return await transport.listen(port, host);
+    } catch (e) {
+      // Nothing listens: a later listen() may try again.
+      this.listening = false;
+      throw e;
+    }
+  }
+
+  /**
+   * Serve connections on a 127.0.0.1 ephemeral port too (cleartext only), before or besides listen(): the gateway's own
+   * warm-up calls (src/main/self-warmup.ts). Resolves the port and a function that stops that listener.
+   */
+  async listenLoopback(): Promise<{ port: number; stop(): void }> {
+    if (this.shutdown) throw new Error("the gRPC server is shut down");
+    const transport = this.transportOf();
+    if (!transport.listenLoopback) throw new Error("the gRPC server's transport has no loopback listener");
+    return transport.listenLoopback();
+  }
+
+  /** The HTTP/2 server every listener feeds, made on first use. */
+  private transportOf(): H2Server {
+    if (this.transport) return this.transport;
     const create = this.hooks.transport ?? createH2Server;
     const transport = create({
       ...this.hooks.connections,
@@ -216,13 +242,7 @@ export class NativeGrpcServer {
       },
     });
     this.transport = transport;
-    try {
-      return await transport.listen(port, host);
-    } catch (e) {
-      // Nothing listens: a later listen() may try again.
-      this.transport = undefined;
-      throw e;
-    }
+    return transport;
   }
 
   /** New connections get this certificate; open ones keep theirs. Throws unless listening over TLS. */
