@@ -46,7 +46,7 @@ export interface BackendRegistry {
   /**
    * Serve `config` under its name through `get` until the returned function closes it: not in `names`, health,
    * connect() or the schema hooks, and its schema from `schemaSource` (no reflection). The gateway's own warm-up
-   * backend (src/main/self-warmup.ts). Throws if the name is taken.
+   * backend (src/main/own-warmup.ts). Throws if the name is taken.
    */
   hide(config: BackendConfig, schemaSource: NonNullable<BackendOptions["schemaSource"]>): () => void;
   close(): void;

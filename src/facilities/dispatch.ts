@@ -47,7 +47,7 @@ export interface DispatchFacility extends Facility {
   /**
    * Serve invokes of `name`, a backend on 127.0.0.1:`port` whose schema is `schema`, until the returned function drops
    * it (and its connections): in no listing, proxy route, transcoding rule, health entry or schema push. The gateway's
-   * own warm-up backend (src/main/self-warmup.ts).
+   * own warm-up backend (src/main/own-warmup.ts).
    */
   hideBackend(name: string, port: number, schema: ReflectionResult): () => void;
   /** The REST transcoding routes of every backend, for the REST server (docs/transcoding.md). */

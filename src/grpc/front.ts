@@ -18,7 +18,7 @@ export interface GrpcFront {
   listen(): Promise<number>;
   /**
    * Serve the same services on a 127.0.0.1 ephemeral port too, before listen(): the gateway's own warm-up calls
-   * (src/main/self-warmup.ts). Cleartext only (rejects with --tls). Resolves the port and a function that stops it.
+   * (src/main/own-warmup.ts). Cleartext only (rejects with --tls). Resolves the port and a function that stops it.
    */
   listenLoopback(): Promise<{ port: number; stop(): void }>;
   /** Open client connections. */

@@ -191,7 +191,7 @@ export interface H2Server {
   stopListening(): void;
   /**
    * Accept connections on 127.0.0.1 at an ephemeral port as well, served like the others (cleartext only): the gateway's
-   * own warm-up calls before it listens (src/main/self-warmup.ts). Resolves the port and a function that stops that
+   * own warm-up calls before it listens (src/main/own-warmup.ts). Resolves the port and a function that stops that
    * listener (its sessions are left open, as stopListening leaves them).
    */
   listenLoopback?(): Promise<{ port: number; stop(): void }>;

@@ -289,7 +289,7 @@ export interface RestServerDeps {
   listenSockets?: number;
   /**
    * Run before the server listens on its port, with the app already serving on a 127.0.0.1 ephemeral port: the
-   * gateway's own warm-up calls (src/main/self-warmup.ts). That listener closes when it settles; `warming.closeAll`
+   * gateway's own warm-up calls (src/main/own-warmup.ts). That listener closes when it settles; `warming.closeAll`
    * closes the app meanwhile (a thread that must exit), and the server then does not listen. Cleartext only.
    */
   beforeListen?(warming: WarmingServer): Promise<void>;

@@ -48,10 +48,11 @@ export interface Metrics {
   gauge<L extends string>(name: string, help: string, labelNames: readonly L[]): GaugeMetric<L>;
   histogram<L extends string>(name: string, help: string, labelNames: readonly L[], options?: HistogramOptions): HistogramMetric<L>;
   /**
-   * Begin a warm-up of the gateway's own (src/main/self-warmup.ts): until the returned function is called nothing is
-   * recorded for OTLP export. That function forgets what the warm-up recorded: every counter and histogram gets back
-   * the series it had at the start (one made meanwhile starts from nothing), and gauge series with a label of value
-   * `hidden` (the warm-up's own backend) go. Gauges otherwise keep their values: they say what is open now.
+   * Begin a warm-up of the gateway's own (src/main/own-warmup.ts): until the returned function is called nothing is
+   * recorded for OTLP export. That function forgets what the warm-up recorded: every series of a counter or histogram
+   * gets back its values of the start, one made meanwhile is zero, and any series with a label of value `hidden` (the
+   * warm-up's own backend) that was made meanwhile goes (prom-client-internals.ts `seriesSnapshot`). Gauges keep their
+   * values otherwise: they say what is open now.
    */
   beginWarmup(): (hidden: string) => void;
   /** Whether OTLP export is on. */
@@ -107,17 +108,15 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     otlp: meter !== undefined,
     beginWarmup() {
       quiet = true;
+      // A gauge says what is open now: only its series naming the hidden backend go.
+      const undo = made.map((m) => seriesSnapshot(m.metric, m.metric instanceof Gauge));
       const before = made.length;
-      const restores = made.map((m) => (m.metric instanceof Gauge ? undefined : seriesSnapshot(m.metric)));
       return (hidden) => {
         made.forEach((m, i) => {
-          if (m.metric instanceof Gauge) {
-            for (const labels of seriesLabels(m.metric)) if (Object.values(labels).includes(hidden)) m.metric.remove(labels);
-            return;
-          }
-          const restore = i < before ? restores[i] : undefined;
-          if (restore) restore();
-          else m.metric.reset();
+          if (i < before) undo[i]?.(hidden);
+          // Made during the warm-up: what a counter or histogram holds is the warm-up's; a gauge's is what is open.
+          else if (!(m.metric instanceof Gauge)) m.metric.reset();
+          else for (const labels of seriesLabels(m.metric)) if (Object.values(labels).includes(hidden)) m.metric.remove(labels);
           if ("cleared" in m) m.cleared?.();
         });
         quiet = false;

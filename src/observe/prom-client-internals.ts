@@ -64,18 +64,50 @@ export function seriesLabels(metric: Counter | Gauge | Histogram): Array<Record<
   return out;
 }
 
+/** The values of one series of any kind (a counter's or gauge's `value`; a histogram's buckets, sum and count). */
+interface SeriesValues {
+  labels?: Record<string, unknown>;
+  value?: number;
+  sum?: number;
+  count?: number;
+  bucketValues?: Record<string, number>;
+  bucketExemplars?: Record<string, unknown>;
+}
+
+/** Give `series` the values of `from`, or zero (no exemplars) without it; the object stays the same object. */
+function setSeries(series: SeriesValues, from: SeriesValues | undefined): void {
+  if (series.value !== undefined) series.value = from?.value ?? 0;
+  if (series.sum !== undefined) series.sum = from?.sum ?? 0;
+  if (series.count !== undefined) series.count = from?.count ?? 0;
+  for (const k of Object.keys(series.bucketValues ?? {})) series.bucketValues![k] = from?.bucketValues?.[k] ?? 0;
+  for (const k of Object.keys(series.bucketExemplars ?? {})) series.bucketExemplars![k] = from?.bucketExemplars?.[k] ?? null;
+}
+
 /**
- * A copy of every series of `metric` (a counter or histogram) as it is now, and the function that puts them back:
- * series made since are dropped, the others get their values of then. Undefined when prom-client's shape changed.
+ * Undo what `metric` records from now on: the returned function gives each series its values of now, and a series
+ * made since zero, except one with a label of value `hidden`, which goes (a gauge's series are left as they are, but
+ * for those). The series stay the same objects, and the map of them is made anew only when one goes (a deleted key
+ * would turn it into a dictionary): code compiled against them meanwhile stays valid for the calls after. Undefined
+ * when prom-client's shape changed.
  */
-export function seriesSnapshot(metric: Counter | Histogram): (() => void) | undefined {
-  const map = (metric as unknown as { hashMap?: unknown }).hashMap;
-  if (typeof map !== "object" || map === null) return undefined;
-  const live = map as Record<string, unknown>;
-  const saved = structuredClone(live);
-  return () => {
-    for (const k of Object.keys(live)) delete live[k];
-    Object.assign(live, structuredClone(saved));
+export function seriesSnapshot(metric: Counter | Gauge | Histogram, keepValues: boolean): ((hidden: string) => void) | undefined {
+  const holder = metric as unknown as { hashMap?: unknown };
+  if (typeof holder.hashMap !== "object" || holder.hashMap === null) return undefined;
+  const saved = structuredClone(holder.hashMap) as Record<string, SeriesValues>;
+  return (hidden) => {
+    const live = holder.hashMap as Record<string, SeriesValues | null>;
+    const kept: Record<string, SeriesValues> = {};
+    let dropped = false;
+    for (const [k, series] of Object.entries(live)) {
+      if (series === null || typeof series !== "object") continue;
+      if (!(k in saved) && Object.values(series.labels ?? {}).includes(hidden)) {
+        dropped = true;
+        continue;
+      }
+      if (!keepValues) setSeries(series, saved[k]);
+      kept[k] = series;
+    }
+    if (dropped) holder.hashMap = kept;
   };
 }
 

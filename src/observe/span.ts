@@ -126,7 +126,7 @@ export interface Tracer {
   /** Open the spans of one incoming call (a server span, or a handle on the remote parent when `server` is absent). */
   start(incoming: TraceIncoming): TraceSpan;
   /**
-   * Begin a warm-up of the gateway's own (src/main/self-warmup.ts): spans are made, encoded and batched as ever, but
+   * Begin a warm-up of the gateway's own (src/main/own-warmup.ts): spans are made, encoded and batched as ever, but
    * every span ended before the returned function is called is thrown away instead of exported.
    */
   beginWarmup(): () => void;

@@ -209,8 +209,8 @@ async function main(): Promise<void> {
   port.on("message", onMessage);
   for (const m of early.splice(0)) onMessage(m);
 
-  // Checked right before listening (startRestServer listens synchronously): once the process is exiting, a thread still
-  // starting must not open a socket the exit would find.
+  // Checked right before the server is made (it listens synchronously, or after its warm-up, whose end checks again):
+  // once the process is exiting, a thread still starting must not open a socket the exit would find.
   if (exiting) throw new GatewayError(Code.UNAVAILABLE, "the process is exiting");
   dispatch.transcoding.reserve([...local, ...bridged]);
   const warmup = data.warmup;

@@ -202,7 +202,7 @@ export class NativeGrpcServer {
 
   /**
    * Serve connections on a 127.0.0.1 ephemeral port too (cleartext only), before or besides listen(): the gateway's own
-   * warm-up calls (src/main/self-warmup.ts). Resolves the port and a function that stops that listener.
+   * warm-up calls (src/main/own-warmup.ts). Resolves the port and a function that stops that listener.
    */
   async listenLoopback(): Promise<{ port: number; stop(): void }> {
     if (this.shutdown) throw new Error("the gRPC server is shut down");
