@@ -1,5 +1,6 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
+import { settleWithin } from "../shared/timers.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { createBackendRegistry } from "../backends/registry.js";
 import type { GatewayContext } from "../ops/context.js";
@@ -50,6 +51,8 @@ export interface DispatchFacility extends Facility {
    * own warm-up backend (src/main/own-warmup.ts).
    */
   hideBackend(name: string, port: number, schema: ReflectionResult): () => void;
+  /** Resolves once every backend's first schema load since start() has settled (loaded or failed), or after `ms`. */
+  firstSchemas(ms: number): Promise<void>;
   /** The REST transcoding routes of every backend, for the REST server (docs/transcoding.md). */
   readonly transcoding: {
     readonly routes: DynamicRoutes;
@@ -214,9 +217,12 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
   let closed: Promise<void> | undefined;
   let destroyed = false;
   let refreshTimer: NodeJS.Timeout | undefined;
+  /** The first schema load of every backend, from start(). */
+  let firstLoads: Promise<unknown> = Promise.resolve();
   return {
     ops: counted,
     hideBackend: (name, port, schema) => backends.hide({ name, host: "127.0.0.1", port }, async () => schema),
+    firstSchemas: (ms) => settleWithin(firstLoads, ms),
     transcoding: { routes: transcodeRoutes(transcoding, counted, streamDeps, filter), reserve: (routes) => transcoding.reserve(routes) },
     schemas: {
       async get(service, fresh, signal, stale) {
@@ -270,12 +276,8 @@ export function createDispatchFacility(ctx: GatewayContext, share: DispatchShare
         }, options.schemaRefreshIntervalMs);
         refreshTimer.unref();
       }
-      for (const name of backends.names) {
-        backends
-          .get(name)!
-          .schema()
-          .catch(() => undefined); // logged by onSchema; retried on next use and when the channel becomes READY
-      }
+      // Logged by onSchema; retried on next use and when the channel becomes READY.
+      firstLoads = Promise.all(backends.names.map((name) => backends.get(name)!.schema().catch(() => undefined)));
     },
     async health() {
       const conflicts = proxy.conflicts();

@@ -82,6 +82,12 @@ export const PROXIED_METHODS = "<backend service>/<method>";
 
 export { GATEWAY_SERVICES };
 
+/**
+ * How long the warm-up through the gateway's own ports waits for the backends' first schemas (a backend that is down
+ * does not hold the start longer).
+ */
+const FIRST_SCHEMAS_MS = 1000;
+
 /** Time close() still gives the runtime and the OTLP flush when in-flight work used up the shutdown timeout. */
 const RELEASE_GRACE_MS = 1000;
 
@@ -249,11 +255,14 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   let echo: { port: number; close(): void } | undefined;
   try {
     await runtime.start();
+    // Dispatch first: its backends connect and load their schemas while the gateway warms up through its own ports,
+    // so what that loading makes V8 compile (reflection, the schemas' descriptors) is compiled before the first client.
+    await dispatch.start?.();
     echo = opts.warmupCalls > 0 && !opts.tls ? await startEchoBackend().catch((e: Error) => void logger.warn({ err: e.message }, "warm-up echo backend did not start: starting cold")) : undefined;
     const ownWarmup = (restPort?: number): Promise<void> =>
       warmUpOwnPorts(front, { dispatch, metrics, tracer }, { echoPort: echo!.port, calls: opts.warmupCalls, apiKeys: opts.apiKeys, logger, ...(restPort !== undefined ? { restPort } : {}) });
     if (opts.threads > 1) {
-      if (echo) await ownWarmup();
+      if (echo) await dispatch.firstSchemas(FIRST_SCHEMAS_MS).then(() => ownWarmup());
       grpcPort = await front.listen();
       listenedGrpcPort = grpcPort;
       threads = await startUwsThreads({
@@ -277,11 +286,14 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     } else {
       // REST first: its server warms up both fronts on loopback ports before either listens on the gateway's.
       const parts = { auth, logger, metrics, isClosing: () => closing, appHooks: facilities.flatMap((f) => f.appHooks ?? []), dynamic: dispatch.transcoding.routes };
-      rest = await startRestServer(opts.host, opts.httpPort, routes, { ...gatewayServerDeps(opts, parts), ...(echo ? { beforeListen: (w) => ownWarmup(w.port) } : {}) });
+      rest = await startRestServer(opts.host, opts.httpPort, routes, {
+        ...gatewayServerDeps(opts, parts),
+        ...(echo ? { beforeListen: (w) => dispatch.firstSchemas(FIRST_SCHEMAS_MS).then(() => ownWarmup(w.port)) } : {}),
+      });
       grpcPort = await front.listen();
       listenedGrpcPort = grpcPort;
     }
-    for (const f of facilities) await f.start?.();
+    for (const f of facilities) if (f !== dispatch) await f.start?.();
   } catch (e) {
     front.forceShutdown();
     rest?.stopListening();
