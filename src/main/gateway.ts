@@ -29,8 +29,7 @@ import { createSidecarCallbackFacility } from "../facilities/sidecar-callback.js
 import { createStateFacility } from "../facilities/state.js";
 import { createTriggerFacility } from "../facilities/trigger.js";
 import { startUwsThreads, type UwsThreads } from "../threads/uws-threads.js";
-import { warmUp } from "./warmup.js";
-import { startEchoBackend } from "./warmup-invoke.js";
+import { startWarmupBackends, warmUp, type WarmupBackends } from "./warmup.js";
 import { warmUpOwnPorts } from "./own-warmup.js";
 
 /** A running gateway. */
@@ -252,15 +251,15 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
   let rest: RestServer | undefined;
   let grpcPort: number;
   // The warm-up through the gateway's own ports (docs/warmup.md): its echo backend, open until every server warmed up.
-  let echo: { port: number; close(): void } | undefined;
+  let echo: WarmupBackends | undefined;
   try {
     await runtime.start();
     // Dispatch first: its backends connect and load their schemas while the gateway warms up through its own ports,
     // so what that loading makes V8 compile (reflection, the schemas' descriptors) is compiled before the first client.
     await dispatch.start?.();
-    echo = opts.warmupCalls > 0 && !opts.tls ? await startEchoBackend().catch((e: Error) => void logger.warn({ err: e.message }, "warm-up echo backend did not start: starting cold")) : undefined;
+    echo = opts.warmupCalls > 0 && !opts.tls ? await startWarmupBackends(opts).catch((e: Error) => void logger.warn({ err: e.message }, "warm-up backends did not start: starting cold")) : undefined;
     const ownWarmup = (restPort?: number): Promise<void> =>
-      warmUpOwnPorts(front, { dispatch, metrics, tracer }, { echoPort: echo!.port, calls: opts.warmupCalls, apiKeys: opts.apiKeys, logger, ...(restPort !== undefined ? { restPort } : {}) });
+      warmUpOwnPorts(front, { dispatch, metrics, tracer }, { echoPort: echo!.echoPort!, calls: opts.warmupCalls, apiKeys: opts.apiKeys, logger, ...(restPort !== undefined ? { restPort } : {}) });
     if (opts.threads > 1) {
       if (echo) await dispatch.firstSchemas(FIRST_SCHEMAS_MS).then(() => ownWarmup());
       grpcPort = await front.listen();
@@ -280,8 +279,8 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
         conversionSlots: slots,
         schemas: dispatch.schemas,
         ...(overrides.threadEventBacklog !== undefined ? { maxBacklog: overrides.threadEventBacklog } : {}),
-        // Each thread warms up through its own REST server (uws-thread.ts) before it listens.
-        ...(echo ? { warmup: { echoPort: echo.port, calls: opts.warmupCalls } } : {}),
+        // Each thread warms up through private facilities and then its own REST server (uws-thread.ts) before it listens.
+        ...(echo ? { warmup: { echoPort: echo.echoPort!, calls: opts.warmupCalls, ...(echo.tracesEndpoint ? { tracesEndpoint: echo.tracesEndpoint } : {}) } } : {}),
       });
     } else {
       // REST first: its server warms up both fronts on loopback ports before either listens on the gateway's.
@@ -303,7 +302,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     await Promise.all([metrics.close(), tracer.close()]);
     throw e;
   } finally {
-    echo?.close();
+    await echo?.close();
   }
   const httpPort = threads ? threads.port : rest!.port;
   logger.info({ grpcPort, httpPort, host: opts.host, tls: opts.tls !== undefined, httpThreads: opts.threads, conversionWorkers: opts.conversionWorkers, sidecar: runtime.kind, pubsubName: services.pubsubName, services: services.all.length }, "gateway listening");

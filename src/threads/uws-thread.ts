@@ -36,7 +36,7 @@ import { BRIDGE_MAX_PENDING, BRIDGE_TIMEOUT_MS, type RouteSpec, type RouteWire, 
 import { createBridge, withTransfer } from "./bridge.js";
 import { ownBuffer } from "../http/free-buffer.js";
 import { threadUpstream } from "./thread-upstream.js";
-import { ownWarmup, ownWarmupKey, restInvokes } from "./warmup.js";
+import { ownWarmup, ownWarmupKey, restInvokes, warmUpThread } from "./warmup.js";
 import { ClosingFlag } from "./closing-flag.js";
 
 const data = workerData as ThreadData;
@@ -47,7 +47,9 @@ const port = parentPort!;
 
 /** This thread's uWS app once listening. Node aborts the process when a thread's loop closes with its sockets open. */
 let rest: RestServer | undefined;
-/** This thread's uWS app while it warms up on its loopback port, before it listens (warmup.ts). */
+/** The private warm-up's uWS app while it is open (warmup.ts `warmUpThread`). */
+let warmingPrivate: RestServer | undefined;
+/** This thread's uWS app while it warms up on its loopback port, before it listens (warmup.ts `ownWarmup`). */
 let warming: WarmingServer | undefined;
 /** Set once this thread (or the process) is going away: nothing may start listening after it. */
 let exiting = false;
@@ -57,6 +59,7 @@ let exiting = false;
  */
 function closeSockets(): void {
   exiting = true;
+  warmingPrivate?.closeAll();
   warming?.closeAll();
   rest?.closeAll();
   Atomics.store(data.closedFlag, 0, 1);
@@ -98,13 +101,25 @@ async function main(): Promise<void> {
   }
   const opts = validateGatewayOptions(data.options);
   // Until the handler below is on, every message is kept for it (it takes them in order before any later one); an
-  // `exit` is acted on at once.
+  // `exit` is acted on at once (a warm-up's socket may be open).
   const early: unknown[] = [];
   const onEarly = (m: unknown): void => {
     if ((m as ThreadMessage).t === "exit") closeSockets();
     early.push(m);
   };
   port.on("message", onEarly);
+  // The first half of the warm-up, through two private facilities, before this thread makes any closure of its own:
+  // V8's feedback then names the closures' shared code, which holds for this thread's own (as after the main thread's
+  // two private gateways). The second half goes through this thread's own server (`warmUp` below).
+  if (data.warmup && !exiting) {
+    const t0 = performance.now();
+    try {
+      const calls = await warmUpThread(data.warmup, opts, { slots: slotsOfPool(data.conversionSlots, data.index), logger: threadLogger("error"), runtime: NO_RUNTIME, track: (s) => (warmingPrivate = s) });
+      logger.info({ calls, ms: Math.round(performance.now() - t0) }, "thread warmed up");
+    } catch (e) {
+      logger.warn({ err: GatewayError.from(e).rawMessage }, "thread warm-up failed: starting cold");
+    }
+  }
   const services = await loadRegistry(opts);
   // No process metrics (the main thread reports the process once) and no OTLP export (the main thread's exporter is
   // the process's); this registry is read by the main thread's /metrics.
@@ -220,9 +235,9 @@ async function main(): Promise<void> {
     warming = w;
     try {
       await ownWarmup({ dispatch, metrics, tracer }, warmup!.echoPort, () => restInvokes(w.port, ownWarmupKey(opts.apiKeys), warmup!.calls));
-      logger.info({ calls: warmup!.calls, ms: Math.round(performance.now() - t0) }, "thread warmed up");
+      logger.info({ calls: warmup!.calls, ms: Math.round(performance.now() - t0) }, "thread warmed up through its own port");
     } catch (e) {
-      logger.warn({ err: GatewayError.from(e).rawMessage }, "thread warm-up failed: starting cold");
+      logger.warn({ err: GatewayError.from(e).rawMessage }, "thread warm-up through its own port failed: starting cold");
     } finally {
       warming = undefined;
       // An exit that came as the warm-up ended: the app closes here and does not listen.

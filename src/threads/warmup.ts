@@ -1,20 +1,32 @@
 /**
- * The invoke warm-up's shared parts (docs/warmup.md): the echo backend's identity and requests, the REST calls, and
- * `ownWarmup`, which runs a warm-up through the gateway's own objects and leaves nothing of it. Before the gateway
- * listens, its gRPC front and each HTTP server (the main thread's with `--threads 1`, each uWS thread's otherwise: a V8
- * isolate of its own, which nothing on the main thread can warm) serve a 127.0.0.1 ephemeral port, and the gateway
- * makes JSON invokes of the echo backend through them (src/main/own-warmup.ts, uws-thread.ts), so V8 has compiled the
- * very closures, routes and servers the first client's calls run through.
+ * The invoke warm-up's shared parts (docs/warmup.md): the echo backend's identity and requests, the REST calls,
+ * `ownWarmup`, which runs a warm-up through the gateway's own objects and leaves nothing of it, and `warmUpThread`, a
+ * uWS thread's warm-up through private dispatch facilities. Before the gateway listens, its gRPC front and each HTTP
+ * server (the main thread's with `--threads 1`, each uWS thread's otherwise: a V8 isolate of its own, which nothing on
+ * the main thread can warm) serve a 127.0.0.1 ephemeral port, and the gateway makes JSON invokes of the echo backend
+ * through them (src/main/own-warmup.ts, uws-thread.ts), so V8 has compiled the very closures, routes and servers the
+ * first client's calls run through. A uWS thread first makes as many through two private facilities of its own.
  */
 import { Agent, request } from "node:http";
+import { randomBytes } from "node:crypto";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { settleWithin, within } from "../shared/timers.js";
 import { warmupEchoProtos } from "../shared/protos.js";
+import { ClosingFlag } from "./closing-flag.js";
+import type { Runtime } from "../runtime/runtime.js";
 import type { ReflectionResult } from "../backends/reflection-client.js";
-import type { Metrics } from "../observe/metrics.js";
+import type { WorkerSlots } from "../workers/worker-slots.js";
+import { loadRegistry, tracerOptions, validateGatewayOptions, type ValidatedOptions } from "../config/options.js";
+import type { Logger } from "../observe/logger.js";
+import { createMetrics, type Metrics } from "../observe/metrics.js";
+import { createTracer } from "../observe/tracing.js";
 import type { Tracer } from "../observe/span.js";
-import type { DispatchFacility } from "../facilities/dispatch.js";
+import { createAuthenticator } from "../ops/auth.js";
+import type { GatewayContext } from "../ops/context.js";
+import { startRestServer, type RestServer } from "../http/router.js";
+import { gatewayServerDeps } from "../http/server-deps.js";
+import { createDispatchFacility, type DispatchFacility } from "../facilities/dispatch.js";
 
 /** The service name the echo backend is invoked under (a private gateway's service, or the gateway's hidden backend). */
 export const ECHO_BACKEND = "warmup-echo";
@@ -26,6 +38,16 @@ const LANES = 4;
 export const CALL_TIMEOUT_MS = 30_000;
 /** Bound on a warm-up through the gateway's own objects (`ownWarmup`); past it the gateway starts cold. */
 const OWN_WARMUP_TIMEOUT_MS = 30_000;
+/** Bound on a thread's warm-up through its private facilities (`warmUpThread`); past it the thread goes on without. */
+const THREAD_WARMUP_TIMEOUT_MS = 30_000;
+/** Bound on flushing a private facility's spans into the dropping receiver. */
+const TRACE_FLUSH_MS = 1000;
+/**
+ * The private calls go through two private facilities in turn, this share through the first: compiled code records the
+ * closures it called, and once two instances have run V8's feedback names their shared code (src/main/warmup.ts,
+ * FIRST_GATEWAY_SHARE).
+ */
+const FIRST_SHARE = 0.3;
 /** Time the calls of a warm-up past its bound get to fail once their backend is dropped. */
 const SETTLE_MS = 2000;
 
@@ -33,8 +55,10 @@ const SETTLE_MS = 2000;
 export interface ThreadWarmup {
   /** The main thread's echo backend, on 127.0.0.1. */
   echoPort: number;
-  /** JSON invokes to make (`--warmup-calls`). */
+  /** JSON invokes to make (`--warmup-calls`), through the private facilities and again through the thread's own server. */
   calls: number;
+  /** Where the private facilities export their spans when the gateway traces: a receiver that drops them. */
+  tracesEndpoint?: string;
 }
 
 /**
@@ -178,4 +202,77 @@ export async function ownWarmup<R>(parts: OwnWarmupParts, echoPort: number, call
 /** A key the gateway's authenticator accepts for its own warm-up calls: its first API key (any, when it has none). */
 export function ownWarmupKey(apiKeys: readonly string[]): string {
   return apiKeys[0] ?? "warmup";
+}
+
+/** What a uWS thread's warm-up needs of the thread. */
+export interface ThreadWarmupDeps {
+  /** The thread's conversion-pool slots (its real facility's, used one after the other). */
+  slots: WorkerSlots;
+  /** The private facilities' logger: errors only, into the thread's log. */
+  logger: Logger;
+  /** Stands in for the runtime, which the thread does not own. */
+  runtime: Runtime;
+  /** Told of each private REST server while it is open, and of undefined once it closed: the thread closes it if it must exit meanwhile. */
+  track(server: RestServer | undefined): void;
+}
+
+/**
+ * A uWS thread's warm-up, before it listens on the gateway's port: `w.calls` REST invokes to the main thread's echo
+ * backend through two private dispatch facilities in turn (FIRST_SHARE), each with its own REST server on a 127.0.0.1
+ * ephemeral port, random API key, metrics that nothing reads and, when the gateway traces, a tracer exporting to the
+ * dropping receiver at the same sampler. Resolves with the calls made; rejects (closing what it opened) on the first
+ * call that fails or past THREAD_WARMUP_TIMEOUT_MS.
+ */
+export async function warmUpThread(w: ThreadWarmup, real: ValidatedOptions, deps: ThreadWarmupDeps): Promise<number> {
+  const first = Math.floor(w.calls * FIRST_SHARE);
+  const run = async (): Promise<number> => {
+    if (first > 0) await privateInvokes(w, real, deps, first);
+    await privateInvokes(w, real, deps, w.calls - first);
+    return w.calls;
+  };
+  return within(run(), THREAD_WARMUP_TIMEOUT_MS, () => new GatewayError(Code.DEADLINE_EXCEEDED, `thread warm-up did not finish within ${THREAD_WARMUP_TIMEOUT_MS} ms`));
+}
+
+/** One private facility and REST server: `calls` REST invokes through it, then it closes. */
+async function privateInvokes(w: ThreadWarmup, real: ValidatedOptions, deps: ThreadWarmupDeps, calls: number): Promise<void> {
+  const key = randomBytes(16).toString("hex");
+  const opts = validateGatewayOptions({
+    services: [{ name: ECHO_BACKEND, grpc: { host: "127.0.0.1", port: w.echoPort } }],
+    host: "127.0.0.1",
+    grpcPort: 0,
+    httpPort: 0,
+    apiKeys: [key],
+    threads: 1,
+    conversionWorkers: real.conversionWorkers,
+    logLevel: "error",
+    ...(w.tracesEndpoint
+      ? { otlpTracesEndpoint: w.tracesEndpoint, otlpTracesProtocol: real.otlpTracesProtocol, traceSampler: real.traceSampler, traceSamplerArg: real.traceSamplerArg, traceExportDelayMs: 100 }
+      : {}),
+  });
+  const { logger } = deps;
+  const metrics = createMetrics({ processMetrics: false, otlpEndpoint: "" });
+  const tracer = createTracer({ ...tracerOptions(opts), logger });
+  const { isClosing } = new ClosingFlag();
+  const ctx: GatewayContext = { options: opts, services: await loadRegistry(opts), runtime: deps.runtime, logger, metrics, tracer, isClosing };
+  const schema = echoSchema();
+  const dispatch = createDispatchFacility(ctx, { slots: deps.slots, schemaSource: async () => schema });
+  const routes = dispatch.routes ?? [];
+  dispatch.transcoding.reserve(routes);
+  let rest: RestServer | undefined;
+  try {
+    rest = await startRestServer(
+      opts.host,
+      0,
+      [...routes],
+      gatewayServerDeps(opts, { auth: createAuthenticator(opts.apiKeys), logger, metrics, isClosing, appHooks: dispatch.appHooks ?? [], dynamic: dispatch.transcoding.routes }),
+    );
+    deps.track(rest);
+    await dispatch.start?.();
+    await restInvokes(rest.port, key, calls);
+  } finally {
+    rest?.closeAll();
+    deps.track(undefined);
+    dispatch.destroy?.();
+    await settleWithin(tracer.close(), TRACE_FLUSH_MS);
+  }
 }

@@ -11,10 +11,25 @@ import { WarmupClient } from "../../src/main/warmup-client.js";
 import { validateGatewayOptions } from "../../src/config/options.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createGateway } from "../../src/main/gateway.js";
-import { ownWarmup } from "../../src/threads/warmup.js";
+import { ownWarmup, warmUpThread } from "../../src/threads/warmup.js";
+import { Writable } from "node:stream";
+import { createServer } from "node:net";
+import { createWorkerSlots } from "../../src/workers/worker-slots.js";
+import { createLogger } from "../../src/observe/logger.js";
+import type { RestServer } from "../../src/http/router.js";
+import type { Runtime } from "../../src/runtime/runtime.js";
 import { reflectionCall } from "../support/reflection.js";
 import * as grpc from "@grpc/grpc-js";
 import { startOrderBackend } from "../support/backends/order-backend.js";
+
+/** A loopback port that was free a moment ago and has nothing listening on it. */
+async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
 
 const KEY = "warmup-test-key";
 const EVENTS = 300;
@@ -133,7 +148,10 @@ describe("warm-up before listening", () => {
       const msgs = g.logs.map((l) => l["msg"]);
       const threads = g.logs.filter((l) => l["msg"] === "thread warmed up");
       assert.deepEqual(threads.map((l) => [l["thread"], l["calls"]]).sort(), [[1, CALLS], [2, CALLS]], "every REST invoke of each thread came back as its echo");
-      assert.ok(msgs.lastIndexOf("thread warmed up") < msgs.indexOf("gateway listening"));
+      // Then as many again through each thread's own server, before the gateway listens.
+      const own = g.logs.filter((l) => l["msg"] === "thread warmed up through its own port");
+      assert.deepEqual(own.map((l) => [l["thread"], l["calls"]]).sort(), [[1, CALLS], [2, CALLS]]);
+      assert.ok(msgs.lastIndexOf("thread warmed up through its own port") < msgs.indexOf("gateway listening"));
       // The main thread's warm-ups invoke over gRPC only (its private gateways', then its own front's): REST is the
       // threads'.
       assert.equal(g.logs.find((l) => l["msg"] === "warmed up")?.["calls"], CALLS);
@@ -162,12 +180,29 @@ describe("warm-up before listening", () => {
       // A thread started again after a crash has no echo backend to call: it starts cold, without a word of warm-up.
       g.gateway.threads!.crash(1);
       await waitFor(() => g.logs.some((l) => l["msg"] === "uWS worker thread started again" && l["thread"] === 1), "the thread restarted", 30_000);
-      assert.equal(g.logs.filter((l) => l["msg"] === "thread warmed up" || /thread warm-up/.test(String(l["msg"]))).length, 2);
+      assert.equal(g.logs.filter((l) => /^thread warm(ed up|-up)/.test(String(l["msg"]))).length, 4);
     } finally {
       await g.close();
       await trx.close();
       backend.close();
     }
+  });
+
+  it("a thread's warm-up whose backend does not answer rejects naming the call, and closes its private server", async () => {
+    const opts = validateGatewayOptions({ threads: 2 });
+    const tracked: Array<RestServer | undefined> = [];
+    const logs: string[] = [];
+    const logger = createLogger("error", new Writable({ write: (c: Buffer, _e, cb) => (logs.push(c.toString()), cb()) }));
+    // A port nothing listens on: the first call's reflection fails, and with it the call.
+    const port = await closedPort();
+    await assert.rejects(
+      warmUpThread({ echoPort: port, calls: 3 }, opts, { slots: createWorkerSlots(1), logger, runtime: {} as Runtime, track: (s) => tracked.push(s) }),
+      /warm-up invoke-json \d+ failed: UNAVAILABLE backend 127\.0\.0\.1:\d+ is unavailable/,
+    );
+    assert.equal(tracked.length, 2);
+    assert.equal(tracked[1], undefined, "the private server was closed");
+    const res = await fetch(`http://127.0.0.1:${tracked[0]!.port}/health`).catch((e: Error) => e);
+    assert.ok(res instanceof Error, "nothing listens on the private port any more");
   });
 
   it("a warm-up through the gateway's own objects past its bound drops its backend, lets its calls fail, and only then puts the metrics back", async () => {
