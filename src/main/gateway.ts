@@ -258,10 +258,12 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
     // so what that loading makes V8 compile (reflection, the schemas' descriptors) is compiled before the first client.
     await dispatch.start?.();
     echo = opts.warmupCalls > 0 && !opts.tls ? await startWarmupBackends(opts).catch((e: Error) => void logger.warn({ err: e.message }, "warm-up backends did not start: starting cold")) : undefined;
-    const ownWarmup = (restPort?: number): Promise<void> =>
-      warmUpOwnPorts(front, { dispatch, metrics, tracer }, { echoPort: echo!.echoPort!, calls: opts.warmupCalls, apiKeys: opts.apiKeys, logger, ...(restPort !== undefined ? { restPort } : {}) });
+    const ownWarmup = async (restPort?: number): Promise<void> => {
+      await dispatch.firstSchemas(FIRST_SCHEMAS_MS);
+      await warmUpOwnPorts(front, { dispatch, metrics, tracer }, { echoPort: echo!.echoPort!, calls: opts.warmupCalls, apiKeys: opts.apiKeys, logger, ...(restPort !== undefined ? { restPort } : {}) });
+    };
     if (opts.threads > 1) {
-      if (echo) await dispatch.firstSchemas(FIRST_SCHEMAS_MS).then(() => ownWarmup());
+      if (echo) await ownWarmup();
       grpcPort = await front.listen();
       listenedGrpcPort = grpcPort;
       threads = await startUwsThreads({
@@ -287,7 +289,7 @@ export async function createGateway(options: GatewayOptions, overrides: GatewayO
       const parts = { auth, logger, metrics, isClosing: () => closing, appHooks: facilities.flatMap((f) => f.appHooks ?? []), dynamic: dispatch.transcoding.routes };
       rest = await startRestServer(opts.host, opts.httpPort, routes, {
         ...gatewayServerDeps(opts, parts),
-        ...(echo ? { beforeListen: (w) => dispatch.firstSchemas(FIRST_SCHEMAS_MS).then(() => ownWarmup(w.port)) } : {}),
+        ...(echo ? { beforeListen: (w) => ownWarmup(w.port) } : {}),
       });
       grpcPort = await front.listen();
       listenedGrpcPort = grpcPort;

@@ -121,13 +121,20 @@ describe("TLS on both ports", () => {
   const original = (): Pem => pki.server;
 
   before(async () => {
-    gw = await startTestGateway({ apiKeys: [KEY], tlsCert: pki.files.serverCert, tlsKey: pki.files.serverKey, tlsReloadIntervalMs: 100 });
+    // With the invoke warm-up asked for: over TLS it runs on the private gateways only (docs/warmup.md, steps 8 and 9).
+    gw = await startTestGateway({ apiKeys: [KEY], tlsCert: pki.files.serverCert, tlsKey: pki.files.serverKey, tlsReloadIntervalMs: 100, warmupCalls: 10 });
     grpcPort = gw.gateway.grpcPort;
     httpPort = gw.gateway.httpPort;
   });
   after(async () => {
     rotate(original());
     await gw.close();
+  });
+
+  it("warms up on its private gateways only: the warm-up through its own ports needs cleartext loopback listeners", () => {
+    const msgs = gw.logs.map((l) => l["msg"]);
+    assert.equal(gw.logs.find((l) => l["msg"] === "warmed up")?.["calls"], 20, "gRPC and REST invokes on the private gateways");
+    assert.ok(!msgs.some((m) => /through its own port/.test(String(m))), JSON.stringify(msgs));
   });
 
   it("gRPC from grpc-js and from the client library over TLS; a cleartext client cannot call", async () => {

@@ -205,6 +205,29 @@ describe("warm-up before listening", () => {
     assert.ok(res instanceof Error, "nothing listens on the private port any more");
   });
 
+  it("a service of yours named as the echo backend keeps its name: the warm-up through the gateway's own ports says why it did not run, and the gateway serves", async () => {
+    const backend = await startOrderBackend();
+    const g = await startTestGateway({ warmupCalls: 10, apiKeys: [KEY], services: [{ name: "warmup-echo", grpc: { host: "127.0.0.1", port: backend.port } }] });
+    try {
+      const failed = g.logs.filter((l) => l["msg"] === "warm-up through its own ports failed: starting cold");
+      assert.equal(failed.length, 1);
+      assert.match(String(failed[0]!["err"]), /backend warmup-echo is already registered/);
+      assert.equal(g.logs.filter((l) => l["msg"] === "warmed up through its own ports").length, 0);
+      const res = await fetch(`${g.http}/v1/config/list-services`, { headers: { "x-api-key": KEY } });
+      assert.match(JSON.stringify(await res.json()), /warmup-echo/, "your service is listed as ever");
+      // And invoked as ever: its calls reach your backend.
+      const invoked = await fetch(`${g.http}/v1/gateway/invoke-json`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": KEY },
+        body: JSON.stringify({ service: "warmup-echo", method: "GetOrder", request_data: JSON.stringify({ orderId: "o-1" }) }),
+      });
+      assert.equal(((await invoked.json()) as { success: boolean }).success, true);
+    } finally {
+      await g.close();
+      backend.close();
+    }
+  });
+
   it("a warm-up through the gateway's own objects past its bound drops its backend, lets its calls fail, and only then puts the metrics back", async () => {
     const events: string[] = [];
     let fail: (e: Error) => void = () => {};
