@@ -157,7 +157,13 @@ export class H2Connection extends FrameReader {
   private corked = false;
   private probeTimer: ReturnType<typeof setTimeout> | undefined;
   /** PING ACKs waiting for a frame to leave with (at most ACK_HOLD_MS). */
-  private heldAcks: Buffer[] = [];
+  /**
+   * PING ACKs held (releaseAcks), 17 bytes each, `heldAcks` of them; made on the first, handed to the socket as they are.
+   * One buffer rather than an array of frames: a fresh array literal starts with small-integer elements, and the first
+   * frame pushed into the array of a new connection deoptimized onPing (measured: a connection to a real backend).
+   */
+  private ackFrames: Buffer | null = null;
+  private heldAcks = 0;
   private ackTimer: ReturnType<typeof setTimeout> | undefined;
   private probeCount = 0;
   private closing = false;
@@ -316,7 +322,7 @@ export class H2Connection extends FrameReader {
       this.socket.cork();
       setImmediate(uncork, this);
     }
-    if (this.heldAcks.length > 0) this.writeAcks();
+    if (this.heldAcks > 0) this.writeAcks();
     this.socket.write(b);
   }
 
@@ -328,7 +334,7 @@ export class H2Connection extends FrameReader {
    */
   releaseAcks(): void {
     this.ackTimer = undefined;
-    if (this.heldAcks.length === 0 || this.destroyed) return;
+    if (this.heldAcks === 0 || this.destroyed) return;
     if (!this.corked) {
       this.corked = true;
       this.socket.cork();
@@ -338,11 +344,13 @@ export class H2Connection extends FrameReader {
   }
 
   private writeAcks(): void {
-    const acks = this.heldAcks;
-    this.heldAcks = [];
+    const frames = this.ackFrames!.subarray(0, 17 * this.heldAcks);
+    // The socket keeps the bytes until it has written them: the next held ACK starts a buffer of its own.
+    this.ackFrames = null;
+    this.heldAcks = 0;
     clearTimeout(this.ackTimer);
     this.ackTimer = undefined;
-    for (const a of acks) this.socket.write(a);
+    this.socket.write(frames);
   }
 
   private start(s: H2Stream): void {
@@ -500,7 +508,8 @@ export class H2Connection extends FrameReader {
     this.destroyed = true;
     clearTimeout(this.probeTimer);
     clearTimeout(this.ackTimer);
-    this.heldAcks = [];
+    this.ackFrames = null;
+    this.heldAcks = 0;
     this.retire();
     this.dropPartial();
     if (protocolError !== undefined && !this.socket.destroyed) {
@@ -644,10 +653,12 @@ export class H2Connection extends FrameReader {
       }
       return;
     }
-    const b = Buffer.allocUnsafe(17);
-    writePingAck(b, 0, buf, p);
-    if (this.heldAcks.length >= MAX_HELD_ACKS) return this.write(b);
-    this.heldAcks.push(b);
+    if (this.heldAcks === MAX_HELD_ACKS) {
+      const b = Buffer.allocUnsafe(17);
+      writePingAck(b, 0, buf, p);
+      return this.write(b);
+    }
+    writePingAck((this.ackFrames ??= Buffer.allocUnsafe(17 * MAX_HELD_ACKS)), 17 * this.heldAcks++, buf, p);
     this.ackTimer ??= setTimeout(releaseAcks, ACK_HOLD_MS, this).unref();
   }
 

@@ -406,7 +406,7 @@ export function literalField(out: Buffer, pos: number, nameIndex: number, name: 
   return pos;
 }
 
-/** Huffman-code a latin1 string (RFC 7541 5.2; the client does not send Huffman strings: for tests and fakes). */
+/** Huffman-code a latin1 string (RFC 7541 5.2; the client does not send Huffman strings: the warm-up's echo backend, tests and fakes). */
 export function huffmanEncode(s: string): Buffer {
   const out: number[] = [];
   let acc = 0;

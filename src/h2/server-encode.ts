@@ -1,4 +1,4 @@
-import { STATIC_TABLE, literalField, literalFieldBound, writeInt } from "./hpack.js";
+import { STATIC_TABLE, huffmanEncode, literalField, literalFieldBound, writeInt } from "./hpack.js";
 import type { HeaderList } from "./types.js";
 
 /**
@@ -62,4 +62,72 @@ export function headerBlock(list: HeaderList): Buffer {
     cacheNext = (cacheNext + 1) % CACHE_SLOTS;
   }
   return block;
+}
+
+/** RFC 7541 4.1: an entry's size is its name's and value's lengths plus 32. */
+const ENTRY_OVERHEAD = 32;
+/** The dynamic table a decoder has until it says otherwise (SETTINGS_HEADER_TABLE_SIZE's initial value). */
+const DEFAULT_TABLE_SIZE = 4096;
+
+/**
+ * HPACK as grpc-go's and nghttp2's servers write it: a field of the static table is one indexed byte; any other is
+ * looked up in this connection's dynamic table, sent as an indexed byte when there, else as a literal with incremental
+ * indexing (the name by static index when it has one) with both strings Huffman-coded, and inserted. Stateful per
+ * connection: each block must reach the client in the order it was encoded. A server uses it only when told to
+ * (H2ServerOptions `headerEncoding: "indexed"`): the warm-up's echo backend (src/main/warmup-invoke.ts), so that the
+ * gateway's backend client has decoded what a real backend sends before its first call; the gateway's own server
+ * keeps `headerBlock`, which costs nothing per connection.
+ */
+export class IndexingEncoder {
+  /** The dynamic table, newest first (HPACK index 62 is entries[0]). */
+  private readonly entries: Array<readonly [name: string, value: string]> = [];
+  private size = 0;
+
+  /** @param maxSize the client's SETTINGS_HEADER_TABLE_SIZE (its initial 4096 unless it announced another). */
+  constructor(private readonly maxSize = DEFAULT_TABLE_SIZE) {}
+
+  /** Encode `list` as one header block, updating the table as the client's decoder will. */
+  encode(list: HeaderList): Buffer {
+    const parts: Buffer[] = [];
+    for (const [name, value] of list) {
+      const exact = EXACT.get(`${name}\0${value}`);
+      if (exact !== undefined) {
+        parts.push(intBytes(exact, 7, 0x80));
+        continue;
+      }
+      const at = this.entries.findIndex(([n, v]) => n === name && v === value);
+      if (at >= 0) {
+        parts.push(intBytes(STATIC_TABLE.length + 1 + at, 7, 0x80));
+        continue;
+      }
+      const nameIndex = NAME.get(name);
+      parts.push(intBytes(nameIndex ?? 0, 6, 0x40));
+      if (nameIndex === undefined) parts.push(huffmanString(name));
+      parts.push(huffmanString(value));
+      this.insert(name, value);
+    }
+    return Buffer.concat(parts);
+  }
+
+  private insert(name: string, value: string): void {
+    const size = name.length + value.length + ENTRY_OVERHEAD;
+    this.entries.unshift([name, value]);
+    this.size += size;
+    while (this.size > this.maxSize) {
+      const [n, v] = this.entries.pop()!;
+      this.size -= n.length + v.length + ENTRY_OVERHEAD;
+    }
+  }
+}
+
+/** An HPACK integer with a `prefix`-bit prefix and `flags` in the first byte's high bits. */
+function intBytes(value: number, prefix: number, flags: number): Buffer {
+  const out = Buffer.allocUnsafe(6);
+  return out.subarray(0, writeInt(out, 0, value, prefix, flags));
+}
+
+/** A Huffman-coded HPACK string: its length with the H bit, then the code. */
+function huffmanString(s: string): Buffer {
+  const code = huffmanEncode(s);
+  return Buffer.concat([intBytes(code.length, 7, 0x80), code]);
 }

@@ -5,6 +5,7 @@ import {
   END_STREAM,
   FrameReader,
   H2Error,
+  MAX_FRAME_IN,
   MAX_WINDOW,
   PADDED,
   PREFACE,
@@ -17,6 +18,7 @@ import {
 } from "./frames.js";
 import { HpackDecoder, HpackError, type HeaderSink } from "./hpack.js";
 import { RequestHeaders, TrailerCheck } from "./server-headers.js";
+import { IndexingEncoder } from "./server-encode.js";
 import { Bucket, CLOSED_BY_CLIENT, CLOSED_BY_US, CLOSED_ENDED, ClosedStreams } from "./server-guards.js";
 import { ConnectionTimers, type LifecycleSettings, type TimerHost } from "./server-lifecycle.js";
 import { ServerStream, type StreamOwner } from "./server-stream.js";
@@ -124,15 +126,20 @@ export interface SessionShared {
 
 /** The server's first frames for these options. */
 export function serverGreeting(options: H2ServerOptions): Buffer {
-  const b = Buffer.alloc(9 + 18 + 9 + 4);
-  let p = frameHeader(b, 0, 18, SETTINGS, 0, 0);
-  b.writeUInt16BE(0x3, p);
-  b.writeUInt32BE(options.maxConcurrentStreams, p + 2);
-  b.writeUInt16BE(0x4, p + 6);
-  b.writeUInt32BE(STREAM_WINDOW, p + 8);
-  b.writeUInt16BE(0x6, p + 12);
-  b.writeUInt32BE(options.maxHeaderListSize, p + 14);
-  p = frameHeader(b, p + 18, 4, WINDOW_UPDATE, 0, 0);
+  const settings: Array<[id: number, value: number]> = [
+    [0x3, options.maxConcurrentStreams],
+    [0x4, STREAM_WINDOW],
+    [0x6, options.maxHeaderListSize],
+  ];
+  if (options.announceMaxFrameSize === true) settings.push([0x5, MAX_FRAME_IN]);
+  const b = Buffer.alloc(9 + 6 * settings.length + 9 + 4);
+  let p = frameHeader(b, 0, 6 * settings.length, SETTINGS, 0, 0);
+  for (const [id, value] of settings) {
+    b.writeUInt16BE(id, p);
+    b.writeUInt32BE(value, p + 2);
+    p += 6;
+  }
+  p = frameHeader(b, p, 4, WINDOW_UPDATE, 0, 0);
   b.writeUInt32BE(CONNECTION_WINDOW - 65_535, p);
   return b;
 }
@@ -211,6 +218,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
     this.opts = shared.options;
     this.requestHeaders = new RequestHeaders(this.opts.maxHeaderListSize);
     this.out = new FrameWriter(socket, this);
+    if (this.opts.headerEncoding === "indexed") this.out.encoder = new IndexingEncoder();
     this.remoteAddress = socket.remoteAddress ?? "";
     this.remotePort = socket.remotePort ?? 0;
     this.runCloses = () => this.deliverCloses();
@@ -931,6 +939,7 @@ export class ServerSession extends FrameReader implements H2ServerSession, Flush
         if (v < this.encoderTable) {
           this.encoderTable = 0;
           this.out.tableUpdate = true;
+          this.out.encoder = null;
         }
       } else if (id === 0x2) {
         if (v > 1) return this.fail(H2Error.PROTOCOL_ERROR, `ENABLE_PUSH ${v}`);

@@ -1,6 +1,6 @@
 import type net from "node:net";
 import { CONTINUATION, DATA, END_HEADERS, END_STREAM, HEADERS, PING, frameHeader, writeGoaway, writePingAck, writeRst, writeWindowUpdate } from "./frames.js";
-import { headerBlock } from "./server-encode.js";
+import { headerBlock, type IndexingEncoder } from "./server-encode.js";
 import type { HeaderList } from "./types.js";
 
 /**
@@ -208,6 +208,8 @@ export class FrameWriter {
   maxFrame = 16_384;
   /** A dynamic table size update (to 0) must start our next header block (the client lowered HEADER_TABLE_SIZE). */
   tableUpdate = false;
+  /** This connection's indexing HPACK encoder (H2ServerOptions `headerEncoding: "indexed"`); null: `headerBlock`. */
+  encoder: IndexingEncoder | null = null;
   /** Bytes written and not yet handed to the socket. */
   pending = 0;
   /** Drop everything from now on (the connection is gone). */
@@ -398,7 +400,7 @@ export class FrameWriter {
 
   /** HEADERS (and CONTINUATION frames when the block exceeds the client's MAX_FRAME_SIZE). */
   headers(id: number, list: HeaderList, endStream: boolean): void {
-    let block = headerBlock(list);
+    let block = this.encoder === null ? headerBlock(list) : this.encoder.encode(list);
     if (this.tableUpdate) {
       this.tableUpdate = false;
       block = Buffer.concat([Buffer.from([0x20]), block]);

@@ -120,6 +120,17 @@ export interface H2ServerOptions {
   /** Outbound bytes a stream may buffer before write() returns false. */
   streamHighWaterMark: number;
   /**
+   * How response header blocks are written: "static" (the default) indexes nothing, so a block depends only on its
+   * header list and is cached process-wide; "indexed" writes them as grpc-go and nghttp2 do, each connection's fields
+   * inserted into its dynamic table and Huffman-coded (src/h2/server-encode.ts `IndexingEncoder`).
+   */
+  headerEncoding?: "static" | "indexed";
+  /**
+   * Name SETTINGS_MAX_FRAME_SIZE in the first SETTINGS, as grpc-go's servers do (its value: the largest frame this
+   * server reads, 16,384, which is also the setting's initial value). Default: not named.
+   */
+  announceMaxFrameSize?: boolean;
+  /**
    * A new stream whose complete request HEADERS arrived: return its handler. The stream may be answered from inside
    * this call (respond(), write(), end(), reset()); the handler's callbacks start after it returns.
    */

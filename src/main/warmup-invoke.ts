@@ -1,5 +1,6 @@
 import type * as grpc from "@grpc/grpc-js";
 import { NativeGrpcServer } from "../grpc/native/server.js";
+import { createH2Server } from "../h2/server.js";
 import type { UnaryCall } from "../grpc/native/call-types.js";
 import type { H2ServerSession } from "../h2/types.js";
 import { addReflectionService } from "../grpc/reflection-service.js";
@@ -30,7 +31,16 @@ const NO_DEADLINE_EVERY = 4;
 export async function startEchoBackend(): Promise<{ port: number; close(): void }> {
   const { pkg, files } = warmupEchoProtos();
   const sessions = new Set<H2ServerSession>();
-  const server = new NativeGrpcServer({ onSession: (s) => sessions.add(s), onSessionClose: (s) => sessions.delete(s) });
+  // It greets and answers as grpc-go's server does, so the backend client has met that before a real backend's first
+  // reply: its header blocks indexed and Huffman-coded (the client's HPACK decoding of dynamic table entries and Huffman
+  // strings deoptimized at a real backend's first reply), and its SETTINGS naming MAX_FRAME_SIZE (the client stores
+  // it, and a field V8 had seen stored only once was tracked as a constant: the first store from a real backend threw
+  // away the compiled code that read it).
+  const server = new NativeGrpcServer({
+    onSession: (s) => sessions.add(s),
+    onSessionClose: (s) => sessions.delete(s),
+    transport: (o) => createH2Server({ ...o, headerEncoding: "indexed", announceMaxFrameSize: true }),
+  });
   let calls = 0;
   const echo = async (call: UnaryCall<unknown>): Promise<unknown> => {
     if (++calls % PING_EVERY_CALLS === 0) for (const s of sessions) s.ping(PING_PAYLOAD);

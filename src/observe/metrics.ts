@@ -3,7 +3,7 @@ import type { Meter, MeterProvider as ApiMeterProvider } from "@opentelemetry/ap
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { GAUGE_HASHMAP_SHAPE, bucketIndex, seriesLabels, seriesSnapshot, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash, setBucketExemplar, type HistogramSeries } from "./prom-client-internals.js";
+import { GAUGE_HASHMAP_SHAPE, bucketIndex, dictionarySeriesMap, seriesLabels, seriesSnapshot, counterSeries, gaugeSeries, histogramBounds, histogramSeries, observeSeries, promClientProblem, seriesHash, setBucketExemplar, type HistogramSeries } from "./prom-client-internals.js";
 
 type Labels<L extends string> = Partial<Record<L, string | number>>;
 
@@ -115,7 +115,10 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
         made.forEach((m, i) => {
           if (i < before) undo[i]?.(hidden);
           // Made during the warm-up: what a counter or histogram holds is the warm-up's; a gauge's is what is open.
-          else if (!(m.metric instanceof Gauge)) m.metric.reset();
+          else if (!(m.metric instanceof Gauge)) {
+            m.metric.reset();
+            dictionarySeriesMap(m.metric);
+          }
           else for (const labels of seriesLabels(m.metric)) if (Object.values(labels).includes(hidden)) m.metric.remove(labels);
           if ("cleared" in m) m.cleared?.();
         });
@@ -124,6 +127,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     },
     counter(name, help, labelNames) {
       const c = new Counter({ name, help, labelNames: [...labelNames], registers: [registry] });
+      dictionarySeriesMap(c);
       made.push({ metric: c });
       const o = meter?.createCounter(name, { description: help });
       const sorted = [...labelNames].sort();
@@ -146,6 +150,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     },
     gauge(name, help, labelNames) {
       const g = new Gauge({ name, help, labelNames: [...labelNames], registers: [registry] });
+      dictionarySeriesMap(g);
       made.push({ metric: g });
       const o = meter?.createGauge(name, { description: help });
       // Checked once here, so an upgraded prom-client fails loudly at startup rather than mirroring wrong values.
@@ -209,6 +214,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
         pending.clear();
       };
       const h = new Histogram({ name, help, labelNames: [...labelNames], buckets, registers: [], enableExemplars: exemplars, ...(exemplars ? { collect } : {}) });
+      dictionarySeriesMap(h);
       registry.registerMetric(h);
       made.push({ metric: h, cleared: () => pending.clear() });
       const o = meter?.createHistogram(name, { description: help, advice: { explicitBucketBoundaries: buckets } });

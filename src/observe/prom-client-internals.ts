@@ -84,11 +84,29 @@ function setSeries(series: SeriesValues, from: SeriesValues | undefined): void {
 }
 
 /**
+ * Put `metric`'s series map (prom-client's `hashMap`, a plain object keyed by label hash) in V8's dictionary mode, where
+ * it stays whatever series come and go. In fast mode each new key gave the object another hidden class, and the code
+ * compiled against the classes it had (the warm-up's series: `counterSeries`, `histogramSeries`, the hot paths that
+ * inline them) was thrown away at the first call with labels of its own (a real backend's service and method) and
+ * compiled again while clients waited. Call it on a metric just made, and after prom-client's `reset()` (a new map).
+ */
+export function dictionarySeriesMap(metric: Counter | Gauge | Histogram): void {
+  const map = (metric as unknown as { hashMap?: unknown }).hashMap as Record<string, unknown> | null | undefined;
+  if (typeof map !== "object" || map === null) return;
+  // Deleting a key that is not the last one added is what turns an object into a dictionary; no series key starts
+  // with NUL (a hash is `name:value,` ...).
+  map["\0a"] = null;
+  map["\0b"] = null;
+  delete map["\0a"];
+  delete map["\0b"];
+}
+
+/**
  * Undo what `metric` records from now on: the returned function gives each series its values of now, and a series
  * made since zero, except one with a label of value `hidden`, which goes (a gauge's series are left as they are, but
- * for those). The series stay the same objects, and the map of them is made anew only when one goes (a deleted key
- * would turn it into a dictionary): code compiled against them meanwhile stays valid for the calls after. Undefined
- * when prom-client's shape changed.
+ * for those). The series stay the same objects and the map the same map (in dictionary mode, `dictionarySeriesMap`,
+ * a key deleted leaves its shape as it was): code compiled against them meanwhile stays valid for the calls after.
+ * Undefined when prom-client's shape changed.
  */
 export function seriesSnapshot(metric: Counter | Gauge | Histogram, keepValues: boolean): ((hidden: string) => void) | undefined {
   const holder = metric as unknown as { hashMap?: unknown };
@@ -96,18 +114,11 @@ export function seriesSnapshot(metric: Counter | Gauge | Histogram, keepValues: 
   const saved = structuredClone(holder.hashMap) as Record<string, SeriesValues>;
   return (hidden) => {
     const live = holder.hashMap as Record<string, SeriesValues | null>;
-    const kept: Record<string, SeriesValues> = {};
-    let dropped = false;
     for (const [k, series] of Object.entries(live)) {
       if (series === null || typeof series !== "object") continue;
-      if (!(k in saved) && Object.values(series.labels ?? {}).includes(hidden)) {
-        dropped = true;
-        continue;
-      }
-      if (!keepValues) setSeries(series, saved[k]);
-      kept[k] = series;
+      if (!(k in saved) && Object.values(series.labels ?? {}).includes(hidden)) delete live[k];
+      else if (!keepValues) setSeries(series, saved[k]);
     }
-    if (dropped) holder.hashMap = kept;
   };
 }
 

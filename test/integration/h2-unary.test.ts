@@ -159,6 +159,40 @@ describe("h2-unary client", () => {
     }
   });
 
+  it("answers a burst of PINGs, more than it holds, each with its own payload and in order", async () => {
+    const h = http2.createServer({ maxOutstandingPings: 32 });
+    let pinged: Promise<Buffer[]> | undefined;
+    h.on("stream", (stream) => {
+      stream.on("error", () => undefined);
+      stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+      stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      stream.end(Buffer.from([0, 0, 0, 0, 1, 9]), () => {
+        // 20 at once: the client holds 8, the 9th goes out at once with them, and so on; the last ones after the hold.
+        const session = stream.session!;
+        pinged = Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            new Promise<Buffer>((resolve, reject) => session.ping(Buffer.from(`ping-${String(i).padStart(3, "0")}`), (e, _ms, payload) => (e ? reject(e) : resolve(payload)))),
+          ),
+        );
+      });
+    });
+    await new Promise<void>((r) => h.listen(0, "127.0.0.1", r));
+    const c = createH2UnaryClient({ address: `127.0.0.1:${(h.address() as net.AddressInfo).port}`, connections: 1, maxReceiveBytes: 1024 });
+    try {
+      assert.equal((await c.call("/t.T/Echo", Buffer.alloc(0), new grpc.Metadata(), soon())).ok, true);
+      for (let i = 0; i < 100 && pinged === undefined; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.ok(pinged, "the backend wrote its response");
+      let timer: NodeJS.Timeout | undefined;
+      const payloads = await Promise.race([pinged, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("PINGs not answered in 2 s")), 2000)))]).finally(() => clearTimeout(timer));
+      assert.deepEqual(payloads.map((b) => b.toString()), Array.from({ length: 20 }, (_, i) => `ping-${String(i).padStart(3, "0")}`));
+      // The connection is still good for calls afterwards.
+      assert.equal((await c.call("/t.T/Echo", Buffer.alloc(0), new grpc.Metadata(), soon())).ok, true);
+    } finally {
+      c.close();
+      await new Promise<void>((r) => h.close(() => r()));
+    }
+  });
+
   it("reports UNAVAILABLE naming the address when nothing listens, within the deadline", async () => {
     const dead = await freePort();
     const c = createH2UnaryClient({ address: `127.0.0.1:${dead}`, connections: 1, maxReceiveBytes: 1024 });

@@ -17,6 +17,7 @@ import { parseGrpcTimeout } from "../../src/grpc/native/wire.js";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createNodeH2Transport } from "../support/node-h2-transport.js";
+import { createH2Server } from "../../src/h2/server.js";
 import { rawBytesMethod as method } from "../support/raw-methods.js";
 
 const SERVICE: grpc.ServiceDefinition = {
@@ -374,9 +375,14 @@ const RAW = { serialize: (b: Buffer): Buffer => b, deserialize: (b: Buffer): Buf
 const MAX_RECEIVE = 64 * 1024;
 const MAX_SEND = 128 * 1024;
 
-/** The transports under test: the native HTTP/2 layer (the default) and the node:http2 test double. */
+/**
+ * The transports under test: the native HTTP/2 layer (the default), the same with its header blocks indexed and
+ * Huffman-coded and MAX_FRAME_SIZE named in its SETTINGS, as grpc-go's server writes them (read here by nghttp2, in
+ * grpc-js and node:http2), and the node:http2 test double.
+ */
 const TRANSPORTS: Array<[string, NativeGrpcServerOptions["transport"]]> = [
   ["native h2", undefined],
+  ["native h2, greeting and answering as grpc-go", (o) => createH2Server({ ...o, headerEncoding: "indexed", announceMaxFrameSize: true })],
   ["node:http2 double", createNodeH2Transport],
 ];
 

@@ -587,6 +587,24 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("names MAX_FRAME_SIZE in its first SETTINGS only when told to, as grpc-go's server does", async () => {
+    const named = async (opts: Partial<H2ServerOptions>): Promise<Array<[number, number]>> => {
+      const { port } = await start(() => ({}), opts);
+      const raw = new Raw(port).open();
+      try {
+        await waitFor(() => raw.of(H.SETTINGS).length > 0, "SETTINGS");
+        const p = raw.of(H.SETTINGS)[0]!.payload;
+        return Array.from({ length: p.length / 6 }, (_, i) => [p.readUInt16BE(6 * i), p.readUInt32BE(6 * i + 2)] as [number, number]);
+      } finally {
+        raw.destroy();
+      }
+    };
+    assert.deepEqual((await named({})).map(([id]) => id), [3, 4, 6]);
+    const told = await named({ announceMaxFrameSize: true });
+    assert.deepEqual(told.map(([id]) => id), [3, 4, 6, 5]);
+    assert.deepEqual(told[3], [5, 16_384]);
+  });
+
   it("refuses streams beyond MAX_CONCURRENT_STREAMS with RST_STREAM REFUSED_STREAM, which it advertises", async () => {
     const { port, seen } = await start(() => ({}), { maxConcurrentStreams: 2 });
     const raw = new Raw(port).open();

@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { HpackDecoder, HpackError, huffmanDecode, huffmanEncode, literalField, writeInt, type HeaderSink } from "../../src/h2/hpack.js";
+import { IndexingEncoder } from "../../src/h2/server-encode.js";
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ""), "hex");
 const decode = (d: HpackDecoder, b: Buffer): [string, string][] => {
@@ -83,6 +84,39 @@ describe("HPACK (RFC 7541)", () => {
     );
     assert.equal(d.tableSize, 215);
     assert.deepEqual(d.entries(), [["set-cookie", cookie], ["content-encoding", "gzip"], ["date", "Mon, 21 Oct 2013 20:13:22 GMT"]]);
+  });
+
+  it("IndexingEncoder writes C.6's responses byte for byte, evicting as the decoder does", () => {
+    const e = new IndexingEncoder(256);
+    const loc: [string, string] = ["location", "https://www.example.com"];
+    const date1: [string, string] = ["date", "Mon, 21 Oct 2013 20:13:21 GMT"];
+    const cookie = "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1";
+    assert.equal(e.encode([[":status", "302"], ["cache-control", "private"], date1, loc]).toString("hex"), hex("4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3").toString("hex"));
+    assert.equal(e.encode([[":status", "307"], ["cache-control", "private"], date1, loc]).toString("hex"), "4883640effc1c0bf");
+    assert.equal(
+      e.encode([[":status", "200"], ["cache-control", "private"], ["date", "Mon, 21 Oct 2013 20:13:22 GMT"], loc, ["content-encoding", "gzip"], ["set-cookie", cookie]]).toString("hex"),
+      hex("88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07").toString("hex"),
+    );
+  });
+
+  it("IndexingEncoder: a gRPC server's replies decode in order, every repeat one byte per field", () => {
+    const e = new IndexingEncoder();
+    const d = new HpackDecoder();
+    const head: [string, string][] = [[":status", "200"], ["content-type", "application/grpc"]];
+    const trailers: [string, string][] = [["grpc-status", "0"], ["grpc-message", ""]];
+    for (let i = 0; i < 3; i++) {
+      const h = e.encode(head);
+      const t = e.encode(trailers);
+      assert.deepEqual(decode(d, h), head);
+      assert.deepEqual(decode(d, t), trailers);
+      if (i > 0) assert.equal(h.length + t.length, 4, "indexed from the second reply on");
+    }
+    // Far more than the table holds: old entries go, in step with the decoder.
+    for (let i = 0; i < 300; i++) {
+      const list: [string, string][] = [["x-request", `r-${i}`], ["grpc-status", "0"]];
+      assert.deepEqual(decode(d, e.encode(list)), list);
+    }
+    assert.ok(d.tableSize <= 4096);
   });
 
   it("dynamic table size updates shrink and evict; one above the advertised size or after a field is refused", () => {

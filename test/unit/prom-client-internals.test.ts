@@ -133,3 +133,38 @@ test("setBucketExemplar writes the bucket exemplar prom-client's histogram with 
   plain.observe({ code: "OK" }, 0.5);
   assert.equal(setBucketExemplar(histogramSeries(plain, seriesHash(["code"], { code: "OK" }))!, [0.1, 1], 0.5, labels, Date.now()), false);
 });
+
+test("every metric's series map is a V8 dictionary, whatever series come and go (checked in a node with natives syntax)", async () => {
+  const { execFileSync } = await import("node:child_process");
+  const { pathToFileURL } = await import("node:url");
+  const metricsUrl = pathToFileURL(new URL("../../src/observe/metrics.ts", import.meta.url).pathname).href;
+  // %HasFastProperties: the object's hidden class holds its keys (fast mode) or it keeps them in a hash table.
+  const script = `
+    const { createMetrics } = await import(${JSON.stringify(metricsUrl)});
+    const m = createMetrics({});
+    const c = m.counter("t_calls_total", "calls", ["service", "method"]);
+    const h = m.histogram("t_latency_seconds", "latency", ["service"], { buckets: [0.001, 0.01] });
+    const g = m.gauge("t_open", "open", ["service"]);
+    const maps = () => Object.values(m.registry._metrics).filter((x) => x.name.startsWith("t_")).map((x) => x.hashMap);
+    const fast = () => maps().filter((o) => %HasFastProperties(o)).length;
+    const out = { metrics: maps().length, fastAtStart: fast() };
+    const forget = m.beginWarmup();
+    for (const s of ["a", "b", "hidden"]) { c.inc({ service: s, method: "M" }); h.observe({ service: s }, 0.002); g.inc({ service: s }); }
+    forget("hidden");
+    for (const s of ["c", "d"]) { c.inc({ service: s, method: "M" }); h.observe({ service: s }, 0.002); }
+    out.fastAfter = fast();
+    out.text = await m.registry.metrics();
+    console.log(JSON.stringify(out));
+  `;
+  const res = JSON.parse(execFileSync(process.execPath, ["--allow-natives-syntax", "--import", "tsx", "--input-type=module", "-e", script], { encoding: "utf8", timeout: 30_000 }).trim().split("\n").pop()!) as {
+    metrics: number;
+    fastAtStart: number;
+    fastAfter: number;
+    text: string;
+  };
+  assert.equal(res.metrics, 3, "the registry holds the three metrics");
+  assert.equal(res.fastAtStart, 0, "a series map in fast mode at creation");
+  assert.equal(res.fastAfter, 0, "a series map in fast mode after a warm-up and new series");
+  assert.match(res.text, /t_calls_total\{service="c",method="M"\} 1/);
+  assert.doesNotMatch(res.text, /hidden/);
+});
