@@ -156,9 +156,9 @@ export class H2Connection extends FrameReader {
   private maxStreams = Infinity;
   private corked = false;
   private probeTimer: ReturnType<typeof setTimeout> | undefined;
-  /** PING ACKs waiting for a frame to leave with (at most ACK_HOLD_MS). */
   /**
-   * PING ACKs held (releaseAcks), 17 bytes each, `heldAcks` of them; made on the first, handed to the socket as they are.
+   * PING ACKs waiting for a frame to leave with (at most ACK_HOLD_MS; releaseAcks), 17 bytes each, `heldAcks` of them;
+   * the buffer is made on the first, and handed to the socket as it is.
    * One buffer rather than an array of frames: a fresh array literal starts with small-integer elements, and the first
    * frame pushed into the array of a new connection deoptimized onPing (measured: a connection to a real backend).
    */
