@@ -553,6 +553,34 @@ describe("native HTTP/2 server", () => {
     }
   });
 
+  it("with indexed headers, stops indexing once the client lowers HEADER_TABLE_SIZE: the update to 0, then literals", async () => {
+    const { port } = await start((s) => ({
+      end() {
+        s.respond([[":status", "200"], ["content-type", "application/grpc"]], false);
+        s.end([["grpc-status", "0"]]);
+      },
+    }), { headerEncoding: "indexed" });
+    const raw = new Raw(port);
+    try {
+      const zero = Buffer.alloc(6);
+      zero.writeUInt16BE(1, 0);
+      raw.send(PREFACE, frame(H.SETTINGS, 0, 0, zero));
+      raw.send(frame(H.HEADERS, END_HEADERS | END_STREAM, 1, block(REQ)));
+      await waitFor(() => raw.of(H.HEADERS).length === 2, "the reply and its trailers");
+      const [head, trailers] = raw.of(H.HEADERS).map((f) => f.payload);
+      assert.equal(head![0], 0x20, "a dynamic table size update to 0 starts the first block");
+      // content-type by static name index 31, without indexing (0x0f 0x10), not with incremental indexing (0x5f).
+      assert.deepEqual([...head!.subarray(1, 4)], [0x88, 0x0f, 0x10]);
+      const d = new HpackDecoder();
+      const got: string[] = [];
+      for (const b of [head!, trailers!]) d.decode(b, 0, b.length, { header: (n, v) => void got.push(`${n}: ${v}`) });
+      assert.deepEqual(got, [":status: 200", "content-type: application/grpc", "grpc-status: 0"]);
+      assert.equal(d.tableSize, 0);
+    } finally {
+      raw.destroy();
+    }
+  });
+
   it("applies the client's SETTINGS: INITIAL_WINDOW_SIZE moves open streams' windows, HEADER_TABLE_SIZE 0 is signalled", async () => {
     const { port } = await start((s) => ({
       end() {
