@@ -17,7 +17,7 @@ sys.path.insert(0, os.environ.get("PEERS_DIR", "/work/shared/peers"))
 import perflib  # noqa: E402
 import run_fanout  # noqa: E402
 
-KEYS = ("server_cpu_us_per_delivery", "deliveries_per_s", "p50_us", "p99_us", "publish_ack_p50_us", "client_cpu_us_per_delivery",
+KEYS = ("server_syscalls_out", "server_syscalls_in", "server_bytes_out", "server_cpu_us_per_delivery", "deliveries_per_s", "p50_us", "p99_us", "publish_ack_p50_us", "client_cpu_us_per_delivery",
         "server_rss_idle_bytes_per_sub")
 
 
@@ -50,13 +50,30 @@ def start_server(system, build):
     return srv.pid, srv.port, "grpc", stop
 
 
+def proc_io(pid):
+    """The server's /proc/PID/io counters (write and read system calls, bytes), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return {k: int(v) for k, v in (line.split(": ") for line in f)}
+    except OSError:
+        return None
+
+
 def run_one(system, build, a):
     pid, port, load, stop = start_server(system, build)
     try:
         argv = [os.path.join(perflib.BUILD, "bin/fanoutload"), "-system", load, "-addr", f"127.0.0.1:{port}",
                 "-subs", str(a.subs), "-conns", str(max(1, a.subs // a.per)), "-events", str(a.events),
-                "-spacing-ms", str(a.spacing_ms), "-warm", str(a.warm), "-server-pid", str(pid), "-label", "rate"]
-        return perflib.run_json(argv, timeout=900)
+                "-spacing-ms", str(a.spacing_ms), "-warm", str(a.warm), "-server-pid", str(pid), "-label", "rate",
+                "-size", str(a.size)] + (["-grpc-static-window"] if a.static_window else [])
+        before = proc_io(pid)
+        r = perflib.run_json(argv, timeout=900)
+        after = proc_io(pid)
+        if before and after:
+            r["server_syscalls_out"] = after["syscw"] - before["syscw"]
+            r["server_syscalls_in"] = after["syscr"] - before["syscr"]
+            r["server_bytes_out"] = after["wchar"] - before["wchar"]
+        return r
     finally:
         stop()
 
@@ -71,6 +88,8 @@ def main():
     ap.add_argument("--spacing-ms", type=float, default=10)
     ap.add_argument("--warm", type=int, default=20)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--size", type=int, default=256, help="event payload bytes (fanoutload -size)")
+    ap.add_argument("--static-window", action="store_true", help="fanoutload -grpc-static-window: fixed 1 MiB windows, no BDP pings")
     ap.add_argument("--out")
     a = ap.parse_args()
     systems = [("gateway", b) for b in a.builds.split(",")] + ([("nats", "nats")] if a.nats else [])

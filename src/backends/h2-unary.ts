@@ -3,7 +3,7 @@ import { Code } from "../shared/code.js";
 import { H2Connection, H2Error, H2Stream, QUEUE_LIMIT, type ConnectionEvents, type ConnectionLoss } from "../h2/client-connection.js";
 import { literalField } from "../h2/hpack.js";
 import { h2ConnectOptions, type BackendTls } from "./backend-tls.js";
-import { MAX_TIMER_MS } from "../shared/timers.js";
+import { callDeadlines, type Expiring } from "../shared/deadline-queue.js";
 import type { CancelSignal } from "../shared/signals.js";
 import type { Status } from "../shared/status.js";
 
@@ -146,17 +146,11 @@ interface Client {
   isClosed(): boolean;
 }
 
-function onDeadline(a: Attempt): void {
-  a.fail(Code.DEADLINE_EXCEEDED, "Deadline exceeded");
-  // A connection that does not even answer a PING is replaced rather than timing out every later call.
-  a.session?.probe(a.client.probeMs);
-}
-
 /**
  * One stream of a call (a retry is a new attempt with the same call fields). It is the connection's stream (the
  * connection calls its methods as frames arrive) and the abort listener of the call's signal (`handleEvent`).
  */
-class Attempt extends H2Stream {
+class Attempt extends H2Stream implements Expiring {
   private done = false;
   private gotBytes = false;
   private httpStatus = 0;
@@ -173,7 +167,8 @@ class Attempt extends H2Stream {
   private need = -1;
   private acc: Buffer | null = null;
   private have = 0;
-  private timer: ReturnType<typeof setTimeout> | undefined;
+  /** In the thread's deadline queue (callDeadlines). */
+  deadlineSlot = -1;
   /** The connection the attempt went out on (for the deadline probe). */
   session: H2Connection | null = null;
 
@@ -192,11 +187,9 @@ class Attempt extends H2Stream {
     super();
   }
 
-  /** Start: deadline timer, abort listener, and the stream on slot `index`'s connection. */
+  /** Start: deadline, abort listener, and the stream on slot `index`'s connection. */
   go(not: H2Connection | null): void {
-    const left = this.deadline - Date.now();
-    // A deadline beyond setTimeout's range gets no timer (the backend still gets its grpc-timeout).
-    if (left <= MAX_TIMER_MS) this.timer = setTimeout(onDeadline, Math.max(0, left), this);
+    if (Number.isFinite(this.deadline)) callDeadlines.add(this, this.deadline);
     this.signal?.addEventListener("abort", this, ONCE);
     this.place(not);
   }
@@ -215,6 +208,12 @@ class Attempt extends H2Stream {
     if (!conn.open(this)) {
       this.finish({ ok: false, code: Code.RESOURCE_EXHAUSTED, message: `backend ${this.client.address}: ${QUEUE_LIMIT} calls already wait for a stream on the connection` });
     }
+  }
+
+  deadlinePassed(): void {
+    this.fail(Code.DEADLINE_EXCEEDED, "Deadline exceeded");
+    // A connection that does not even answer a PING is replaced rather than timing out every later call.
+    this.session?.probe(this.client.probeMs);
   }
 
   /** The caller's abort. */
@@ -244,7 +243,7 @@ class Attempt extends H2Stream {
   private settle(): boolean {
     if (this.done) return false;
     this.done = true;
-    clearTimeout(this.timer);
+    callDeadlines.remove(this);
     this.signal?.removeEventListener("abort", this);
     return true;
   }

@@ -9,6 +9,7 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { createH2UnaryClient, type H2UnaryClient } from "../../src/backends/h2-unary.js";
 import { Code } from "../../src/shared/code.js";
+import { callDeadlines } from "../../src/shared/deadline-queue.js";
 import { rawBytesMethod as method } from "../support/raw-methods.js";
 import { freePort } from "../support/ports.js";
 
@@ -106,6 +107,10 @@ describe("h2-unary client", () => {
     assert.ok(took >= 100 && took < 2000, `took ${took} ms`);
     for (let i = 0; i < 100 && !slowCancelled.includes("deadline"); i++) await new Promise((r) => setTimeout(r, 20));
     assert.ok(slowCancelled.includes("deadline"), "the backend saw the call cancelled");
+    // Calls that ended, on time or past their deadline, leave nothing in the thread's deadline queue.
+    const done = await Promise.all(Array.from({ length: 20 }, (_, i) => client.call("/t.T/Echo", Buffer.from(`q${i}`), new grpc.Metadata(), soon(60_000 + i))));
+    for (const d of done) assert.equal(d.ok, true);
+    assert.equal(callDeadlines.size, 0);
   });
 
   it("answers a deadline already past without calling", async () => {

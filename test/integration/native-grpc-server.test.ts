@@ -14,6 +14,7 @@ import { NativeGrpcServer, type NativeGrpcServerOptions, type ServiceHandlers, t
 import type { BidiCall, ClientStreamCall, ServerStreamCall, UnaryCall } from "../../src/grpc/native/call-types.js";
 import { CallMetadata } from "../../src/shared/metadata.js";
 import { parseGrpcTimeout } from "../../src/grpc/native/wire.js";
+import { callDeadlines } from "../../src/shared/deadline-queue.js";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createNodeH2Transport } from "../support/node-h2-transport.js";
@@ -591,6 +592,19 @@ describe(`native gRPC server (${transportName})`, () => {
     const long = await raw(native.port, "/t.T/Echo", frame(Buffer.from("long")), { "grpc-timeout": "2592000S" });
     assert.deepEqual(statusOf(long), { http: 200, code: "0", message: "OK" });
     assert.equal(long.data.subarray(5).toString(), "long");
+  });
+
+  it("ends a short deadline on time among long ones, and keeps no deadline of a call that is over", async () => {
+    // A different grpc-timeout on every call, as a client computing them from its own deadline sends: each call's
+    // deadline leaves the thread's queue when the call ends (a timer per call left Node a list per distinct duration).
+    const long = Array.from({ length: 40 }, (_, i) => raw(native.port, "/t.T/Echo", frame(Buffer.from(`l${i}`)), { "grpc-timeout": `${3_600_000 + i * 7}m` }));
+    const t = performance.now();
+    const short = await raw(native.port, "/t.T/Hang", frame(Buffer.from("deadline-short")), { "grpc-timeout": "80m" });
+    const took = performance.now() - t;
+    assert.deepEqual(statusOf(short), { http: 200, code: "4", message: "Deadline exceeded" });
+    assert.ok(took >= 75 && took < 2000, `the short deadline ended the call after ${took.toFixed(0)} ms`);
+    for (const r of await Promise.all(long)) assert.equal(statusOf(r).code, "0");
+    await until("deadline queue empty", () => callDeadlines.size === 0);
   });
 
   it("refuses a grpc-timeout that is not 1-8 ASCII digits and a unit with INTERNAL, and runs the handler not at all", async () => {

@@ -7,7 +7,7 @@ import type { BidiCall, ClientStreamCall, FramedWriter, MethodHandler, ServerStr
 import { CallMetadata } from "../../shared/metadata.js";
 import { EMPTY, frameMessage, MessageDecoder, type Framed } from "./message-framing.js";
 import { parseGrpcTimeout, responseHeaders, trailers, trailersOnly, type RequestHead, type StatusLike } from "./wire.js";
-import { MAX_TIMER_MS } from "../../shared/timers.js";
+import { callDeadlines, type Expiring } from "../../shared/deadline-queue.js";
 import { Cancellation, type CancelSignal } from "../../shared/signals.js";
 
 /**
@@ -64,7 +64,7 @@ export interface OpenStream {
 type AnyCall = UnaryCall<unknown> & ServerStreamCall<unknown, unknown> & ClientStreamCall<unknown> & BidiCall<unknown, unknown>;
 
 /** The per-stream state, the H2StreamHandler and the handler's call object of one call. */
-export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
+export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall, Expiring {
   // The fields a streamed write reads come first, next to each other (declaration order is V8's field order; the
   // constructor's parameter properties precede them): a Subscribe call is written once per event, and with thousands
   // of them each cache line of a call it touches is a likely miss.
@@ -84,7 +84,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   /** Made on first use of `cancellation`. */
   private light: Cancellation | undefined;
   private abortReason: GatewayError | undefined;
-  private deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+  /** In the thread's deadline queue (callDeadlines) while it has a deadline and runs. */
+  deadlineSlot = -1;
   private messageTimer: ReturnType<typeof setTimeout> | undefined;
   private paused = false;
   private halfClosed = false;
@@ -176,14 +177,7 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
 
   /** Timers, then the handler for client- and bidi-streaming methods (unary and server-streaming wait for the request). */
   start(): void {
-    if (this.deadline !== undefined) {
-      const ms = this.deadline - Date.now();
-      // A deadline beyond setTimeout's range (24.8 days) gets no timer: the client's own deadline ends the call.
-      if (ms <= MAX_TIMER_MS) {
-        this.deadlineTimer = setTimeout(() => this.serverEnd({ code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" }), ms);
-        this.deadlineTimer.unref();
-      }
-    }
+    if (this.deadline !== undefined) callDeadlines.add(this, this.deadline);
     const kind = this.method.kind;
     if (kind === "clientStream" || kind === "bidi") {
       this.runHandler();
@@ -508,8 +502,8 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
     if (this.ended) return;
     try {
       // The deadline passed while the handler ran (its timer had not fired yet, or was due in the same instant as a
-      // backend call's own deadline timer that settled the handler): the caller is owed DEADLINE_EXCEEDED, not a late
-      // reply it has given up on.
+      // backend call's own deadline that settled the handler): the caller is owed DEADLINE_EXCEEDED, not a late reply
+      // it has given up on.
       if (this.deadline !== undefined && this.deadline <= Date.now()) {
         this.serverEnd({ code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
         return;
@@ -627,9 +621,13 @@ export class GrpcCall extends MessageDecoder implements OpenStream, AnyCall {
   }
 
   private clearTimers(): void {
-    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    callDeadlines.remove(this);
     if (this.messageTimer) clearTimeout(this.messageTimer);
-    this.deadlineTimer = this.messageTimer = undefined;
+    this.messageTimer = undefined;
+  }
+
+  deadlinePassed(): void {
+    this.serverEnd({ code: Code.DEADLINE_EXCEEDED, message: "Deadline exceeded" });
   }
 
   /** Abort the handler's signal on the next tick (never inside one of the handler's own calls). Once. */
