@@ -12,6 +12,11 @@ import { clampTimerMs } from "./timers.js";
  * when the call settles), and one unreferenced timer is armed for the earliest. The timer is moved only for an earlier
  * deadline than the one it waits for; when it fires it ends what is due and waits for the next. Calls that share a
  * timeout come with later and later deadlines, so a steady stream of them touches no timer at all.
+ *
+ * The timer's own delays are powers of two (ms): a delay is rounded down to one, and the timer, firing early, waits
+ * again for the rest. Each move of the timer leaves Node's list for its old delay behind until that delay has passed,
+ * and clients choosing ever earlier deadlines would move it at every call: with at most 32 delays there are at most 32
+ * such lists. A deadline that does pass costs a few more wake-ups (about log2 of its remaining time at the last move).
  */
 
 /** A call the queue can end: the heap's bookkeeping lives on it, so queueing allocates nothing. */
@@ -27,7 +32,7 @@ export class DeadlineQueue {
   private readonly entries: Expiring[] = [];
   private readonly at: number[] = [];
   private timer: ReturnType<typeof setTimeout> | undefined;
-  /** When the timer fires (Infinity: not armed). */
+  /** When the timer fires (Infinity: not armed), no later than the deadline it was armed for. */
   private armedFor = Infinity;
 
   /** Entries queued. */
@@ -80,9 +85,11 @@ export class DeadlineQueue {
 
   private arm(deadline: number): void {
     if (this.timer !== undefined) clearTimeout(this.timer);
-    this.armedFor = deadline;
+    const now = Date.now();
     // Past setTimeout's range the timer fires early, finds nothing due and is armed again.
-    this.timer = setTimeout(this.fire, clampTimerMs(deadline - Date.now())).unref();
+    const delay = powerOfTwoAtMost(clampTimerMs(deadline - now));
+    this.armedFor = now + delay;
+    this.timer = setTimeout(this.fire, delay).unref();
   }
 
   /** Put `e` (deadline `t`) at `i` or above it. */
@@ -119,5 +126,10 @@ export class DeadlineQueue {
   }
 }
 
-/** The queue of this thread's calls (the gRPC front's and the backend clients'). */
+/** The largest power of two at most `ms` (ms >= 1), or 0 below 1 ms: the timer's delay for `ms`. */
+export function powerOfTwoAtMost(ms: number): number {
+  return ms < 1 ? 0 : 2 ** Math.floor(Math.log2(ms));
+}
+
+/** The queue of this thread's calls: the gRPC front's and the backend clients' deadlines, SSE streams' token expiries. */
 export const callDeadlines = new DeadlineQueue();

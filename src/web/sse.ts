@@ -7,6 +7,7 @@ import { requestHeaders } from "../http/router.js";
 import { answerPreflight, type PreflightPolicy } from "../http/preflight.js";
 import { overConnectionBound, refuse, type WebDeps } from "./web-deps.js";
 import { endWith, httpServerSpan } from "../observe/span.js";
+import { callDeadlines, type Expiring } from "../shared/deadline-queue.js";
 
 /** The span of an SSE subscription's start, under the request's trace context. */
 const SSE_SPAN = httpServerSpan("GET", "/v1/pubsub/events");
@@ -18,7 +19,7 @@ const HEARTBEAT_MS = 8000;
 /** The `retry:` hint, ms: how soon EventSource reconnects after a drop. */
 const RETRY_MS = 1000;
 
-interface SseSub {
+interface SseSub extends Expiring {
   res: uws.HttpResponse;
   topics: string[];
   grant: Grant;
@@ -26,7 +27,6 @@ interface SseSub {
   /** Events handed to uWS since the response last had nothing buffered (the bound counts these). */
   backlog: number;
   blocked: boolean;
-  timer: NodeJS.Timeout | null;
   /** Messages delivered this loop turn, written together at its end (null when none). */
   outbox: Buffer[] | null;
 }
@@ -50,7 +50,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     sub.closed = true;
     open.delete(sub);
     deps.connections.open--;
-    if (sub.timer) clearTimeout(sub.timer);
+    callDeadlines.remove(sub);
     metrics.subscribers.dec({ transport: "sse" });
     for (const t of sub.topics) {
       const set = byTopic.get(t);
@@ -61,6 +61,11 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
   }
 
   /** End a stream: `event: end` with the reason (unless it is too far behind to read it), then close. */
+  /** A stream's token expired (its `deadlinePassed`, called by the thread's deadline queue). */
+  function tokenExpired(this: SseSub): void {
+    end(this, "token-expired", "token-expired", true);
+  }
+
   function end(sub: SseSub, reason: string, metricReason: string, graceful: boolean): void {
     if (sub.closed) return;
     metrics.reaped.inc({ transport: "sse", reason: metricReason });
@@ -189,7 +194,7 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
         for (const t of topics) hub.release(t);
         return;
       }
-      const s: SseSub = { res, topics, grant, closed: false, backlog: 0, blocked: false, timer: null, outbox: null };
+      const s: SseSub = { res, topics, grant, closed: false, backlog: 0, blocked: false, outbox: null, deadlineSlot: -1, deadlinePassed: tokenExpired };
       sub = s;
       open.add(s);
       deps.connections.open++;
@@ -215,10 +220,8 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
         if (!set) byTopic.set(t, (set = new Set()));
         set.add(s);
       }
-      if (grant.expiresAt !== null) {
-        s.timer = setTimeout(() => end(s, "token-expired", "token-expired", true), Math.max(0, grant.expiresAt - Date.now()));
-        s.timer.unref();
-      }
+      // One timer for every stream's token (a timer each would leave Node a list per distinct delay when it closes).
+      if (grant.expiresAt !== null) callDeadlines.add(s, grant.expiresAt);
     })().catch((e: unknown) => {
       const err = subscribeError(e);
       metrics.refused.inc({ transport: "sse", code: err.codeName });

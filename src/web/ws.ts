@@ -4,6 +4,8 @@ import { Code } from "../shared/code.js";
 import { cloudEventFromJson } from "../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { statusError } from "../shared/status.js";
+import { powerOfTwoAtMost } from "../shared/deadline-queue.js";
+import { clampTimerMs } from "../shared/timers.js";
 import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type Backfill, type Position, type TopicFanout, type WebEvent } from "./hub.js";
@@ -402,8 +404,9 @@ function createExpiryWheel<T>(expire: (item: T) => void): ExpiryWheel<T> {
     timer = null;
     timerAt = next;
     if (next === Infinity) return;
-    // setTimeout holds at most 2^31-1 ms; a later expiry re-arms when this fires.
-    timer = setTimeout(fire, Math.min(Math.max(0, next - Date.now()), 2 ** 31 - 1));
+    // A power of two at most the wait (and setTimeout's 2^31-1 ms): the timer fires early and is armed again for the
+    // rest, so however the earliest expiry moves, Node keeps at most 32 timer lists for it (src/shared/deadline-queue.ts).
+    timer = setTimeout(fire, powerOfTwoAtMost(clampTimerMs(next - Date.now())));
     timer.unref();
   }
 

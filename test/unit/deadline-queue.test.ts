@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { DeadlineQueue, type Expiring } from "../../src/shared/deadline-queue.js";
+import { DeadlineQueue, powerOfTwoAtMost, type Expiring } from "../../src/shared/deadline-queue.js";
 
 class Call implements Expiring {
   deadlineSlot = -1;
@@ -122,6 +122,41 @@ describe("DeadlineQueue", () => {
     assert.deepEqual([...log].sort(), ["a", "b", "c", "d"], "the failure held nothing back, and the timer was armed again");
     assert.equal(thrown.length, 1);
     assert.match((thrown[0] as Error).message, /b failed/);
+  });
+
+  it("moves its timer with at most 32 distinct delays, however the deadlines come", () => {
+    // Node keeps an unreferenced timer's list for each delay used until that delay has passed: a client choosing ever
+    // earlier deadlines must not leave a list per call behind.
+    const q = new DeadlineQueue();
+    const delays = new Set<number>();
+    const real = globalThis.setTimeout;
+    const calls: Call[] = [];
+    globalThis.setTimeout = ((fn: () => void, ms: number) => {
+      delays.add(ms);
+      return real(fn, ms);
+    }) as typeof setTimeout;
+    try {
+      // Ever earlier deadlines, from 20 days away down to about 80 s: each one earlier than the timer's.
+      const now = Date.now();
+      for (let i = 0; i < 5000; i++) {
+        const c = new Call(`d${i}`);
+        calls.push(c);
+        const at = now + Math.floor((20 * 86_400_000) / 1.002 ** i);
+        q.add(c, at);
+        q.remove(c);
+        q.add(c, at);
+      }
+    } finally {
+      globalThis.setTimeout = real;
+      for (const c of calls) q.remove(c);
+    }
+    assert.ok(delays.size > 1 && delays.size <= 32, `${delays.size} distinct delays`);
+    for (const d of delays) assert.equal(d, powerOfTwoAtMost(d), `${d} is a power of two`);
+    assert.equal(q.size, 0);
+  });
+
+  it("rounds a delay down to a power of two", () => {
+    assert.deepEqual([0, 0.5, 1, 2, 3, 1000, 1024, 2 ** 31 - 1].map(powerOfTwoAtMost), [0, 0, 1, 2, 2, 512, 1024, 2 ** 30]);
   });
 
   it("waits past setTimeout's range without firing early", async () => {
