@@ -131,5 +131,8 @@ export function powerOfTwoAtMost(ms: number): number {
   return ms < 1 ? 0 : 2 ** Math.floor(Math.log2(ms));
 }
 
-/** The queue of this thread's calls: the gRPC front's and the backend clients' deadlines, SSE streams' token expiries. */
+/**
+ * The queue of this thread's calls: the gRPC front's and the backend clients' deadlines, SSE streams' token expiries
+ * and the WebSocket front's token expiry groups.
+ */
 export const callDeadlines = new DeadlineQueue();

@@ -60,12 +60,12 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     }
   }
 
-  /** End a stream: `event: end` with the reason (unless it is too far behind to read it), then close. */
   /** A stream's token expired (its `deadlinePassed`, called by the thread's deadline queue). */
   function tokenExpired(this: SseSub): void {
     end(this, "token-expired", "token-expired", true);
   }
 
+  /** End a stream: `event: end` with the reason (unless it is too far behind to read it), then close. */
   function end(sub: SseSub, reason: string, metricReason: string, graceful: boolean): void {
     if (sub.closed) return;
     metrics.reaped.inc({ transport: "sse", reason: metricReason });

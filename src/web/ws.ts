@@ -4,8 +4,7 @@ import { Code } from "../shared/code.js";
 import { cloudEventFromJson } from "../shared/cloudevent-json.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { statusError } from "../shared/status.js";
-import { powerOfTwoAtMost } from "../shared/deadline-queue.js";
-import { clampTimerMs } from "../shared/timers.js";
+import { callDeadlines, type Expiring } from "../shared/deadline-queue.js";
 import { MAX_SUBSCRIPTION_TOPICS, type PubsubOps } from "../ops/pubsub.js";
 import { allows, authenticate, checkTopics, parseOfferedProtocols, TOKEN_PROTOCOL_PREFIX, WS_PROTOCOL, webAdmission, type Grant } from "./access.js";
 import { subscribeError, type Backfill, type Position, type TopicFanout, type WebEvent } from "./hub.js";
@@ -380,67 +379,54 @@ function newData(grant: Grant, start: SubscribeRequest | null): WsData {
   return { grant, topics: NO_TOPICS, pending: null, inflight: 0, state: OPEN, start };
 }
 
-/** Token expiry for every socket at once: sockets grouped by expiry time, one timer for the earliest group. */
+/** Token expiry for every socket at once: sockets grouped by expiry time, one deadline-queue entry per group. */
 interface ExpiryWheel<T> {
   add(item: T, at: number): void;
   remove(item: T, at: number): void;
   clear(): void;
 }
 
+/** The sockets whose tokens expire at one time: a single entry of the thread's deadline queue for all of them. */
+class ExpiryGroup<T> implements Expiring {
+  deadlineSlot = -1;
+  readonly items = new Set<T>();
+  constructor(
+    readonly at: number,
+    private readonly groups: Map<number, ExpiryGroup<T>>,
+    private readonly expire: (item: T) => void,
+  ) {}
+
+  deadlinePassed(): void {
+    // Out of the map first: an item that closes while it expires finds no group to leave.
+    this.groups.delete(this.at);
+    for (const item of this.items) this.expire(item);
+  }
+}
+
 /**
- * One timer for all token expiries instead of one per socket (a Node timer is a few hundred bytes). Tokens expire on
- * whole seconds (JWT `exp`), so sockets fall into few groups; each group is a Set so a closing socket leaves at once.
+ * No timer per socket (a Node timer is a few hundred bytes): tokens expire on whole seconds (JWT `exp`), so sockets
+ * fall into few groups, each a Set (a closing socket leaves at once) and one entry of the thread's deadline queue.
  */
 function createExpiryWheel<T>(expire: (item: T) => void): ExpiryWheel<T> {
-  const groups = new Map<number, Set<T>>();
-  let timer: NodeJS.Timeout | null = null;
-  let timerAt = Infinity;
-
-  function arm(): void {
-    let next = Infinity;
-    for (const at of groups.keys()) next = Math.min(next, at);
-    if (next === timerAt) return;
-    if (timer) clearTimeout(timer);
-    timer = null;
-    timerAt = next;
-    if (next === Infinity) return;
-    // A power of two at most the wait (and setTimeout's 2^31-1 ms): the timer fires early and is armed again for the
-    // rest, so however the earliest expiry moves, Node keeps at most 32 timer lists for it (src/shared/deadline-queue.ts).
-    timer = setTimeout(fire, powerOfTwoAtMost(clampTimerMs(next - Date.now())));
-    timer.unref();
-  }
-
-  function fire(): void {
-    timer = null;
-    timerAt = Infinity;
-    const now = Date.now();
-    const due: Set<T>[] = [];
-    for (const [at, set] of groups) {
-      if (at <= now) {
-        due.push(set);
-        groups.delete(at);
-      }
-    }
-    for (const set of due) for (const item of set) expire(item);
-    arm();
-  }
-
+  const groups = new Map<number, ExpiryGroup<T>>();
   return {
     add(item, at) {
-      let set = groups.get(at);
-      if (!set) groups.set(at, (set = new Set()));
-      set.add(item);
-      if (at < timerAt) arm();
+      let group = groups.get(at);
+      if (!group) {
+        groups.set(at, (group = new ExpiryGroup(at, groups, expire)));
+        callDeadlines.add(group, at);
+      }
+      group.items.add(item);
     },
     remove(item, at) {
-      const set = groups.get(at);
-      if (!set?.delete(item) || set.size > 0) return;
+      const group = groups.get(at);
+      if (!group?.items.delete(item) || group.items.size > 0) return;
       groups.delete(at);
-      if (at === timerAt) arm();
+      callDeadlines.remove(group);
     },
     clear() {
+      for (const group of groups.values()) callDeadlines.remove(group);
       groups.clear();
-      arm();
     },
   };
 }

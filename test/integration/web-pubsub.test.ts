@@ -2,6 +2,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { startTestGateway, waitFor, type TestGateway } from "../support/gateway.js";
+import { callDeadlines } from "../../src/shared/deadline-queue.js";
 import { ceJson, connectSse, connectWs, type WsTestClient } from "../support/web.js";
 import { metric } from "./pubsub-support.js";
 
@@ -304,6 +305,22 @@ describe("web pub/sub: WebSocket and SSE on the uWS port", () => {
     await late.next((f) => f.op === "subscribed", "still usable");
     assert.deepEqual(await late.closed(4000), { code: 4001, reason: "token-expired" });
     assert.ok(Date.now() - started >= 900, "the ttl-3 socket expired after the ttl-1 one, not with it");
+  });
+
+  it("a WebSocket and an SSE stream that close before their tokens expire leave nothing in the deadline queue", async () => {
+    // The gateway runs in this process (one HTTP thread), so its deadline queue is this one. Earlier tests' sockets
+    // with 60 s tokens are still open: their groups stay; a 120 s token falls in a group of its own.
+    const before = callDeadlines.size;
+    const t = await token(gw, { topics: ["gone"], ttl_seconds: 120 });
+    const w = await ws({ token: t });
+    const s = await connectSse(gw.http, `topic=gone&token=${t}`);
+    assert.equal(s.status, 200);
+    // The socket's group and the stream: two entries.
+    await waitFor(() => callDeadlines.size === before + 2, "both queued", 2000);
+    w.ws.close(1000, "bye");
+    assert.equal((await w.closed(2000)).code, 1000);
+    s.abort();
+    await waitFor(() => callDeadlines.size === before, "both left the queue", 2000);
   });
 
   it("CORS: an allowed Origin gets Access-Control-Allow-Origin; another is refused 403 on SSE and on the WebSocket upgrade", async () => {
