@@ -69,7 +69,7 @@ describe("CLI", () => {
   });
 
   it("logs one 'gateway listening' line with the bound ports, serves, and exits 0 on SIGTERM within the bound", async () => {
-    const gw = await startGatewayProcess(["--shutdown-timeout", "3000"], { GATEWAY_WARMUP_CALLS: "" });
+    const gw = await startGatewayProcess(["--shutdown-timeout", "3000"], { GATEWAY_WARMUP_CALLS: "", GATEWAY_WARMUP_EVENTS: "" });
     const listening = gw.stdout.filter((l) => l.includes('"msg":"gateway listening"'));
     assert.equal(listening.length, 1);
     const line = JSON.parse(listening[0]!) as { level: string; grpcPort: number; httpPort: number };

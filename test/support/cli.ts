@@ -39,14 +39,14 @@ export async function runCli(args: string[], env: Record<string, string> = {}, t
 }
 
 /**
- * Start the CLI and wait for its `gateway listening` line (ports 0 unless args say otherwise). Its warm-up runs its
- * events but no invokes unless `env` sets GATEWAY_WARMUP_CALLS (an empty value: the CLI's default): the invokes add
- * about a second per start, and test/integration/warmup.test.ts and the CLI's defaults test cover them.
+ * Start the CLI and wait for its `gateway listening` line (ports 0 unless args say otherwise). No warm-up unless `env`
+ * sets GATEWAY_WARMUP_CALLS / GATEWAY_WARMUP_EVENTS (an empty value: the CLI's default): it adds seconds per start,
+ * and test/integration/warmup.test.ts and the CLI's defaults test cover it.
  */
 export async function startGatewayProcess(args: string[] = [], env: Record<string, string> = {}, timeoutMs = 20_000): Promise<GatewayProcess> {
   const proc = spawn(process.execPath, ["--import", "tsx", CLI, "--grpc-port", "0", "--http-port", "0", ...args], {
     cwd: ROOT,
-    env: { ...process.env, GATEWAY_WARMUP_CALLS: "0", ...env },
+    env: { ...process.env, GATEWAY_WARMUP_CALLS: "0", GATEWAY_WARMUP_EVENTS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const stdout: string[] = [];
