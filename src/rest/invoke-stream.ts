@@ -39,6 +39,9 @@ export function invokeStreamRoutes(deps: InvokeStreamDeps, filter: MetadataFilte
         else if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data))) {
           early = { code: Code.INVALID_ARGUMENT, message: `requestData must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})` };
         }
+        // Stringified here, where a throw (input nested too deeply for JSON.stringify) is the handler's 400, not a
+        // throw out of the stream callback after the status line went.
+        const requestData = early || data === undefined || data === null ? "" : JSON.stringify(data);
         return {
           contentType: sse ? "text/event-stream" : "application/x-ndjson",
           headers: { "cache-control": "no-cache" },
@@ -49,7 +52,7 @@ export function invokeStreamRoutes(deps: InvokeStreamDeps, filter: MetadataFilte
               {
                 service: body["service"],
                 method: body["method"],
-                requestData: data === undefined || data === null ? "" : JSON.stringify(data),
+                requestData,
                 metadata: filter.fromHeaders(req.headers),
                 trace: filter.traceOfHeaders(req.headers, STREAM_SPAN),
               },

@@ -105,7 +105,14 @@ export function invokeWsHook(deps: InvokeStreamDeps, filter: MetadataFilter, ori
           const err = new GatewayError(Code.INVALID_ARGUMENT, `requestData must be a JSON object (got ${Array.isArray(data) ? "an array" : typeof data})`);
           return c.handle ? c.handle.fail(err) : finishEarly(statusOf(err));
         }
-        const text = data === undefined || data === null ? "" : JSON.stringify(data);
+        let text = "";
+        try {
+          if (data !== undefined && data !== null) text = JSON.stringify(data);
+        } catch (e) {
+          // Input nested too deeply for JSON.stringify: the caller's error, in band (GatewayError.from names it).
+          const err = GatewayError.from(e);
+          return c.handle ? c.handle.fail(err) : finishEarly(statusOf(err));
+        }
         if (op === "start") {
           if (c.handle) return c.handle.fail(new GatewayError(Code.INVALID_ARGUMENT, "op start was sent twice; one invocation per connection"));
           c.handle = startInvokeStream(

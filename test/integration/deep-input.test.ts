@@ -1,6 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "../support/gateway.js";
+import { openFrameSocket } from "../support/web.js";
 
 /** `{"a":{"a":...}}` nested `depth` levels: small in bytes, far deeper than any recursive walk can follow. */
 function nested(depth: number): string {
@@ -33,6 +34,24 @@ describe("input nested too deeply", () => {
     }
     const get = await fetch(`${gw.http}/v1/state/platform/k`);
     assert.equal(get.status, 404, "the save did not happen");
+    assert.equal(gw.logs.filter((l) => l["level"] === "error").length, 0, "no error logged for client input");
+  });
+
+  it("the streaming invokes answer it as the caller's error and the gateway keeps serving", async () => {
+    const deep = nested(12_000);
+    const res = await post("/v1/gateway/invoke-stream", `{"service":"platform","method":"M","requestData":${deep}}`);
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { message: string }).message, /nests too deeply/);
+
+    const c = await openFrameSocket(gw.http.replace("http:", "ws:") + "/v1/gateway/invoke-ws");
+    c.ws.send(`{"op":"start","service":"platform","method":"M","requestData":${deep}}`);
+    assert.equal(await c.closed, 1000);
+    assert.equal(c.frames.length, 1);
+    assert.equal(c.frames[0].op, "status");
+    assert.equal(c.frames[0].status.success, false);
+    assert.match(c.frames[0].status.message, /nests too deeply/);
+
+    assert.equal((await fetch(`${gw.http}/health`)).status, 200, "still serving");
     assert.equal(gw.logs.filter((l) => l["level"] === "error").length, 0, "no error logged for client input");
   });
 });
