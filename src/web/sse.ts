@@ -171,6 +171,8 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
     const lastEventIdHeader = headers["last-event-id"] || undefined;
     const query = new URLSearchParams(req.getQuery() ?? "");
     let aborted = false;
+    /** This request holds a slot of --web-max-connections that no stream owns yet. */
+    let reserved = false;
     let sub: SseSub | undefined;
     res.onAborted(() => {
       aborted = true;
@@ -183,6 +185,10 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       const grant = authenticate(deps, apiKey, query.getAll("token"));
       const full = overConnectionBound(deps, "sse");
       if (full) throw full;
+      // Counted from here, not once the topics are acquired (a new topic may wait on the runtime): a burst of
+      // requests cannot pass the bound together. Given back below if the stream does not open.
+      deps.connections.open++;
+      reserved = true;
       if (query.getAll("topic").length === 0) throw invalidArgument("topic", "query parameter is required: ?topic=a&topic=b");
       const topics = [...new Set(checkTopics("topic", query.getAll("topic"), grant, MAX_SSE_TOPICS))];
       const sinceText = lastEventIdHeader ?? query.get("lastEventId") ?? undefined;
@@ -192,12 +198,14 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       const backfill = await (span ? endWith(span, acquiring) : acquiring);
       if (aborted) {
         for (const t of topics) hub.release(t);
+        reserved = false;
+        deps.connections.open--;
         return;
       }
       const s: SseSub = { res, topics, grant, closed: false, backlog: 0, blocked: false, outbox: null, deadlineSlot: -1, deadlinePassed: tokenExpired };
       sub = s;
       open.add(s);
-      deps.connections.open++;
+      reserved = false; // end() gives the slot back from here on
       metrics.subscribers.inc({ transport: "sse" });
       // Replay and going live in one synchronous block: no event can fall between them.
       const resume = since ? hub.resume(topics, since, backfill) : undefined;
@@ -223,6 +231,10 @@ export function mountSse(app: uws.TemplatedApp, deps: WebDeps): SseFront {
       // One timer for every stream's token (a timer each would leave Node a list per distinct delay when it closes).
       if (grant.expiresAt !== null) callDeadlines.add(s, grant.expiresAt);
     })().catch((e: unknown) => {
+      if (reserved) {
+        reserved = false;
+        deps.connections.open--;
+      }
       const err = subscribeError(e);
       metrics.refused.inc({ transport: "sse", code: err.codeName });
       if (!aborted && !sub) refuse(res, err, cors);
