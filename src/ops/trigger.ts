@@ -3,6 +3,7 @@ import { deadlineSignal } from "../shared/signals.js";
 import { SPEC_VERSION, type CloudEvent } from "../shared/cloudevent.js";
 import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
+import { echo } from "../shared/echo.js";
 import { topicProblem } from "./cloudevent-validate.js";
 import type { JobRecord, JobSpec } from "../runtime/jobs-port.js";
 import { isSchedulableTime, planJob } from "../runtime/schedule/index.js";
@@ -20,6 +21,17 @@ export const TRIGGER_EVENT_TYPE = "com.runtime.event.sent";
 export const TRIGGER_EVENT_SOURCE = "urn:com.platform:api";
 /** Longest trigger name accepted. */
 export const MAX_TRIGGER_NAME = 200;
+/**
+ * Longest `schedule` accepted, in characters. Real cron expressions and `@every` durations are well under 100; 512
+ * leaves room for long explicit lists (every minute of the hour, `0,1,...,59`, is 169) and a `CRON_TZ=<zone> ` prefix.
+ * A bound because the schedule is stored, and returned by get and list, with every trigger.
+ */
+export const MAX_TRIGGER_SCHEDULE_CHARS = 512;
+/**
+ * Longest `due_time` or `ttl` accepted, in characters. An RFC 3339 timestamp with nanoseconds and an offset is 35;
+ * the longest Go duration Go accepts as written, `2562047h47m16.854775807s`, 24.
+ */
+export const MAX_TRIGGER_TIME_CHARS = 128;
 /** How long one firing's publish may take before it counts as failed. */
 const PUBLISH_TIMEOUT_MS = 10_000;
 
@@ -70,10 +82,15 @@ function parseData(data: string): TriggerData | undefined {
 export function checkTriggerName(name: unknown): string {
   if (typeof name !== "string" || name === "") throw invalidArgument("name", "is required");
   if (name.length > MAX_TRIGGER_NAME) throw invalidArgument("name", `is ${name.length} characters long; the limit is ${MAX_TRIGGER_NAME}`);
-  if (/[\s\u0000-\u001f\u007f/]/.test(name)) throw invalidArgument("name", `"${name}" must not contain whitespace, control characters or "/"`);
+  if (/[\s\u0000-\u001f\u007f/]/.test(name)) throw invalidArgument("name", `"${echo(name)}" must not contain whitespace, control characters or "/"`);
   const problem = jobNameProblem(name);
   if (problem) throw invalidArgument("name", problem);
   return name;
+}
+
+/** Refuse a free-text trigger field longer than `max` characters, naming the field and the limit. */
+function checkLength(field: string, value: string | null | undefined, max: number): void {
+  if (typeof value === "string" && value.length > max) throw invalidArgument(field, `is ${value.length} characters long; the limit is ${max}`);
 }
 
 /** Validate a trigger with the scheduler's rules and turn it into the job the runtime schedules. */
@@ -82,6 +99,10 @@ export function toJobSpec(input: TriggerInput, now = Date.now()): JobSpec {
   if (typeof input.target_topic !== "string" || input.target_topic === "") throw invalidArgument("target_topic", "is required");
   const topicProblemText = topicProblem(input.target_topic);
   if (topicProblemText) throw invalidArgument("target_topic", topicProblemText);
+  // Before any parsing: a longer value is refused whole, never parsed, stored or echoed.
+  checkLength("schedule", input.schedule, MAX_TRIGGER_SCHEDULE_CHARS);
+  checkLength("due_time", input.due_time, MAX_TRIGGER_TIME_CHARS);
+  checkLength("ttl", input.ttl, MAX_TRIGGER_TIME_CHARS);
   const spec: JobSpec = {
     name,
     ...(input.schedule ? { schedule: input.schedule } : {}),
@@ -161,7 +182,7 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
     checkTriggerName(name);
     const job = await jobs.get(name, signal);
     const rec = job && toTriggerRecord(stats.complete(job, Date.now()));
-    if (!rec) throw new GatewayError(Code.NOT_FOUND, `no trigger named ${name}`);
+    if (!rec) throw new GatewayError(Code.NOT_FOUND, `no trigger named ${echo(name)}`);
     return rec;
   };
 
@@ -192,7 +213,7 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
       } catch (e) {
         const err = GatewayError.from(e);
         // Fired its last time between the look-up and the delete: gone either way.
-        if (err.code === Code.NOT_FOUND) throw new GatewayError(Code.NOT_FOUND, `no trigger named ${name}`);
+        if (err.code === Code.NOT_FOUND) throw new GatewayError(Code.NOT_FOUND, `no trigger named ${echo(name)}`);
         throw err;
       }
     },

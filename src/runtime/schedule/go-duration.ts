@@ -6,6 +6,7 @@
  */
 
 import { MAX_GO_DURATION_MS, MAX_GO_DURATION_TEXT } from "./limits.js";
+import { echo } from "../../shared/echo.js";
 
 const UNIT_MS: Record<string, number> = {
   ns: 1e-6,
@@ -32,20 +33,20 @@ export function parseGoDuration(text: string): { ms: number } | { error: string;
     rest = rest.slice(1);
   }
   if (rest === "0") return { ms: 0 };
-  if (rest === "") return { error: `"${text}" is not a Go duration (expected e.g. 1m30s)` };
+  if (rest === "") return { error: `"${echo(text)}" is not a Go duration (expected e.g. 1m30s)` };
   let ms = 0;
   while (rest !== "") {
     const m = TERM.exec(rest);
     if (!m) {
-      const bad = /^[\d.]+$/.test(rest) ? `"${rest}" has no unit` : `"${rest}" is not a number followed by a unit (ns, us, ms, s, m, h)`;
-      return { error: `"${text}" is not a Go duration: ${bad}` };
+      const bad = /^[\d.]+$/.test(rest) ? `"${echo(rest)}" has no unit` : `"${echo(rest)}" is not a number followed by a unit (ns, us, ms, s, m, h)`;
+      return { error: `"${echo(text)}" is not a Go duration: ${bad}` };
     }
     ms += Number(m[1]) * UNIT_MS[m[2]!]!;
     rest = rest.slice(m[0].length);
   }
   // Go's Duration is int64 nanoseconds: refuse what Go (and so Dapr) cannot hold rather than schedule it here.
   if (!Number.isFinite(ms) || ms > MAX_GO_DURATION_MS) {
-    return { error: `"${text}" is out of range: a Go duration is at most ${MAX_GO_DURATION_TEXT}`, outOfRange: true };
+    return { error: `"${echo(text)}" is out of range: a Go duration is at most ${MAX_GO_DURATION_TEXT}`, outOfRange: true };
   }
   return { ms: sign * ms };
 }

@@ -13,6 +13,8 @@
  * would be two triggers on one runtime and a confusing pair on the other.
  */
 
+import { echo } from "../../shared/echo.js";
+
 /** Longest DNS-1123 subdomain (k8s.io/apimachinery `validation.DNS1123SubdomainMaxLength`). */
 export const DNS1123_SUBDOMAIN_MAX = 253;
 
@@ -29,9 +31,8 @@ export function jobNameProblem(name: string): string | undefined {
   const sanitized = name.replace(/[_: -]/g, "");
   if (sanitized.length > DNS1123_SUBDOMAIN_MAX) return `is ${name.length} characters long; Dapr's Scheduler allows at most ${DNS1123_SUBDOMAIN_MAX}`;
   if (!DNS1123_SUBDOMAIN.test(sanitized)) {
-    const shown = name.length > 64 ? `${name.slice(0, 64)}...` : name;
     return (
-      `"${shown}" is not a DNS-1123 subdomain, as Dapr's Scheduler requires: use lower-case letters, digits, "-" and "." ` +
+      `"${echo(name, 64)}" is not a DNS-1123 subdomain, as Dapr's Scheduler requires: use lower-case letters, digits, "-" and "." ` +
       `(plus "_" and ":"), starting and ending with a letter or digit, no ".." and no "." at either end`
     );
   }

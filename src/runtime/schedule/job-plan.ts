@@ -1,4 +1,5 @@
 import { invalidArgument, type GatewayError } from "../../shared/gateway-error.js";
+import { echo } from "../../shared/echo.js";
 import type { JobSpec } from "../jobs-port.js";
 import { parseSchedule, type Schedule } from "./schedule.js";
 import { resolveTimeSpec } from "./time-spec.js";
@@ -53,13 +54,13 @@ export function planJob(spec: Pick<JobSpec, "name" | "schedule" | "dueTime" | "r
     schedule = s;
   }
   const firstFireAt = dueAt ?? schedule!.nextAfter(now);
-  if (firstFireAt === undefined) return invalidArgument("schedule", `"${spec.schedule}" never fires after now`);
+  if (firstFireAt === undefined) return invalidArgument("schedule", `"${echo(spec.schedule)}" never fires after now`);
   let expiresAt: number | undefined;
   if (hasTtl) {
     const r = resolveTimeSpec("ttl", spec.ttl!, dueAt ?? now);
     if ("error" in r) return r.error;
     if (r.at < firstFireAt) {
-      return invalidArgument("ttl", `"${spec.ttl}" expires at ${new Date(r.at).toISOString()}, before the first firing at ${new Date(firstFireAt).toISOString()}`);
+      return invalidArgument("ttl", `"${echo(spec.ttl)}" expires at ${new Date(r.at).toISOString()}, before the first firing at ${new Date(firstFireAt).toISOString()}`);
     }
     expiresAt = r.at;
   }

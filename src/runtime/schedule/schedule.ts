@@ -1,5 +1,6 @@
 import { Cron } from "croner";
 import { invalidArgument, type GatewayError } from "../../shared/gateway-error.js";
+import { echo } from "../../shared/echo.js";
 import { parseGoDuration } from "./go-duration.js";
 import { MAX_SCHEDULE_TIME_MS } from "./limits.js";
 
@@ -59,10 +60,10 @@ function checkField(field: string, index: number): string | undefined {
   let rest = field.toUpperCase();
   const names = index === 4 ? MONTHS : index === 5 ? DAYS : [];
   for (const n of names) rest = rest.replaceAll(n, "0");
-  if (field.includes("?") && field !== "?") return `${FIELD_NAMES[index]} field "${field}": ? must stand alone (it means *)`;
+  if (field.includes("?") && field !== "?") return `${FIELD_NAMES[index]} field "${echo(field)}": ? must stand alone (it means *)`;
   if (!/^[0-9*?,/-]+$/.test(rest)) {
     const extra = names.length > 0 ? ` or ${index === 4 ? "month names JAN-DEC" : "day names SUN-SAT"}` : "";
-    return `${FIELD_NAMES[index]} field "${field}" may only contain numbers, *, ?, ranges (a-b), lists (a,b) and steps (/n)${extra}`;
+    return `${FIELD_NAMES[index]} field "${echo(field)}" may only contain numbers, *, ?, ranges (a-b), lists (a,b) and steps (/n)${extra}`;
   }
   return undefined;
 }
@@ -70,11 +71,11 @@ function checkField(field: string, index: number): string | undefined {
 function parseCron(text: string, expr: string, timezone: string): Schedule | GatewayError {
   const fields = expr.trim().split(/\s+/);
   if (fields.length !== 6) {
-    return invalidArgument("schedule", `"${text}" has ${fields.length} field${fields.length === 1 ? "" : "s"}; ${SIX_FIELDS}`);
+    return invalidArgument("schedule", `"${echo(text)}" has ${fields.length} field${fields.length === 1 ? "" : "s"}; ${SIX_FIELDS}`);
   }
   for (let i = 0; i < 6; i++) {
     const problem = checkField(fields[i]!, i);
-    if (problem) return invalidArgument("schedule", `"${text}": ${problem}`);
+    if (problem) return invalidArgument("schedule", `"${echo(text)}": ${problem}`);
   }
   // robfig reads "?" as "*"; croner would substitute the current time, so translate first.
   const pattern = fields.map((f) => (f === "?" ? "*" : f)).join(" ");
@@ -82,8 +83,8 @@ function parseCron(text: string, expr: string, timezone: string): Schedule | Gat
   try {
     cron = new Cron(pattern, { mode: "6-part", timezone, paused: true, domAndDow: false });
   } catch (e) {
-    const why = (e as Error).message.replace(/^CronPattern: /, "");
-    return invalidArgument("schedule", `"${text}" is not a valid cron expression: ${why}`);
+    const why = echo((e as Error).message.replace(/^CronPattern: /, ""));
+    return invalidArgument("schedule", `"${echo(text)}" is not a valid cron expression: ${why}`);
   }
   const schedule: Schedule = {
     text,
@@ -95,9 +96,9 @@ function parseCron(text: string, expr: string, timezone: string): Schedule | Gat
 
 function parseEvery(text: string, arg: string, anchor: number): Schedule | GatewayError {
   const d = parseGoDuration(arg.trim());
-  if ("error" in d) return invalidArgument("schedule", `"${text}": ${d.error}`);
+  if ("error" in d) return invalidArgument("schedule", `"${echo(text)}": ${d.error}`);
   if (d.ms < 1000 || d.ms % 1000 !== 0) {
-    return invalidArgument("schedule", `"${text}": the @every interval must be a whole number of seconds, at least 1s`);
+    return invalidArgument("schedule", `"${echo(text)}": the @every interval must be a whole number of seconds, at least 1s`);
   }
   const every = d.ms;
   return {
@@ -120,18 +121,18 @@ export function parseSchedule(text: string, anchor: number): Schedule | GatewayE
   let timezone = "UTC";
   const tz = /^(?:CRON_)?TZ=(\S+)\s+(.*)$/.exec(expr);
   if (tz) {
-    if (!isTimeZone(tz[1]!)) return invalidArgument("schedule", `"${text}": unknown time zone "${tz[1]}"`);
+    if (!isTimeZone(tz[1]!)) return invalidArgument("schedule", `"${echo(text)}": unknown time zone "${echo(tz[1])}"`);
     timezone = tz[1]!;
     expr = tz[2]!.trim();
   }
   if (expr.startsWith("@")) {
     if (expr.startsWith("@every ") || expr === "@every") {
-      if (tz) return invalidArgument("schedule", `"${text}": a time zone does not apply to @every`);
+      if (tz) return invalidArgument("schedule", `"${echo(text)}": a time zone does not apply to @every`);
       return parseEvery(text, expr.slice("@every".length), anchor);
     }
     const cron = DESCRIPTORS[expr.toLowerCase()];
     if (!cron) {
-      return invalidArgument("schedule", `"${text}" is not a known descriptor; use @every <duration>, ${Object.keys(DESCRIPTORS).join(" ")}`);
+      return invalidArgument("schedule", `"${echo(text)}" is not a known descriptor; use @every <duration>, ${Object.keys(DESCRIPTORS).join(" ")}`);
     }
     return parseCron(text, cron, timezone);
   }
@@ -140,9 +141,9 @@ export function parseSchedule(text: string, anchor: number): Schedule | GatewayE
     // croner computes cron times up to the year 2999; a pattern that matches before that but not after the anchor
     // (a due_time in year 3000 or later) is out of range, not a pattern that matches no date.
     if (s.nextAfter(CRON_EPOCH) !== undefined) {
-      return invalidArgument("schedule", `"${text}" has no fire time after ${new Date(anchor).toISOString()}: cron schedules end in the year ${CRON_LAST_YEAR}`);
+      return invalidArgument("schedule", `"${echo(text)}" has no fire time after ${new Date(anchor).toISOString()}: cron schedules end in the year ${CRON_LAST_YEAR}`);
     }
-    return invalidArgument("schedule", `"${text}" never fires (no date matches it)`);
+    return invalidArgument("schedule", `"${echo(text)}" never fires (no date matches it)`);
   }
   return s;
 }

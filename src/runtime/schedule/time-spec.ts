@@ -1,4 +1,5 @@
 import { invalidArgument, type GatewayError } from "../../shared/gateway-error.js";
+import { echo } from "../../shared/echo.js";
 import { parseGoDuration } from "./go-duration.js";
 import { addIsoDuration, parseIsoDuration } from "./iso-duration.js";
 import { isSchedulableTime, MAX_SCHEDULE_TIME_TEXT } from "./limits.js";
@@ -15,7 +16,7 @@ export type TimeSpecKind = "timestamp" | "duration" | "iso8601";
 export function resolveTimeSpec(field: string, text: string, base: number): { at: number; kind: TimeSpecKind } | { error: GatewayError } {
   const r = resolve(field, text, base);
   if ("at" in r && !isSchedulableTime(r.at)) {
-    return { error: invalidArgument(field, `"${text}" is past ${MAX_SCHEDULE_TIME_TEXT}, the latest time the scheduler can hold`) };
+    return { error: invalidArgument(field, `"${echo(text)}" is past ${MAX_SCHEDULE_TIME_TEXT}, the latest time the scheduler can hold`) };
   }
   return r;
 }
@@ -25,7 +26,7 @@ function resolve(field: string, text: string, base: number): { at: number; kind:
   if (ts !== undefined) return { at: ts, kind: "timestamp" };
   const go = parseGoDuration(text);
   if ("ms" in go) {
-    if (go.ms < 0) return { error: invalidArgument(field, `"${text}" is a negative duration`) };
+    if (go.ms < 0) return { error: invalidArgument(field, `"${echo(text)}" is a negative duration`) };
     return { at: base + go.ms, kind: "duration" };
   }
   if (go.outOfRange) return { error: invalidArgument(field, go.error) };
@@ -34,7 +35,7 @@ function resolve(field: string, text: string, base: number): { at: number; kind:
   return {
     error: invalidArgument(
       field,
-      `"${text}" is neither an RFC 3339 timestamp (e.g. 2030-01-31T08:00:00Z), a Go duration (e.g. 1m30s) nor an ISO-8601 duration (e.g. PT1M30S)`,
+      `"${echo(text)}" is neither an RFC 3339 timestamp (e.g. 2030-01-31T08:00:00Z), a Go duration (e.g. 1m30s) nor an ISO-8601 duration (e.g. PT1M30S)`,
     ),
   };
 }
