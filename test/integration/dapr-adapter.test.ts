@@ -4,7 +4,11 @@ import { Code } from "../../src/shared/code.js";
 import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { createDaprRuntime, type DaprRuntime } from "../../src/runtime/dapr/index.js";
+import { createDaprConnection } from "../../src/runtime/dapr/connection.js";
+import { createDaprPubsub } from "../../src/runtime/dapr/pubsub.js";
+import { createDaprState, QUERY_PAGE_SIZE } from "../../src/runtime/dapr/state.js";
 import { startTestDaprSidecar, type TestDaprSidecar } from "../support/dapr-sidecar/index.js";
+import { failNextGetState } from "../support/dapr-sidecar/state.js";
 import { rawDaprClient } from "../support/dapr-sidecar/raw-client.js";
 import { waitFor } from "../support/gateway.js";
 import { freePort } from "../support/ports.js";
@@ -169,6 +173,64 @@ describe("dapr adapter against the test sidecar", () => {
       await rejectsCode(rt.state.query("docs", "{not json", 0), Code.INVALID_ARGUMENT, /query/);
     });
 
+    it("a save is reported done once SaveState succeeded: a failed, slow or abandoned etag read-back leaves the etag unknown", async () => {
+      const conn = createDaprConnection({ host: "127.0.0.1", grpcPort: sidecar.port, connectTimeoutMs: 1000 });
+      const state = createDaprState(conn, new Map(), { saveReadBackTimeoutMs: 300 });
+      try {
+        // The read-back fails (daprd's store error, or the sidecar answering UNAVAILABLE): stored, etag "".
+        for (const code of [Code.INTERNAL, Code.UNAVAILABLE]) {
+          failNextGetState("plain", { code });
+          assert.equal(await state.save("plain", `rb-${code}`, "stored"), "", Code[code]);
+          assert.equal((await state.get("plain", `rb-${code}`))?.value, "stored", Code[code]);
+        }
+        // The read-back hangs: the save ends with its own deadline, not the call's 10 s one.
+        failNextGetState("plain", { delayMs: 5000 });
+        const started = Date.now();
+        assert.equal(await state.save("plain", "rb-slow", "stored"), "");
+        assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+        assert.equal((await state.get("plain", "rb-slow"))?.value, "stored");
+        // The caller gives up while the etag is being read: the write happened, so the save still succeeds.
+        const ac = new AbortController();
+        failNextGetState("plain", { delayMs: 100, onCall: () => ac.abort(new Error("caller went away")) });
+        const etag = await state.save("plain", "rb-abort", "stored", { signal: ac.signal });
+        assert.match(etag, /^\d+$/);
+        assert.equal((await state.get("plain", "rb-abort"))?.etag, etag);
+      } finally {
+        conn.close();
+      }
+    });
+
+    it("Redis Stack: a no-limit query whose result count is a multiple of the page size ends on daprd's empty page", async () => {
+      const n = 2 * QUERY_PAGE_SIZE;
+      for (let i = 0; i < n; i++) await rt.state.save("docs", `pg${i}`, JSON.stringify({ n: 1000 + i, kind: "paged" }));
+      try {
+        const paged = JSON.stringify({ filter: { EQ: { kind: "paged" } }, sort: [{ key: "n" }] });
+        const all = await rt.state.query("docs", paged, 0);
+        assert.equal(all.items.length, n);
+        assert.equal(all.token, "");
+        assert.deepEqual(all.items.map((i) => i.key), Array.from({ length: n }, (_, i) => `pg${i}`));
+        // A caller following the tokens of full pages reaches the end as an empty page with no token.
+        const page = (token?: string) => JSON.stringify({ filter: { EQ: { kind: "paged" } }, page: { limit: QUERY_PAGE_SIZE, ...(token ? { token } : {}) } });
+        const first = await rt.state.query("docs", page(), 0);
+        const second = await rt.state.query("docs", page(first.token), 0);
+        assert.equal(second.items.length, QUERY_PAGE_SIZE);
+        assert.ok(second.token);
+        assert.deepEqual(await rt.state.query("docs", page(second.token), 0), { items: [], token: "" });
+        // What the sidecar answers there, as daprd on Redis 7 / RediSearch 2.8 (contrib parseQueryResponsePost28).
+        const raw = rawDaprClient(sidecar.port);
+        try {
+          await assert.rejects(
+            raw.unary("QueryStateAlpha1", { store_name: "docs", query: page(second.token), metadata: { contentType: "application/json", queryIndexName: "docs-index" } }),
+            (e: { code: number; details: string }) => e.code === Code.INTERNAL && e.details === "failed query in state store docs: invalid output",
+          );
+        } finally {
+          raw.close();
+        }
+      } finally {
+        await rt.state.deleteBulk("docs", Array.from({ length: n }, (_, i) => `pg${i}`));
+      }
+    });
+
     it("maps daprd's codes: unknown store INVALID_ARGUMENT, store without query support INTERNAL", async () => {
       await rejectsCode(rt.state.get("nope", "k"), Code.INVALID_ARGUMENT, /nope/);
       await rejectsCode(rt.state.query("plain", "{}", 0), Code.INTERNAL, /redis-json server support is required/);
@@ -273,6 +335,34 @@ describe("dapr adapter against the test sidecar", () => {
       await waitFor(() => got.length === 1, "the event after the reload");
       assert.equal(errors, 0, "the subscription was never reported dead");
       await sub.close();
+    });
+    it("a first subscribe answered 'subscriber is closed' (daprd reloading) is retried and succeeds once the reload ends", async () => {
+      const got: string[] = [];
+      let errors = 0;
+      sidecar.rejectNextSubscribes(3);
+      const sub = await rt.pubsub.subscribe("first-reload", { onEvent: (e) => got.push(e.id), onError: () => errors++ });
+      assert.equal(sidecar.broker.count("first-reload"), 1);
+      await rt.pubsub.publish("first-reload", event({ id: "after-first-reload" }));
+      await waitFor(() => got.length === 1, "the event after the reload");
+      assert.equal(errors, 0);
+      await sub.close();
+    });
+
+    it("a reload that outlasts the subscribe timeout fails the first subscribe UNAVAILABLE, not INVALID_ARGUMENT", async () => {
+      const conn = createDaprConnection({ host: "127.0.0.1", grpcPort: sidecar.port, connectTimeoutMs: 1000 });
+      const pubsub = createDaprPubsub(conn, "pubsub", silent, { initialMs: 20, maxMs: 100 }, 400);
+      try {
+        sidecar.rejectNextSubscribes(1_000_000);
+        await rejectsCode(pubsub.subscribe("long-reload", { onEvent() {} }), Code.UNAVAILABLE, /kept refusing the subscription to long-reload .*subscriber is closed/);
+        assert.equal(pubsub.openStreams, 0);
+        // An unknown component is still final at once.
+        const other = createDaprPubsub(conn, "missing", silent, { initialMs: 20, maxMs: 100 }, 400);
+        await rejectsCode(other.subscribe("t", { onEvent() {} }), Code.INVALID_ARGUMENT, /pubsub missing is not found/);
+      } finally {
+        sidecar.rejectNextSubscribes(0);
+        pubsub.close();
+        conn.close();
+      }
     });
   });
 

@@ -3,7 +3,7 @@ import type { PubsubPort, UpstreamSubscription } from "../pubsub-port.js";
 import type { RuntimeLogger } from "../runtime.js";
 import { cloudEventToJson } from "../../shared/cloudevent-json.js";
 import type { DaprConnection } from "./connection.js";
-import { TopicStream, type BackoffOptions } from "./topic-stream.js";
+import { SUBSCRIBE_TIMEOUT_MS, TopicStream, type BackoffOptions } from "./topic-stream.js";
 import type { CancelSignal } from "../../shared/signals.js";
 
 /** The Dapr pub/sub port plus what the runtime needs to shut it down. */
@@ -41,9 +41,17 @@ export function toDaprEnvelope(event: CloudEvent): Record<string, unknown> {
 /**
  * PubsubPort over Dapr: publish sends the event in the CloudEvents JSON format (`application/cloudevents+json`, so
  * daprd keeps its attributes); subscribe opens one `SubscribeTopicEventsAlpha1` stream per call (the broker makes it
- * one per topic per process) that survives sidecar restarts.
+ * one per topic per process) that survives sidecar restarts. A subscribe made while daprd reloads its pub/sub (its
+ * "subscriber is closed" answer) is retried with the resubscribe backoff for up to `subscribeTimeoutMs`, then fails
+ * UNAVAILABLE (TopicStream.start).
  */
-export function createDaprPubsub(conn: DaprConnection, pubsubName: string, logger: RuntimeLogger, backoff: BackoffOptions = {}): DaprPubsub {
+export function createDaprPubsub(
+  conn: DaprConnection,
+  pubsubName: string,
+  logger: RuntimeLogger,
+  backoff: BackoffOptions = {},
+  subscribeTimeoutMs: number = SUBSCRIBE_TIMEOUT_MS,
+): DaprPubsub {
   const streams = new Set<TopicStream>();
   return {
     get openStreams() {
@@ -65,7 +73,7 @@ export function createDaprPubsub(conn: DaprConnection, pubsubName: string, logge
       const stream = new TopicStream(conn, pubsubName, topic, handlers, logger, backoff, (s) => streams.delete(s));
       streams.add(stream);
       try {
-        await stream.open(signal);
+        await stream.start(signal, subscribeTimeoutMs);
       } catch (e) {
         stream.close();
         streams.delete(stream);

@@ -1,5 +1,7 @@
 import { Code } from "../../shared/code.js";
+import { echo } from "../../shared/echo.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { deadlineSignal } from "../../shared/signals.js";
 import type { QueryResult, StatePort, StoredItem } from "../state-port.js";
 import type { BulkStateItem__Output } from "../../gen/dapr/dapr/proto/runtime/v1/BulkStateItem.js";
 import type { QueryStateItem__Output } from "../../gen/dapr/dapr/proto/runtime/v1/QueryStateItem.js";
@@ -12,6 +14,18 @@ type DaprItem = BulkStateItem__Output | QueryStateItem__Output;
 const MAX_QUERY_PAGES = 1000;
 /** Rows per page when the caller set no limit: always explicit, since RediSearch stops at 10 rows without one. */
 export const QUERY_PAGE_SIZE = 100;
+
+/** How long the read-back of a saved value's etag may take, ms (the save itself is done by then; see save()). */
+export const SAVE_READBACK_TIMEOUT_MS = 2000;
+
+/**
+ * daprd's QueryStateAlpha1 error for an EMPTY page of a Redis query: contrib `state/redis/redis_query.go`
+ * parseQueryResponsePost28 returns "invalid output" for an empty `results` list, which is what every empty page is when
+ * the server is Redis >= 7 (contrib then uses go-redis v9, which speaks RESP3) with RediSearch >= 2.8 (FT.SEARCH
+ * answers a map over RESP3); dapr `pkg/api/grpc` QueryStateAlpha1 wraps it as INTERNAL "failed query in state store
+ * <store>: invalid output" (ERR_STATE_QUERY). Older servers answer an empty page with no rows.
+ */
+const EMPTY_REDIS_PAGE = /^failed query in state store .*: invalid output$/;
 
 const JSON_CONTENT_TYPE = { contentType: "application/json" } as const;
 const NO_METADATA = {} as const;
@@ -30,7 +44,7 @@ function itemOf(key: string, data: Uint8Array | undefined, etag: string): Stored
 }
 
 function failedItem(store: string, item: DaprItem): GatewayError {
-  return new GatewayError(Code.INTERNAL, `state store ${store} failed to read key ${item.key}: ${item.error}`);
+  return new GatewayError(Code.INTERNAL, `state store ${store} failed to read key ${echo(item.key)}: ${item.error}`);
 }
 
 /**
@@ -47,7 +61,12 @@ function failedItem(store: string, item: DaprItem): GatewayError {
  *   Query also carries `queryIndexName` (contrib `metadata/utils.go` TryGetQueryIndexName) and an explicit
  *   `page.limit`, since RediSearch returns 10 rows and no token without one. The price: Redis re-encodes the JSON.
  */
-export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<string, string> = new Map()): StatePort {
+export function createDaprState(
+  conn: DaprConnection,
+  queryIndexes: ReadonlyMap<string, string> = new Map(),
+  opts: { saveReadBackTimeoutMs?: number } = {},
+): StatePort {
+  const readBackTimeoutMs = opts.saveReadBackTimeoutMs ?? SAVE_READBACK_TIMEOUT_MS;
   const call = async <M extends DaprMethod>(method: M, req: DaprRequest<M>, signal?: AbortSignal): Promise<DaprResponse<M>> =>
     conn.unary(method, req, signal ? { signal } : {});
   const metaOf = (store: string): Record<string, string> => (queryIndexes.has(store) ? JSON_CONTENT_TYPE : NO_METADATA);
@@ -83,7 +102,7 @@ export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<
       // state.in-memory do. Checked here first; a delete racing between this read and the write is the one case
       // where Redis still creates the key (docs/dapr.md "State").
       if (etag !== undefined && etag !== "" && !(await get(store, key, opts.signal))) {
-        throw new GatewayError(Code.ABORTED, `etag mismatch for key ${key}: given ${etag}, but the key is not stored`);
+        throw new GatewayError(Code.ABORTED, `etag mismatch for key ${echo(key)}: given ${echo(etag)}, but the key is not stored`);
       }
       const index = queryIndexes.get(store);
       if (index !== undefined && !isJson(value)) {
@@ -110,8 +129,19 @@ export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<
       );
       // SaveState returns no etag: read it back. A concurrent writer in between would make this its etag; a later
       // first-write-wins save with it then fails ABORTED instead of overwriting, which is the safe direction.
-      const saved = await get(store, key, opts.signal);
-      return saved?.etag ?? "";
+      // The value is stored once SaveState succeeded, so the save is reported done whatever the read-back does: it
+      // does not listen to the caller's signal (an abort now cannot undo the write) and has its own deadline. When
+      // it fails or the key is gone again, the etag is unknown: "" (the port's etag is a string; the fronts answer
+      // an empty `etag`, which a caller reads as "read the key for its etag"; docs/dapr.md "State").
+      const readBack = deadlineSignal(readBackTimeoutMs);
+      try {
+        const saved = await get(store, key, readBack.signal);
+        return saved?.etag ?? "";
+      } catch {
+        return "";
+      } finally {
+        readBack.clear();
+      }
     },
     async delete(store, key, opts = {}) {
       const etag = opts.etag;
@@ -150,11 +180,20 @@ export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<
       for (let pages = 0; pages < MAX_QUERY_PAGES; pages++) {
         const want = cap > 0 ? cap - items.length : QUERY_PAGE_SIZE;
         const body = { ...parsed, page: { ...page, limit: want, ...(token ? { token } : {}) } };
-        const res = await call(
-          "QueryStateAlpha1",
-          { store_name: store, query: JSON.stringify(body), metadata },
-          signal,
-        );
+        let res: DaprResponse<"QueryStateAlpha1">;
+        try {
+          res = await call("QueryStateAlpha1", { store_name: store, query: JSON.stringify(body), metadata }, signal);
+        } catch (e) {
+          // An empty page: on Redis 7 / RediSearch 2.8 daprd fails it "invalid output" (EMPTY_REDIS_PAGE) where it
+          // means "no rows": after a token, the end; on a first page, a query that matches nothing (an empty result,
+          // as on every other store, not an INTERNAL error).
+          const err = conn.translate(e);
+          if (err.code === Code.INTERNAL && EMPTY_REDIS_PAGE.test(err.rawMessage)) {
+            token = "";
+            break;
+          }
+          throw err;
+        }
         const results = res.results ?? [];
         for (const r of results) {
           if (r.error) throw failedItem(store, r);
@@ -162,7 +201,8 @@ export function createDaprState(conn: DaprConnection, queryIndexes: ReadonlyMap<
         }
         token = res.token ?? "";
         // With a limit the caller gets one page and its token. Without one, follow the tokens to the end: Redis
-        // hands a token after every non-empty page, so a short page is the end too.
+        // hands a token after every non-empty page, so a short page is the end too (and asking past it would get
+        // the "invalid output" above). Only a full page needs the next request, which may be that empty page.
         if (cap > 0 || !token || results.length < want) break;
       }
       // Redis hands a token after the last page too; a page shorter than asked for is the end, so no token then.

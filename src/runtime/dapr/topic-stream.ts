@@ -19,14 +19,24 @@ export interface BackoffOptions {
 /** Codes after which resubscribing cannot succeed: the subscription is reported dead instead of retried. */
 const FATAL = new Set([Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.UNAUTHENTICATED, Code.PERMISSION_DENIED, Code.UNIMPLEMENTED]);
 
+/** How long a subscribe may take, ms: daprd's confirmation of one attempt, and every attempt of a first subscribe. */
+export const SUBSCRIBE_TIMEOUT_MS = 10_000;
+
 /**
- * Whether a failed resubscribe is worth retrying. daprd answers INVALID_ARGUMENT "failed deserializing metadata.
- * Error: subscriber is closed" while it shuts down or reloads its components (dapr
- * `pkg/runtime/processor/subscriber/subscriber.go`), and ends open streams UNKNOWN "stream closed" on SIGTERM: both
- * are transient, so only the other FATAL codes give up.
+ * daprd's answer to an initial request while it shuts down or reloads its components: INVALID_ARGUMENT "failed
+ * deserializing metadata. Error: subscriber is closed" (dapr `pkg/runtime/processor/subscriber/subscriber.go`). It is
+ * transient despite its code: the same request succeeds once the reload is over.
+ */
+export function isSubscriberClosed(err: GatewayError): boolean {
+  return err.code === Code.INVALID_ARGUMENT && /subscriber is closed/i.test(err.rawMessage);
+}
+
+/**
+ * Whether a failed resubscribe is worth retrying. Besides "subscriber is closed" (isSubscriberClosed), daprd ends open
+ * streams UNKNOWN "stream closed" on SIGTERM: both are transient, so only the other FATAL codes give up.
  */
 export function isRetryableResubscribe(err: GatewayError): boolean {
-  if (err.code === Code.INVALID_ARGUMENT && /subscriber is closed/i.test(err.rawMessage)) return true;
+  if (isSubscriberClosed(err)) return true;
   return !FATAL.has(err.code);
 }
 
@@ -44,6 +54,8 @@ export class TopicStream {
   private closed = false;
   private attempt = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** Ends the pause of a first subscribe between two refused attempts (close() calls it). */
+  private wake: (() => void) | undefined;
   private readonly backoff: BackoffPolicy;
 
   constructor(
@@ -59,8 +71,57 @@ export class TopicStream {
     this.backoff = { initialDelayMs: backoff.initialMs ?? 50, maxDelayMs: backoff.maxMs ?? 2000, multiplier: 2, jitter: 0.5 };
   }
 
-  /** Open the stream; resolves on daprd's initial response, rejects with a GatewayError when it cannot. */
-  async open(signal?: AbortSignal, timeoutMs = 10_000): Promise<void> {
+  /**
+   * The first subscribe: open the stream, retrying daprd's "subscriber is closed" (a reload, isSubscriberClosed) with
+   * the same backoff as a resubscribe, all within `timeoutMs`. A reload that outlasts it fails UNAVAILABLE, never
+   * INVALID_ARGUMENT (which callers take as final). Every other failure is reported at once: a sidecar that is down
+   * fails UNAVAILABLE after the connection's connect timeout, an unknown component INVALID_ARGUMENT.
+   */
+  async start(signal?: AbortSignal, timeoutMs = SUBSCRIBE_TIMEOUT_MS): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      let err: GatewayError;
+      try {
+        await this.open(signal, Math.max(1, deadline - Date.now()));
+        return;
+      } catch (e) {
+        err = GatewayError.from(e);
+      }
+      if (!isSubscriberClosed(err) || this.closed || signal?.aborted) throw err;
+      const delay = backoffDelay(this.backoff, attempt);
+      if (Date.now() + delay >= deadline) {
+        throw new GatewayError(
+          Code.UNAVAILABLE,
+          `dapr sidecar at ${this.conn.address} kept refusing the subscription to ${this.topic} for ${timeoutMs} ms while its pub/sub reloads: ${err.rawMessage}`,
+          { cause: err },
+        );
+      }
+      this.logger.debug({ topic: this.topic, code: err.codeName, err: err.message }, "dapr subscribe refused while daprd reloads; retrying");
+      await this.pause(delay, signal);
+      if (this.closed) throw new GatewayError(Code.CANCELLED, `subscription to ${this.topic} was closed`);
+      if (signal?.aborted) throw GatewayError.from(signal.reason, Code.CANCELLED);
+    }
+  }
+
+  /** Wait `ms`, or less when `signal` aborts or close() is called. */
+  private pause(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      let off: (() => void) | undefined;
+      const done = (): void => {
+        clearTimeout(timer);
+        off?.();
+        if (this.wake === done) this.wake = undefined;
+        resolve();
+      };
+      this.wake = done;
+      timer = setTimeout(done, ms);
+      off = onAbort(signal, done);
+    });
+  }
+
+  /** Open the stream once; resolves on daprd's initial response, rejects with a GatewayError when it cannot. */
+  async open(signal?: AbortSignal, timeoutMs = SUBSCRIBE_TIMEOUT_MS): Promise<void> {
     const call = await this.conn.bidi("SubscribeTopicEventsAlpha1", signal);
     if (this.closed) {
       call.cancel();
@@ -156,6 +217,7 @@ export class TopicStream {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.timer);
+    this.wake?.();
     const call = this.call;
     this.call = undefined;
     call?.cancel();

@@ -49,6 +49,37 @@ interface Entry {
 /** RediSearch's answer without `page.limit`: 10 rows (contrib `state/redis/redis_query.go` Finalize adds no LIMIT). */
 const REDISEARCH_DEFAULT_ROWS = 10;
 
+/** A fault that the next GetState calls of one store name meet (failNextGetState). */
+export interface GetStateFault {
+  /** How many GetState calls meet it. Default 1. */
+  times?: number;
+  /** Hold each call this long before answering, ms (a slow or hung store; the caller's deadline may end it first). */
+  delayMs?: number;
+  /** Then fail with this code and daprd's text "fail to get <key> from state store <store>: ..." instead of reading. */
+  code?: Code;
+  /** Called as each faulted call arrives. */
+  onCall?: () => void;
+}
+
+const getStateFaults = new Map<string, GetStateFault & { times: number }>();
+
+/**
+ * Fault injection: the next `fault.times` GetState calls naming `store` are held `delayMs` and/or fail with `code`.
+ * Process-wide (every test sidecar of this process serving that store name), so tests give such stores their own
+ * names. GetBulkState and the other RPCs are not affected.
+ */
+export function failNextGetState(store: string, fault: GetStateFault): void {
+  getStateFaults.set(store, { ...fault, times: fault.times ?? 1 });
+}
+
+/** The fault the GetState call about to run meets, if any (counts it). */
+function takeGetStateFault(store: string): GetStateFault | undefined {
+  const f = getStateFaults.get(store);
+  if (!f) return undefined;
+  if (--f.times <= 0) getStateFaults.delete(store);
+  return f;
+}
+
 const isJsonCt = (md: Record<string, string> | undefined): boolean => md?.["contentType"] === "application/json";
 
 /**
@@ -67,7 +98,10 @@ const isJsonCt = (md: Record<string, string> | undefined): boolean => md?.["cont
  *   `queryIndexName` must name one of the `queryIndexes` (`redis.go` Query, contrib `metadata/utils.go`
  *   TryGetQueryIndexName), filter and sort keys must be indexed, one sort key only, comparisons are numeric, and
  *   without `page.limit` the answer is the first 10 rows and no token; with one, a token (the next offset) comes
- *   after every non-empty page (`redis_query.go` Finalize/execute). Filter semantics reuse the embedded evaluator
+ *   after every non-empty page, even a short last one (`redis_query.go` Finalize/execute), and an EMPTY page (past
+ *   the last row, or a query matching nothing) fails INTERNAL "failed query in state store <store>: invalid output",
+ *   as on Redis >= 7 with RediSearch >= 2.8 (contrib's go-redis v9 speaks RESP3 and parseQueryResponsePost28 rejects
+ *   an empty `results` map entry; Redis < 7, go-redis v8 and RESP2, answers no rows). Filter semantics reuse the embedded evaluator
  *   (RediSearch TEXT fields would also tokenize: contrib builds a string EQ as the full-text match `@field:(value)`).
  */
 /** The stored data of every state store, by store name then stored key (one Redis that several sidecars may share). */
@@ -198,6 +232,8 @@ export function stateHandlers(rules: StateRules, appId: string, token: () => str
       offset = Number(rawPage.token);
     }
     const page = rows.slice(offset, offset + (limit > 0 ? limit : REDISEARCH_DEFAULT_ROWS));
+    // RESP3 FT.SEARCH answer with no rows: contrib parseQueryResponsePost28 fails `len(arr) == 0` as "invalid output".
+    if (page.length === 0) throw fail("invalid output");
     return {
       results: page.map((r) => ({ key: r.key, data: Buffer.from(r.item.value, "utf8"), etag: r.item.etag, error: "" })),
       token: limit > 0 && page.length > 0 ? String(offset + page.length) : "",
@@ -207,6 +243,12 @@ export function stateHandlers(rules: StateRules, appId: string, token: () => str
   const h = (fn: (req: any) => Promise<object>) => unaryHandler(token, fn);
   return {
     GetState: h(async (req: { store_name: string; key: string; metadata?: Record<string, string> }) => {
+      const fault = takeGetStateFault(req.store_name);
+      if (fault) {
+        fault.onCall?.();
+        if (fault.delayMs) await new Promise((resolve) => setTimeout(resolve, fault.delayMs).unref());
+        if (fault.code !== undefined) throw new GatewayError(fault.code, `fail to get ${req.key} from state store ${req.store_name}: injected failure`);
+      }
       const c = component(req.store_name);
       return read(c, table(req.store_name).get(storedKey(req.key)), req.metadata);
     }),
