@@ -3,7 +3,7 @@ import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import type { QueryResult, StatePort, StoredItem } from "../runtime/state-port.js";
 import { endWith, type TraceIncoming, type TraceSpan } from "../observe/span.js";
 import { parseQueryJson, queryOf } from "../runtime/embedded/query/index.js";
-import { isAbsoluteUri } from "./cloudevent-validate.js";
+import { validatePublish } from "./cloudevent-validate.js";
 import type { GatewayContext } from "./context.js";
 import { boundQueryPage, checkBulkReply } from "./reply-bound.js";
 import { createChangeNotifier, tierOf, type ChangeAction, type ChangeNotice, type ChangeNotifier } from "./state-notify.js";
@@ -70,12 +70,14 @@ function requireKeys(keys: unknown, field = "keys"): string[] {
   return [...seen];
 }
 
-/** Check a Tier 1 notification's event before the write, so a bad one changes nothing. */
+/**
+ * Check a Tier 1 notification before the write, so a bad one changes nothing: its topic and event are published as
+ * they are (state-notify.ts), so they pass the publish op's own check (validatePublish: topic length, source, spec
+ * version, attribute names), with the fields named under `change`. Tier 0 publishes the gateway's own event.
+ */
 function checkChange(change: ChangeInput | null | undefined, publish: boolean | undefined): void {
   if (!publish || tierOf(change) !== "tier1") return;
-  const source = change!.cloudevent!.source;
-  if (!source) throw invalidArgument("change.cloudevent.source", "is required for a Tier 1 notification and must not be empty");
-  if (!isAbsoluteUri(source)) throw invalidArgument("change.cloudevent.source", `'${echo(source)}' is not an absolute URI`);
+  validatePublish(change!.topic, change!.cloudevent, "change");
 }
 
 /** The notification of a single-key write; `value` goes into the Tier 0 payload when given (include_value). */

@@ -1,5 +1,5 @@
 import { rfc3339ToTimestamp } from "../shared/rfc3339.js";
-import type { CloudEvent, CloudEventAttributeValue } from "../shared/cloudevent.js";
+import { attributeField, attributeNameProblem, type CloudEvent, type CloudEventAttributeValue } from "../shared/cloudevent.js";
 import { cloudEventFromJson as cloudEventFromJsonFormat } from "../shared/cloudevent-json.js";
 import { invalidArgument } from "../shared/gateway-error.js";
 import type { ChangeInput, SaveStateInput } from "../ops/state-types.js";
@@ -138,7 +138,14 @@ export function cloudEventFromJson(v: unknown, where: string): CloudEvent {
   const attrs = f.raw("attributes");
   if (attrs !== undefined && attrs !== null) {
     if (!isObject(attrs)) throw invalidArgument(f.name("attributes"), `must be an object map, got ${kind(attrs)}`);
-    for (const [k, a] of Object.entries(attrs)) event.attributes[k] = attributeOf(a, `${f.name("attributes")}.${k}`);
+    for (const [k, a] of Object.entries(attrs)) {
+      // Before the assignment: a `__proto__` key (an own member of parsed JSON) would otherwise vanish into the
+      // object's prototype, and `data` would fake the event's data where it is written in the JSON format.
+      const field = attributeField(f.name("attributes"), k);
+      const nameProblem = attributeNameProblem(k);
+      if (nameProblem) throw invalidArgument(field, nameProblem);
+      event.attributes[k] = attributeOf(a, field);
+    }
   }
   const data = (["text_data", "binary_data", "proto_data"] as const).filter((m) => f.raw(m) !== undefined && f.raw(m) !== null);
   if (data.length > 1) throw invalidArgument(where, `must set at most one of text_data, binary_data, proto_data (got ${data.join(", ")})`);

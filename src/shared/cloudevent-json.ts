@@ -1,11 +1,13 @@
 import { Code } from "./code.js";
 import { GatewayError } from "./gateway-error.js";
 import {
+  attributeField,
   attributeFromJson,
   attributeNameProblem,
   attributeToJson,
   isJsonContentType,
   isTextContentType,
+  RESERVED_ATTRIBUTE_NAMES,
   SPEC_VERSION,
   type CloudEvent,
   type CloudEventAttributeValue,
@@ -30,8 +32,8 @@ import { decodeUtf8 } from "./utf8.js";
  * client library.
  */
 
-/** The JSON event format's own attributes (not extensions). */
-const CORE = new Set(["id", "source", "specversion", "type", "data", "data_base64"]);
+/** The JSON event format's own members (not extensions): never read from, nor written from, the attributes map. */
+const CORE: ReadonlySet<string> = RESERVED_ATTRIBUTE_NAMES;
 /** Optional attributes with a fixed type. */
 const OPTIONAL = new Set(["datacontenttype", "dataschema", "subject", "time"]);
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
@@ -72,7 +74,7 @@ export function cloudEventFromJson(obj: Record<string, unknown>, where = ""): Cl
       continue;
     }
     const nameProblem = attributeNameProblem(name);
-    if (nameProblem) throw bad(f(echo(name)), nameProblem);
+    if (nameProblem) throw bad(attributeField(where, name), nameProblem);
     const value = attributeFromJson(name, v);
     if (!value) throw bad(f(name), `must be a string, a boolean or a 32-bit integer, got ${typeof v === "number" ? String(v) : kind(v)}`);
     event.attributes[name] = value;
@@ -131,7 +133,7 @@ export function cloudEventFromBinary(headers: Record<string, string>, body: Uint
     else if (name === "datacontenttype") throw bad(k, "must not be used: binary mode carries the content type in content-type");
     else {
       const nameProblem = attributeNameProblem(name);
-      if (nameProblem) throw bad(echo(k), nameProblem);
+      if (nameProblem) throw bad(attributeField("", k), nameProblem);
       event.attributes[name] = stringAttribute(name, v, k);
     }
   }
@@ -159,10 +161,13 @@ export function cloudEventFromBinary(headers: Record<string, string>, body: Uint
  *   (default text/plain), otherwise `data_base64` of its UTF-8 bytes so nothing is lost;
  * - proto_data: `data_base64` of the message bytes, type application/protobuf, `dataschema` the type URL;
  * - no data: type application/json, no data member.
+ * An attribute named as one of the format's own members (`id`, `data`, `data_base64`, ...) is left out: every front
+ * refuses such names (attributeNameProblem), and an event that got past them anyway must not fake its own data.
  */
 export function cloudEventToJson(event: CloudEvent): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(event.attributes ?? {})) {
+    if (CORE.has(name)) continue;
     const json = attributeToJson(value);
     if (json !== undefined) out[name] = json;
   }

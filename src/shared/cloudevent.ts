@@ -58,11 +58,35 @@ export type { ProtoTimestamp };
 export const MAX_ATTRIBUTE_NAME_CHARS = 64;
 const ATTRIBUTE_NAME = new RegExp(`^[a-z0-9]{1,${MAX_ATTRIBUTE_NAME_CHARS}}$`);
 
-/** What is wrong with an extension attribute name, or undefined when it is one (same rule on every front and in the client). */
+/**
+ * Names an attribute cannot have although they are lower-case letters: the event's own fields (`id`, `source`,
+ * `specversion`, `type`) and the JSON format's data members (`data`; `data_base64` fails the character rule anyway).
+ * In the attributes map they would shadow or fake those members where the event is written in the JSON format
+ * (WebSocket/SSE subscribers, the Dapr envelope, the Redis stream).
+ */
+export const RESERVED_ATTRIBUTE_NAMES: ReadonlySet<string> = new Set(["id", "source", "specversion", "type", "data", "data_base64"]);
+
+/**
+ * What is wrong with an extension attribute name, or undefined when it is one. The one rule for every front (gRPC
+ * PublishEvent, REST structured/binary, WebSocket, state change events in either JSON form) and the client library.
+ */
 export function attributeNameProblem(name: string): string | undefined {
+  if (RESERVED_ATTRIBUTE_NAMES.has(name)) {
+    return "is not a valid attribute name (reserved: id, source, specversion and type are the event's own fields, data and data_base64 its data)";
+  }
   if (ATTRIBUTE_NAME.test(name)) return undefined;
+  if (name === "") return "is not a valid attribute name (it is empty)";
   if (name.length > MAX_ATTRIBUTE_NAME_CHARS) return `is not a valid attribute name (at most ${MAX_ATTRIBUTE_NAME_CHARS} characters, got ${name.length})`;
   return "is not a valid attribute name (lower-case letters and digits only)";
+}
+
+/**
+ * The field an error about attribute `name` names: `<where>.<name>` (the name cut by echo(); an empty name shows as
+ * `""`), or the name alone when `where` is empty.
+ */
+export function attributeField(where: string, name: string): string {
+  const shown = name === "" ? '""' : echo(name);
+  return where ? `${where}.${shown}` : shown;
 }
 
 /** True for JSON media types: `*\/json` and `*\/*+json` (parameters ignored, case-insensitive). */
