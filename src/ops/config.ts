@@ -3,23 +3,48 @@ import { GatewayError } from "../shared/gateway-error.js";
 import type { ServiceConfig, ServiceRegistry } from "../config/services.js";
 import { echo } from "../shared/echo.js";
 
-/** Config listing operations (README "REST API" and "gRPC API"). Entries are returned in the config's own (camelCase) shape. */
+/**
+ * A ConfigService as the spec shows it, in the config's own (camelCase) shape: the REST form. Only the spec's fields:
+ * how the gateway dials a backend (`channels`, the TLS files), the query index and the transcoding rules are its own
+ * configuration, not the service's description, and the TLS entries name key files.
+ */
+export interface ConfigServiceView {
+  name: string;
+  grpc?: { host: string; port: number };
+  pubsub?: { pubsubName: string };
+  state?: { storeName: string; keys: string[] };
+  jobs?: { crons: Array<{ name: string; schedule: string; targetTopic: string }> };
+}
+
+/** Config listing operations (README "REST API" and "gRPC API"). */
 export interface ConfigOps {
   /** Every registered entry, non-dialable ones included. */
-  list(): readonly ServiceConfig[];
+  list(): readonly ConfigServiceView[];
   /** One entry, or undefined when not registered. */
-  get(name: string): ServiceConfig | undefined;
+  get(name: string): ConfigServiceView | undefined;
   /** One entry; NOT_FOUND naming it when not registered. */
-  require(name: string): ServiceConfig;
+  require(name: string): ConfigServiceView;
+}
+
+function view(s: ServiceConfig): ConfigServiceView {
+  const v: ConfigServiceView = { name: s.name };
+  if (s.grpc) v.grpc = { host: s.grpc.host, port: s.grpc.port };
+  if (s.pubsub) v.pubsub = { pubsubName: s.pubsub.pubsubName };
+  if (s.state) v.state = { storeName: s.state.storeName, keys: [...s.state.keys] };
+  if (s.jobs) v.jobs = { crons: s.jobs.crons.map((c) => ({ name: c.name, schedule: c.schedule, targetTopic: c.targetTopic })) };
+  return v;
 }
 
 export function createConfigOps(services: ServiceRegistry): ConfigOps {
+  // The registry is fixed at startup: the views are made once.
+  const views = new Map(services.all.map((s) => [s.name, view(s)]));
+  const all = [...views.values()];
   return {
-    list: () => services.all,
-    get: (name) => services.get(name),
+    list: () => all,
+    get: (name) => views.get(name),
     require(name) {
       if (!name) throw new GatewayError(Code.INVALID_ARGUMENT, "name must not be empty");
-      const s = services.get(name);
+      const s = views.get(name);
       if (!s) throw new GatewayError(Code.NOT_FOUND, `service ${echo(name)} is not registered`);
       return s;
     },
@@ -27,7 +52,7 @@ export function createConfigOps(services: ServiceRegistry): ConfigOps {
 }
 
 /** The proto (snake_case) form of a ConfigService. */
-export function toProtoConfigService(s: ServiceConfig): Record<string, unknown> {
+export function toProtoConfigService(s: ConfigServiceView): Record<string, unknown> {
   return {
     name: s.name,
     grpc: s.grpc ? { host: s.grpc.host, port: s.grpc.port } : null,

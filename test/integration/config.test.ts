@@ -1,6 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { startTestGateway, unary, withKey, type TestGateway } from "../support/gateway.js";
+import { makeTestPki } from "../support/certs.js";
 
 const services = [
   { name: "orders", grpc: { host: "127.0.0.1", port: 50999 }, pubsub: { pubsubName: "pubsub" }, state: { storeName: "orders-store", keys: ["order.*"] } },
@@ -46,5 +47,41 @@ describe("config listing", () => {
       assert.match(e.details, /nope/);
       return true;
     });
+  });
+});
+
+describe("config listing: the spec's fields only", () => {
+  let gw: TestGateway;
+  const pki = makeTestPki();
+  before(async () => {
+    gw = await startTestGateway({
+      apiKeys: ["k1"],
+      services: [
+        {
+          name: "secure",
+          grpc: { host: "127.0.0.1", port: 50998, channels: 3, tls: { ca: pki.files.ca, cert: pki.files.clientCert, key: pki.files.clientKey, serverName: "localhost" } },
+          state: { storeName: "s", keys: ["*"], queryIndexName: "idx" },
+          jobs: { crons: [{ name: "nightly", schedule: "0 0 0 * * *", targetTopic: "t" }] },
+        },
+      ],
+    });
+  });
+  after(() => gw.close());
+
+  it("leaves out how the gateway dials a backend (channels, the TLS key files) and the query index, on both fronts", async () => {
+    const h = { headers: { "x-api-key": "k1" } };
+    const expected = {
+      name: "secure",
+      grpc: { host: "127.0.0.1", port: 50998 },
+      state: { storeName: "s", keys: ["*"] },
+      jobs: { crons: [{ name: "nightly", schedule: "0 0 0 * * *", targetTopic: "t" }] },
+    };
+    const list = (await (await fetch(`${gw.http}/v1/config/list-services`, h)).json()) as { services: unknown[] };
+    assert.deepEqual(list.services, [expected]);
+    assert.deepEqual(await (await fetch(`${gw.http}/v1/config/get-service?name=secure`, h)).json(), expected);
+    const text = JSON.stringify(list);
+    assert.ok(!text.includes(pki.files.clientKey) && !text.includes("idx"), text);
+    const grpcList = await unary(gw.client("platform.Config"), "ListServices", {}, withKey("k1"));
+    assert.ok(!JSON.stringify(grpcList).includes(pki.files.clientKey));
   });
 });
