@@ -6,6 +6,13 @@ import { preciseEpochMs } from "../shared/timers.js";
 import { Subscriber } from "./subscriber.js";
 import type { BrokerOptions, EndReason, FanoutHandle, FanoutSink, FanoutTrace, SubscriberSink, UpstreamHandle } from "./types.js";
 
+/**
+ * Topics the broker follows at once, by default: each holds a runtime subscription (a sidecar stream on Dapr, a stream
+ * read on Redis). Twice the web hub's own bound (MAX_WEB_TOPICS), whose topics come through here too, so gRPC
+ * subscribers always find room beside a full web hub.
+ */
+export const MAX_BROKER_TOPICS = 20_000;
+
 /** What `Broker.subscribe` resolves: the owner's handle on a live subscriber. */
 export interface Subscription {
   /** The minted subscription id. */
@@ -123,6 +130,7 @@ interface TopicEntry {
 export function createBroker<E>(options: BrokerOptions<E>): Broker {
   const capacity = options.capacity ?? 1024;
   const lingerMs = options.lingerMs ?? 2000;
+  const maxTopics = options.maxTopics ?? MAX_BROKER_TOPICS;
   const sweepIntervalMs = options.sweepIntervalMs ?? 5000;
   const newId = options.newId ?? randomUUID;
   const obs = options.observer ?? {};
@@ -263,6 +271,27 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
     }
   }
 
+  /**
+   * Room in the table for the topics of `names` it does not hold yet: lingering topics (no subscriber left) are
+   * released, oldest first, to make it; RESOURCE_EXHAUSTED when the held ones alone fill the bound.
+   */
+  function makeRoom(names: readonly string[]): void {
+    let missing = 0;
+    for (const name of new Set(names)) if (!table.has(name)) missing++;
+    if (table.size + missing <= maxTopics) return;
+    for (const entry of table.values()) {
+      if (table.size + missing <= maxTopics) return;
+      if (entry.refs === 0 && entry.linger) {
+        clearTimeout(entry.linger);
+        entry.linger = null;
+        closeUpstream(entry);
+      }
+    }
+    if (table.size + missing > maxTopics) {
+      throw new GatewayError(Code.RESOURCE_EXHAUSTED, `the gateway follows ${maxTopics} topics already (every one with subscribers); retry later or on another replica`);
+    }
+  }
+
   function scheduleRelease(entry: TopicEntry): void {
     if (entry.linger || entry.state === "dead") return;
     entry.linger = setTimeout(() => {
@@ -335,6 +364,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
     async subscribe(topics, sink, signal) {
       if (closed) throw subscribeFailure("closed", "the broker is closing");
       if (signal?.aborted) throw subscribeFailure("cancelled", "the subscriber went away before it was live");
+      makeRoom(topics);
       const sub: Member = new Subscriber<TopicEntry>(newId(), [...topics], sink, capacity);
       const entries = sub.topics.map(acquire);
       const rollback = (): void => {
@@ -367,6 +397,7 @@ export function createBroker<E>(options: BrokerOptions<E>): Broker {
     async attachFanout(topic, sink, signal) {
       if (closed) throw subscribeFailure("closed", "the broker is closing");
       if (signal?.aborted) throw subscribeFailure("cancelled", "the subscriber went away before it was live");
+      makeRoom([topic]);
       const entry = acquire(topic);
       try {
         await entry.opening;

@@ -128,6 +128,11 @@ export interface BrokerOptions<E> {
   capacity?: number;
   /** How long an unused upstream subscription lingers before release, ms. Default 2000. */
   lingerMs?: number;
+  /**
+   * Topics followed at once (each one upstream subscription): a subscribe naming a topic past it first makes room by
+   * releasing lingering ones, then fails RESOURCE_EXHAUSTED. Default MAX_BROKER_TOPICS.
+   */
+  maxTopics?: number;
   /** Period of the stuck-subscriber sweep, ms. Default 5000. */
   sweepIntervalMs?: number;
   /** Mint subscription ids. Default crypto.randomUUID. */

@@ -394,3 +394,33 @@ describe("broker", () => {
     assert.deepEqual(ends.at(-1), { kind: "shutdown" });
   });
 });
+
+describe("broker: the bound on topics followed at once", () => {
+  it("refuses a subscribe naming a new topic past maxTopics RESOURCE_EXHAUSTED, first releasing lingering topics to make room", async () => {
+    const up = fakeUpstream();
+    const broker = createBroker({ upstream: up.source, encode, maxTopics: 3, lingerMs: 60_000 });
+    try {
+      const a = await broker.subscribe(["t1", "t2"], fakeSink().sink);
+      const b = await broker.subscribe(["t3"], fakeSink().sink);
+      await assert.rejects(broker.subscribe(["t3", "t4"], fakeSink().sink), (e: unknown) => {
+        assert.ok(e instanceof GatewayError);
+        assert.equal(e.code, 8, "RESOURCE_EXHAUSTED");
+        assert.match(e.message, /follows 3 topics already/);
+        return true;
+      });
+      assert.deepEqual(up.opened, ["t1", "t2", "t3"], "the refused subscribe opened nothing");
+      // A topic already followed needs no room.
+      const again = await broker.subscribe(["t1", "t3"], fakeSink().sink);
+      again.close();
+      // t3's last subscriber leaves: it lingers, and the next new topic takes its place.
+      b.close();
+      const c = await broker.subscribe(["t4"], fakeSink().sink);
+      await until(() => up.closed.includes("t3"), "t3 released for room");
+      assert.equal(broker.stats().topics, 3);
+      a.close();
+      c.close();
+    } finally {
+      await broker.close();
+    }
+  });
+});
