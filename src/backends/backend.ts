@@ -2,6 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import { asBuffer } from "../shared/bytes.js";
+import { echo } from "../shared/echo.js";
 import { abortable, type CancelSignal } from "../shared/signals.js";
 import type { TraceContextHeaders } from "./h2-unary.js";
 import { loadBackendTls, type BackendTlsConfig } from "./backend-tls.js";
@@ -156,7 +157,7 @@ export function createBackend(opts: BackendOptions): Backend {
         const known = schema.methods.map((m) => m.fullName);
         throw new GatewayError(
           Code.NOT_FOUND,
-          `method ${method} not found on service ${opts.name}; it has ${known.length > 0 ? known.join(", ") : "no methods"}`,
+          `method ${echo(method)} not found on service ${opts.name}; it has ${known.length > 0 ? known.join(", ") : "no methods"}`,
         );
       }
       return { schema, method: found };

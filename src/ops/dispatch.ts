@@ -438,7 +438,7 @@ export function createDispatchOps(deps: DispatchDeps): DispatchOps {
       const b = backendOf(service);
       const name = requireString("method", method);
       const t = type === undefined || type === null || type === "" ? "input" : type;
-      if (t !== "input" && t !== "output") throw new GatewayError(Code.INVALID_ARGUMENT, `type must be input or output (got ${JSON.stringify(type)})`);
+      if (t !== "input" && t !== "output") throw new GatewayError(Code.INVALID_ARGUMENT, `type must be input or output (got ${echo(JSON.stringify(type) ?? String(type))})`);
       const { method: m } = await b.resolve(name, signal);
       const desc = t === "input" ? m.desc.input : m.desc.output;
       return { inputTypeName: m.inputType, outputTypeName: m.outputType, schemaType: t, fields: messageFields(desc) };

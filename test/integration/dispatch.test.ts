@@ -101,6 +101,10 @@ for (const fixture of runtimeFixtures) {
           const m = await front.invoke(gw, "orders", "Nope", "{}");
           assert.equal(m.status, "NOT_FOUND");
           assert.match(m.message, /method Nope not found on service orders.*shop\.v1\.OrderService\/GetOrder/);
+          // A huge method name is quoted cut, so the list of the methods it has still fits the message.
+          const long = await front.invoke(gw, "orders", "N".repeat(100_000), "{}");
+          assert.equal(long.status, "NOT_FOUND");
+          assert.match(long.message, /method N{256}…\(99744 more characters\) not found on service orders; it has .*shop\.v1\.OrderService\/GetOrder/);
           const amb = await front.invoke(gw, "orders", "ListOrders", "{}");
           assert.equal(amb.status, "INVALID_ARGUMENT");
           assert.match(amb.message, /ambiguous.*shop\.v1\.OrderService\/ListOrders.*ops\.v1\.Admin\/ListOrders/);
