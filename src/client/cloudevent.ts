@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import {
+  attributeField,
   attributeFromValue,
   attributeNameProblem,
   attributeToValue,
@@ -14,7 +15,10 @@ import { invalidArgument } from "./errors.js";
 /**
  * The client's two spellings of a CloudEvent over the gateway's one CloudEvents module (`src/shared/cloudevent.ts`):
  * attribute names, attribute typing and RFC 3339 times (to the nanosecond) follow the same rules as the gateway's
- * REST publish, so an event the client accepts is one the gateway accepts.
+ * REST publish, so an event the client accepts is one the gateway accepts. Every attribute name, whether an extension
+ * property or a key of an explicit `attributes` map, passes the gateway's one name rule (`attributeNameProblem`:
+ * lower-case letters and digits, 1 to 64, not one of the event's own member names such as `id` or `data_base64`)
+ * before anything is sent, and is refused naming the field as the gateway does (`attributeField`).
  */
 
 // The shared shapes, part of the client's public API (AttributeInput: what an attribute or extension may be given as).
@@ -85,12 +89,17 @@ export function toProtoCloudEvent(input: CloudEventInput): ProtoCloudEvent {
   const given = e["attributes"];
   if (given !== undefined) {
     if (typeof given !== "object" || given === null) throw invalidArgument("cloudevent.attributes", "must be an object");
-    for (const [k, v] of Object.entries(given as Record<string, AttributeInput>)) attributes[k] = toAttributeValue(k, v);
+    for (const [k, v] of Object.entries(given as Record<string, AttributeInput>)) {
+      // Before the assignment: an own `__proto__` key (JSON.parse makes one) would otherwise set the map's prototype.
+      const nameProblem = attributeNameProblem(k);
+      if (nameProblem) throw invalidArgument(attributeField("cloudevent.attributes", k), nameProblem);
+      attributes[k] = toAttributeValue(k, v);
+    }
   }
   for (const [k, v] of Object.entries(e)) {
     if (RESERVED.has(k) || v === undefined || v === null || typeof v === "function") continue;
     const nameProblem = attributeNameProblem(k);
-    if (nameProblem) throw invalidArgument(`cloudevent.${k}`, nameProblem);
+    if (nameProblem) throw invalidArgument(attributeField("cloudevent", k), nameProblem);
     attributes[k] = toAttributeValue(k, v as AttributeInput);
   }
   const str = (field: string, dflt: string): string => {

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { CloudEvent } from "cloudevents";
-import { backoffDelay, eventData, fromProtoCloudEvent, GatewayClientError, toProtoCloudEvent } from "../../src/client/index.js";
+import { backoffDelay, createGatewayClient, eventData, fromProtoCloudEvent, GatewayClientError, toProtoCloudEvent } from "../../src/client/index.js";
 import { resolveReconnectOptions } from "../../src/client/options.js";
 
 describe("client CloudEvent mapping", () => {
@@ -69,6 +69,53 @@ describe("client CloudEvent mapping", () => {
     assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", type: "t", data: circular }), (e: unknown) => e instanceof GatewayClientError && /cloudevent\.data cannot be serialized as JSON/.test(e.message));
     assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", type: "t", data: { n: 1n } }), /cloudevent\.data cannot be serialized/);
     assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", type: "t", data_base64: "not base64!" }), /cloudevent\.data_base64 must be base64 text/);
+  });
+});
+
+describe("client attribute names: the gateway's one rule, before anything is sent", () => {
+  /** A GatewayClientError with code INVALID_ARGUMENT whose field and message name the attribute. */
+  const refused = (field: string, message: RegExp) => (e: unknown): boolean => {
+    assert.ok(e instanceof GatewayClientError, `expected a GatewayClientError, got ${String(e)}`);
+    assert.equal(e.codeName, "INVALID_ARGUMENT", e.message);
+    assert.equal(e.field, field);
+    assert.match(e.message, message);
+    return true;
+  };
+
+  it("an explicit attributes map with a reserved, empty or malformed name is INVALID_ARGUMENT naming cloudevent.attributes.<name>", () => {
+    const cases: Array<[string, string, RegExp]> = [
+      ["data_base64", "cloudevent.attributes.data_base64", /^cloudevent\.attributes\.data_base64 is not a valid attribute name \(reserved: /],
+      ["data", "cloudevent.attributes.data", /^cloudevent\.attributes\.data is not a valid attribute name \(reserved: /],
+      ["id", "cloudevent.attributes.id", /^cloudevent\.attributes\.id is not a valid attribute name \(reserved: /],
+      ["specversion", "cloudevent.attributes.specversion", /reserved: /],
+      ["", 'cloudevent.attributes.""', /^cloudevent\.attributes\."" is not a valid attribute name \(it is empty\)$/],
+      ["__proto__", "cloudevent.attributes.__proto__", /lower-case letters and digits only/],
+      ["Tenant", "cloudevent.attributes.Tenant", /lower-case letters and digits only/],
+      ["x".repeat(300), `cloudevent.attributes.${"x".repeat(256)}…(44 more characters)`, /at most 64 characters, got 300\)$/],
+    ];
+    for (const [name, field, message] of cases) {
+      // A computed key: `__proto__` becomes an own key, as JSON.parse makes it.
+      const attributes = { tenant: "acme", [name]: { ce_string: "SGVsbG8=" } };
+      assert.throws(() => toProtoCloudEvent({ source: "urn:a:b", type: "t", attributes }), refused(field, message), JSON.stringify(name.slice(0, 20)));
+    }
+    // The rule's good names still pass, in the map and as extension properties.
+    const ok = toProtoCloudEvent({ source: "urn:a:b", type: "t", attributes: { tenant: "acme", ["a".repeat(64)]: 1 }, region: "eu" });
+    assert.deepEqual(Object.keys(ok.attributes).sort(), ["a".repeat(64), "region", "tenant"]);
+  });
+
+  it("publish and a Tier 1 change refuse a reserved attribute name without calling the gateway", async () => {
+    // Nothing listens on port 1: a call that went out would fail UNAVAILABLE, not INVALID_ARGUMENT.
+    const gw = createGatewayClient({ address: "127.0.0.1:1" });
+    try {
+      const event = { source: "urn:a:b", type: "t", attributes: { data_base64: "ZmFrZQ==" } };
+      await assert.rejects(gw.publish("orders", event), refused("cloudevent.attributes.data_base64", /reserved: /));
+      await assert.rejects(
+        gw.saveState({ service: "orders", key: "k", value: "v", publishChange: true, change: { topic: "orders", cloudevent: event } }),
+        refused("cloudevent.attributes.data_base64", /reserved: /),
+      );
+    } finally {
+      gw.close();
+    }
   });
 });
 
