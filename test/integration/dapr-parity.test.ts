@@ -95,5 +95,20 @@ for (const fixture of runtimeFixtures) {
       assert.equal(ok.status.success, true, ok.status.message);
       await unary(trigger, "DeleteTrigger", { name: "nightly-1.report_a:b" }, withKey(KEY));
     });
+
+    // TODO (known gap, found with the test sidecar's Scheduler rules, test/support/dapr-sidecar/scheduler-rules.ts):
+    // the gateway accepts these, daprd's Scheduler refuses them, so on Dapr ScheduleTrigger fails in-band INTERNAL
+    // "failed to schedule job due to: ... job failed validation: ..." instead of INVALID_ARGUMENT naming the field, and
+    // on embedded they are scheduled. dapr/kit's cron has day-of-week 0-6 only; its ISO-8601 parser takes whole
+    // numbers only; Go's time.Parse(time.RFC3339) takes an upper-case "T" only.
+    it("trigger specs daprd's Scheduler refuses are refused in-band INVALID_ARGUMENT on both runtimes", { todo: "src/ops/trigger.ts is looser than the Scheduler" }, async () => {
+      const trigger = gw().client("platform.Trigger");
+      const lowerT = new Date(Date.now() + 3_600_000).toISOString().replace(/\.\d{3}Z$/, "Z").replace("T", "t");
+      for (const [i, spec] of [{ schedule: "0 0 0 * * 7" }, { due_time: "PT1.5S" }, { due_time: lowerT }].entries()) {
+        const res = await unary(trigger, "ScheduleTrigger", { name: `scheduler-refuses-${i}`, target_topic: "t", ...spec }, withKey(KEY));
+        if (res.status.success) await unary(trigger, "DeleteTrigger", { name: `scheduler-refuses-${i}` }, withKey(KEY));
+        assert.equal(res.status.status, "INVALID_ARGUMENT", `${JSON.stringify(spec)}: ${res.status.status} ${res.status.message}`);
+      }
+    });
   });
 }

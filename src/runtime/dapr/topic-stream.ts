@@ -47,7 +47,11 @@ type SubscribeCall = grpc.ClientDuplexStream<DaprRequest<"SubscribeTopicEventsAl
  * One `SubscribeTopicEventsAlpha1` stream for one topic, kept alive: it sends the initial request, waits for the
  * initial response before reporting live, hands each event to `handlers.onEvent` and acks it SUCCESS (at-most-once:
  * a handler failure is not retried). When the stream breaks it reconnects with jittered exponential backoff and
- * resubscribes; the handlers never notice except for events published while it was down.
+ * resubscribes. What the handlers see of the gap depends on daprd's pub/sub component: with Redis streams the app's
+ * consumer group keeps what was published meanwhile and delivers it after the resubscribe (late, not missed), and an
+ * event handed to the handlers whose ack did not reach daprd before the break comes again after the component's
+ * processingTimeout when its redelivery is on (a duplicate, out of order); with pubsub.in-memory what was published
+ * meanwhile is missed.
  */
 export class TopicStream {
   private call: SubscribeCall | undefined;

@@ -8,8 +8,7 @@ type Duplex = grpc.ServerDuplexStream<any, any>;
 
 interface Delivery {
   env: Envelope;
-  attempts: number;
-  /** Shared streams: the component worker waiting for the app's answer (the ack status, undefined = stream gone). */
+  /** The component worker waiting for the app's answer (the ack status; undefined = stream gone). */
   done?: (status: string | undefined) => void;
 }
 
@@ -21,17 +20,18 @@ interface Sub {
   /** Delivered, not yet acked, by event id. */
   pending: Map<string, Delivery>;
   closed: boolean;
-  /** Shared streams: stops this subscription's XREADGROUP and reclaim loops. */
+  /** Redis: stops this subscription's XREADGROUP and reclaim loops. */
   stop?: () => void;
 }
 
 /**
- * The pub/sub component's metadata (contrib `pubsub/redis` parseRedisMetadata), used when the sidecar's broker is a
- * consumer of shared streams. Defaults are contrib's.
+ * The Redis pub/sub component's metadata (contrib `pubsub/redis`, `common/component/redis/redis.go`
+ * ParseClientFromProperties). Defaults are contrib's.
  */
 export interface StreamsComponent {
+  /** The Redis the component reads: the streams several sidecars share, or this sidecar's own. */
   streams: SharedStreams;
-  /** The consumer group AND consumer name (contrib uses consumerID for both). */
+  /** The consumer group AND consumer name (contrib uses consumerID for both). daprd's default is the app id. */
   consumerID: string;
   /** Worker goroutines of the component, shared by its topics. Default 10: events of one topic are then in flight together, so order is not kept. */
   concurrency?: number;
@@ -43,11 +43,19 @@ export interface StreamsComponent {
   redeliverIntervalMs?: number;
 }
 
+/** An event daprd took from the component and never handed to the app, or whose app answer was not a success. */
+export interface Discarded {
+  topic: string;
+  id: string;
+  /** "RETRY", an unknown status, or why daprd could not build the event (an undeliverable event). */
+  reason: string;
+}
+
 /** What the sidecar's pub/sub does: streaming subscriptions with Dapr's protocol rules, acks and redelivery. */
 export interface TestBroker {
   /** The SubscribeTopicEventsAlpha1 handler. */
   subscribe(call: Duplex): void;
-  /** Deliver a published envelope to every live stream of the topic (none: dropped, like a new consumer group). */
+  /** Publish an envelope: Redis appends it to the topic's stream (kept for the app's consumer group), in-memory hands it to the live streams. */
   publish(pubsub: string, topic: string, env: Envelope): void;
   /** Live streams of a topic. */
   count(topic: string): number;
@@ -57,49 +65,58 @@ export interface TestBroker {
   readonly delivered: number;
   /** Events delivered on live streams of the topic and not acked yet. */
   unacked(topic: string): number;
-  /** Events held for redelivery because their stream closed before acking them (shared streams: the group's pending entries). */
+  /** Redis: entries of the topic pending in the app's consumer group (read, not acked: in flight, or left by a stream that closed). In-memory: 0. */
   backlog(topic: string): number;
-  /** End every stream (the sidecar stops) UNKNOWN "stream closed": their unacked events go back to the backlog. */
+  /** Events daprd gave up on without a success from the app (an answer other than SUCCESS/DROP, or undeliverable). */
+  readonly discarded: readonly Discarded[];
+  /** End every stream (the sidecar stops) UNKNOWN "stream closed": their unacked events stay pending (Redis) or are gone (in-memory). */
   dropAll(): void;
   /** The next `n` initial requests are answered INVALID_ARGUMENT "... subscriber is closed". */
   rejectNext(n: number): void;
 }
 
 /**
- * Dapr's streaming subscription rules (dapr-facts.md): the first message must be `initial_request` with a pubsub and
- * topic (else the stream ends); an unknown pubsub is INVALID_ARGUMENT "pubsub X is not found"; a second initial
- * request ends the stream; `initial_response` is sent once live; each event is acked with `event_processed` (SUCCESS
- * or DROP done, RETRY redelivered); events not acked when the stream closes are redelivered to the next stream of
- * the topic.
+ * Dapr's streaming subscription rules (dapr-facts.md; dapr `pkg/api/grpc/subscribe.go`, `pkg/runtime/pubsub/
+ * streamer/`): the first message must be `initial_request` with a pubsub and topic (else the stream ends); an unknown
+ * pubsub is INVALID_ARGUMENT "pubsub X is not found"; a second initial request ends the stream; `initial_response` is
+ * sent once live; each event is acked with `event_processed`.
+ *
+ * Every stream is its own subscription of the component (dapr `pkg/runtime/processor/subscriber/subscriber.go`
+ * StartStreamerSubscription), so what the app gets depends on the component:
+ * - Redis (`streams` given): contrib `pubsub/redis` on the app's consumer group (see streamsConsumer). The group
+ *   outlives the streams: events published while the app has no stream open are kept and delivered on its next
+ *   stream for the topic; two streams of one app on one topic compete (each event to one of them); an entry left
+ *   unacked by a stream that closed comes back only after processingTimeout;
+ * - in-memory: every live stream of the topic gets every event at once; nothing is kept or redelivered.
+ * An answer other than SUCCESS or DROP (RETRY) is an error for the component, which since contrib v1.17 XACKs it
+ * anyway (`pubsub/redis/redis.go` processMessage: only a cancelled context leaves an entry pending), so without a
+ * resiliency policy a RETRY is NOT redelivered. Likewise an event daprd cannot build (a text/* event whose data is not
+ * a string) never reaches the app. Both are listed in `discarded`.
  */
-export function createTestBroker(opts: { token: () => string | undefined; knownPubsub: (name: string) => boolean; redeliver?: boolean; streams?: StreamsComponent }): TestBroker {
-  // pubsub.in-memory never redelivers (neither on RETRY nor for a stream that closed unacked); Redis streams do.
-  const redeliver = opts.redeliver ?? true;
+export function createTestBroker(opts: { token: () => string | undefined; knownPubsub: (name: string) => boolean; streams?: StreamsComponent }): TestBroker {
   let rejecting = 0;
   const subs = new Set<Sub>();
-  const backlogs = new Map<string, Delivery[]>();
+  const discarded: Discarded[] = [];
   let delivered = 0;
-  const component = opts.streams ? streamsConsumer(opts.streams, (sub, d) => send(sub, d)) : undefined;
-  const keyOf = (pubsub: string, topic: string): string => `${pubsub}\u0000${topic}`;
+  const discard = (topic: string, env: Envelope, reason: string): void => {
+    discarded.push({ topic, id: typeof env["id"] === "string" ? env["id"] : "", reason });
+    if (discarded.length > 10_000) discarded.shift();
+  };
+  const component = opts.streams ? streamsConsumer(opts.streams, (sub, d) => send(sub, d), discard) : undefined;
 
-  const send = (sub: Sub, d: Delivery): void => {
-    if (sub.closed) return requeue(sub, d);
-    const id = String(d.env["id"] ?? "");
-    d.attempts++;
+  /** Write one event to a stream; when daprd cannot build it (undeliverable), why. */
+  const send = (sub: Sub, d: Delivery): string | undefined => {
+    if (sub.closed) {
+      d.done?.(undefined);
+      return undefined;
+    }
+    const built = topicEventOf(d.env, sub.topic, sub.pubsub);
+    if ("undeliverable" in built) return built.undeliverable;
+    const id = (built.event as { id: string }).id;
     sub.pending.set(id, d);
     delivered++;
-    sub.call.write({ event_message: topicEventOf(d.env, sub.topic, sub.pubsub) });
-  };
-
-  const requeue = (sub: Sub, d: Delivery): void => {
-    // A shared stream's entry stays pending in its group: the worker hears the stream is gone, the reclaim loop of a
-    // reader of the group redelivers it later.
-    if (d.done) return d.done(undefined);
-    if (!redeliver) return;
-    const k = keyOf(sub.pubsub, sub.topic);
-    const list = backlogs.get(k) ?? [];
-    list.push(d);
-    backlogs.set(k, list);
+    sub.call.write({ event_message: built.event });
+    return undefined;
   };
 
   const close = (sub: Sub, error?: Partial<grpc.StatusObject>): void => {
@@ -107,7 +124,8 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
     sub.closed = true;
     subs.delete(sub);
     sub.stop?.();
-    for (const d of sub.pending.values()) requeue(sub, d);
+    // Redis: the workers hear the stream is gone and leave the entries pending; in-memory: gone.
+    for (const d of sub.pending.values()) d.done?.(undefined);
     sub.pending.clear();
     try {
       if (error) sub.call.emit("error", error);
@@ -129,6 +147,7 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
     get delivered() {
       return delivered;
     },
+    discarded,
     subscribe(call) {
       const denied = tokenError(opts.token(), call.metadata);
       if (denied) {
@@ -152,16 +171,8 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
           }
           sub = { call, pubsub: init.pubsub_name, topic: init.topic, pending: new Map(), closed: false };
           subs.add(sub);
-          if (component) {
-            component.follow(sub);
-            call.write({ initial_response: {} });
-            return;
-          }
+          component?.follow(sub);
           call.write({ initial_response: {} });
-          const k = keyOf(sub.pubsub, sub.topic);
-          const backlog = backlogs.get(k);
-          backlogs.delete(k);
-          for (const d of backlog ?? []) send(sub, d);
           return;
         }
         if (msg.initial_request) return close(sub, status(Code.UNKNOWN, "duplicate initial request received"));
@@ -170,8 +181,10 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
         const d = sub.pending.get(done.id);
         if (!d) return; // unknown or already acked: daprd ignores it
         sub.pending.delete(done.id);
-        if (d.done) return d.done(done.status?.status ?? "SUCCESS");
-        if (redeliver && done.status?.status === "RETRY" && d.attempts < 3) setImmediate(() => send(sub!, d));
+        const answer = done.status?.status ?? "SUCCESS";
+        if (d.done) return d.done(answer);
+        // in-memory: the component logs the handler's error; the event is gone either way.
+        if (answer !== "SUCCESS" && answer !== "DROP") discard(sub.topic, d.env, String(answer));
       });
       const gone = (): void => {
         if (sub) close(sub);
@@ -186,13 +199,16 @@ export function createTestBroker(opts: { token: () => string | undefined; knownP
         component.streams.xadd(pubsub, topic, env);
         return;
       }
-      for (const sub of subs) if (sub.pubsub === pubsub && sub.topic === topic) send(sub, { env, attempts: 0 });
+      for (const sub of subs) {
+        if (sub.pubsub !== pubsub || sub.topic !== topic) continue;
+        const undeliverable = send(sub, { env });
+        if (undeliverable) discard(topic, env, undeliverable);
+      }
     },
     count: (topic) => [...subs].filter((s) => s.topic === topic).length,
     list: () => [...subs].map((s) => ({ pubsub: s.pubsub, topic: s.topic })),
     unacked: (topic) => [...subs].filter((s) => s.topic === topic).reduce((n, s) => n + s.pending.size, 0),
-    backlog: (topic) =>
-      component ? component.streams.pendingCount(topic, component.consumerID) : [...backlogs.entries()].filter(([k]) => k.endsWith(`\u0000${topic}`)).reduce((n, [, l]) => n + l.length, 0),
+    backlog: (topic) => (component ? component.streams.pendingCount(topic, component.consumerID) : 0),
     dropAll() {
       // On SIGTERM daprd ends open streams UNKNOWN "stream closed".
       for (const sub of [...subs]) close(sub, status(Code.UNKNOWN, "stream closed"));
@@ -212,15 +228,19 @@ interface StreamsConsumer {
 }
 
 /**
- * contrib `pubsub/redis` for one daprd: Subscribe creates the group with start id `0` (so a new group first gets
- * every entry the stream still holds) and runs a poll loop (XREADGROUP `>` up to queueDepth entries, each put on the
- * component's bounded queue) and a reclaim loop (every redeliverInterval, entries pending longer than
- * processingTimeout). `concurrency` workers take queued entries; each hands its entry to the app's stream and waits
- * for the app's answer: SUCCESS or DROP XACKs it, RETRY, a timeout or a closed stream leave it pending. With more
- * than one worker the entries of one topic race each other (goroutine scheduling, modelled as a random number of
- * event-loop turns before the write), so the app may see them out of order; `concurrency: "1"` keeps order.
+ * contrib `pubsub/redis` for one daprd (`pubsub/redis/redis.go`): each streaming subscription is a Subscribe of the
+ * component, which creates the group with start id `0` (XGROUP CREATE ... 0 MKSTREAM, BUSYGROUP ignored: a NEW group
+ * first gets every entry the stream still holds, an existing one resumes after its last-delivered id, so entries
+ * added while no stream was open arrive on the next one) and runs a poll loop (XREADGROUP `>` up to queueDepth
+ * entries, each put on the component's bounded queue; several subscriptions of one group compete for entries) and a
+ * reclaim loop (every redeliverInterval, entries pending longer than processingTimeout; both > 0 or no reclaim at
+ * all). `concurrency` workers, shared by every subscription of the component, take queued entries; each hands its
+ * entry to the app's stream and waits for the answer: any answer XACKs it (see createTestBroker), a closed stream or
+ * processingTimeout leaves it pending. With more than one worker the entries of one topic race each other
+ * (goroutine scheduling, modelled as a random number of event-loop turns before the write), so the app may see them
+ * out of order; `concurrency: "1"` keeps order.
  */
-function streamsConsumer(c: StreamsComponent, send: (sub: Sub, d: Delivery) => void): StreamsConsumer {
+function streamsConsumer(c: StreamsComponent, send: (sub: Sub, d: Delivery) => string | undefined, discard: (topic: string, env: Envelope, reason: string) => void): StreamsConsumer {
   const concurrency = Math.max(1, c.concurrency ?? 10);
   const queueDepth = Math.max(1, c.queueDepth ?? 100);
   const processingTimeoutMs = c.processingTimeoutMs ?? 60_000;
@@ -234,20 +254,29 @@ function streamsConsumer(c: StreamsComponent, send: (sub: Sub, d: Delivery) => v
   const process = async (sub: Sub, entry: StreamEntry): Promise<void> => {
     if (concurrency > 1) await turns(Math.floor(Math.random() * 4));
     if (sub.closed) return; // the handler fails: the entry stays pending
+    let undeliverable: string | undefined;
     const answer = await new Promise<string | undefined>((resolve) => {
       // contrib bounds the handler by processingTimeout only while redelivery is on; the stream's own end bounds it otherwise.
       const t = processingTimeoutMs > 0 && redeliverIntervalMs > 0 ? setTimeout(() => resolve(undefined), processingTimeoutMs) : undefined;
       t?.unref();
-      send(sub, {
+      undeliverable = send(sub, {
         env: entry.env,
-        attempts: 0,
         done: (s) => {
           clearTimeout(t);
           resolve(s);
         },
       });
+      if (undeliverable) {
+        clearTimeout(t);
+        resolve(undeliverable);
+      }
     });
-    if (answer === "SUCCESS" || answer === "DROP") c.streams.ack(sub.pubsub, sub.topic, c.consumerID, entry.seq);
+    // No answer (the stream closed, or processingTimeout passed): the context is cancelled and the entry stays
+    // pending. Any answer is XACKed: SUCCESS and DROP are done, and since contrib v1.17 a handler error with a live
+    // context (RETRY, an undeliverable event) is acked too, after daprd's resiliency retries (none by default).
+    if (answer === undefined) return;
+    if (answer !== "SUCCESS" && answer !== "DROP") discard(sub.topic, entry.env, answer);
+    c.streams.ack(sub.pubsub, sub.topic, c.consumerID, entry.seq);
   };
 
   const pump = (): void => {

@@ -1,13 +1,14 @@
 import * as grpc from "@grpc/grpc-js";
 import { Code } from "../../../src/shared/code.js";
 import { GatewayError } from "../../../src/shared/gateway-error.js";
-import { createMemoryScheduler } from "../../../src/runtime/embedded/scheduler.js";
 import { daprService } from "../../../src/runtime/dapr/protos.js";
 import { randomUUID } from "node:crypto";
 import { createTestBroker, type TestBroker } from "./broker.js";
 import type { SharedDaprBackend } from "./shared.js";
-import { envelopeOf } from "./events.js";
+import { envelopeOf, type TracingSpec } from "./events.js";
 import { jobHandlers, type JobCallback } from "./jobs.js";
+import { createTestScheduler, type TestScheduler } from "./scheduler.js";
+import { createSharedStreams } from "./streams.js";
 import { appChannel } from "./app-channel.js";
 import { stateHandlers, type StoreComponent, type StoreKind } from "./state.js";
 import { status, unaryHandler } from "./status.js";
@@ -24,10 +25,23 @@ export interface TestDaprSidecarOptions {
   stateStores?: Record<string, StoreComponent>;
   /** Kind of a store name not in `stateStores`; null = such a name is an unknown store. Default "redis". */
   defaultStoreKind?: StoreKind | null;
-  /** Pub/sub component kind: "redis" redelivers unacked events to the next stream, "in-memory" never does. Default "redis". */
+  /**
+   * Pub/sub component kind. "redis" (default): contrib `pubsub/redis` on a Redis of this sidecar's own (or the
+   * `shared` one): the app's consumer group keeps what is published while it has no stream open and delivers it on
+   * its next stream, streams of one app on one topic compete, unacked entries come back after processingTimeout (see
+   * broker.ts, `pubsubComponent`). "in-memory": every live stream gets every event, nothing is kept or redelivered.
+   */
   pubsubKind?: "redis" | "in-memory";
   /** false = daprd runs without a Scheduler: every job RPC fails INTERNAL "scheduler clients are disabled". */
   scheduler?: boolean;
+  /**
+   * The Scheduler's default failure policy interval, ms: a failed job delivery is retried this long after the
+   * previous attempt was due, 3 times (see scheduler.ts). Default 1000, as daprd's. Ignored with `shared` (the
+   * backend's Scheduler has its own).
+   */
+  jobRetryIntervalMs?: number;
+  /** daprd's tracing configuration. Default: none, which is tracing ON with sampling 1e-4; `samplingRate: "0"` is off. */
+  tracing?: TracingSpec;
   /**
    * `dapr.io/enable-app-health-check`: probe the app's AppCallbackHealthCheck/HealthCheck (WITHOUT a token, like
    * daprd) every `intervalMs`, unhealthy after `threshold` failures; jobs are delivered only while it is healthy.
@@ -46,14 +60,20 @@ export interface TestDaprSidecarOptions {
    * store, jobs in its shared Scheduler. Absent: this sidecar has its own in-process pub/sub, store and scheduler.
    */
   shared?: SharedDaprBackend;
-  /** With `shared`: the pub/sub component's metadata (contrib `pubsub/redis`). */
+  /**
+   * The Redis pub/sub component's metadata (contrib `pubsub/redis`; its defaults unless said). Without `shared` the
+   * component reads a Redis of this sidecar's own.
+   */
   pubsubComponent?: {
     /**
      * The consumer group. Default the app id (daprd sets it when the component has none), so replicas compete for
      * each event. `{uuid}` and `{podName}` are replaced per sidecar, as daprd does, giving each replica its own group.
      */
     consumerID?: string;
-    /** Default 10 (order of one topic's events is not kept); "1" keeps it. */
+    /**
+     * contrib's default is 10 (order of one topic's events is not kept); "1" keeps it. Default here: 10 with `shared`,
+     * 1 without, as `deploy/dapr/pubsub.yaml` sets for the gateway (the single-sidecar fixture stands for it).
+     */
     concurrency?: number;
     /** Default 100. */
     queueDepth?: number;
@@ -61,8 +81,10 @@ export interface TestDaprSidecarOptions {
     processingTimeoutMs?: number;
     /** Default 15 s. */
     redeliverIntervalMs?: number;
+    /** Without `shared`: entries each stream of this sidecar's Redis keeps (`maxLenApprox`). Default 10,000 (contrib: unbounded). */
+    maxLenApprox?: number;
   };
-  /** With `shared`: this replica's pod name (`{podName}`). Default `<app id>-<random>`. */
+  /** This sidecar's pod name (`{podName}` in the consumerID). Default `<app id>-<random>`. */
   podName?: string;
 }
 
@@ -76,6 +98,8 @@ export interface TestDaprSidecar {
   readonly broker: TestBroker;
   /** Every attempt to deliver a fired job to the app. */
   readonly jobCallbacks: JobCallback[];
+  /** The Scheduler this sidecar is connected to (its own, or the shared backend's). */
+  readonly scheduler: TestScheduler;
   /** The pub/sub component's consumer group (with `shared`, after `{uuid}`/`{podName}` were replaced). */
   readonly consumerID: string;
   /** Events accepted by PublishEvent. */
@@ -104,8 +128,9 @@ export interface TestDaprSidecar {
 /**
  * Start a gRPC server speaking Dapr's runtime API (`dapr.proto.runtime.v1.Dapr`) with the behaviour of
  * `../shared/reference/dapr-facts.md`: state over the embedded store with daprd's codes, PublishEvent and streaming
- * subscriptions with the initial request/response and ack rules, jobs over the embedded scheduler with callbacks to
- * the app, GetMetadata. Every other Dapr RPC answers UNIMPLEMENTED. A test fixture, not a product feature.
+ * subscriptions with the initial request/response and ack rules over a Redis-streams consumer group (or in-memory
+ * fan-out), jobs in a Scheduler with its validation, failure policy and staging and callbacks to the app,
+ * GetMetadata. Every other Dapr RPC answers UNIMPLEMENTED. A test fixture, not a product feature.
  */
 export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Promise<TestDaprSidecar> {
   const appId = o.appId ?? "platform-gateway";
@@ -115,13 +140,15 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
   const shared = o.shared;
   const podName = o.podName ?? `${appId}-${randomUUID().slice(0, 8)}`;
   const consumerID = (o.pubsubComponent?.consumerID ?? appId).replaceAll("{uuid}", randomUUID()).replaceAll("{podName}", podName).replaceAll("{appID}", appId);
+  // Redis: the shared one, or this sidecar's own (it outlives stop()/restart(), like a Redis beside daprd).
+  const { maxLenApprox, consumerID: _c, ...component } = o.pubsubComponent ?? {};
+  const redis = (o.pubsubKind ?? "redis") === "redis" ? (shared?.streams ?? createSharedStreams(maxLenApprox ?? 10_000)) : undefined;
   const broker = createTestBroker({
     token,
     knownPubsub,
-    redeliver: (o.pubsubKind ?? "redis") === "redis",
-    ...(shared ? { streams: { ...o.pubsubComponent, streams: shared.streams, consumerID } } : {}),
+    ...(redis ? { streams: { concurrency: shared ? 10 : 1, ...component, streams: redis, consumerID } } : {}),
   });
-  const scheduler = shared?.scheduler ?? createMemoryScheduler();
+  const scheduler: TestScheduler = shared?.scheduler ?? createTestScheduler({ appId, ...(o.jobRetryIntervalMs !== undefined ? { retryIntervalMs: o.jobRetryIntervalMs } : {}) });
   let server: grpc.Server | undefined;
   let port = o.port ?? 0;
   let failNext: string | undefined;
@@ -133,11 +160,10 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
   });
   const jobs = jobHandlers(
     scheduler,
-    { address: app.address, token: () => o.appApiToken, healthy: () => app.healthy, whenHealthy: app.whenHealthy },
+    { address: app.address, token: () => o.appApiToken, healthy: () => app.healthy },
     token,
     () => server !== undefined,
     o.scheduler !== false,
-    ...(shared ? [(deliver: Parameters<SharedDaprBackend["connectJobs"]>[0]["deliver"]) => shared.connectJobs({ deliver, running: () => server !== undefined })] : []),
   );
 
   const h = (fn: (req: any, md: grpc.Metadata) => Promise<object>) => unaryHandler(token, fn);
@@ -148,7 +174,7 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
       if (!req.pubsub_name) throw new GatewayError(Code.INVALID_ARGUMENT, "pubsub name is empty");
       if (!knownPubsub(req.pubsub_name)) throw new GatewayError(Code.INVALID_ARGUMENT, `pubsub ${req.pubsub_name} is not found`);
       if (!req.topic) throw new GatewayError(Code.INVALID_ARGUMENT, `topic is empty in pubsub ${req.pubsub_name}`);
-      const env = envelopeOf(req, appId, md.get("traceparent")[0]?.toString());
+      const env = envelopeOf(req, appId, md.get("traceparent")[0]?.toString(), md.get("tracestate")[0]?.toString(), o.tracing);
       if (failNext !== undefined) {
         const why = failNext;
         failNext = undefined;
@@ -163,7 +189,7 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
       id: appId,
       runtime_version: "1.17.0-test-sidecar",
       registered_components: [
-        ...(o.pubsubNames ?? ["pubsub"]).map((name) => ({ name, type: "pubsub.redis", version: "v1", capabilities: [] })),
+        ...(o.pubsubNames ?? ["pubsub"]).map((name) => ({ name, type: redis ? "pubsub.redis" : "pubsub.in-memory", version: "v1", capabilities: [] })),
         ...Object.entries(o.stateStores ?? {}).map(([name, c]) => ({
           name,
           type: c.kind === "in-memory" ? "state.in-memory" : "state.redis",
@@ -222,6 +248,7 @@ export async function startTestDaprSidecar(o: TestDaprSidecarOptions = {}): Prom
       broker.rejectNext(n);
     },
     jobCallbacks: jobs.callbacks,
+    scheduler,
     get publishedCount() {
       return published;
     },

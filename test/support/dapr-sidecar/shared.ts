@@ -1,7 +1,4 @@
-import { Code } from "../../../src/shared/code.js";
-import { GatewayError } from "../../../src/shared/gateway-error.js";
-import { createMemoryScheduler, type MemoryScheduler } from "../../../src/runtime/embedded/scheduler.js";
-import type { JobDeliver } from "./jobs.js";
+import { createTestScheduler, type TestScheduler } from "./scheduler.js";
 import type { StateTables } from "./state.js";
 import { createSharedStreams, type SharedStreams } from "./streams.js";
 
@@ -9,12 +6,10 @@ import { createSharedStreams, type SharedStreams } from "./streams.js";
 export interface SharedDaprBackendOptions {
   /** The pub/sub component's `maxLenApprox`: entries each stream keeps. Default 10,000. */
   maxLenApprox?: number;
-}
-
-/** A sidecar that can take a job's firing: its delivery through its app channel, and whether it is serving. */
-interface JobTarget {
-  deliver: JobDeliver;
-  running(): boolean;
+  /** The app id of the replicas (the Scheduler's job keys). Default "platform-gateway". */
+  appId?: string;
+  /** The Scheduler's default retry interval, ms (see scheduler.ts). Default 1000, as daprd's. */
+  jobRetryIntervalMs?: number;
 }
 
 /**
@@ -25,40 +20,23 @@ interface JobTarget {
 export interface SharedDaprBackend {
   readonly streams: SharedStreams;
   readonly state: StateTables;
-  readonly scheduler: MemoryScheduler;
   /**
-   * A sidecar connects to the Scheduler for its app id (daprd's WatchJobs stream); returns its disconnect. Each
-   * firing goes to ONE connected sidecar that is serving, in turn (round robin), and from there through that
-   * sidecar's app channel to its own replica; with none serving the firing fails UNAVAILABLE.
+   * One Scheduler for the app id. Each sidecar connects to it (daprd's WatchJobs stream, `scheduler.connect`); each
+   * firing goes to ONE connected sidecar whose app target is up, in turn (round robin), and from there through that
+   * sidecar's app channel to its own replica; with none the firing is staged until one is (see scheduler.ts).
    */
-  connectJobs(target: JobTarget): () => void;
+  readonly scheduler: TestScheduler;
   close(): void;
 }
 
 export function createSharedDaprBackend(o: SharedDaprBackendOptions = {}): SharedDaprBackend {
-  const scheduler = createMemoryScheduler();
-  const targets: JobTarget[] = [];
-  let next = 0;
-  scheduler.setHandler(async (name, data) => {
-    const live = targets.filter((t) => t.running());
-    if (live.length === 0) throw new GatewayError(Code.UNAVAILABLE, `no sidecar of the app is connected to the scheduler to take job ${name}`);
-    const t = live[next++ % live.length]!;
-    await t.deliver(name, data);
-  });
+  const scheduler = createTestScheduler({ ...(o.appId ? { appId: o.appId } : {}), ...(o.jobRetryIntervalMs !== undefined ? { retryIntervalMs: o.jobRetryIntervalMs } : {}) });
   return {
     streams: createSharedStreams(o.maxLenApprox ?? 10_000),
     state: new Map(),
     scheduler,
-    connectJobs(target) {
-      targets.push(target);
-      return () => {
-        const i = targets.indexOf(target);
-        if (i >= 0) targets.splice(i, 1);
-      };
-    },
     close() {
       scheduler.close();
-      targets.length = 0;
     },
   };
 }
