@@ -228,13 +228,24 @@ export const FORBIDDEN_FORWARD_HEADERS: readonly string[] = Object.freeze([
 ]);
 
 /**
+ * Headers the backend call's own HTTP/2 and gRPC framing sets (connection-specific headers HTTP/2 forbids, the
+ * request's content headers, and the `grpc-` names gRPC reserves): forwardHeaders refuses them, since a caller's copy
+ * would duplicate or contradict the gateway's and fail the backend call.
+ */
+const TRANSPORT_HEADERS: ReadonlySet<string> = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "host", "content-type", "content-length", "user-agent"]);
+
+/**
  * A header whose name contains one of these looks like it carries a credential: forwardHeaders refuses it unless it is
  * also named in forwardCredentialHeaders (a fixed list missed x-amz-security-token, x-goog-iap-jwt-assertion, ...).
  */
 export const CREDENTIAL_HEADER_PATTERN = /auth|token|key|secret|session|cookie|jwt|credential|signature|password/i;
 
+/** Options whose values are secrets: an error about one names the option, never its value. */
+const SECRET_OPTIONS = new Set(["apiKeys", "daprApiToken", "appApiToken", "tokenSecret", "redisUrl"]);
+
 function bad(field: string, value: unknown, problem: string): never {
-  throw new GatewayError(Code.INVALID_ARGUMENT, `option ${field} ${problem} (got ${JSON.stringify(value)})`);
+  const got = SECRET_OPTIONS.has(field) ? "value not shown: it is a secret" : `got ${JSON.stringify(value)}`;
+  throw new GatewayError(Code.INVALID_ARGUMENT, `option ${field} ${problem} (${got})`);
 }
 
 function port(field: string, v: unknown, dflt: number): number {
@@ -394,8 +405,12 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
   const host = o.host ?? "127.0.0.1";
   if (typeof host !== "string" || host === "") bad("host", host, "must be a non-empty string");
   const apiKeys = o.apiKeys ?? [];
-  if (!Array.isArray(apiKeys) || apiKeys.some((k) => typeof k !== "string" || k === "")) {
-    bad("apiKeys", apiKeys, "must be a list of non-empty strings");
+  if (!Array.isArray(apiKeys)) bad("apiKeys", apiKeys, "must be a list of non-empty strings");
+  const badKey = apiKeys.findIndex((k) => typeof k !== "string" || k === "");
+  if (badKey >= 0) {
+    // Which entry, never the keys: a rotation that passes an unset variable must not print the other keys.
+    const k: unknown = apiKeys[badKey];
+    throw new GatewayError(Code.INVALID_ARGUMENT, `option apiKeys must be a list of non-empty strings (entry ${badKey} is ${k === "" ? "empty" : `a ${typeof k}`}; the keys are not shown)`);
   }
   if (apiKeys.length === 0 && !isLoopbackHost(host)) {
     throw new GatewayError(
@@ -434,6 +449,9 @@ export function validateGatewayOptions(o: GatewayOptions): ValidatedOptions {
   for (const h of forwardHeaders) {
     if (!/^[0-9a-z_.-]+$/.test(h)) bad("forwardHeaders", h, "must hold header names matching ^[0-9a-z_.-]+$");
     if (h.endsWith("-bin")) bad("forwardHeaders", h, "must not name binary (-bin) headers");
+    if (TRANSPORT_HEADERS.has(h) || h.startsWith("grpc-")) {
+      bad("forwardHeaders", h, "must not name a header the backend call sets itself (HTTP/2 connection headers, content-type, content-length, user-agent, grpc-*)");
+    }
     if (FORBIDDEN_FORWARD_HEADERS.includes(h)) {
       throw new GatewayError(
         Code.FAILED_PRECONDITION,

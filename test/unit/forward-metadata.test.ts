@@ -67,3 +67,36 @@ describe("forwarding allow-list", () => {
     assert.throws(() => validateGatewayOptions({ forwardHeaders: ["trace-bin"] }), /-bin/);
   });
 });
+
+describe("forwardHeaders: headers the backend call sets itself", () => {
+  it("refuses HTTP/2 connection headers, the content headers and grpc-* at startup, naming the header", () => {
+    for (const h of ["connection", "te", "host", "transfer-encoding", "content-type", "content-length", "user-agent", "grpc-timeout", "grpc-encoding", "grpc-status"]) {
+      assert.throws(
+        () => validateGatewayOptions({ forwardHeaders: ["traceparent", h] }),
+        (e: unknown) => e instanceof GatewayError && e.code === Code.INVALID_ARGUMENT && e.message.includes(`must not name a header the backend call sets itself`) && e.message.includes(`"${h}"`),
+        h,
+      );
+    }
+    assert.doesNotThrow(() => validateGatewayOptions({ forwardHeaders: ["traceparent", "x-tenant-id"] }));
+  });
+});
+
+describe("secret options in errors", () => {
+  it("an empty or non-string API key names its entry, never the other keys", () => {
+    assert.throws(
+      () => validateGatewayOptions({ apiKeys: ["live-key-0123456789", ""] }),
+      (e: unknown) => e instanceof GatewayError && /entry 1 is empty/.test(e.message) && !e.message.includes("live-key-0123456789"),
+    );
+    assert.throws(
+      () => validateGatewayOptions({ apiKeys: ["live-key-0123456789", 7 as unknown as string] }),
+      (e: unknown) => e instanceof GatewayError && /entry 1 is a number/.test(e.message) && !e.message.includes("live-key"),
+    );
+  });
+
+  it("a token option of the wrong type is named without its value", () => {
+    assert.throws(
+      () => validateGatewayOptions({ daprApiToken: 123456789 as unknown as string }),
+      (e: unknown) => e instanceof GatewayError && /daprApiToken/.test(e.message) && !e.message.includes("123456789"),
+    );
+  });
+});
