@@ -13,8 +13,13 @@ export interface EventStream {
   readonly index: number;
   /** The shared memory the thread reads (the sequence word is the same for every stream). */
   readonly clock: EventClock;
-  /** Topics this thread holds on the main hub (one reference each): only their events are posted to it. */
-  readonly held: Set<string>;
+  /**
+   * Topics this thread holds on the main hub (one hub reference each, whatever the number of acquires): only their
+   * events are posted to it. Per topic, the ids of the thread's acquires (`web.acquire`'s `id`) the reference stands
+   * for: a `web.release` undoes its own acquire only, and the reference goes back once none is left. At most one per
+   * acquire call of the thread in flight or answered and not yet released (bridge-bounded).
+   */
+  readonly held: Map<string, Set<number>>;
   /** Messages (events and ends) posted, and handled there as of its last ack. */
   posted: number;
   acked: number;
@@ -40,7 +45,7 @@ export interface ThreadEventsOptions {
 export interface ThreadEvents {
   /** A stream for a thread about to start, posting with `post` (its worker's postMessage). */
   open(index: number, post: (m: ThreadMessage) => void): EventStream;
-  /** `web.acquire` and `web.release` of that thread's bridge. */
+  /** `web.acquire`, `web.release` and `web.history` of that thread's bridge. */
   handlers(s: EventStream): Record<string, BridgeHandler>;
   /** The thread acknowledged `n` messages handled. */
   ack(s: EventStream, n: number): void;
@@ -48,6 +53,25 @@ export interface ThreadEvents {
   close(s: EventStream): void;
   /** Add the posts not yet counted to the metric (before /metrics is read). */
   flush(): void;
+}
+
+/** `web.acquire`'s payload: the topic, and the thread's id of this acquire (unique per thread, never reused). */
+export interface AcquireRequest {
+  topic: string;
+  id: number;
+}
+
+/** `web.release`'s payload: it undoes the acquire `id` of `topic` (and nothing when that acquire holds nothing). */
+export type ReleaseRequest = AcquireRequest;
+
+/** `web.acquire`'s answer: the topic's snapshot, and where in the thread's event stream the reference was taken. */
+export interface AcquireAnswer extends HubSnapshot {
+  /**
+   * Messages of the event stream (events and ends) posted to the thread before this acquire took its reference: an
+   * `end` of the topic the thread handles as a later message than this one ended this acquire's reference too (it may
+   * reach the thread before this answer does); an earlier one ended an older reference only.
+   */
+  posted: number;
 }
 
 /** How often the shared sequence word follows a stream clock with no events, ms. */
@@ -89,13 +113,14 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
     Atomics.store(s.clock.posted, 0, s.posted | 0);
   }
 
-  function hold(s: EventStream, topic: string): void {
-    s.held.add(topic);
+  function hold(s: EventStream, topic: string, id: number): void {
+    s.held.set(topic, new Set([id]));
     const list = holders.get(topic);
     if (list) list.push(s);
     else holders.set(topic, [s]);
   }
 
+  /** The thread's reference on `topic` ends (every acquire it stands for): true when it held one. */
   function unhold(s: EventStream, topic: string): boolean {
     if (!s.held.delete(topic)) return false;
     const list = holders.get(topic)!;
@@ -119,7 +144,7 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
   function shed(s: EventStream): void {
     s.shed = true;
     logger.warn({ thread: s.index, backlog: s.posted - s.acked, topics: s.held.size }, "uWS worker thread fell behind the event stream; its web subscribers are ended slow");
-    for (const topic of [...s.held]) {
+    for (const topic of [...s.held.keys()]) {
       unhold(s, topic);
       send(s, { t: "end", topic, reason: { kind: "slow", capacity: maxBacklog } satisfies EndReason });
       hub.release(topic);
@@ -163,7 +188,7 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
       const s: EventStream = {
         index,
         clock: { seq: seqWord, posted: new Int32Array(new SharedArrayBuffer(4)) },
-        held: new Set(),
+        held: new Map(),
         posted: 0,
         acked: 0,
         uncounted: 0,
@@ -176,9 +201,10 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
     },
     handlers(s) {
       return {
-        "web.acquire": async (p: { topic: string }): Promise<HubSnapshot> => {
+        "web.acquire": async (p: AcquireRequest, signal: AbortSignal): Promise<AcquireAnswer> => {
           try {
-            await hub.acquire([p.topic]);
+            // With the bridge's signal: a thread that gave up on the call (its timeout) gets no reference it never learns of.
+            await hub.acquire([p.topic], signal);
           } catch (e) {
             throw subscribeError(e);
           }
@@ -191,16 +217,24 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
             hub.release(p.topic);
             throw new GatewayError(Code.UNAVAILABLE, "the worker thread is gone");
           }
-          // It asks once per topic; one that holds it already gives the second reference back.
-          if (s.held.has(p.topic)) hub.release(p.topic);
-          else hold(s, p.topic);
+          // One hub reference per thread and topic: an acquire of a topic held already (a thread topic that died while
+          // opening, and its successor, both ask) joins the reference, so that releasing one leaves the other's.
+          const ids = s.held.get(p.topic);
+          if (ids) {
+            hub.release(p.topic);
+            ids.add(p.id);
+          } else hold(s, p.topic, p.id);
           // Synchronously after the topic is held: every later event of it is posted after this answer's numbers.
           const snap = hub.snapshot(p.topic);
           publishSeq(snap.seq);
-          return snap;
+          return { ...snap, posted: s.posted };
         },
-        "web.release": async (p: { topic: string }) => {
-          if (unhold(s, p.topic)) hub.release(p.topic);
+        "web.release": async (p: ReleaseRequest) => {
+          // Only the acquire it names: a late release of a dead thread topic must not end its successor's reference.
+          const ids = s.held.get(p.topic);
+          if (!ids?.delete(p.id) || ids.size > 0) return;
+          unhold(s, p.topic);
+          hub.release(p.topic);
         },
         "web.history": async (p: { topic: string; since: number }): Promise<{ complete: boolean; events: EventWire[] }> => {
           const held = await hub.history(p.topic, p.since);
@@ -216,7 +250,7 @@ export function createThreadEvents(options: ThreadEventsOptions): ThreadEvents {
     },
     close(s) {
       s.live = false;
-      for (const topic of [...s.held]) {
+      for (const topic of [...s.held.keys()]) {
         unhold(s, topic);
         hub.release(topic);
       }

@@ -1,9 +1,10 @@
 import type { EndReason } from "../broker/index.js";
-import { WebEvent, type EventWire, type HubSnapshot, type HubUpstream, type UpstreamSink } from "../web/hub.js";
+import { WebEvent, type EventWire, type Following, type HubUpstream, type UpstreamSink } from "../web/hub.js";
 import type { PositionScheme } from "../web/positions.js";
 import { pollUntil } from "../shared/timers.js";
 import type { Bridge } from "./bridge.js";
 import type { EventClock } from "./protocol.js";
+import type { AcquireAnswer, AcquireRequest, ReleaseRequest } from "./thread-events.js";
 
 /** How long a resume on a thread waits for the thread to have seen every event up to its position, ms. */
 export const CATCH_UP_MS = 2_000;
@@ -31,6 +32,18 @@ export interface ThreadUpstreamOptions {
   catchUpMs?: number;
 }
 
+/**
+ * One `follow` of a topic: the acquire it made on the main thread (`id`), and where its events go. `answered` once the
+ * main thread's answer is handled here; an `end` of the topic that arrives before it is kept in `ended` (its place in
+ * the event stream, and its reason) until the answer says whether it ended this acquire's reference or an older one.
+ */
+interface Follow {
+  readonly id: number;
+  readonly sink: UpstreamSink;
+  answered: boolean;
+  ended: { at: number; reason: EndReason } | null;
+}
+
 /** A resume waiting for this thread to handle the stream up to `count` (then every event up to `seq` is seen). */
 interface Waiter {
   count: number;
@@ -44,11 +57,17 @@ interface Waiter {
  * this thread, after the answer on the same port, until `web.release`. The main thread posts a thread only the events
  * of topics it holds, so the thread does not learn the main hub's sequence from its own events; it reads it from
  * shared memory instead (`seq()` below), which keeps positions and resumes exact on every thread.
+ *
+ * Each acquire has an id of this thread's, carried by its `web.release`: the main thread holds one reference per topic
+ * for all of this thread's acquires of it, and a release undoes its own acquire only. A topic that died here while its
+ * acquire was on the way (and whose successor acquired the topic again meanwhile) thus releases only what it took.
  */
 export function threadUpstream(options: ThreadUpstreamOptions): ThreadUpstream {
   const { bridge, clock } = options;
   const catchUpMs = options.catchUpMs ?? CATCH_UP_MS;
-  const sinks = new Map<string, UpstreamSink>();
+  /** The current follow of each topic (an older one of a topic that died while opening is replaced, not kept). */
+  const follows = new Map<string, Follow>();
+  let nextAcquire = 1;
   /**
    * Every event up to this sequence number that the main thread posted here has been handled here, and every later
    * event of a topic held will be: the current position. Raised by each event and acquire answer (the port delivers in
@@ -124,34 +143,52 @@ export function threadUpstream(options: ThreadUpstreamOptions): ThreadUpstream {
     async follow(topic, sink) {
       // Registered before asking: an event posted right after the main thread took the reference may reach this thread
       // before the answer does (the hub keeps it for the history).
-      sinks.set(topic, sink);
-      let snap: HubSnapshot;
+      const f: Follow = { id: nextAcquire++, sink, answered: false, ended: null };
+      follows.set(topic, f);
+      const release = (): void => {
+        if (follows.get(topic) === f) follows.delete(topic);
+        bridge.call("web.release", { topic, id: f.id } satisfies ReleaseRequest).catch(() => undefined);
+      };
+      let snap: AcquireAnswer;
       try {
-        snap = await bridge.call<HubSnapshot>("web.acquire", { topic });
+        snap = await bridge.call<AcquireAnswer>("web.acquire", { topic, id: f.id } satisfies AcquireRequest);
       } catch (e) {
-        if (sinks.get(topic) === sink) sinks.delete(topic);
+        // Released anyway: a call that timed out here may have taken its reference there (nothing when it did not).
+        release();
         throw e;
       }
+      f.answered = true;
       // Everything the main thread posted here before answering has been handled: its sequence number is seen.
       if (snap.seq > seen) seen = snap.seq;
-      return {
+      const following: Following = {
         completeAfter: snap.completeAfter,
         events: snap.events.map((e) => ({ seq: e.seq, at: e.at, event: new WebEvent(topic, e.seq, e.position, e.cloudevent) })),
-        stop: () => {
-          if (sinks.get(topic) === sink) sinks.delete(topic);
-          bridge.call("web.release", { topic }).catch(() => undefined);
-        },
+        stop: release,
       };
+      if (f.ended !== null && f.ended.at > snap.posted) {
+        // The topic ended there after this acquire took its reference (the end overtook the answer): it ended here too.
+        if (follows.get(topic) === f) follows.delete(topic);
+        following.stop = () => undefined;
+        sink.end(f.ended.reason);
+      }
+      f.ended = null;
+      return following;
     },
     event(e) {
       if (e.seq > seen) seen = e.seq;
-      sinks.get(e.topic)?.event(new WebEvent(e.topic, e.seq, e.position, e.cloudevent, undefined, e.receivedAt, e.exemplar));
+      follows.get(e.topic)?.sink.event(new WebEvent(e.topic, e.seq, e.position, e.cloudevent, undefined, e.receivedAt, e.exemplar));
       handledOne();
     },
     end(topic, reason) {
-      const sink = sinks.get(topic);
-      sinks.delete(topic);
-      sink?.end(reason);
+      const f = follows.get(topic);
+      if (f?.answered) {
+        follows.delete(topic);
+        f.sink.end(reason);
+      } else if (f) {
+        // Still opening: this end may be of an older reference of this thread's (a topic that died here, whose successor
+        // is acquiring it again) or of this acquire's own, if it overtook the answer. The answer tells which.
+        f.ended = { at: handled + 1, reason };
+      }
       handledOne();
     },
     handled: () => handled,

@@ -34,19 +34,19 @@ export function formatPosition(scheme: PositionScheme, seq: number, mark?: strin
  * Parse a position; INVALID_ARGUMENT naming `field` when it is none. A well-formed position of the other scheme
  * (e.g. from before the gateway changed runtime) parses too, with an epoch no hub calls its own: it resumes
  * `recovered: false` instead of failing the subscribe.
+ *
+ * The two forms overlap: an epoch is 12 hex digits, and about 0.36% of epochs are all decimal digits, so
+ * `123456789012-42` is both an epoch position and a stream id. Both schemes read the epoch form first: a stream id of
+ * that form needs a 12-digit millisecond part, a Redis clock between 1973 and September 2001 (the stream ids the redis
+ * runtime issues are its server time in ms, 13 digits until the year 2286, or the single `0-0` before any event), so
+ * on the stream scheme such a text is another runtime's or process's epoch position and resumes `recovered: false`,
+ * never a stream position replayed from the stream's start.
  */
 export function parsePosition(scheme: PositionScheme, field: string, text: string): Position {
-  const stream = (): Position | undefined => {
-    const seq = seqOfStreamId(text);
-    return seq === undefined ? undefined : { epoch: "", seq };
-  };
-  const epoch = (): Position | undefined => {
-    const m = EPOCH_POSITION.exec(text);
-    if (!m) return undefined;
-    return m[3] === undefined ? { epoch: m[1]!, seq: Number(m[2]) } : { epoch: m[1]!, seq: Number(m[2]), mark: m[3] };
-  };
-  const p = scheme.kind === "stream" ? (stream() ?? epoch()) : (epoch() ?? stream());
-  if (p) return p;
+  const m = EPOCH_POSITION.exec(text);
+  if (m) return m[3] === undefined ? { epoch: m[1]!, seq: Number(m[2]) } : { epoch: m[1]!, seq: Number(m[2]), mark: m[3] };
+  const seq = seqOfStreamId(text);
+  if (seq !== undefined) return { epoch: "", seq };
   const expected = scheme.kind === "stream" ? "<ms>-<n>" : "<epoch>-<offset>";
   throw invalidArgument(field, `'${text.slice(0, 64)}' is not a position (expected ${expected} as sent in an event id)`);
 }

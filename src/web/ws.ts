@@ -50,8 +50,8 @@ interface WsData {
   /** Live topics (subscribed in uWS and holding a hub reference), an exact-size array replaced on change: most
    * sockets hold one or two topics, and a pushed-to array would reserve room for 17. */
   topics: readonly string[];
-  /** Topics being acquired; null (no array) when none. */
-  pending: readonly string[] | null;
+  /** Subscribes in flight (at most MAX_WS_INFLIGHT); null (no array) when none. */
+  pending: Subscribing[] | null;
   inflight: number;
   state: number;
   /** The subscribe the upgrade URL named, made when the socket opens; null once made, or when the URL named none. */
@@ -62,6 +62,23 @@ interface WsData {
 interface SubscribeRequest {
   readonly topics: string[];
   readonly since: Position | undefined;
+}
+
+/**
+ * A subscribe in flight on a socket. Its topics are of three kinds: live on the socket already (nothing to do), being
+ * acquired by an earlier subscribe in flight (it answers after that one, with its outcome), or its own to acquire
+ * (`fresh`). The fresh topics of every subscribe in flight and the socket's live topics together stay within
+ * MAX_WS_TOPICS.
+ */
+interface Subscribing {
+  /** The requested topics, without repeats. */
+  readonly want: ReadonlySet<string>;
+  /** The topics it acquires itself. */
+  readonly fresh: readonly string[];
+  /** Topics an `unsubscribe` named while it was in flight: it does not subscribe them and leaves them out of its reply. */
+  dropped: Set<string> | null;
+  /** Resolves once it has gone live, rejects with its error: what a later subscribe of its fresh topics waits for. */
+  readonly outcome: Promise<void>;
 }
 
 type Ws = uws.WebSocket<WsData>;
@@ -146,7 +163,7 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       // Rare (an upstream failure, shutdown): a scan of the open sockets beats a per-topic index every socket pays for.
       for (const ws of [...open]) {
         const data = ws.getUserData();
-        if (!data.topics.includes(topic) && !data.pending?.includes(topic)) continue;
+        if (!data.topics.includes(topic) && !subscribing(data, topic)) continue;
         if (reason.kind === "shutdown") end(ws, CLOSE.shutdown, "shutdown", "shutdown");
         // A uWS worker thread that fell behind the main thread's event stream (docs/threads.md).
         else if (reason.kind === "slow") end(ws, CLOSE.slow, "slow", "slow");
@@ -155,11 +172,31 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     },
   };
 
-  function leave(ws: Ws, data: WsData, topic: string): void {
-    if (!data.topics.includes(topic)) return;
-    data.topics = data.topics.filter((t) => t !== topic);
-    if (data.state !== CLOSED) ws.unsubscribe(topic);
-    hub.release(topic);
+  /**
+   * An `unsubscribe` frame: the socket stops getting events of each named topic it holds at once, and a subscribe in
+   * flight that names one (acquiring it, or waiting for another to) leaves it out. The reply lists the named topics the
+   * socket held or was subscribing, in the request's order.
+   */
+  function unsubscribe(ws: Ws, data: WsData, msg: Record<string, unknown>): string[] {
+    const names = new Set(unsubscribeTopics(msg["topics"]));
+    const gone = new Set<string>();
+    for (const s of data.pending ?? []) {
+      for (const t of names) {
+        if (!s.want.has(t)) continue;
+        (s.dropped ??= new Set()).add(t);
+        gone.add(t);
+      }
+    }
+    const left = data.topics.filter((t) => names.has(t));
+    if (left.length > 0) {
+      data.topics = data.topics.filter((t) => !names.has(t));
+      for (const t of left) {
+        if (data.state !== CLOSED) ws.unsubscribe(t);
+        hub.release(t);
+        gone.add(t);
+      }
+    }
+    return [...names].filter((t) => gone.has(t));
   }
 
   /** A `subscribe` frame's topics and `since`, checked against the socket's grant. */
@@ -185,39 +222,94 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
     return { topics, since: sinceText === null ? undefined : hub.parsePosition("since", sinceText) };
   }
 
+  /**
+   * Subscribe: acquire the topics the socket neither holds nor is acquiring, wait for the subscribes in flight that are
+   * acquiring the others, then (all of it succeeded) reply, replay and go live. Any failure, its own or of a subscribe
+   * it waited for, is its answer and leaves the socket as it was. With `since`, every topic must be new to the socket:
+   * a resume replays what the socket missed, and a topic it holds or is subscribing missed nothing on it.
+   */
   async function subscribe(ws: Ws, data: WsData, { topics, since }: SubscribeRequest, echo: object): Promise<void> {
-    const fresh = [...new Set(topics)].filter((t) => !data.topics.includes(t) && !data.pending?.includes(t));
-    if (data.topics.length + (data.pending?.length ?? 0) + fresh.length > MAX_WS_TOPICS) {
+    // The topics earlier subscribes in flight are acquiring (and no unsubscribe dropped since), and how many in all.
+    const acquiring = new Map<string, Subscribing>();
+    let inFlight = 0;
+    for (const s of data.pending ?? []) {
+      inFlight += s.fresh.length;
+      for (const t of s.fresh) if (!s.dropped?.has(t)) acquiring.set(t, s);
+    }
+    const live = new Set(data.topics);
+    if (since) {
+      for (let i = 0; i < topics.length; i++) {
+        const t = topics[i]!;
+        if (live.has(t) || acquiring.has(t)) {
+          throw invalidArgument(`topics[${i}]`, `'${t.slice(0, 64)}' is subscribed on this socket already: since resumes only topics the socket does not hold (unsubscribe it first)`);
+        }
+      }
+    }
+    const want = new Set(topics);
+    const fresh: string[] = [];
+    const waits = new Map<Subscribing, string[]>();
+    for (const t of want) {
+      if (live.has(t)) continue;
+      const owner = acquiring.get(t);
+      if (!owner) fresh.push(t);
+      else if (waits.has(owner)) waits.get(owner)!.push(t);
+      else waits.set(owner, [t]);
+    }
+    if (data.topics.length + inFlight + fresh.length > MAX_WS_TOPICS) {
       throw new GatewayError(Code.RESOURCE_EXHAUSTED, `a WebSocket may hold at most ${MAX_WS_TOPICS} topics`);
     }
-    data.pending = data.pending ? [...data.pending, ...fresh] : fresh;
-    let backfill: Backfill | undefined;
-    // A WebSocket message has no headers: a subscribe's span starts a trace of its own.
-    const span = deps.traceSubscribe?.({ traceparent: undefined, tracestate: undefined, server: WS_SUBSCRIBE_SPAN }, fresh.length);
+    let settle!: { resolve(): void; reject(e: unknown): void };
+    const outcome = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+    outcome.catch(() => undefined);
+    const me: Subscribing = { want, fresh, dropped: null, outcome };
+    (data.pending ??= []).push(me);
+    let results: PromiseSettledResult<Backfill | undefined | void>[];
     try {
-      const acquiring = hub.acquire(fresh, undefined, since);
-      backfill = await (span ? endWith(span, acquiring) : acquiring);
+      // A WebSocket message has no headers: a subscribe's span starts a trace of its own.
+      const span = deps.traceSubscribe?.({ traceparent: undefined, tracestate: undefined, server: WS_SUBSCRIBE_SPAN }, fresh.length);
+      const acquired = hub.acquire(fresh, undefined, since);
+      results = await Promise.allSettled([
+        span ? endWith(span, acquired) : acquired,
+        // An earlier subscribe's failure is this one's too, unless an unsubscribe dropped every topic it waited for.
+        ...[...waits].map(([owner, names]) =>
+          owner.outcome.catch((e: unknown) => {
+            if (names.some((t) => !me.dropped?.has(t))) throw e;
+          }),
+        ),
+      ]);
     } finally {
-      const rest = data.pending.filter((t) => !fresh.includes(t));
+      const rest = data.pending.filter((s) => s !== me);
       data.pending = rest.length > 0 ? rest : null;
     }
-    if (data.state !== OPEN) {
-      for (const t of fresh) hub.release(t);
+    const own = results[0]!;
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed || data.state !== OPEN) {
+      if (own.status === "fulfilled") for (const t of fresh) hub.release(t);
+      const why: unknown = failed ? failed.reason : new GatewayError(Code.UNAVAILABLE, "the WebSocket closed");
+      settle.reject(why);
+      if (failed) throw why;
       return;
     }
+    const backfill = own.status === "fulfilled" ? (own.value as Backfill | undefined) : undefined;
+    const dropped = me.dropped;
     // Replay and going live happen in one synchronous block: no event can fall between them.
     ws.cork(() => {
-      const resume = since ? hub.resume(fresh, since, backfill) : undefined;
-      send(ws, data, { op: "subscribed", ...echo, topics, ...(resume ? { recovered: resume.recovered } : {}), position: hub.position() });
-      let dropped = false;
+      const joined = dropped ? fresh.filter((t) => !dropped.has(t)) : fresh;
+      if (dropped) for (const t of fresh) if (dropped.has(t)) hub.release(t);
+      const named = dropped ? topics.filter((t) => !dropped.has(t)) : topics;
+      // `since` (every topic fresh): the resume covers the topics it subscribes; none left, nothing to claim.
+      const resume = since && joined.length > 0 ? hub.resume(joined, since, backfill) : undefined;
+      send(ws, data, { op: "subscribed", ...echo, topics: named, ...(resume ? { recovered: resume.recovered } : {}), position: hub.position() });
+      let slow = false;
       if (resume?.recovered) {
-        for (const e of resume.events) if (ws.send(e.wsFrame, false) === 2) dropped = true;
+        for (const e of resume.events) if (ws.send(e.wsFrame, false) === 2) slow = true;
       }
-      for (const t of fresh) ws.subscribe(t);
-      // concat makes an exact-size array (`fresh` came from filter, which reserves room as it grows).
-      data.topics = data.topics.concat(fresh);
-      if (dropped) end(ws, CLOSE.slow, "slow", "slow");
+      for (const t of joined) ws.subscribe(t);
+      // concat makes an exact-size array (`fresh` came from push, which reserves room as it grows).
+      data.topics = data.topics.concat(joined);
+      if (slow) end(ws, CLOSE.slow, "slow", "slow");
     });
+    settle.resolve();
   }
 
   async function publish(data: WsData, msg: Record<string, unknown>): Promise<void> {
@@ -263,13 +355,8 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       switch (m["op"]) {
         case "subscribe":
           return await subscribe(ws, data, subscribeFrame(data, m), echo);
-        case "unsubscribe": {
-          const topics = m["topics"];
-          if (!Array.isArray(topics)) throw invalidArgument("topics", "must be an array of topic names");
-          const gone = topics.filter((t): t is string => typeof t === "string" && data.topics.includes(t));
-          for (const t of gone) leave(ws, data, t);
-          return send(ws, data, { op: "unsubscribed", ...echo, topics: gone });
-        }
+        case "unsubscribe":
+          return send(ws, data, { op: "unsubscribed", ...echo, topics: unsubscribe(ws, data, m) });
         case "publish":
           await publish(data, m);
           return send(ws, data, { op: "published", ...echo });
@@ -369,6 +456,26 @@ export function mountWebSocket(app: uws.TemplatedApp, deps: WebDeps, ops: Pubsub
       for (const ws of [...open]) end(ws, CLOSE.shutdown, "shutdown", "shutdown");
     },
   };
+}
+
+/** Whether a subscribe in flight on the socket names `topic` (and no unsubscribe dropped it since). */
+function subscribing(data: WsData, topic: string): boolean {
+  return data.pending?.some((s) => s.want.has(topic) && !s.dropped?.has(topic)) ?? false;
+}
+
+/**
+ * An `unsubscribe` frame's `topics`, checked as a subscribe's are (checkTopics) but for the token's scope and for an
+ * empty array, which unsubscribes nothing: an array of at most MAX_WS_TOPICS non-empty strings; INVALID_ARGUMENT
+ * naming `topics` or `topics[i]` otherwise. The length is checked first: a frame of a million names costs nothing more.
+ */
+function unsubscribeTopics(topics: unknown): string[] {
+  if (!Array.isArray(topics)) throw invalidArgument("topics", "must be an array of topic names");
+  if (topics.length > MAX_WS_TOPICS) throw invalidArgument("topics", `must hold at most ${MAX_WS_TOPICS} topics, got ${topics.length}`);
+  for (let i = 0; i < topics.length; i++) {
+    const t: unknown = topics[i];
+    if (typeof t !== "string" || t === "") throw invalidArgument(`topics[${i}]`, "must be a non-empty string");
+  }
+  return topics as string[];
 }
 
 /** The topics of a socket that holds none: one shared empty array. */

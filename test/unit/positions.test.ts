@@ -8,8 +8,8 @@ import type { CloudEvent } from "../../src/shared/cloudevent.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { seqOfStreamId, streamIdOf, STREAM_ID_SPAN } from "../../src/shared/stream-id.js";
 import { brokerUpstream } from "../../src/web/broker-upstream.js";
-import { createWebHub } from "../../src/web/hub.js";
-import { formatPosition, parsePosition, type PositionScheme } from "../../src/web/positions.js";
+import { createWebHub, WebEvent } from "../../src/web/hub.js";
+import { formatPosition, isOwnPosition, parsePosition, type PositionScheme } from "../../src/web/positions.js";
 
 const ce = (id: string): CloudEvent => ({ id, source: "urn:test", spec_version: "1.0", type: "t", attributes: {}, text_data: "{}", data: "text_data" }) as CloudEvent;
 
@@ -36,6 +36,41 @@ describe("positions", () => {
     assert.throws(() => parsePosition(stream, "Last-Event-ID", "x".repeat(500)), (e: unknown) => e instanceof GatewayError && /Last-Event-ID/.test(e.message) && e.message.length < 300);
     assert.equal(formatPosition(epoch, 5, "abcdefabcdef"), "0123456789ab-5-abcdefabcdef");
     assert.equal(formatPosition({ ...epoch, marks: false }, 5, "abcdefabcdef"), "0123456789ab-5");
+  });
+
+  it("an epoch of decimal digits only is still an epoch on the stream scheme: foreign, never a stream id", async () => {
+    // About 0.36% of epochs are 12 decimal digits: with a small offset the text is also a well-formed stream id.
+    const decimal: PositionScheme = { kind: "epoch", epoch: "123456789012", marks: false };
+    const text = formatPosition(decimal, 42);
+    assert.equal(text, "123456789012-42");
+    const p = parsePosition(stream, "since", text);
+    assert.deepEqual(p, { epoch: "123456789012", seq: 42 }, "the epoch form, as the process that issued it reads it");
+    assert.equal(isOwnPosition(stream, p), false);
+    assert.equal(isOwnPosition(decimal, parsePosition(decimal, "since", text)), true, "its own process still resumes it");
+    assert.deepEqual(parsePosition(stream, "since", "123456789012-42-abcdefabcdef"), { epoch: "123456789012", seq: 42, mark: "abcdefabcdef" });
+    // Stream ids the redis runtime issues (13-digit milliseconds, or 0-0 before any event) are unchanged.
+    assert.deepEqual(parsePosition(stream, "since", "1790000000000-42"), { epoch: "", seq: 1_790_000_000_000 * STREAM_ID_SPAN + 42 });
+    assert.deepEqual(parsePosition(stream, "since", "0-0"), { epoch: "", seq: 0 });
+
+    // On a stream hub whose runtime holds every event (a backfill from the stream's start would be "complete"), a
+    // resume from that position is recovered: false with nothing replayed, as docs/web-pubsub.md promises.
+    const now = 1_790_000_000_000 * STREAM_ID_SPAN;
+    const old = new WebEvent("s", 5, streamIdOf(5), '{"specversion":"1.0"}');
+    const hub = createWebHub({
+      upstream: {
+        scheme: stream,
+        linger: false,
+        seq: () => now,
+        follow: async () => ({ completeAfter: now, events: [], stop: () => undefined }),
+        history: async () => ({ complete: true, events: [old] }),
+      },
+      historyEvents: 100,
+      historyAgeMs: 60_000,
+    });
+    const since = hub.parsePosition("since", text);
+    const backfill = await hub.acquire(["s"], undefined, since);
+    assert.deepEqual(hub.resume(["s"], since, backfill), { recovered: false, events: [] });
+    hub.close();
   });
 });
 
