@@ -372,12 +372,13 @@ describe("dapr adapter against the test sidecar", () => {
       const got = await rt.jobs.get("j1");
       assert.deepEqual(got, { name: "j1", schedule: "@every 1h", repeats: 3, data: '{"topic":"x"}' });
       await rejectsCode(rt.jobs.schedule({ name: "j1", schedule: "@daily", data: "" }), Code.ALREADY_EXISTS);
-      // daprd leaves schedule checks to the Scheduler and answers its refusal INTERNAL; the adapter passes that on
-      // (the gateway validates triggers itself before they reach the runtime: src/ops/trigger.ts toJobSpec).
+      // daprd leaves schedule checks to the Scheduler and answers its refusal INTERNAL "job failed validation"; the
+      // adapter turns that into INVALID_ARGUMENT naming the field (the gateway validates triggers itself first too:
+      // src/ops/trigger.ts toJobSpec).
       await rejectsCode(
         rt.jobs.schedule({ name: "bad", schedule: "* * * * *", data: "" }),
-        Code.INTERNAL,
-        /failed to schedule job due to: rpc error: code = Unknown desc = job failed validation: expected exactly 6 fields, found 5/,
+        Code.INVALID_ARGUMENT,
+        /^schedule "\* \* \* \* \*" is refused by Dapr's Scheduler: expected exactly 6 fields, found 5/,
       );
       assert.ok((await rt.jobs.list()).some((j) => j.name === "j1"));
       assert.equal(await rt.jobs.get("nope"), undefined);

@@ -3,11 +3,14 @@ import assert from "node:assert/strict";
 import { runtimeFixtures, useGatewayOn } from "../support/runtimes.js";
 import { unary, withKey } from "../support/gateway.js";
 import { publish, subscribe } from "./pubsub-support.js";
+import { Code } from "../../src/shared/code.js";
+import type { GatewayError } from "../../src/shared/gateway-error.js";
+import type { JobSpec } from "../../src/runtime/jobs-port.js";
 
 /**
  * What must be identical on both runtimes although daprd re-encodes JSON: state values and
- * event data come back byte for byte, and trigger names follow the Scheduler's DNS-1123 rule on the embedded runtime
- * too.
+ * event data come back byte for byte; trigger names follow the Scheduler's DNS-1123 rule on the embedded runtime
+ * too, and trigger specs the Scheduler refuses are refused up front on both.
  */
 const KEY = "parity-key";
 const services = [{ name: "orders", state: { storeName: "orders-store", keys: [] }, pubsub: { pubsubName: "pubsub" } }];
@@ -96,18 +99,76 @@ for (const fixture of runtimeFixtures) {
       await unary(trigger, "DeleteTrigger", { name: "nightly-1.report_a:b" }, withKey(KEY));
     });
 
-    // TODO (known gap, found with the test sidecar's Scheduler rules, test/support/dapr-sidecar/scheduler-rules.ts):
-    // the gateway accepts these, daprd's Scheduler refuses them, so on Dapr ScheduleTrigger fails in-band INTERNAL
-    // "failed to schedule job due to: ... job failed validation: ..." instead of INVALID_ARGUMENT naming the field, and
-    // on embedded they are scheduled. dapr/kit's cron has day-of-week 0-6 only; its ISO-8601 parser takes whole
-    // numbers only; Go's time.Parse(time.RFC3339) takes an upper-case "T" only.
-    it("trigger specs daprd's Scheduler refuses are refused in-band INVALID_ARGUMENT on both runtimes", { todo: "src/ops/trigger.ts is looser than the Scheduler" }, async () => {
+    // Specs daprd's Scheduler refuses (test/support/dapr-sidecar/scheduler-rules.ts, from its source) that the gateway
+    // once accepted: on Dapr they failed INTERNAL "failed to schedule job due to: ... job failed validation: ...", on
+    // embedded they were scheduled. Now refused up front on both, naming the field and what is accepted.
+    const lowerT = new Date(Date.now() + 3_600_000).toISOString().replace(/\.\d{3}Z$/, "Z").replace("T", "t");
+    const refused: Array<[Record<string, unknown>, RegExp]> = [
+      // dapr/kit cron: day-of-week 0-6 only.
+      [{ schedule: "0 0 0 * * 7" }, /^schedule "0 0 0 \* \* 7" is not a valid cron expression: day-of-week is 0-6 \(Sunday is 0\)/],
+      [{ schedule: "0 0 0 * * MON-7" }, /^schedule .*day-of-week is 0-6 \(Sunday is 0\)/],
+      // dapr/kit ParseISO8601Duration: whole numbers only.
+      [{ due_time: "PT1.5S" }, /^due_time "PT1\.5S": an ISO-8601 duration takes whole numbers only/],
+      [{ schedule: "@hourly", ttl: "PT90.5S" }, /^ttl "PT90\.5S": an ISO-8601 duration takes whole numbers only/],
+      // Go's time.Parse(time.RFC3339): upper-case T and Z only.
+      [{ due_time: lowerT }, /^due_time ".*" has a lower-case "t" or "z": write an RFC 3339 time with upper-case T and Z/],
+      [{ due_time: lowerT.replace("t", "T").replace(/Z$/, "z") }, /^due_time ".*" has a lower-case "t" or "z"/],
+      // dapr/kit descriptors: exact, lower-case; @every hands Go's ParseDuration the rest as it is.
+      [{ schedule: "@Daily" }, /^schedule "@Daily" is not a known descriptor/],
+      [{ schedule: "@daily " }, /^schedule "@daily " is not a known descriptor/],
+      [{ schedule: " @daily" }, /^schedule " @daily" must start with @/],
+      [{ schedule: "@every  1m" }, /^schedule "@every {2}1m": " 1m" is not a Go duration/],
+      // Go's time.LoadLocation: tzdata names, case-sensitive, after "TZ=" up to the first space.
+      [{ schedule: "TZ=europe/paris 0 0 9 * * *" }, /^schedule ".*": time zone "europe\/paris" is spelled Europe\/Paris: time zone names are case-sensitive/],
+      [{ schedule: "TZ=UTC\t0 0 9 * * *" }, /^schedule ".*": unknown time zone "UTC\t0"/],
+      // A time part past Go's time.Duration, which kit's ISO-8601 parser would overflow.
+      [{ due_time: "PT2562048H" }, /^due_time "PT2562048H" is out of range: .* at most 2562047h47m16\.854775807s/],
+    ];
+
+    it("trigger specs daprd's Scheduler refuses are refused in-band INVALID_ARGUMENT, naming the field, on both runtimes", async () => {
       const trigger = gw().client("platform.Trigger");
-      const lowerT = new Date(Date.now() + 3_600_000).toISOString().replace(/\.\d{3}Z$/, "Z").replace("T", "t");
-      for (const [i, spec] of [{ schedule: "0 0 0 * * 7" }, { due_time: "PT1.5S" }, { due_time: lowerT }].entries()) {
+      for (const [i, [spec, message]] of refused.entries()) {
         const res = await unary(trigger, "ScheduleTrigger", { name: `scheduler-refuses-${i}`, target_topic: "t", ...spec }, withKey(KEY));
         if (res.status.success) await unary(trigger, "DeleteTrigger", { name: `scheduler-refuses-${i}` }, withKey(KEY));
         assert.equal(res.status.status, "INVALID_ARGUMENT", `${JSON.stringify(spec)}: ${res.status.status} ${res.status.message}`);
+        assert.match(res.status.message, message, JSON.stringify(spec));
+      }
+    });
+
+    it("cron forms the Scheduler takes are scheduled on both runtimes (a/n, */n past the range, ?, names, tzdata links)", async () => {
+      const trigger = gw().client("platform.Trigger");
+      const inAnHour = new Date(Date.now() + 3_600_000).toISOString();
+      for (const [i, spec] of [
+        { schedule: "5/20 * * * * *" },
+        { schedule: "*/100 0 0 * * *" },
+        { schedule: "0 0 0 ?,1 * sun" },
+        { schedule: "TZ=US/Pacific 0 0 9 * jan-dec MON-FRI/2" },
+        { schedule: "CRON_TZ=Etc/UTC @daily" },
+        { schedule: "@hourly", due_time: inAnHour, ttl: "P1DT2H" },
+      ].entries()) {
+        const res = await unary(trigger, "ScheduleTrigger", { name: `scheduler-takes-${i}`, target_topic: "t", ...spec }, withKey(KEY));
+        assert.equal(res.status.success, true, `${JSON.stringify(spec)}: ${res.status.message}`);
+        await unary(trigger, "DeleteTrigger", { name: `scheduler-takes-${i}` }, withKey(KEY));
+      }
+    });
+
+    it("the runtime's jobs port refuses a spec the Scheduler refuses INVALID_ARGUMENT naming the field (Dapr: the Scheduler's own reason)", async () => {
+      const jobs = gw().gateway.context.runtime.jobs;
+      const cases: Array<[JobSpec, string, RegExp]> = [
+        [{ name: "port-refuses-0", schedule: "0 0 0 * * 7", data: "{}" }, "schedule", /^schedule "0 0 0 \* \* 7" /],
+        [{ name: "port-refuses-1", dueTime: "PT1.5S", data: "{}" }, "due_time", /^due_time "PT1\.5S"/],
+        [{ name: "port-refuses-2", schedule: "@daily", ttl: "soon", data: "{}" }, "ttl", /^ttl "soon"/],
+      ];
+      for (const [job, field, message] of cases) {
+        const err = await jobs.schedule(job).then(
+          () => undefined,
+          (e: unknown) => e as GatewayError,
+        );
+        assert.ok(err, `${JSON.stringify(job)} was scheduled`);
+        assert.equal(err.code, Code.INVALID_ARGUMENT, `${JSON.stringify(job)}: ${err.message}`);
+        assert.equal(err.field, field);
+        assert.match(err.rawMessage, message);
+        if (fixture.name === "dapr") assert.match(err.rawMessage, /is refused by Dapr's Scheduler: /);
       }
     });
   });

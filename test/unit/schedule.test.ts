@@ -75,7 +75,7 @@ describe("ISO-8601 durations and RFC 3339 times", () => {
     assert.deepEqual(parseIsoDuration("PT1M30S"), { years: 0, months: 0, days: 0, ms: 90_000 });
     assert.deepEqual(parseIsoDuration("P1Y2M3DT4H"), { years: 1, months: 2, days: 3, ms: 14_400_000 });
     assert.deepEqual(parseIsoDuration("P2W"), { years: 0, months: 0, days: 14, ms: 0 });
-    for (const bad of ["P", "PT", "1M", "PT1.5M", "P-1D"]) assert.equal(parseIsoDuration(bad), undefined, bad);
+    for (const bad of ["P", "PT", "1M", "PT1.5M", "P-1D", "PT1.5S", "PT0,5S"]) assert.equal(parseIsoDuration(bad), undefined, bad);
   });
   it("parses RFC 3339 and refuses impossible dates", () => {
     assert.equal(parseRfc3339("2030-01-01T00:00:00Z"), T0);
@@ -105,6 +105,7 @@ describe("schedules", () => {
     assert.equal(iso(sched("0 * * * * *").nextAfter(T0 + 59_999)), "2030-01-01T00:01:00.000Z");
   });
   it("accepts month and day names, ? and a time zone prefix", () => {
+    assert.deepEqual(times(sched("0 0 0 ?,1 * *"), T0, 1), ["2030-01-02T00:00:00.000Z"]);
     assert.deepEqual(times(sched("0 0 9 * FEB-MAR MON,fri"), T0, 3), ["2030-02-01T09:00:00.000Z", "2030-02-04T09:00:00.000Z", "2030-02-08T09:00:00.000Z"]);
     assert.deepEqual(times(sched("0 0 12 ? * SUN"), T0, 1), ["2030-01-06T12:00:00.000Z"]);
     assert.deepEqual(times(sched("TZ=Europe/Paris 0 0 9 * * *"), T0, 1), ["2030-01-01T08:00:00.000Z"]);
@@ -135,17 +136,88 @@ describe("schedules", () => {
     rejects("0 0 0 * * * 2030", /has 7 fields/);
     rejects("", /must not be empty/);
     rejects("61 * * * * *", /not a valid cron expression.*second/);
-    rejects("0 0 0 L * *", /day of month field "L"/);
-    rejects("0 0 0 * * FRI#2", /day of week field "FRI#2"/);
+    rejects("0 0 0 L * *", /day-of-month field "L"/);
+    rejects("0 0 0 * * FRI#2", /day-of-week field "FRI#2"/);
     rejects("0 0 0 * JANUARY *", /month field "JANUARY"/);
     rejects("0 0 0 30 2 *", /never fires/);
-    rejects("0 0 0 ?,1 * *", /\? must stand alone/);
     rejects("@fortnightly", /not a known descriptor/);
     rejects("@every", /not a Go duration/);
     rejects("@every 1d", /not a Go duration/);
     rejects("@every 500ms", /whole number of seconds, at least 1s/);
     rejects("@every 1.5s", /whole number of seconds/);
     rejects("TZ=Mars/Olympus 0 0 0 * * *", /unknown time zone "Mars\/Olympus"/);
+  });
+});
+
+describe("what Dapr's Scheduler refuses is refused on every runtime (dapr/kit cron, kit ISO-8601, Go's RFC 3339)", () => {
+  it("cron fields within kit's ranges: day-of-week 0-6 (Sunday is 0), no wrapping ranges, steps of at least 1", () => {
+    rejects("0 0 0 * * 7", /is not a valid cron expression: day-of-week is 0-6 \(Sunday is 0\) or SUN-SAT, so "7" is out of range/);
+    rejects("0 0 0 * * 1-7", /day-of-week is 0-6 \(Sunday is 0\) or SUN-SAT, so "1-7" is out of range/);
+    rejects("0 0 0 * * MON-7", /day-of-week is 0-6/);
+    rejects("60 * * * * *", /second is 0-59, so "60" is out of range/);
+    rejects("0 0 24 * * *", /hour is 0-23/);
+    rejects("0 0 0 0 * *", /day-of-month is 1-31, so "0" is out of range/);
+    rejects("0 0 0 * 13 *", /month is 1-12 or JAN-DEC/);
+    rejects("0 0 0 * * FRI-MON", /day-of-week range "FRI-MON" runs backwards/);
+    rejects("0 0 0 * DEC-JAN *", /month range "DEC-JAN" runs backwards/);
+    rejects("*/0 * * * * *", /second step in "\*\/0" must be at least 1/);
+    rejects("0 0 0 * JAN1 *", /month field "JAN1": "JAN1" is not a number or a month name \(JAN-DEC\)/);
+    rejects("0 0 0 * * MONTUE", /day-of-week field "MONTUE": "MONTUE" is not a number or a day name \(SUN-SAT\)/);
+    rejects("0 0 0 * * 1-2-3", /"1-2-3" has more than one -/);
+    rejects("0 0 0 * * */2/2", /has more than one \//);
+    rejects("-5 * * * * *", /"-5" is missing a number/);
+    // Stricter than kit (it takes these): signs, empty list items, "*-5".
+    rejects("+5 * * * * *", /second field "\+5" may only contain/);
+    rejects("1,,2 * * * * *", /has an empty list item/);
+    rejects("*-5 * * * * *", /\* and \? stand for the whole range, not one end of a range/);
+  });
+  it("fields split on Go's whitespace, as strings.Fields does (not on U+FEFF)", () => {
+    assert.deepEqual(times(sched(" 0\t0\u00a00 * * * "), T0, 1), ["2030-01-02T00:00:00.000Z"]);
+    rejects("0\ufeff0 0 * * * *", /second field "0\ufeff0" may only contain/);
+  });
+  it("kit's forms croner reads otherwise: a/n runs to the maximum, */n past the range, ? anywhere * is, */1 is *", () => {
+    assert.deepEqual(times(sched("5/20 * * * * *"), T0, 3), ["2030-01-01T00:00:05.000Z", "2030-01-01T00:00:25.000Z", "2030-01-01T00:00:45.000Z"]);
+    assert.deepEqual(times(sched("*/100 0 0 * * *"), T0, 1), ["2030-01-02T00:00:00.000Z"]);
+    assert.deepEqual(times(sched("0 0 0 ?,15 * *"), T0, 2), ["2030-01-02T00:00:00.000Z", "2030-01-03T00:00:00.000Z"]);
+    assert.deepEqual(times(sched("0 0 0 * * SUN-SAT/3"), T0, 3), ["2030-01-02T00:00:00.000Z", "2030-01-05T00:00:00.000Z", "2030-01-06T00:00:00.000Z"]);
+    // kit's star bit: */1 (or ?) in day-of-month leaves day-of-week alone deciding (Mondays), a restriction would OR.
+    assert.deepEqual(times(sched("0 0 0 */1 * MON"), T0, 2), ["2030-01-07T00:00:00.000Z", "2030-01-14T00:00:00.000Z"]);
+    assert.deepEqual(times(sched("0 0 0 1-31 * MON"), T0, 2), ["2030-01-02T00:00:00.000Z", "2030-01-03T00:00:00.000Z"]);
+  });
+  it("descriptors exactly as kit spells them; TZ= and @ at the very start; @every takes what follows as it is", () => {
+    rejects("@Daily", /"@Daily" is not a known descriptor; use @every <duration>, @yearly .* \(lower-case, with nothing after it\)/);
+    rejects("@daily ", /is not a known descriptor/);
+    rejects(" @daily", /" @daily" must start with @: no spaces before it/);
+    rejects(" TZ=UTC 0 0 0 * * *", /must start with TZ=: no spaces before it/);
+    rejects("@every  1s", /" 1s" is not a Go duration/);
+    rejects("@every 1s ", /is not a Go duration/);
+    rejects("TZ=UTC", /a TZ= or CRON_TZ= prefix is the zone, a space, then the schedule/);
+    rejects("TZ=UTC\t0 0 0 * * *", /unknown time zone "UTC\t0"/);
+    assert.equal(iso(sched("TZ=UTC  @daily").nextAfter(T0)), "2030-01-02T00:00:00.000Z");
+  });
+  it("time zones as Go's time.LoadLocation finds them in tzdata: case-sensitive, links included", () => {
+    rejects("TZ=europe/paris 0 0 9 * * *", /time zone "europe\/paris" is spelled Europe\/Paris: time zone names are case-sensitive/);
+    rejects("TZ=utc 0 0 9 * * *", /time zone "utc" is spelled UTC/);
+    rejects("TZ=us/pacific 0 0 9 * * *", /time zone "us\/pacific" is spelled US\/Pacific/);
+    rejects("TZ=SystemV/AST4 0 0 9 * * *", /unknown time zone "SystemV\/AST4"/);
+    rejects("TZ=Local 0 0 9 * * *", /unknown time zone "Local"/);
+    assert.deepEqual(times(sched("TZ=US/Pacific 0 0 9 * * *"), T0, 1), ["2030-01-01T17:00:00.000Z"]);
+    for (const zone of ["Etc/UTC", "GMT", "Asia/Calcutta", "Asia/Kolkata", "Etc/GMT+5", "EST5EDT"]) sched(`CRON_TZ=${zone} @daily`);
+  });
+  it("due_time and ttl: upper-case T and Z, whole ISO-8601 numbers, an ISO time part Go can hold", () => {
+    const lower = resolveTimeSpec("due_time", "2030-01-02t00:00:00Z", T0);
+    assert.ok("error" in lower && /^due_time "2030-01-02t00:00:00Z" has a lower-case "t" or "z": write an RFC 3339 time with upper-case T and Z/.test(lower.error.message));
+    assert.ok("error" in resolveTimeSpec("ttl", "2030-01-02T00:00:00z", T0));
+    const frac = resolveTimeSpec("due_time", "PT1.5S", T0);
+    assert.ok("error" in frac && /^due_time "PT1\.5S": an ISO-8601 duration takes whole numbers only/.test(frac.error.message));
+    const long = resolveTimeSpec("ttl", "PT2562048H", T0);
+    assert.ok("error" in long && /^ttl "PT2562048H" is out of range: .* at most 2562047h47m16\.854775807s in all/.test(long.error.message));
+    assert.deepEqual(resolveTimeSpec("ttl", "PT2562047H", T0), { at: T0 + 2562047 * 3_600_000, kind: "iso8601" });
+    assert.deepEqual(resolveTimeSpec("due_time", "1.5s", T0), { at: T0 + 1500, kind: "duration" });
+  });
+  it("a ttl before due_time within the same millisecond is refused, compared to the nanosecond as the Scheduler does", () => {
+    planError({ schedule: "@hourly", dueTime: "2030-01-01T00:00:00.0009Z", ttl: "2030-01-01T00:00:00.0001Z" }, "ttl", /is before due_time "2030-01-01T00:00:00\.0009Z"/);
+    plan({ schedule: "@hourly", dueTime: "2030-01-01T00:00:00.0001Z", ttl: "2030-01-01T00:00:00.0001Z" });
   });
 });
 

@@ -1,5 +1,6 @@
 import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
+import { echo } from "../../shared/echo.js";
 import type { JobHandler, JobRecord, JobsPort, JobSpec } from "../jobs-port.js";
 import type { Job, Job__Output } from "../../gen/dapr/dapr/proto/runtime/v1/Job.js";
 import type { DaprConnection, DaprMethod, DaprRequest, DaprResponse } from "./connection.js";
@@ -53,6 +54,32 @@ function schedulerError(conn: DaprConnection, e: unknown): GatewayError {
   return err;
 }
 
+/** The Job field each of the Scheduler's refusals is about (go-etcd-cron `internal/scheduler/builder.go` Parse); the rest are the schedule's (dapr/kit cron). */
+const REFUSAL_FIELDS: Array<[RegExp, "due_time" | "repeats" | "ttl" | "schedule"]> = [
+  [/^job must have either a due time or a schedule/, "schedule"],
+  [/^(job must have a schedule to repeat|defined repeats must be greater than 0)/, "repeats"],
+  [/^(job must have a schedule to have a ttl|ttl format not recognized|ttl must be greater than due time)/, "ttl"],
+  [/^(due time format not recognized|repeats not supported for due time)/, "due_time"],
+];
+
+/**
+ * The Scheduler's refusal of a job's spec, which daprd answers INTERNAL "failed to schedule job due to: rpc error:
+ * code = Unknown desc = job failed validation: <reason>" (dapr `pkg/api/errors/scheduler.go` SchedulerScheduleJob):
+ * INVALID_ARGUMENT naming the field, with the Scheduler's reason, as the jobs port promises for an invalid spec. The
+ * gateway refuses with the same rules before it calls (src/runtime/schedule, src/ops/trigger.ts), so this is defence
+ * in depth for a gap left (a time zone the Scheduler's tzdata lacks, a newer Scheduler's rule). Else `err` as it is.
+ */
+function specRefusal(err: GatewayError, job: JobSpec): GatewayError {
+  if (err.code !== Code.INTERNAL) return err;
+  const m = /job failed validation: ([^]*)$/.exec(err.rawMessage);
+  if (!m) return err;
+  const reason = m[1]!;
+  const field = REFUSAL_FIELDS.find(([re]) => re.test(reason))?.[1] ?? "schedule";
+  const value = { schedule: job.schedule, due_time: job.dueTime, repeats: job.repeats, ttl: job.ttl }[field];
+  const given = typeof value === "string" ? ` "${echo(value)}"` : value === undefined ? "" : ` ${value}`;
+  return new GatewayError(Code.INVALID_ARGUMENT, `${field}${given} is refused by Dapr's Scheduler: ${echo(reason)}`, { cause: err, field });
+}
+
 /** JobsPort over Dapr's Scheduler API (ScheduleJobAlpha1 with overwrite=false, Get/Delete/ListJobsAlpha1). */
 export function createDaprJobs(conn: DaprConnection): DaprJobs {
   let handler: JobHandler | undefined;
@@ -82,7 +109,11 @@ export function createDaprJobs(conn: DaprConnection): DaprJobs {
       if (job.dueTime) body.due_time = job.dueTime;
       if (job.ttl) body.ttl = job.ttl;
       if (job.repeats) body.repeats = job.repeats;
-      await call("ScheduleJobAlpha1", { job: body, overwrite: false }, signal);
+      try {
+        await call("ScheduleJobAlpha1", { job: body, overwrite: false }, signal);
+      } catch (e) {
+        throw specRefusal(conn.translate(e), job);
+      }
     },
     get,
     async delete(name, signal) {

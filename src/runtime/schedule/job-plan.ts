@@ -3,6 +3,14 @@ import { echo } from "../../shared/echo.js";
 import type { JobSpec } from "../jobs-port.js";
 import { parseSchedule, type Schedule } from "./schedule.js";
 import { resolveTimeSpec } from "./time-spec.js";
+import { parseRfc3339 } from "../../shared/rfc3339.js";
+
+/** Whether RFC 3339 time `a` is before `b`, to the nanosecond (false when either is not one). */
+function isBefore(a: string, b: string): boolean {
+  const x = parseRfc3339(a);
+  const y = parseRfc3339(b);
+  return x !== undefined && y !== undefined && (x.seconds < y.seconds || (x.seconds === y.seconds && x.nanos < y.nanos));
+}
 
 /** A validated job with its times resolved against the moment it was scheduled. */
 export interface JobPlan {
@@ -24,9 +32,11 @@ export const MAX_REPEATS = 2_147_483_647;
 
 /**
  * Validate a job spec with Dapr's rules and resolve its times against `now` (epoch ms). Fields are named as in
- * Dapr's Job message: name, schedule, due_time, repeats, ttl. Rules: name required; schedule or due_time required;
- * repeats a whole number 0..2^31-1 and above 1 only with a schedule; ttl only with a schedule, counted from due_time
- * when given, and not before the first firing. Every resolved time is at most MAX_SCHEDULE_TIME_MS.
+ * Dapr's Job message: name, schedule, due_time, repeats, ttl. Rules (go-etcd-cron `internal/scheduler/builder.go`
+ * Parse, plus the gateway's stricter ones): name required; schedule or due_time required; repeats a whole number
+ * 0..2^31-1 and above 1 only with a schedule; ttl only with a schedule, counted from due_time when given, and not
+ * before the first firing (the Scheduler checks this against due_time only). Every resolved time is at most
+ * MAX_SCHEDULE_TIME_MS. The schedule, due_time and ttl syntax: schedule.ts, time-spec.ts.
  */
 export function planJob(spec: Pick<JobSpec, "name" | "schedule" | "dueTime" | "repeats" | "ttl">, now: number): JobPlan | GatewayError {
   if (!spec.name) return invalidArgument("name", "must not be empty");
@@ -61,6 +71,10 @@ export function planJob(spec: Pick<JobSpec, "name" | "schedule" | "dueTime" | "r
     if ("error" in r) return r.error;
     if (r.at < firstFireAt) {
       return invalidArgument("ttl", `"${echo(spec.ttl)}" expires at ${new Date(r.at).toISOString()}, before the first firing at ${new Date(firstFireAt).toISOString()}`);
+    }
+    // Both timestamps within one millisecond: compared to the nanosecond, as the Scheduler compares them.
+    if (r.at === firstFireAt && r.kind === "timestamp" && hasDue && isBefore(spec.ttl!, spec.dueTime!)) {
+      return invalidArgument("ttl", `"${echo(spec.ttl)}" is before due_time "${echo(spec.dueTime)}"`);
     }
     expiresAt = r.at;
   }
