@@ -14,6 +14,7 @@ import { LazyAbort, type CancelSignal } from "../shared/signals.js";
 import { loadTls, logServing, watchTls, type LoadedTls, type TlsFiles, type TlsWatch } from "../config/tls.js";
 import { decodeUtf8, locateInvalidUtf8InJson } from "../shared/utf8.js";
 import { somaxconn } from "../shared/accept-backlog.js";
+import { browserRefusal, createOriginPolicy, hostRefusal, originCheck, type OriginPolicy } from "./origin.js";
 
 /** A parsed REST request, valid after the uWS handler returned (headers and body are copied). */
 export interface RestRequest {
@@ -152,9 +153,11 @@ export interface RouteDecision {
 /**
  * The transport-independent part of routing, shared by the uWS server and the `node:http` baseline in bench/rest:
  * match the path (literal segments win over parameters; a wrong method is 405 with Allow), then the shutdown gate and
- * x-api-key. Throws INVALID_ARGUMENT for a path parameter that is not valid percent-encoding.
+ * x-api-key, and with no API key (a `loopbackOnly` origin policy) the Host rule in its place: a route that would need
+ * the key is refused 403 for a Host that is not loopback (DNS rebinding). Throws INVALID_ARGUMENT for a path
+ * parameter that is not valid percent-encoding.
  */
-export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing" | "dynamic">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
+export function createRouteTable(routes: readonly Route[], deps: Pick<RestServerDeps, "auth" | "isClosing" | "dynamic" | "origins">): (method: string, path: string, headers: Record<string, string>) => RouteDecision {
   const compiled = routes.map(compile);
   // Each route's leading literal segments (one or two): a path whose first segment, or first two, are none of them
   // matches no route, so a dynamic route's request skips the scan. A route starting with a parameter turns this off.
@@ -176,8 +179,14 @@ export function createRouteTable(routes: readonly Route[], deps: Pick<RestServer
   const refuse = (e: GatewayError, route?: Route): RouteDecision => ({ ...(route ? { route } : {}), params: {}, reply: { status: httpStatusOf(e.code), body: errorBody(e) } });
   const admit = (route: Route, params: Record<string, string>, headers: Record<string, string>): RouteDecision => {
     if (deps.isClosing()) return refuse(new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down"), route);
-    const refused = route.auth === false ? undefined : apiKeyRefusal(deps.auth, headers["x-api-key"]);
+    if (route.auth === false) return { route, params };
+    const refused = apiKeyRefusal(deps.auth, headers["x-api-key"]);
     if (refused) return refuse(refused, route);
+    // No key configured: the Host must be loopback, so a site whose name its DNS re-resolved to 127.0.0.1 cannot use
+    // the routes the key would guard (its requests are "same origin" to the browser). Routes without a key (health,
+    // metrics, the console's files) answer any Host, as they answer anyone who reaches the port when keys are set.
+    const host = headers["host"];
+    if (deps.origins && !deps.origins.hostAllowed(host)) return refuse(hostRefusal(host ?? ""), route);
     return { route, params };
   };
   return (method, path, headers) => {
@@ -285,6 +294,14 @@ export interface RestServerDeps {
   tlsReloadIntervalMs?: number;
   /** Routes decided at run time, after the static ones (REST transcoding). */
   dynamic?: DynamicRoutes;
+  /**
+   * Which browsers and Hosts are served (src/http/origin.ts; gatewayServerDeps: `--cors-origin`, loopback Hosts only
+   * when no API key is configured). A REST request with an Origin the policy does not allow is refused 403 before
+   * routing and before its body is read. With a `loopbackOnly` policy, a Host it does not serve is refused 403 on every
+   * route that needs x-api-key (in the key's place: keyless routes answer any Host) and on every handler the app hooks
+   * attach (WebSocket upgrades, SSE, browser RPC). Default: same-origin pages only, any Host.
+   */
+  origins?: OriginPolicy;
   /** Listening sockets on the port (SO_REUSEPORT), for a deeper accept queue than one socket's (listenSocketsPerApp). Default 1. */
   listenSockets?: number;
   /**
@@ -325,6 +342,14 @@ export interface RestServer {
 }
 
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** The methods the request metrics name; any other is counted as OTHER, so a client cannot add series at will. */
+const METRIC_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+/** The `method` label of a request (upper case): one of METRIC_METHODS, else `OTHER`. */
+export function methodLabel(method: string): string {
+  return METRIC_METHODS.has(method) ? method : "OTHER";
+}
 
 /** RestServerDeps.maxUnreadReplyBytes by default. */
 export const DEFAULT_MAX_UNREAD_REPLY_BYTES = 64 * 1024 * 1024;
@@ -461,6 +486,7 @@ export async function startRestServer(host: string, port: number, routes: Route[
   // need a port chosen before the first listen.
   if ((deps.tls || sockets > 1) && port === 0) port = await freePort(host);
   const resolve = createRouteTable(routes, deps);
+  const origins = deps.origins ?? createOriginPolicy([]);
   /** Bytes of large replies held for clients that have not read them (--max-unread-reply-bytes). */
   const unread = createUnreadReplies(deps.maxUnreadReplyBytes ?? DEFAULT_MAX_UNREAD_REPLY_BYTES);
   let inflight = 0;
@@ -474,7 +500,8 @@ export async function startRestServer(host: string, port: number, routes: Route[
    */
   const build = (tls: LoadedTls | undefined): uws.TemplatedApp => {
     const app = tls ? uws.SSLApp(uwsTlsOptions(tls)) : uws.App();
-    for (const hook of deps.appHooks ?? []) hook(hooksRun ? app : recordingApp(app, served), deps);
+    const hooked = hooksRun ? app : recordingApp(app, served);
+    for (const hook of deps.appHooks ?? []) hook(origins.loopbackOnly ? hostGuardedApp(hooked, app, origins) : hooked, deps);
     hooksRun = true;
     app.any("/*", onRequest);
     return app;
@@ -483,6 +510,8 @@ export async function startRestServer(host: string, port: number, routes: Route[
   const onRequest = (res: uws.HttpResponse, req: uws.HttpRequest): void => {
     const started = performance.now();
     const method = req.getMethod().toUpperCase();
+    /** The metrics label: bounded whatever method token the client sent. */
+    const label = methodLabel(method);
     const path = req.getUrl();
     const query = new URLSearchParams(req.getQuery() ?? "");
     const { headers, count: headerCount, bytes: headerBytes } = requestHeaders(req);
@@ -500,7 +529,7 @@ export async function startRestServer(host: string, port: number, routes: Route[
       inflight--;
       open.delete(res);
       cancel.abort(new GatewayError(Code.CANCELLED, "the client closed the request"));
-      deps.requests.inc({ route: routeName, method, status: 499 });
+      deps.requests.inc({ route: routeName, method: label, status: 499 });
     });
 
     const send = (reply: RestReply, closeConnection = false): void => {
@@ -548,8 +577,8 @@ export async function startRestServer(host: string, port: number, routes: Route[
         // end() copied what the socket refused into uWS's own buffer.
         if (large && owned) freeBuffer(large);
       }
-      deps.requests.inc({ route: routeName, method, status });
-      deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
+      deps.requests.inc({ route: routeName, method: label, status });
+      deps.latency.observe({ route: routeName, method: label, status }, (performance.now() - started) / 1000);
     };
     // A streamed body: `done` only once it ends, so the request counts as in flight (and shutdown can close it).
     const streamReply = (reply: RestReply, status: number): void => {
@@ -567,8 +596,8 @@ export async function startRestServer(host: string, port: number, routes: Route[
           done = true;
           inflight--;
           open.delete(res);
-          deps.requests.inc({ route: routeName, method, status });
-          deps.latency.observe({ route: routeName, method, status }, (performance.now() - started) / 1000);
+          deps.requests.inc({ route: routeName, method: label, status });
+          deps.latency.observe({ route: routeName, method: label, status }, (performance.now() - started) / 1000);
         },
       });
       writing = out;
@@ -583,6 +612,11 @@ export async function startRestServer(host: string, port: number, routes: Route[
     try {
       const oversized = checkHead(path, req.getQuery() ?? "", headerCount, headerBytes);
       if (oversized) return send({ status: oversized.status, body: errorBody(oversized.error) }, true);
+      // A browser Origin that is neither the gateway's own nor on --cors-origin: refused before any route runs or any
+      // body is read. A form or a no-cors fetch is a "simple" request that needs no preflight, so this is what stops
+      // another site from driving the REST API through a visitor's browser. (The Host rule is in the route table.)
+      const refusedOrigin = originCheck(origins, headers["origin"], headers["host"]);
+      if (refusedOrigin) return send({ status: httpStatusOf(refusedOrigin.code), body: errorBody(refusedOrigin) });
       const decision = resolve(method, path, headers);
       if (decision.route) routeName = decision.route.path;
       if (decision.reply) return send(decision.reply);
@@ -699,6 +733,58 @@ function uwsTlsOptions(t: LoadedTls): uws.AppOptions {
 }
 
 const NATIVE_VERBS: Record<string, string> = { get: "GET", post: "POST", put: "PUT", del: "DELETE", options: "OPTIONS", any: "ANY", ws: "WS" };
+
+/** The uWS methods that attach an HTTP handler `(res, req)` as their second argument. */
+const HTTP_VERBS = new Set(["get", "post", "put", "patch", "del", "options", "head", "connect", "trace", "any"]);
+
+/**
+ * `app` (the view an app hook gets) with the policy's Host rule in front of every HTTP handler and WebSocket upgrade
+ * attached through it: a request whose Host the policy does not serve gets 403 and never reaches the hook's handler.
+ * Only for a `loopbackOnly` policy (no API key): the web fronts check their Origin themselves, but the DNS-rebinding
+ * Host rule must hold for every handler on the port, whichever policy each front was given. `raw` is the uWS app
+ * itself, whose methods return it (chaining stays on the guarded view).
+ */
+function hostGuardedApp(app: uws.TemplatedApp, raw: uws.TemplatedApp, policy: OriginPolicy): uws.TemplatedApp {
+  const refused = (res: uws.HttpResponse, req: uws.HttpRequest): boolean => {
+    const host = req.getHeader("host");
+    if (policy.hostAllowed(host)) return false;
+    const e = browserRefusal(policy, undefined, host)!;
+    const status = httpStatusOf(e.code);
+    res.cork(() => {
+      res.writeStatus(`${status} ${STATUS_CODES[status] ?? ""}`);
+      res.writeHeader("content-type", "application/json");
+      res.end(JSON.stringify(errorBody(e)));
+    });
+    return true;
+  };
+  const guarded: uws.TemplatedApp = new Proxy(app, {
+    get(target, key) {
+      const value = Reflect.get(target, key) as unknown;
+      if (typeof value !== "function") return value;
+      const verb = typeof key === "string" ? key : "";
+      return (...args: unknown[]) => {
+        if (HTTP_VERBS.has(verb) && typeof args[1] === "function") {
+          const handler = args[1] as (res: uws.HttpResponse, req: uws.HttpRequest) => void;
+          args[1] = (res: uws.HttpResponse, req: uws.HttpRequest) => (refused(res, req) ? undefined : handler(res, req));
+        } else if (verb === "ws" && typeof args[1] === "object" && args[1] !== null) {
+          const behavior = args[1] as uws.WebSocketBehavior<unknown>;
+          const upgrade = behavior.upgrade;
+          args[1] = {
+            ...behavior,
+            upgrade(res: uws.HttpResponse, req: uws.HttpRequest, context: uws.us_socket_context_t) {
+              if (refused(res, req)) return;
+              if (upgrade) return upgrade.call(behavior, res, req, context);
+              res.upgrade({}, req.getHeader("sec-websocket-key"), req.getHeader("sec-websocket-protocol"), req.getHeader("sec-websocket-extensions"), context);
+            },
+          };
+        }
+        const out = (value as (...a: unknown[]) => unknown).apply(target, args);
+        return out === target || out === raw ? guarded : out;
+      };
+    },
+  });
+  return guarded;
+}
 
 /** `app` for an app hook, noting each path it attaches a handler to (as "GET /path", "WS /path") in `served`. */
 function recordingApp(app: uws.TemplatedApp, served: string[]): uws.TemplatedApp {

@@ -3,6 +3,7 @@ import type { Logger } from "../observe/logger.js";
 import type { Metrics } from "../observe/metrics.js";
 import type { ValidatedOptions } from "../config/options.js";
 import { listenSocketsPerApp, type AppHook, type DynamicRoutes, type RestServerDeps } from "./router.js";
+import { createOriginPolicy } from "./origin.js";
 
 /** What the gateway's REST server takes besides its options. */
 export interface GatewayServerParts {
@@ -33,6 +34,8 @@ export function gatewayServerDeps(opts: ValidatedOptions, parts: GatewayServerPa
     ...(opts.tls ? { tls: opts.tls, tlsReloadIntervalMs: opts.tlsReloadIntervalMs } : {}),
     appHooks: parts.appHooks,
     ...(parts.dynamic ? { dynamic: parts.dynamic } : {}),
+    // --cors-origin, as on the web fronts; with no API key, loopback Hosts only (DNS rebinding: docs/operations.md "Security").
+    origins: createOriginPolicy(opts.corsOrigins, { loopbackOnly: !parts.auth.enabled }),
     requests: metrics.counter("platform_http_requests_total", "REST requests handled, by route pattern, method and HTTP status", ["route", "method", "status"]),
     latency: metrics.histogram("platform_http_request_duration_seconds", "Latency of REST requests in seconds, by route pattern, method and HTTP status", ["route", "method", "status"]),
   };

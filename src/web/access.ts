@@ -3,6 +3,7 @@ import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { topicProblem } from "../ops/cloudevent-validate.js";
 import { apiKeyRefusal, type Authenticator } from "../ops/auth.js";
+import { browserRefusal, type OriginPolicy } from "../http/origin.js";
 
 /** What a web subscriber may do: from a token, or everything with a valid x-api-key. */
 export interface Grant {
@@ -163,47 +164,22 @@ export function parseOfferedProtocols(header: string, protocol: string, credenti
 
 /**
  * Browser-origin policy: `--cors-origin` values; `*` allows any. A request without Origin (not a browser) passes, and
- * so does a same-origin one (the Origin's host:port equals the Host header): a page served by the gateway itself (the
- * console) talking back to it is not a cross-site request, whatever the allow-list says.
+ * so does a same-origin one (the Origin's host:port equals the Host header) — when no API key is configured, only if
+ * that Host is a loopback name, so a DNS-rebound name is never "same origin". One policy for every HTTP front: REST
+ * checks it too (src/http/origin.ts, where it lives so the REST router can use it).
  */
-export interface OriginPolicy {
-  /** Whether this Origin header value may connect to a request whose Host header is `host`. */
-  allowed(origin: string | undefined, host?: string): boolean;
-}
-
-/** Whether `origin` (scheme://host[:port]) names the host the request was sent to. */
-export function sameOrigin(origin: string, host: string | undefined): boolean {
-  if (!host) return false;
-  let u: URL;
-  try {
-    u = new URL(origin);
-  } catch {
-    return false; // "null" (sandboxed or file pages) and garbage are never same-origin
-  }
-  if (u.protocol !== "http:" && u.protocol !== "https:") return false;
-  // URL drops a scheme's default port; Host keeps what the client sent, so compare both spellings.
-  const h = host.toLowerCase();
-  return u.host === h || (u.port === "" && `${u.hostname}:${u.protocol === "https:" ? 443 : 80}` === h);
-}
+export { createOriginPolicy, sameOrigin, loopbackHostHeader, type OriginPolicy, type OriginPolicyOptions } from "../http/origin.js";
 
 /**
  * The refusal every web upgrade checks first (pub/sub WebSocket and SSE, invoke-ws): the gateway is shutting down
- * (UNAVAILABLE), or the browser's Origin is neither the gateway's own nor on `--cors-origin` (PERMISSION_DENIED).
- * Undefined to go on.
+ * (UNAVAILABLE); with no API key (a `loopbackOnly` policy) a Host that is not loopback (PERMISSION_DENIED: DNS
+ * rebinding); or the browser's Origin is neither the gateway's own nor on `--cors-origin` (PERMISSION_DENIED).
+ * Undefined to go on. The REST server refuses non-loopback Hosts for every handler on its app as well, web ones
+ * included, when it has no API key (src/http/router.ts), whatever policy a front was given.
  */
 export function webAdmission(closing: boolean, origins: OriginPolicy, origin: string | undefined, host: string | undefined): GatewayError | undefined {
   if (closing) return new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-  if (!origins.allowed(origin, host)) return new GatewayError(Code.PERMISSION_DENIED, `origin ${(origin ?? "").slice(0, 100)} is not allowed (same origin or --cors-origin)`);
-  return undefined;
-}
-
-/** The origin policy over the allow-list. */
-export function createOriginPolicy(origins: readonly string[]): OriginPolicy {
-  const set = new Set(origins.map((o) => o.toLowerCase().replace(/\/$/, "")));
-  const any = set.has("*");
-  return {
-    allowed: (origin, host) => origin === undefined || origin === "" || any || set.has(origin.toLowerCase()) || sameOrigin(origin, host),
-  };
+  return browserRefusal(origins, origin, host);
 }
 
 /**
