@@ -35,7 +35,7 @@ Options (each has an environment variable; the flag wins):
   --shutdown-timeout <ms> bound on graceful shutdown                    GATEWAY_SHUTDOWN_TIMEOUT_MS (default 10000)
   --max-triggers <n>      most triggers at once                         GATEWAY_MAX_TRIGGERS (default 10000)
   --token-secret <s>      secret signing browser tokens (>= 16 chars)   GATEWAY_TOKEN_SECRET (default: random per process)
-  --cors-origin <origin>  browser origin allowed on web pub/sub, repeat GATEWAY_CORS_ORIGINS (comma-separated; default none)
+  --cors-origin <origin>  browser origin allowed (REST and web), repeat GATEWAY_CORS_ORIGINS (comma-separated; default none)
   --pubsub-history-events <n> resume history events per topic          GATEWAY_PUBSUB_HISTORY_EVENTS (default 1000)
   --pubsub-history-age <ms>   resume history age per topic             GATEWAY_PUBSUB_HISTORY_AGE_MS (default 60000)
   --pubsub-event-bytes <n>    nominal event size; web bound = 1024 x n GATEWAY_PUBSUB_EVENT_BYTES (default 1024)

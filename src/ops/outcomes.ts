@@ -17,7 +17,7 @@ export type Front = "grpc" | "rest" | "websocket" | "sse";
 export type Failure =
   /** No x-api-key (or a wrong one). */
   | "unauthenticated"
-  /** A browser Origin the --cors-origin policy does not allow (WebSocket and SSE only). */
+  /** A browser Origin the --cors-origin policy does not allow (per route on the web fronts; REST: EVERY_ROUTE). */
   | "forbidden"
   /** A request body or frame that is not JSON at all (before any field is read). */
   | "malformed"
@@ -83,6 +83,7 @@ export const EVERY_ROUTE = [
   "a request body or message over --max-body-bytes: RESOURCE_EXHAUSTED (HTTP 413; Connect's 429 and gRPC-Web's grpc-status 8 on the browser RPC routes; a WebSocket frame closes the socket with 1009) (rest-router, web-fronts-qa, web-pubsub, ws-oversize, connect-web tests)",
   "a REST reply over 64 KiB while its HTTP thread already holds --max-unread-reply-bytes for clients that have not read theirs: UNAVAILABLE (HTTP 503, retry-after 1) (rest-stalled-replies test)",
   "a REST state query or bulk get reply while --max-unread-reply-bytes of such replies are already being built: UNAVAILABLE (HTTP 503, retry-after 1) (json-items unit test, the REST class of the attack suite)",
+  "a REST request whose browser Origin is neither the gateway's own nor listed in --cors-origin: PERMISSION_DENIED (HTTP 403), before the body is read; with no API key configured, a keyed route or web front reached through a Host that is not loopback: PERMISSION_DENIED (HTTP 403) (rest-origin, rest-origin-browser tests)",
   "the gateway is shutting down: UNAVAILABLE (HTTP 503) (shutdown, health-metrics tests)",
   "an unknown REST path: NOT_FOUND (HTTP 404); a known path with another method: UNIMPLEMENTED (HTTP 405 with Allow) (rest-router test)",
   "the caller's deadline passed: DEADLINE_EXCEEDED; the caller cancelled: CANCELLED (dispatch-resilience, client tests)",
