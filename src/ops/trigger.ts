@@ -57,7 +57,13 @@ export interface TriggerOps {
   delete(name: string, signal?: AbortSignal): Promise<void>;
   /** Every trigger, by name. */
   list(signal?: AbortSignal): Promise<TriggerRecord[]>;
-  /** The job handler: publish the firing's event. Never rejects; a failure is logged and counted. */
+  /**
+   * The job handler: publish the firing's event. A failed publish is logged and counted, then rejects (unless the
+   * event is one the publish refuses as invalid, which no retry can change): the firing was not delivered, and the
+   * runtime treats it as a failed delivery (redis fires the same fire time again after the lease, Dapr's Scheduler
+   * retries per the job's failure policy, the embedded scheduler logs it and goes on). A job without trigger data
+   * never rejects.
+   */
   fire(name: string, data: string): Promise<void>;
 }
 
@@ -111,7 +117,8 @@ export function toJobSpec(input: TriggerInput, now = Date.now()): JobSpec {
     ...(input.ttl ? { ttl: input.ttl } : {}),
     data: JSON.stringify({ targetTopic: input.target_topic } satisfies TriggerData),
   };
-  // Validate here too, so every runtime (not only the embedded one) reports the same field-naming errors.
+  // Validate here too, so every runtime (not only the embedded one) reports the same field-naming errors and refuses
+  // up front whatever Dapr's Scheduler would refuse (src/runtime/schedule: its cron, duration and time rules).
   const plan = planJob(spec, now);
   if (plan instanceof GatewayError) throw plan;
   return spec;
@@ -225,9 +232,10 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
     },
     async fire(name, data) {
       publishes.inc();
-      stats.fired(name, Date.now());
+      const firedAt = Date.now();
       const target = parseData(data);
       if (!target) {
+        stats.fired(name, firedAt);
         failures.inc();
         ctx.logger.error({ trigger: name }, "a job fired without trigger data (no targetTopic); nothing published");
         return;
@@ -243,12 +251,17 @@ export function createTriggerOps(ctx: GatewayContext): TriggerOps {
         await ctx.runtime.pubsub.publish(target.targetTopic, producer ? producer.event : triggerEvent(), deadline.signal);
         producer?.span.end();
         span?.end();
+        // Counted once published: a firing whose event never went out is not one (runtimes that retry it call again).
+        stats.fired(name, firedAt);
       } catch (e) {
         const err = GatewayError.from(e);
         producer?.span.end(err.code, err.rawMessage);
         span?.end(err.code, err.rawMessage);
         failures.inc();
         ctx.logger.error({ trigger: name, topic: target.targetTopic, err }, "trigger firing could not be published; the schedule continues");
+        // A transient or runtime failure (sidecar or Redis down, Redis out of memory, a timeout): report it, so the
+        // runtime does not count the firing as done. An event the publish refuses as invalid would fail every retry.
+        if (err.code !== Code.INVALID_ARGUMENT) throw err;
       } finally {
         deadline.clear();
       }

@@ -3,7 +3,12 @@ import { after, before, describe, it } from "node:test";
 import { Code } from "../../src/shared/code.js";
 import { GatewayError } from "../../src/shared/gateway-error.js";
 import { startTestRedis, type TestRedisServer } from "../support/redis-server.js";
-import { replica, until } from "./support.js";
+import { Redis } from "ioredis";
+import { createMetrics } from "../../src/observe/metrics.js";
+import type { GatewayContext } from "../../src/ops/context.js";
+import { createTriggerOps } from "../../src/ops/trigger.js";
+import type { CloudEvent } from "../../src/shared/cloudevent.js";
+import { captureLogger, replica, sleep, until } from "./support.js";
 
 const code = (e: unknown): Code | undefined => (e instanceof GatewayError ? e.code : undefined);
 
@@ -124,6 +129,164 @@ describe("redis runtime: the scheduler shared by replicas", () => {
       assert.equal(await b.jobs.get("orphan"), undefined, "the one-shot job is done");
     } finally {
       await b.close();
+    }
+  });
+
+  it("a completion that fails once (the connection dropped just after the handler) is retried: the firing happens once", async () => {
+    const lease = { keyPrefix: "retry:", jobLeaseMs: 1000 };
+    const a = await replica(server.url, lease);
+    const b = await replica(server.url, lease);
+    const killer = new Redis(server.url);
+    try {
+      const fired: string[] = [];
+      const handler = (who: string) => async (name: string) => {
+        fired.push(`${who}:${name}`);
+        // Drop every connection (both replicas' too) as the handler returns: the completion's first try fails.
+        if (fired.length === 1) {
+          await killer.client("KILL", "TYPE", "normal", "SKIPME", "yes");
+          await sleep(20);
+        }
+      };
+      a.jobs.setHandler(handler("a"));
+      b.jobs.setHandler(handler("b"));
+      await a.jobs.schedule({ name: "once", dueTime: "100ms", data: "" });
+      await until(() => fired.length >= 1, 5000, "a replica fires");
+      // Three leases: a firing whose completion was lost would be fired again after the first.
+      await sleep(3000);
+      assert.equal(fired.length, 1, `fired once: ${fired.join(", ")}`);
+      assert.equal(await a.jobs.get("once"), undefined, "the one-shot job is done");
+    } finally {
+      killer.disconnect();
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("close() with a firing in flight waits for it and stores its completion: no other replica fires it again", async () => {
+    const lease = { keyPrefix: "close:", jobLeaseMs: 1000 };
+    const a = await replica(server.url, lease);
+    let closing: Promise<void> | undefined;
+    a.jobs.setHandler(async () => {
+      // The gateway shuts down while the firing publishes.
+      closing = a.close();
+      await sleep(200);
+    });
+    await a.jobs.schedule({ name: "graceful", dueTime: "100ms", data: "" });
+    await until(() => closing !== undefined, 5000, "A fires");
+    await closing;
+    const b = await replica(server.url, lease);
+    try {
+      const fired: string[] = [];
+      b.jobs.setHandler(async (name) => void fired.push(name));
+      await sleep(2500);
+      assert.deepEqual(fired, [], "not fired again after the lease");
+      assert.equal(await b.jobs.get("graceful"), undefined, "the one-shot job is done");
+    } finally {
+      await b.close();
+    }
+  });
+
+  it("a trigger whose publish Redis refuses (maxmemory, noeviction) is not counted as fired, and fires once memory is freed", async () => {
+    const rt = await replica(server.url, { keyPrefix: "oom:", jobLeaseMs: 1000 });
+    const admin = new Redis(server.url);
+    try {
+      let attempts = 0;
+      const logger = captureLogger();
+      const ctx = {
+        logger,
+        metrics: createMetrics({ processMetrics: false }),
+        options: { maxTriggers: 100 },
+        runtime: {
+          kind: "redis",
+          jobs: rt.jobs,
+          pubsub: {
+            async publish(topic: string, event: CloudEvent, signal?: AbortSignal) {
+              // Redis runs out of memory just before the first firing's publish.
+              if (attempts++ === 0) {
+                await admin.config("SET", "maxmemory-policy", "noeviction");
+                await admin.config("SET", "maxmemory", "1");
+              }
+              return rt.pubsub.publish(topic, event, signal);
+            },
+          },
+        },
+      } as unknown as GatewayContext;
+      const ops = createTriggerOps(ctx);
+      rt.jobs.setHandler((name, data) => ops.fire(name, data));
+      await ops.schedule({ name: "oneshot", target_topic: "oom-topic", due_time: "100ms" });
+      await until(() => logger.lines.some((l) => l.msg === "trigger firing could not be published; the schedule continues"), 5000, "the refused publish");
+      await sleep(1500);
+      // Read directly: under OOM Redis refuses every command queued in a MULTI, reads too (jobs.get is one).
+      const text = await admin.hget("oom:jobs", "oneshot");
+      assert.ok(text, "the one-shot trigger is still there");
+      const rec = JSON.parse(text) as { timesFired: number };
+      assert.equal(rec.timesFired, 0, "not counted as fired");
+      assert.equal(await admin.exists("oom:stream:oom-topic"), 0, "no event");
+      await admin.config("SET", "maxmemory", "0");
+      await until(async () => (await rt.jobs.get("oneshot")) === undefined, 5000, "the firing retried and completed");
+      assert.equal(await admin.xlen("oom:stream:oom-topic"), 1, "published once");
+      assert.ok(attempts >= 2);
+    } finally {
+      await admin.config("SET", "maxmemory", "0");
+      admin.disconnect();
+      await rt.close();
+    }
+  });
+
+  it("malformed job records (written by something else) are logged once and left out; the good jobs keep firing", async () => {
+    const a = await replica(server.url, { keyPrefix: "bad:" });
+    const raw = new Redis(server.url);
+    try {
+      const bad = { empty: "{}", number: "1", nulljson: "null", nospec: '{"createdAt":1}', badspec: '{"spec":{"name":1},"createdAt":1}', text: "not json" };
+      for (const [name, text] of Object.entries(bad)) {
+        await raw.hset("bad:jobs", name, text);
+        await raw.zadd("bad:jobs:due", 0, name);
+      }
+      const fired: string[] = [];
+      a.jobs.setHandler(async (name) => void fired.push(name));
+      await a.jobs.schedule({ name: "good", schedule: "@every 1s", data: "" });
+      // The malformed records are due at once: claimed and fired (an error there must not end the process).
+      await until(() => fired.filter((n) => n === "good").length >= 2, 10_000, "the good job fires twice");
+      assert.deepEqual([...new Set(fired)], ["good"]);
+      for (const name of ["empty", "number", "nospec", "badspec", "text"]) assert.equal(await raw.hexists("bad:jobs", name), 0, `${name} removed`);
+      // And get / list leave out one that is stored (written again, not due).
+      await raw.hset("bad:jobs", "empty", "{}");
+      assert.deepEqual((await a.jobs.list()).map((j) => j.name), ["good"], "list leaves them out and works");
+      assert.equal(await a.jobs.get("empty"), undefined);
+      await a.jobs.list();
+      for (const name of Object.keys(bad)) {
+        const lines = a.logger.lines.filter((l) => (l.obj as { job?: string }).job === name && l.level === "error").map((l) => l.msg);
+        assert.ok(lines.length >= 1, `${name} logged`);
+        assert.equal(new Set(lines).size, lines.length, `${name}: each message once: ${JSON.stringify(lines)}`);
+      }
+    } finally {
+      raw.disconnect();
+      await a.close();
+    }
+  });
+
+  it("waits by the server's clock: a local clock ahead of Redis does not make the scheduler spin", async () => {
+    const a = await replica(server.url, { keyPrefix: "clock:" });
+    const raw = new Redis(server.url);
+    const realNow = Date.now;
+    try {
+      const fired: number[] = [];
+      a.jobs.setHandler(async () => void fired.push(realNow()));
+      const claims = async (): Promise<number> => {
+        const stats = await raw.info("commandstats");
+        return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0) + Number(/cmdstat_eval:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+      };
+      // This process's clock runs 2 s ahead of the server's: the job is due here 2 s before it is due on the server.
+      Date.now = () => realNow() + 2000;
+      await a.jobs.schedule({ name: "ahead", dueTime: "500ms", data: "" });
+      const before = await claims();
+      await until(() => fired.length === 1, 10_000, "the job fires (by the server's clock)");
+      const calls = (await claims()) - before;
+      assert.ok(calls < 40, `scripts run while waiting: ${calls}`);
+    } finally {
+      Date.now = realNow;
+      raw.disconnect();
+      await a.close();
     }
   });
 });

@@ -9,7 +9,26 @@ import { formatPosition, parsePosition } from "../../src/runtime/redis/index.js"
 import { encodeEvent } from "../../src/runtime/redis/event-codec.js";
 import type { UpstreamSubscription } from "../../src/runtime/pubsub-port.js";
 import { startTestRedis, type TestRedisServer } from "../support/redis-server.js";
-import { event, replica, until } from "./support.js";
+import { captureLogger, event, replica, sleep, startRedisProxy, until } from "./support.js";
+import { createRedisRuntime } from "../../src/runtime/redis/index.js";
+
+/**
+ * EVAL text publishing ARGV[2] copies of the entry ARGV[1] on KEYS = stream, cursor, ordinals, as the publish script
+ * does (an ordinal per entry, ids rising past the cursor), with MAXLEN ~ ARGV[3].
+ */
+const RAW_PUBLISH = `for i = 1, tonumber(ARGV[2]) do
+  local t = redis.call('TIME')
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local last = redis.call('GET', KEYS[2])
+  if last then
+    local lms = tonumber(string.match(last, '^(%d+)-'))
+    if ms <= lms then ms = lms + 1 end
+  end
+  local id = string.format('%.0f-0', ms)
+  local c = redis.call('HINCRBY', KEYS[3], KEYS[1], 1)
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', tonumber(ARGV[3]), id, 'e', ARGV[1], 'c', c)
+  redis.call('SET', KEYS[2], id)
+end`;
 
 interface Got {
   topic: string;
@@ -187,6 +206,29 @@ describe("redis runtime: pub/sub with cluster-wide positions", () => {
     }
   });
 
+  it("history after the data set was lost (a restart without persistence): incomplete from a position before the loss", async () => {
+    const rt = await replica(server.url, { keyPrefix: "wiped:" });
+    const raw = new Redis(server.url);
+    try {
+      for (let i = 0; i < 5; i++) await rt.pubsub.publish("w", event(`w${i}`));
+      const all = await rt.pubsub.positions.history("w", 0, 100);
+      assert.equal(all.complete, true);
+      const since = all.events[1]!.seq;
+      assert.equal((await rt.pubsub.positions.history("w", since, 100)).complete, true);
+      // Every key of the data set gone, as after a restart of a Redis without persistence.
+      await raw.del(...(await raw.keys("wiped:*")));
+      assert.deepEqual(await rt.pubsub.positions.history("w", since, 100), { complete: false, events: [] }, "no stream, no cursor");
+      await rt.pubsub.publish("w", event("w-new"));
+      const recreated = await rt.pubsub.positions.history("w", since, 100);
+      assert.deepEqual(recreated.events.map((h) => h.event.id), ["w-new"]);
+      assert.equal(recreated.complete, false, "a stream made again after the loss");
+      assert.equal((await rt.pubsub.positions.history("w", recreated.events[0]!.seq - 1, 100)).complete, true, "complete from the new data set's start");
+    } finally {
+      raw.disconnect();
+      await rt.close();
+    }
+  });
+
   it("a reader that fell further behind than the stream keeps ends the topic's subscriptions instead of skipping the gap", async () => {
     const small = { streamMaxLen: 100, readBatch: 10 };
     const sub = await replica(server.url, small);
@@ -214,6 +256,93 @@ describe("redis runtime: pub/sub with cluster-wide positions", () => {
       assert.ok(sub.logger.lines.some((l) => l.msg?.startsWith("topic's stream was trimmed past")));
     } finally {
       await sub.close();
+    }
+  });
+
+  it("a topic subscribed before any of its events was handed out: a trim while the reader was stalled is reported, never skipped", async () => {
+    const sub = await replica(server.url, { streamMaxLen: 100, readBatch: 10 });
+    try {
+      const got: string[] = [];
+      const errors: Error[] = [];
+      await sub.pubsub.subscribe("quiet", { onEvent: (e) => got.push(e.id), onError: (e) => errors.push(e) });
+      // 1000 publishes while this process's event loop is blocked: the stream keeps the newest ~100, so the first
+      // events after this reader's position are gone before it reads any event of the topic.
+      const text = encodeEvent(event("burst"));
+      execFileSync("redis-cli", ["-p", String(server.port), "EVAL", RAW_PUBLISH, "3", "gw:stream:quiet", "gw:seq", "gw:topic-ordinals", text, "1000", "100"]);
+      await until(() => errors.length === 1, 10_000, "onError for the trimmed topic");
+      assert.match(errors[0]!.message, /trimmed/);
+      assert.equal(got.length, 0, "nothing after the gap was handed out as if it followed on");
+    } finally {
+      await sub.close();
+    }
+  });
+
+  it("a topic with earlier events, subscribed: the events after the subscription are handed out, no false trim", async () => {
+    const raw = new Redis(server.url);
+    try {
+      const text = encodeEvent(event("earlier"));
+      await raw.eval(RAW_PUBLISH, 3, "gw:stream:busy", "gw:seq", "gw:topic-ordinals", text, 25, 10_000);
+      const earlier = parsePosition((await raw.get("gw:seq"))!)!;
+      await until(() => a.pubsub.positions.current() >= earlier, 5000, "the reader passes the earlier events");
+      const got: string[] = [];
+      const errors: Error[] = [];
+      await a.pubsub.subscribe("busy", { onEvent: (e) => got.push(e.id), onError: (e) => errors.push(e) });
+      for (let i = 0; i < 5; i++) await b.pubsub.publish("busy", event(`later${i}`));
+      await until(() => got.length >= 5, 5000, "the five later events");
+      await sleep(200);
+      assert.deepEqual(got, ["later0", "later1", "later2", "later3", "later4"]);
+      assert.deepEqual(errors, []);
+    } finally {
+      raw.disconnect();
+    }
+  });
+
+  it("a topic unsubscribed while a read of it is in flight keeps no ordinal: a later subscription sees no false trim", async () => {
+    const proxy = await startRedisProxy(server.port);
+    const rt = await replica(proxy.url);
+    const raw = new Redis(server.url);
+    try {
+      const first = await rt.pubsub.subscribe("flip", { onEvent: () => undefined });
+      // The reader wakes on the event and reads it (MULTI); the proxy holds that read's reply while the topic is dropped.
+      const hold = proxy.holdNextMulti();
+      await b.pubsub.publish("flip", event("e1"));
+      await Promise.race([hold.held, sleep(5000).then(() => Promise.reject(new Error("no read went through the proxy")))]);
+      await first.close();
+      hold.release();
+      // Events while nobody on this replica holds the topic.
+      for (let i = 0; i < 3; i++) await b.pubsub.publish("flip", event(`gap${i}`));
+      const last = parsePosition((await raw.get("gw:seq"))!)!;
+      await until(() => rt.pubsub.positions.current() >= last, 5000, "the reader passes them");
+      const got: string[] = [];
+      const errors: Error[] = [];
+      await rt.pubsub.subscribe("flip", { onEvent: (e) => got.push(e.id), onError: (e) => errors.push(e) });
+      await b.pubsub.publish("flip", event("again"));
+      await until(() => got.length === 1 || errors.length > 0, 5000, "the event after the resubscribe");
+      assert.deepEqual(errors, [], "no trim is reported");
+      assert.deepEqual(got, ["again"]);
+    } finally {
+      raw.disconnect();
+      await rt.close();
+      await proxy.close();
+    }
+  });
+
+  it("a subscription made before the reader's first read gets no event published before it", async () => {
+    for (let i = 0; i < 50; i++) await b.pubsub.publish("history-first", event(`old${i}`));
+    const rt = createRedisRuntime({ pubsubName: "pubsub", logger: captureLogger(), redisUrl: server.url, readBatch: 10 });
+    try {
+      const got: string[] = [];
+      // Subscribed before start(): the reader's first read sees the topic.
+      const subscribed = rt.pubsub.subscribe("history-first", { onEvent: (e) => got.push(e.id) });
+      await sleep(300);
+      await rt.start();
+      await subscribed;
+      await b.pubsub.publish("history-first", event("new"));
+      await until(() => got.includes("new"), 5000, "the new event");
+      await sleep(200);
+      assert.deepEqual(got, ["new"]);
+    } finally {
+      await rt.close();
     }
   });
 

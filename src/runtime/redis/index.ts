@@ -67,7 +67,7 @@ export function createRedisRuntime(opts: RedisRuntimeOptions): RedisRuntime {
     async close() {
       if (closed) return;
       closed = true;
-      jobs.close();
+      await jobs.close();
       pubsub.close();
       conn.close();
     },

@@ -4,6 +4,7 @@ import { Code } from "../../shared/code.js";
 import { GatewayError } from "../../shared/gateway-error.js";
 import { echo } from "../../shared/echo.js";
 import { clampTimerMs } from "../../shared/timers.js";
+import { backoffDelay, type BackoffPolicy } from "../../shared/backoff.js";
 import type { JobHandler, JobRecord, JobSpec, JobsPort } from "../jobs-port.js";
 import type { RuntimeLogger } from "../runtime.js";
 import { isSchedulableTime, nextFireTime, planJob, type JobPlan } from "../schedule/index.js";
@@ -23,8 +24,11 @@ export interface RedisJobs extends JobsPort {
   schedule(job: JobSpec, signal?: AbortSignal, options?: ScheduleOptions): Promise<void>;
   count(signal?: AbortSignal): Promise<number>;
   start(): void;
-  /** Stop the timer; a firing in flight is not completed (its claim expires after the lease). */
-  close(): void;
+  /**
+   * Stop the timer and claim nothing more; wait (at most min(lease, 5 s)) for the firings in flight to finish and store
+   * their completion. One still running after that is left to its claim, which expires after the lease.
+   */
+  close(): Promise<void>;
 }
 
 /** The stored record of a job: its spec and what the cluster knows about its firings. */
@@ -37,6 +41,12 @@ interface StoredJob {
 
 /** Jobs claimed per look at the due set. */
 const CLAIM_BATCH = 100;
+/** Retries of a completion that failed (until the lease ends): 50 ms doubling to 1 s, jittered. */
+const COMPLETE_BACKOFF: BackoffPolicy = { initialDelayMs: 50, maxDelayMs: 1000, multiplier: 2, jitter: 0.2 };
+/** Longest wait of close() for the firings in flight, ms (and never longer than the lease). */
+const CLOSE_WAIT_MS = 5000;
+/** Malformed records logged by name, at most (a bound on what foreign writes can make the process remember). */
+const MAX_REPORTED = 1000;
 
 /** Schedule: KEYS = jobs hash, due set, claims hash; ARGV = name, record, first fire time, overwrite (1/0). */
 const SCHEDULE = `
@@ -56,7 +66,8 @@ return 1`;
 /**
  * Claim: KEYS = jobs hash, due set, claims hash; ARGV = lease ms, owner, max. Every job due by the server's clock moves
  * to now + lease and gets a claim `owner|fire time` (a stale claim's fire time is kept: the firing it stood for is the
- * one still owed). Returns name, fire time, claim, record for each.
+ * one still owed). Returns the server's time, the earliest score left ("" when none), then name, fire time, claim,
+ * record for each (so the caller waits by the server's clock, the one that decides what is due).
  */
 const CLAIM = `
 local t = redis.call('TIME')
@@ -81,6 +92,9 @@ for i = 1, #due, 2 do
     table.insert(out, rec)
   end
 end
+local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+table.insert(out, 1, head[2] or '')
+table.insert(out, 1, tostring(now))
 return out`;
 
 /**
@@ -147,20 +161,57 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
   let looking = false;
   let lookAgain = false;
   let downLogged = false;
+  /** Set once close() has waited for the firings in flight: completions stop retrying. */
+  let stopped = false;
   /** Claim renewals of the firings in flight (stopped by close(), which leaves their claims to expire). */
   const renewals = new Set<NodeJS.Timeout>();
+  /** The firings in flight (handler and completion), for close(). */
+  const firings = new Set<Promise<void>>();
+  /** Malformed records already logged: `<what>\0<name>`. */
+  const reported = new Set<string>();
 
+  /**
+   * The record, or undefined when it is not one the scheduler wrote (not JSON, or JSON of another shape: written by
+   * something else). Checked field by field, so a foreign record can never make planJob or the firing throw.
+   */
   const parse = (text: string): StoredJob | undefined => {
+    let v: unknown;
     try {
-      return JSON.parse(text) as StoredJob;
+      v = JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+    const isObject = (o: unknown): o is Record<string, unknown> => typeof o === "object" && o !== null && !Array.isArray(o);
+    const optString = (o: unknown): boolean => o === undefined || typeof o === "string";
+    const optNumber = (o: unknown): boolean => o === undefined || (typeof o === "number" && Number.isFinite(o));
+    if (!isObject(v) || !isObject(v["spec"])) return undefined;
+    const spec = v["spec"];
+    if (typeof spec["name"] !== "string" || typeof spec["data"] !== "string") return undefined;
+    if (!optString(spec["schedule"]) || !optString(spec["dueTime"]) || !optString(spec["ttl"]) || !optNumber(spec["repeats"])) return undefined;
+    if (typeof v["createdAt"] !== "number" || !Number.isFinite(v["createdAt"]) || !optNumber(v["timesFired"]) || !optNumber(v["lastFiredAt"])) return undefined;
+    return v as unknown as StoredJob;
+  };
+  const planOf = (rec: StoredJob): JobPlan | undefined => {
+    try {
+      const plan = planJob(rec.spec, rec.createdAt);
+      return plan instanceof GatewayError ? undefined : plan;
     } catch {
       return undefined;
     }
   };
-  const planOf = (rec: StoredJob): JobPlan | undefined => {
-    const plan = planJob(rec.spec, rec.createdAt);
-    return plan instanceof GatewayError ? undefined : plan;
+  /** Log a record that cannot be read, once per name and message. */
+  const malformed = (name: string, what: string): void => {
+    const key = `${what}\0${name}`;
+    if (reported.has(key)) return;
+    if (reported.size >= MAX_REPORTED) reported.clear();
+    reported.add(key);
+    logger.error({ job: name }, what);
   };
+  const pause = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      t.unref?.();
+    });
 
   const arm = (ms: number): void => {
     if (closed || !started) return;
@@ -174,8 +225,31 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
     timer.unref?.();
   };
 
-  /** Fire one claimed job, then store the outcome under the claim. */
-  const fire = async (name: string, at: number, claim: string, text: string): Promise<void> => {
+  /**
+   * Store a firing's outcome under its claim. Retried while the lease lasts: a completion that failed once (the
+   * connection dropped just after the publish) would otherwise leave the claim to expire and the same fire time to be
+   * fired again. Safe to repeat: the script stores only while the claim is still this one (a second run finds it gone).
+   */
+  const complete = async (name: string, claim: string, record: string, next: string, leaseEnd: () => number): Promise<void> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await conn.run(() => client.gwJobComplete(jobsKey, dueKey, claimsKey, name, claim, record, next));
+        return;
+      } catch (e) {
+        const wait = backoffDelay(COMPLETE_BACKOFF, attempt);
+        if (stopped || Date.now() + wait >= leaseEnd()) {
+          // The claim stays: after the lease another replica (or this one) fires the job again.
+          logger.warn({ job: name, err: conn.translate(e).rawMessage }, "job fired but its completion could not be stored; it fires again after the lease");
+          return;
+        }
+        await pause(wait);
+      }
+    }
+  };
+
+  /** Fire one claimed job (claimed at `claimedAt`, local clock), then store the outcome under the claim. */
+  const fire = async (name: string, at: number, claim: string, text: string, claimedAt: number): Promise<void> => {
+    let leaseEnd = claimedAt + leaseMs;
     const rec = parse(text);
     const plan = rec && planOf(rec);
     let next: number | undefined;
@@ -196,26 +270,30 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
         // While the handler runs, the claim is renewed every third of the lease: only a claimer that died (or lost
         // Redis for a whole lease) lets another replica fire the job again.
         const renew = setInterval(() => {
-          conn.run(() => client.gwJobRenew(jobsKey, dueKey, claimsKey, name, claim, leaseMs)).catch(() => undefined);
+          const sent = Date.now();
+          conn
+            .run(() => client.gwJobRenew(jobsKey, dueKey, claimsKey, name, claim, leaseMs))
+            .then((ok) => {
+              if (ok === 1) leaseEnd = Math.max(leaseEnd, sent + leaseMs);
+            })
+            .catch(() => undefined);
         }, Math.max(1, Math.floor(leaseMs / 3)));
         renewals.add(renew);
         try {
           await handler(name, rec.spec.data);
         } catch (e) {
-          logger.warn({ job: name, err: e }, "job handler failed; the schedule continues");
+          // Not delivered (the handler's publish failed): not completed either, so the firing is not counted and a
+          // one-shot job is not removed; the claim expires after the lease and the same fire time is fired again.
+          logger.warn({ job: name, err: e }, "job handler failed; the firing is tried again after the lease");
+          return;
         } finally {
           clearInterval(renew);
           renewals.delete(renew);
         }
       }
-    } else logger.error({ job: name }, "stored job record cannot be read; job removed");
-    if (closed) return;
-    try {
-      await conn.run(() => client.gwJobComplete(jobsKey, dueKey, claimsKey, name, claim, rec ? JSON.stringify(rec) : "", next === undefined ? "" : String(next)));
-    } catch (e) {
-      // The claim stays: after the lease another replica (or this one) fires the job again.
-      logger.warn({ job: name, err: conn.translate(e).rawMessage }, "job fired but its completion could not be stored; it fires again after the lease");
-    }
+    } else malformed(name, "stored job record cannot be read (not a record the scheduler wrote, or an invalid spec); job removed");
+    if (stopped) return;
+    await complete(name, claim, rec && plan ? JSON.stringify(rec) : "", next === undefined ? "" : String(next), () => leaseEnd);
   };
 
   /** Claim and fire what is due, then arm the timer for the earliest score. */
@@ -226,13 +304,25 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
     try {
       await settled(client, conn.commandTimeoutMs);
       if (closed) return;
-      const claimed = await conn.run(() => client.gwJobClaim(jobsKey, dueKey, claimsKey, leaseMs, owner, CLAIM_BATCH));
-      for (let i = 0; i + 3 < claimed.length; i += 4) void fire(claimed[i]!, Number(claimed[i + 1]), claimed[i + 2]!, claimed[i + 3]!);
-      if (claimed.length / 4 >= CLAIM_BATCH) again = 0;
-      else {
-        const head = await conn.run((c) => c.zrange(dueKey, 0, 0, "WITHSCORES"));
-        if (head.length === 2) again = Math.max(0, Number(head[1]) - Date.now());
+      const claimedAt = Date.now();
+      const [serverNow, head, ...claimed] = await conn.run(() => client.gwJobClaim(jobsKey, dueKey, claimsKey, leaseMs, owner, CLAIM_BATCH));
+      for (let i = 0; i + 3 < claimed.length; i += 4) {
+        const name = claimed[i]!;
+        // Registered before the handler runs (it may close the runtime in the same tick).
+        let settle!: () => void;
+        const firing = new Promise<void>((resolve) => (settle = resolve));
+        firings.add(firing);
+        fire(name, Number(claimed[i + 1]), claimed[i + 2]!, claimed[i + 3]!, claimedAt)
+          .catch((err: unknown) => logger.error({ job: name, err }, "job firing failed unexpectedly; its claim expires after the lease"))
+          .finally(() => {
+            firings.delete(firing);
+            settle();
+          });
       }
+      if (claimed.length / 4 >= CLAIM_BATCH) again = 0;
+      // By the server's clock, which decides what is due: a local clock ahead of it would otherwise look again at once,
+      // claim nothing, and spin until the server's clock caught up.
+      else if (head) again = Math.max(1, Number(head) - Number(serverNow));
       if (downLogged) logger.info({ redis: conn.address }, "redis reachable again; scheduler resumed");
       downLogged = false;
     } catch (e) {
@@ -247,9 +337,12 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
   }
 
   /** The port's record of a stored job, from its record text, due score and claim (undefined when unreadable). */
-  const jobOf = (text: string, score: string | null | undefined, claim: string | null | undefined): JobRecord | undefined => {
+  const jobOf = (name: string, text: string, score: string | null | undefined, claim: string | null | undefined): JobRecord | undefined => {
     const rec = parse(text);
-    if (!rec) return undefined;
+    if (!rec) {
+      malformed(name, "stored job record cannot be read (not a record the scheduler wrote); left out of get and list");
+      return undefined;
+    }
     const plan = planOf(rec);
     // While a firing is claimed the score is the lease's end; the job's own next time is the claimed one.
     const claimedAt = claim ? Number(claim.slice(claim.lastIndexOf("|") + 1)) : undefined;
@@ -287,7 +380,7 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
         const res = (await c.multi().hget(jobsKey, name).zscore(dueKey, name).hget(claimsKey, name).exec()) ?? [];
         for (const [err] of res) if (err) throw err;
         const [text, score, claim] = res.map(([, v]) => v as string | null);
-        return text ? jobOf(text, score, claim) : undefined;
+        return text ? jobOf(name, text, score, claim) : undefined;
       }, signal),
     async delete(name, signal) {
       const n = await conn.run(() => client.gwJobDelete(jobsKey, dueKey, claimsKey, name), signal);
@@ -305,7 +398,7 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
         for (let i = 0; i + 1 < dueFlat.length; i += 2) scores.set(dueFlat[i]!, dueFlat[i + 1]!);
         const out: JobRecord[] = [];
         for (const [name, text] of Object.entries(all)) {
-          const r = jobOf(text, scores.get(name), claims[name]);
+          const r = jobOf(name, text, scores.get(name), claims[name]);
           if (r) out.push(r);
         }
         return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -316,10 +409,17 @@ export function createRedisJobs(conn: RedisConnection, logger: RuntimeLogger, op
       started = true;
       arm(0);
     },
-    close() {
+    async close() {
+      if (closed) return;
       closed = true;
       clearTimeout(timer);
       timer = undefined;
+      if (firings.size > 0) {
+        let t: NodeJS.Timeout | undefined;
+        await Promise.race([Promise.allSettled([...firings]), new Promise<void>((resolve) => (t = setTimeout(resolve, Math.min(leaseMs, CLOSE_WAIT_MS))))]);
+        clearTimeout(t);
+      }
+      stopped = true;
       for (const r of renewals) clearInterval(r);
       renewals.clear();
     },

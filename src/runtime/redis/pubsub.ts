@@ -5,7 +5,7 @@ import { GatewayError } from "../../shared/gateway-error.js";
 import { backoffDelay, type BackoffPolicy } from "../../shared/backoff.js";
 import type { HeldEvent, PubsubPort, StreamPositions, UpstreamHandlers, UpstreamSubscription } from "../pubsub-port.js";
 import type { RuntimeLogger } from "../runtime.js";
-import { settled, type RedisConnection } from "./connection.js";
+import { settled, whileConnected, type RedisConnection } from "./connection.js";
 import { decodeEvent, encodeEvent } from "./event-codec.js";
 import { seqOfStreamId, STREAM_ID_SPAN, streamIdOf } from "../../shared/stream-id.js";
 
@@ -37,17 +37,20 @@ const BLOCK_MS = 1000;
 const READER_BACKOFF: BackoffPolicy = { initialDelayMs: 50, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
 
 /**
- * Publish: KEYS = the topic's stream, the global cursor, the per-topic ordinals; ARGV = MAXLEN, entry text. The entry
- * gets `e` (the event) and `c` (its ordinal in the topic: 1, 2, ..., so a reader can tell events were trimmed before it
- * read them). The id is the server's time in ms
- * unless the last id given out (on any topic) is at or past it; then the next sequence number of that millisecond,
- * moving to the next millisecond past SEQ_PER_MS - 1. So ids rise strictly across every stream even when the clock
- * steps back. Without a cursor (a fresh server, or the key was removed) the stream's own last id is the floor.
+ * Publish: KEYS = the topic's stream, the global cursor, the per-topic ordinals, the write journal, the history floor;
+ * ARGV = MAXLEN, entry text, the write's journal number, the journal's ttl (see WriteJournal in ./connection.ts). The
+ * entry gets `e` (the event) and `c` (its ordinal in the topic: 1, 2, ..., so a reader can tell events were trimmed
+ * before it read them). The id is the server's time in ms unless the last id given out (on any topic) is at or past
+ * it; then the next sequence number of that millisecond, moving to the next millisecond past SEQ_PER_MS - 1. So ids
+ * rise strictly across every stream even when the clock steps back. Without a cursor (a fresh server, or the key was removed) the stream's own last id is the floor, and the
+ * first publish records its id as the history floor (`<prefix>history-floor`): events before it may have been lost
+ * with the data set (a Redis restart without persistence), so history from before it is never complete.
  */
 const PUBLISH = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local last = redis.call('GET', KEYS[2])
+local fresh = not last
 if not last then
   local tail = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
   if tail[1] then last = tail[1][1] end
@@ -70,10 +73,12 @@ local id = string.format('%.0f-%d', ms, n)
 local c = redis.call('HINCRBY', KEYS[3], KEYS[1], 1)
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], id, 'e', ARGV[2], 'c', c)
 redis.call('SET', KEYS[2], id)
+redis.call('SET', KEYS[4], ARGV[3] .. ' ' .. id, 'PX', ARGV[4])
+if fresh then redis.call('SET', KEYS[5], id, 'NX') end
 return id`;
 
 interface PubsubScripts {
-  gwPublish(stream: string, seq: string, ordinals: string, maxLen: number, entry: string): Promise<string>;
+  gwPublish(stream: string, seq: string, ordinals: string, journal: string, floor: string, maxLen: number, entry: string, n: number, journalTtlMs: number): Promise<string>;
 }
 
 /** Stream entries as XREAD/XRANGE answer them. */
@@ -102,19 +107,23 @@ interface Sub {
  */
 export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, opts: RedisPubsubOptions = {}): RedisPubsub {
   const client = conn.client as Redis & PubsubScripts;
-  client.defineCommand("gwPublish", { numberOfKeys: 3, lua: PUBLISH });
+  client.defineCommand("gwPublish", { numberOfKeys: 5, lua: PUBLISH });
   const maxLen = opts.streamMaxLen ?? 10_000;
   const batch = opts.readBatch ?? 500;
   const outageMs = opts.outageMs ?? 30_000;
   const backoff = opts.backoff ?? READER_BACKOFF;
   const seqKey = `${conn.prefix}seq`;
   const ordinalsKey = `${conn.prefix}topic-ordinals`;
+  const floorKey = `${conn.prefix}history-floor`;
   const streamKey = (topic: string): string => `${conn.prefix}stream:${topic}`;
   // The blocking read may wait BLOCK_MS before the command deadline starts to matter.
   const blocking = conn.duplicate(BLOCK_MS + conn.commandTimeoutMs);
 
   const subs = new Map<string, Set<Sub>>();
-  /** Per subscribed topic: the ordinal of the last entry handed out (see dispatch). */
+  /**
+   * Per subscribed topic: the ordinal of its last entry at or before P (see dispatch): read when the topic joins (the
+   * snapshot that first reads it), then the last one handed out.
+   */
   const ordinals = new Map<string, number>();
   let position = 0;
   let initialized = false;
@@ -179,6 +188,9 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
     const merged: { seq: number; topic: string; text: string }[] = [];
     for (const [key, entries] of replies ?? []) {
       const topic = key.slice(conn.prefix.length + "stream:".length);
+      // Unsubscribed while the snapshot was read: nothing to hand out, and no ordinal to keep (a stale one would make
+      // a later subscription of the topic see a trim that never happened).
+      if (!subs.has(topic)) continue;
       const held: { seq: number; topic: string; text: string }[] = [];
       let first: number | undefined;
       let last: number | undefined;
@@ -225,16 +237,43 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
     }
   };
 
+  /**
+   * Record the ordinal at P of topics read for the first time, so a trim before their first event is handed out is
+   * seen like any other. A topic with entries after P: the one before its first entry (the read starts there). A topic
+   * without: its counter as the same MULTI read it, which counts every entry up to the cursor read with it, and all of
+   * them are at or before P. A topic unsubscribed meanwhile keeps nothing.
+   */
+  const joined = (joining: string[], counters: (string | null)[], replies: XreadReply): void => {
+    const firstOrdinal = new Map<string, number>();
+    for (const [key, entries] of replies ?? []) {
+      const fields = entries[0]?.[1];
+      const c = fields ? fields.indexOf("c") : -1;
+      if (fields && c >= 0) firstOrdinal.set(key, Number(fields[c + 1]) - 1);
+    }
+    joining.forEach((topic, i) => {
+      if (!subs.has(topic)) return;
+      const key = streamKey(topic);
+      const base = firstOrdinal.has(key) ? firstOrdinal.get(key)! : Number(counters[i] ?? 0);
+      if (Number.isSafeInteger(base) && base >= 0) ordinals.set(topic, base);
+    });
+  };
+
   /** One atomic read of every subscribed topic after P plus the cursor; hands out entries up to the cut. */
   const snapshot = async (): Promise<void> => {
-    const topics = [...subs.keys()];
+    // The first snapshot reads no topic: it only places P at the cursor (reading from 0 would replay old events).
+    const topics = initialized ? [...subs.keys()] : [];
+    // Topics joining (no ordinal yet): their ordinal counters, read in the same MULTI as their entries and the cursor.
+    const joining = topics.filter((t) => !ordinals.has(t));
     const m = client.multi();
     if (topics.length > 0) m.xread("COUNT", batch, "STREAMS", ...topics.map(streamKey), ...topics.map(() => formatPosition(position)));
+    if (joining.length > 0) m.hmget(ordinalsKey, ...joining.map(streamKey));
     m.get(seqKey);
-    const res = (await m.exec()) ?? [];
+    const res = (await whileConnected(client, m.exec())) ?? [];
     for (const [err] of res) if (err) throw err;
     const replies = (topics.length > 0 ? res[0]![1] : null) as XreadReply;
+    const counters = (joining.length > 0 ? res[topics.length > 0 ? 1 : 0]![1] : []) as (string | null)[];
     const seqText = res[res.length - 1]![1] as string | null;
+    if (joining.length > 0) joined(joining, counters, replies);
     let cut = seqText === null ? 0 : (parsePosition(seqText) ?? 0);
     for (const [, entries] of replies ?? []) {
       if (entries.length < batch) continue;
@@ -315,7 +354,7 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
           if (!wakeRequested && !behind) {
             blockedNow = true;
             try {
-              await blocking.xread("COUNT", 1, "BLOCK", BLOCK_MS, "STREAMS", ...topics.map(streamKey), ...topics.map(() => formatPosition(position)));
+              await whileConnected(blocking, blocking.xread("COUNT", 1, "BLOCK", BLOCK_MS, "STREAMS", ...topics.map(streamKey), ...topics.map(() => formatPosition(position))));
             } finally {
               blockedNow = false;
             }
@@ -346,13 +385,21 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
           .multi()
           .xrange(key, `(${formatPosition(Math.max(0, since))}`, "+", "COUNT", Math.max(0, limit) + 1)
           .xinfo("STREAM", key)
-          .exec()) ?? [[null, []], [null, null]];
+          .get(seqKey)
+          .get(floorKey)
+          .exec()) ?? [[null, []], [null, null], [null, null], [null, null]];
         const [rangeErr, range] = res[0]!;
         if (rangeErr) throw rangeErr;
         const [infoErr, info] = res[1]!;
-        // No stream: nothing was ever published on the topic.
+        for (const [err] of res.slice(2)) if (err) throw err;
+        // The data set lost what came after `since` (a Redis restart without persistence, or the keys removed): no
+        // cursor although `since` is a position one gave out, or `since` before the first event of the data set.
+        // Position 0 (before anything: what an empty data set gives out) is before every data set.
+        const floor = res[3]![1] === null ? undefined : parsePosition(res[3]![1] as string);
+        const lost = since > 0 && (res[2]![1] === null || (floor !== undefined && since < floor - 1));
+        // No stream: nothing was published on the topic (in this data set).
         if (infoErr) {
-          if (/no such key/i.test(infoErr.message)) return { complete: true, events: [] };
+          if (/no such key/i.test(infoErr.message)) return { complete: !lost, events: [] };
           throw infoErr;
         }
         const fields = info as unknown[];
@@ -372,7 +419,7 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
             // Not an entry the gateway wrote (dispatch skips and logs it the same way).
           }
         }
-        const complete = (neverTrimmed || (firstSeq !== undefined && firstSeq <= since)) && entries.length <= limit;
+        const complete = !lost && (neverTrimmed || (firstSeq !== undefined && firstSeq <= since)) && entries.length <= limit;
         return { complete, events };
       }, signal),
   };
@@ -381,7 +428,12 @@ export function createRedisPubsub(conn: RedisConnection, logger: RuntimeLogger, 
     positions,
     async publish(topic, event, signal) {
       const text = encodeEvent(event);
-      await conn.run(() => client.gwPublish(streamKey(topic), seqKey, ordinalsKey, maxLen, text), signal);
+      // A publish whose reply was lost is reported as what it did (the journal says whether it ran), never replayed.
+      await conn.runWrite(
+        (c, j) => (c as Redis & PubsubScripts).gwPublish(streamKey(topic), seqKey, ordinalsKey, j.key, floorKey, maxLen, text, j.n, j.ttlMs),
+        () => "",
+        signal,
+      );
     },
     async subscribe(topic, handlers, signal): Promise<UpstreamSubscription> {
       if (closed) throw new GatewayError(Code.UNAVAILABLE, "the redis runtime is closed");

@@ -12,9 +12,11 @@ export const DEFAULT_QUERY_MAX_KEYS = 10_000;
 const SCAN_BATCH = 500;
 
 /**
- * Save: KEYS = item hash, the store's key index, the etag counter; ARGV = value, etag ("" = none), key.
- * Returns {etag} or {-1} (etag given, key not stored) or {-2, stored etag}. The etag is a number from one counter for
- * the whole state, so a key deleted and written again never gets back an etag it had before.
+ * Save: KEYS = item hash, the store's key index, the etag counter, the write journal; ARGV = value, etag ("" = none),
+ * key, journal number, journal ttl. Returns {etag} or {-1} (etag given, key not stored) or {-2, stored etag}. The etag
+ * is a number from one counter for the whole state, so a key deleted and written again never gets back an etag it
+ * had before. A stored write records `<n> <etag>` in the journal (see WriteJournal in ./connection.ts); a mismatch
+ * writes nothing.
  */
 const SAVE = `
 local v = redis.call('HGET', KEYS[1], 'version')
@@ -25,9 +27,13 @@ end
 local nv = redis.call('INCR', KEYS[3])
 redis.call('HSET', KEYS[1], 'data', ARGV[1], 'version', nv)
 redis.call('SADD', KEYS[2], ARGV[3])
+redis.call('SET', KEYS[4], ARGV[4] .. ' ' .. nv, 'PX', ARGV[5])
 return {nv}`;
 
-/** Delete: KEYS = item hash, key index; ARGV = etag ("" = none), key. Returns {0}, {-1} or {-2, stored etag}. */
+/**
+ * Delete: KEYS = item hash, key index, the write journal; ARGV = etag ("" = none), key, journal number, journal ttl.
+ * Returns {0}, {-1} or {-2, stored etag}; a delete that ran records `<n> 0` in the journal.
+ */
 const DELETE = `
 if ARGV[1] ~= '' then
   local v = redis.call('HGET', KEYS[1], 'version')
@@ -36,12 +42,13 @@ if ARGV[1] ~= '' then
 end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[3], ARGV[3] .. ' 0', 'PX', ARGV[4])
 return {0}`;
 
 type ScriptReply = [number, string?];
 interface StateScripts {
-  gwStateSave(item: string, index: string, counter: string, value: string, etag: string, key: string): Promise<ScriptReply>;
-  gwStateDelete(item: string, index: string, etag: string, key: string): Promise<ScriptReply>;
+  gwStateSave(item: string, index: string, counter: string, journal: string, value: string, etag: string, key: string, n: number, journalTtlMs: number): Promise<ScriptReply>;
+  gwStateDelete(item: string, index: string, journal: string, etag: string, key: string, n: number, journalTtlMs: number): Promise<ScriptReply>;
 }
 
 function mismatch(key: string, etag: string, reply: ScriptReply): GatewayError {
@@ -61,13 +68,22 @@ function mismatch(key: string, etag: string, reply: ScriptReply): GatewayError {
  */
 export function createRedisState(conn: RedisConnection, queryMaxKeys = DEFAULT_QUERY_MAX_KEYS): StatePort {
   const client = conn.client as Redis & StateScripts;
-  client.defineCommand("gwStateSave", { numberOfKeys: 3, lua: SAVE });
-  client.defineCommand("gwStateDelete", { numberOfKeys: 2, lua: DELETE });
+  client.defineCommand("gwStateSave", { numberOfKeys: 4, lua: SAVE });
+  client.defineCommand("gwStateDelete", { numberOfKeys: 3, lua: DELETE });
   // The store name is URI-encoded (a plain name stays as it is), so it holds no `:` and the first one after it ends
   // it: stores `a:b` and `a` can never share a key.
   const itemKey = (store: string, key: string): string => `${conn.prefix}state:${encodeURIComponent(store)}:${key}`;
   const indexKey = (store: string): string => `${conn.prefix}statekeys:${encodeURIComponent(store)}`;
   const counterKey = `${conn.prefix}state-etag`;
+  /**
+   * The reply of a write with an etag was lost and a later write on the same connection ran too: the journal holds the
+   * later one's reply, so whether this one was applied or refused (etag mismatch) is not known.
+   */
+  const lostReply = (op: string, key: string, etag: string): GatewayError =>
+    new GatewayError(
+      Code.UNAVAILABLE,
+      `redis at ${conn.address} is unreachable: the connection dropped before the reply of the ${op} of key ${echo(key)}${etag ? " (with an etag)" : ""}; it ran, but whether it was applied is not known: read the key`,
+    );
 
   /** HMGET data+version of every key in one pipeline; missing keys are left out, order kept. */
   const readMany = async (c: Redis, store: string, keys: readonly string[]): Promise<StoredItem[]> => {
@@ -93,13 +109,35 @@ export function createRedisState(conn: RedisConnection, queryMaxKeys = DEFAULT_Q
     getBulk: (store, keys, signal) => conn.run((c) => readMany(c, store, keys), signal),
     async save(store, key, value, opts = {}) {
       const etag = opts.etag ?? "";
-      const reply = await conn.run(() => client.gwStateSave(itemKey(store, key), indexKey(store), counterKey, value, etag, key), opts.signal);
+      // A save whose reply was lost is reported as what it did (./connection.ts runWrite), never replayed.
+      const reply = await conn.runWrite(
+        (c, j) => (c as Redis & StateScripts).gwStateSave(itemKey(store, key), indexKey(store), counterKey, j.key, value, etag, key, j.n, j.ttlMs),
+        ({ reply: recorded }): ScriptReply => {
+          if (recorded !== undefined) return [Number(recorded)];
+          if (etag === "") {
+            throw new GatewayError(
+              Code.UNAVAILABLE,
+              `redis at ${conn.address} is unreachable: the connection dropped before the reply of the save of key ${echo(key)}; the save was applied, but its new etag was lost: read the key`,
+            );
+          }
+          throw lostReply("save", key, etag);
+        },
+        opts.signal,
+      );
       if (reply[0] < 0) throw mismatch(key, etag, reply);
       return String(reply[0]);
     },
     async delete(store, key, opts = {}) {
       const etag = opts.etag ?? "";
-      const reply = await conn.run(() => client.gwStateDelete(itemKey(store, key), indexKey(store), etag, key), opts.signal);
+      const reply = await conn.runWrite(
+        (c, j) => (c as Redis & StateScripts).gwStateDelete(itemKey(store, key), indexKey(store), j.key, etag, key, j.n, j.ttlMs),
+        ({ reply: recorded }): ScriptReply => {
+          // Without an etag the script always deletes; with one, a later write on the connection hides which it did.
+          if (recorded !== undefined || etag === "") return [0];
+          throw lostReply("delete", key, etag);
+        },
+        opts.signal,
+      );
       if (reply[0] < 0) throw mismatch(key, etag, reply);
     },
     deleteBulk: (store, keys, signal) =>
