@@ -31,15 +31,7 @@ export interface MethodInfo {
 
 export type { FieldSchema, MethodSchema } from "../shared/method-schema.js";
 
-/** A registered service as the gateway's configuration lists it (the REST form). */
-export interface ConfigService {
-  name: string;
-  /** Absent for non-dialable entries. */
-  grpc?: { host: string; port: number };
-  pubsub?: { pubsubName: string };
-  state?: { storeName: string; keys: string[] };
-  jobs?: { crons: Array<{ name: string; schedule: string; targetTopic: string }> };
-}
+export type { ConfigService } from "../shared/config-service.js";
 
 /** Selects a state change notification's tier: both fields set is Tier 1 (published verbatim to `topic`). */
 export interface ChangeNotificationInput {

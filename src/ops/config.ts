@@ -2,32 +2,20 @@ import { Code } from "../shared/code.js";
 import { GatewayError } from "../shared/gateway-error.js";
 import type { ServiceConfig, ServiceRegistry } from "../config/services.js";
 import { echo } from "../shared/echo.js";
-
-/**
- * A ConfigService as the spec shows it, in the config's own (camelCase) shape: the REST form. Only the spec's fields:
- * how the gateway dials a backend (`channels`, the TLS files), the query index and the transcoding rules are its own
- * configuration, not the service's description, and the TLS entries name key files.
- */
-export interface ConfigServiceView {
-  name: string;
-  grpc?: { host: string; port: number };
-  pubsub?: { pubsubName: string };
-  state?: { storeName: string; keys: string[] };
-  jobs?: { crons: Array<{ name: string; schedule: string; targetTopic: string }> };
-}
+import type { ConfigService } from "../shared/config-service.js";
 
 /** Config listing operations (README "REST API" and "gRPC API"). */
 export interface ConfigOps {
   /** Every registered entry, non-dialable ones included. */
-  list(): readonly ConfigServiceView[];
+  list(): readonly ConfigService[];
   /** One entry, or undefined when not registered. */
-  get(name: string): ConfigServiceView | undefined;
+  get(name: string): ConfigService | undefined;
   /** One entry; NOT_FOUND naming it when not registered. */
-  require(name: string): ConfigServiceView;
+  require(name: string): ConfigService;
 }
 
-function view(s: ServiceConfig): ConfigServiceView {
-  const v: ConfigServiceView = { name: s.name };
+function view(s: ServiceConfig): ConfigService {
+  const v: ConfigService = { name: s.name };
   if (s.grpc) v.grpc = { host: s.grpc.host, port: s.grpc.port };
   if (s.pubsub) v.pubsub = { pubsubName: s.pubsub.pubsubName };
   if (s.state) v.state = { storeName: s.state.storeName, keys: [...s.state.keys] };
@@ -52,7 +40,7 @@ export function createConfigOps(services: ServiceRegistry): ConfigOps {
 }
 
 /** The proto (snake_case) form of a ConfigService. */
-export function toProtoConfigService(s: ConfigServiceView): Record<string, unknown> {
+export function toProtoConfigService(s: ConfigService): Record<string, unknown> {
   return {
     name: s.name,
     grpc: s.grpc ? { host: s.grpc.host, port: s.grpc.port } : null,
