@@ -57,5 +57,12 @@ export function toClientError(e: unknown): GatewayError {
   return GatewayError.from(e, Code.UNKNOWN);
 }
 
+/**
+ * Codes that end a subscription (gRPC `subscribe()` and `subscribeWeb()` alike) instead of reconnecting: retrying
+ * cannot fix them (bad key, no permission, a gateway without the service, a request the gateway rejects). Every other
+ * code (UNAVAILABLE, RESOURCE_EXHAUSTED, ...) reconnects with backoff until `reconnect.maxAttempts`.
+ */
+export const FATAL_SUBSCRIBE_CODES: ReadonlySet<Code> = new Set([Code.UNAUTHENTICATED, Code.PERMISSION_DENIED, Code.UNIMPLEMENTED, Code.INVALID_ARGUMENT]);
+
 /** A client-side argument check failed: INVALID_ARGUMENT naming the field, raised before anything is sent. */
 export { invalidArgument } from "../shared/gateway-error.js";

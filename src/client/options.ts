@@ -31,7 +31,18 @@ export interface GatewayClientOptions {
   reconnect?: ReconnectOptions;
   /** Deadline for unary calls, ms; 0 means none. Default 0 (request() has its own timeout). */
   callTimeoutMs?: number;
-  /** Extra grpc-js channel options, merged over the library's. Default {}. */
+  /**
+   * While calls are open (a subscription, a stream), PING the gateway after this long without a PING, ms
+   * (`grpc.keepalive_time_ms`), so a connection that died without a FIN or RST (a half-open connection) is noticed.
+   * Default 30000; the gateway's gRPC server accepts PINGs far more often (docs/client.md "Liveness").
+   */
+  keepaliveTimeMs?: number;
+  /**
+   * How long a keepalive PING waits for its ACK before the connection is closed, ms (`grpc.keepalive_timeout_ms`):
+   * its calls fail UNAVAILABLE and subscriptions reconnect. Default 20000.
+   */
+  keepaliveTimeoutMs?: number;
+  /** Extra grpc-js channel options, merged over the library's (keepalive included). Default {}. */
   channelOptions?: ChannelOptions;
 }
 
@@ -45,13 +56,25 @@ export interface ResolvedClientOptions {
   readonly tls: boolean | ChannelCredentials;
   readonly reconnect: ResolvedReconnectOptions;
   readonly callTimeoutMs: number;
+  readonly keepaliveTimeMs: number;
+  readonly keepaliveTimeoutMs: number;
   readonly channelOptions: ChannelOptions;
 }
+
+/** Default keepalive PING period of the gRPC channel while calls are open, ms. */
+export const DEFAULT_KEEPALIVE_TIME_MS = 30_000;
+/** Default wait for a keepalive PING's ACK, ms. */
+export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 20_000;
 
 function num(field: string, v: unknown, dflt: number, ok: (n: number) => boolean, rule: string): number {
   if (v === undefined) return dflt;
   if (typeof v !== "number" || Number.isNaN(v) || !ok(v)) throw invalidArgument(field, `${rule} (got ${JSON.stringify(v)})`);
   return v;
+}
+
+/** A timeout option: a finite number of ms > 0 (`dflt` when absent); anything else throws INVALID_ARGUMENT naming it. */
+export function timeoutMsOption(field: string, v: unknown, dflt: number): number {
+  return num(field, v, dflt, (n) => n > 0 && Number.isFinite(n), "must be a finite number > 0");
 }
 
 /** Fill the reconnect defaults and check each field; a bad field throws INVALID_ARGUMENT naming it. */
@@ -74,12 +97,16 @@ export function resolveClientOptions(o: GatewayClientOptions): ResolvedClientOpt
     throw invalidArgument("tls", "must be a boolean or grpc ChannelCredentials");
   }
   const callTimeoutMs = num("callTimeoutMs", o.callTimeoutMs, 0, (n) => n >= 0 && Number.isFinite(n), "must be a finite number >= 0");
+  const keepaliveTimeMs = timeoutMsOption("keepaliveTimeMs", o.keepaliveTimeMs, DEFAULT_KEEPALIVE_TIME_MS);
+  const keepaliveTimeoutMs = timeoutMsOption("keepaliveTimeoutMs", o.keepaliveTimeoutMs, DEFAULT_KEEPALIVE_TIMEOUT_MS);
   return Object.freeze({
     address: o.address.trim(),
     apiKey: o.apiKey,
     tls,
     reconnect: resolveReconnectOptions(o.reconnect),
     callTimeoutMs,
+    keepaliveTimeMs,
+    keepaliveTimeoutMs,
     channelOptions: { ...(o.channelOptions ?? {}) },
   });
 }

@@ -3,7 +3,7 @@ import type * as grpc from "@grpc/grpc-js";
 import { Code } from "../shared/code.js";
 import { onAbort } from "../shared/signals.js";
 import type { CloudEvent as ProtoCloudEvent } from "../shared/cloudevent.js";
-import { GatewayClientError, toClientError } from "./errors.js";
+import { FATAL_SUBSCRIBE_CODES, GatewayClientError, toClientError } from "./errors.js";
 import { backoffDelay, type ResolvedReconnectOptions } from "./options.js";
 import type { Transport } from "./transport.js";
 import type { SubscriptionMessage } from "./types.js";
@@ -30,11 +30,8 @@ export interface LiveInfo {
   recovered?: boolean;
 }
 
-/**
- * Codes that end a subscription instead of reconnecting: retrying cannot fix them (bad key, no permission, a
- * gateway without the Pubsub service, a request the gateway rejects).
- */
-export const FATAL_SUBSCRIBE_CODES: ReadonlySet<Code> = new Set([Code.UNAUTHENTICATED, Code.PERMISSION_DENIED, Code.UNIMPLEMENTED, Code.INVALID_ARGUMENT]);
+/** Codes that end a subscription instead of reconnecting (one definition, shared with `subscribeWeb`). */
+export { FATAL_SUBSCRIBE_CODES };
 
 /** Options of `subscribe()`. */
 export interface SubscribeOptions {
@@ -63,6 +60,14 @@ export interface SubscribeOptions {
 export interface SubscriptionDeps {
   transport: Transport;
   reconnect: ResolvedReconnectOptions;
+}
+
+/**
+ * A queue entry that is not a message: where a stream went live (with no resume, or one that missed events), queued
+ * behind the messages received before it so `position` reaches it only once they were handed over.
+ */
+class PositionMark {
+  constructor(readonly position: string) {}
 }
 
 interface SubscribeResponseWire {
@@ -99,10 +104,16 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
   #subscriptionId: string | undefined;
-  /** The last position seen (an event's, or the live stream's `x-position`); where a reconnect resumes from. */
+  /** The last position received (an event's, or the live stream's `x-position`); where a reconnect resumes from. */
   #position: string | undefined;
+  /**
+   * What `position` reports: the last position handed to the caller (a message taken from the queue, or a live
+   * position with no message before it still queued). Behind #position while messages wait in the queue, so a
+   * position saved at close() never skips what was received but not handed over.
+   */
+  #delivered: string | undefined;
   #recovered: boolean | undefined;
-  #queue: SubscriptionMessage[] = [];
+  #queue: Array<SubscriptionMessage | PositionMark> = [];
   #paused = false;
   #iterating = false;
   #wake: (() => void) | undefined;
@@ -120,6 +131,7 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
     this.#deps = deps;
     this.#opts = opts;
     this.#position = opts.since || undefined;
+    this.#delivered = this.#position;
     this.ready = new Promise<void>((res, rej) => {
       this.#resolveReady = res;
       this.#rejectReady = rej;
@@ -140,11 +152,13 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
   }
 
   /**
-   * With positions: the position of the last message delivered to the stream (or where the stream went live), to
-   * save and pass as `since` to a later subscription.
+   * With positions: the position of the last message handed to you (returned by the iterator, or passed to the
+   * handler), or where the stream went live when nothing was handed over since. Save it and pass it as `since` to a
+   * later subscription: every message after it comes again (messages still buffered when the subscription was
+   * closed included), none before it.
    */
   get position(): string | undefined {
-    return this.#position;
+    return this.#delivered;
   }
 
   /** True while a stream is live (headers received and not yet ended). */
@@ -217,6 +231,14 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
               this.#paused = false;
               this.#call?.resume();
             }
+            if (m instanceof PositionMark) {
+              this.#delivered = m.position;
+              continue;
+            }
+            // Handed over now: from here a saved position resumes after this message, or after the live position
+            // that came right behind it.
+            if (m.position !== undefined) this.#delivered = m.position;
+            while (this.#queue[0] instanceof PositionMark) this.#delivered = (this.#queue.shift() as PositionMark).position;
             return { value: m, done: false };
           }
           if (this.#ended) {
@@ -279,7 +301,12 @@ export class Subscription extends EventEmitter implements AsyncIterable<Subscrip
       const recovered = md.get("x-recovered")[0];
       this.#recovered = recovered === undefined ? undefined : recovered === "true";
       // Not recovered: nothing before the live position comes back, so the next resume starts there.
-      if (typeof position === "string" && (this.#position === undefined || this.#recovered === false)) this.#position = position;
+      if (typeof position === "string" && (this.#position === undefined || this.#recovered === false)) {
+        this.#position = position;
+        // Messages received before it are still to be handed over: `position` reaches it after them.
+        if (this.#queue.length === 0) this.#delivered = position;
+        else this.#queue.push(new PositionMark(position));
+      }
       this.#onLive();
     });
     call.on("data", (res: SubscribeResponseWire) => {

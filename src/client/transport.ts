@@ -71,6 +71,12 @@ export function createTransport(o: ResolvedClientOptions): Transport {
     "grpc.initial_reconnect_backoff_ms": Math.max(1, o.reconnect.initialDelayMs),
     "grpc.max_reconnect_backoff_ms": Math.max(1, o.reconnect.maxDelayMs),
     "grpc.max_receive_message_length": 64 * 1024 * 1024,
+    // Liveness of open calls: a connection that died silently (no FIN/RST) fails its calls within keepaliveTimeMs +
+    // keepaliveTimeoutMs, and subscriptions reconnect. No PINGs without calls: the gateway's idle timeout still
+    // retires an unused connection.
+    "grpc.keepalive_time_ms": o.keepaliveTimeMs,
+    "grpc.keepalive_timeout_ms": o.keepaliveTimeoutMs,
+    "grpc.keepalive_permit_without_calls": 0,
     ...o.channelOptions,
   };
   const channel = new grpc.Channel(o.address, credentialsOf(o.tls), channelOptions);
