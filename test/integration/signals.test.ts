@@ -107,7 +107,7 @@ async function holdRequest(port: number): Promise<() => void> {
   const sock = connect(port, "127.0.0.1");
   await once(sock, "connect");
   sock.on("error", () => undefined);
-  sock.write("POST /v1/trigger/held HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"target");
+  sock.write("POST /v1/trigger/held HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"target");
   // Let the server read the head (the request is in flight from then on) before the test signals.
   await new Promise((r) => setTimeout(r, 300));
   return () => sock.destroy();
