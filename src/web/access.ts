@@ -3,7 +3,7 @@ import { Code } from "../shared/code.js";
 import { GatewayError, invalidArgument } from "../shared/gateway-error.js";
 import { topicProblem } from "../ops/cloudevent-validate.js";
 import { apiKeyRefusal, type Authenticator } from "../ops/auth.js";
-import { browserRefusal, type OriginPolicy } from "../http/origin.js";
+import { originCheck, type OriginPolicy } from "../http/origin.js";
 
 /** What a web subscriber may do: from a token, or everything with a valid x-api-key. */
 export interface Grant {
@@ -164,22 +164,20 @@ export function parseOfferedProtocols(header: string, protocol: string, credenti
 
 /**
  * Browser-origin policy: `--cors-origin` values; `*` allows any. A request without Origin (not a browser) passes, and
- * so does a same-origin one (the Origin's host:port equals the Host header) — when no API key is configured, only if
- * that Host is a loopback name, so a DNS-rebound name is never "same origin". One policy for every HTTP front: REST
- * checks it too (src/http/origin.ts, where it lives so the REST router can use it).
+ * so does a same-origin one (the Origin's host:port equals the Host header). The same rule for every HTTP front: it
+ * lives in src/http/origin.ts so the REST router checks it too.
  */
-export { createOriginPolicy, sameOrigin, loopbackHostHeader, type OriginPolicy, type OriginPolicyOptions } from "../http/origin.js";
+export { createOriginPolicy, sameOrigin, type OriginPolicy } from "../http/origin.js";
 
 /**
  * The refusal every web upgrade checks first (pub/sub WebSocket and SSE, invoke-ws): the gateway is shutting down
- * (UNAVAILABLE); with no API key (a `loopbackOnly` policy) a Host that is not loopback (PERMISSION_DENIED: DNS
- * rebinding); or the browser's Origin is neither the gateway's own nor on `--cors-origin` (PERMISSION_DENIED).
- * Undefined to go on. The REST server refuses non-loopback Hosts for every handler on its app as well, web ones
- * included, when it has no API key (src/http/router.ts), whatever policy a front was given.
+ * (UNAVAILABLE), or the browser's Origin is neither the gateway's own nor on `--cors-origin` (PERMISSION_DENIED).
+ * Undefined to go on. The Host rule of a gateway without an API key (DNS rebinding) is not checked here: the REST
+ * server applies it in front of every handler on its app, web ones included (src/http/router.ts, hostGuardedApp).
  */
 export function webAdmission(closing: boolean, origins: OriginPolicy, origin: string | undefined, host: string | undefined): GatewayError | undefined {
   if (closing) return new GatewayError(Code.UNAVAILABLE, "the gateway is shutting down");
-  return browserRefusal(origins, origin, host);
+  return originCheck(origins, origin, host);
 }
 
 /**
